@@ -1,0 +1,138 @@
+"""``expocloud``: the user's command line (report, status, forget, runs).
+
+Runs themselves start from ``snakemake --executor expocloud``; this tool reads what they leave in
+the state directory (``.expocloud`` by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from .errors import ExpoError
+
+
+def _add_state_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state-dir", type=Path, default=Path(".expocloud"),
+                        help="the workflow's state directory (default: .expocloud)")
+
+
+def _csv(text: str | None) -> list[str] | None:
+    return [p.strip() for p in text.split(",") if p.strip()] if text else None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="expocloud", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    rep = sub.add_parser("report", help="results table, CSV and outcome map of a run")
+    rep.add_argument("run", nargs="?", help="run id or directory (default: the newest run)")
+    _add_state_dir(rep)
+    rep.add_argument("--rule", help="report this rule (default: rules with hardness specs)")
+    rep.add_argument("--filter", metavar="EXPR", help="keep rows where EXPR holds, "
+                     "e.g. 'cost < 100 and n_tasks >= 5'")
+    rep.add_argument("--best", nargs=2, metavar=("min|max", "EXPR"),
+                     help="print the solved row minimising or maximising EXPR")
+    rep.add_argument("--min-group-size", type=int, default=0, metavar="K",
+                     help="drop groups with fewer than K solved rows")
+    rep.add_argument("--group-by", metavar="COLS",
+                     help="comma-separated group columns (default: the hardness dimensions)")
+    rep.add_argument("--csv", type=Path, help="CSV path (default: RUN/results.csv)")
+    rep.add_argument("--png", type=Path, help="outcome map path (default: RUN/outcomes.png)")
+    rep.add_argument("--dims", metavar="X,Y", help="the two dimensions of the outcome map")
+    rep.add_argument("--facet", help="one panel per value of this column")
+
+    stat = sub.add_parser("status", help="progress of a live (or finished) run")
+    stat.add_argument("run", nargs="?", help="run id or directory (default: the newest run)")
+    _add_state_dir(stat)
+
+    forget = sub.add_parser("forget", help="drop stored frontiers and placeholder outputs, so "
+                            "that a rerun explores them again")
+    forget.add_argument("--rule", help="only this rule (default: all)")
+    _add_state_dir(forget)
+
+    runs = sub.add_parser("runs", help="list runs")
+    _add_state_dir(runs)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (ExpoError, ValueError) as exc:
+        print(f"expocloud {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _report(args: argparse.Namespace) -> int:
+    from . import report  # matplotlib and friends load only when a report is asked for
+
+    run_dir = report.find_run(args.state_dir, args.run)
+    best = None
+    if args.best:
+        direction, expr = args.best
+        if direction not in ("min", "max"):
+            raise ExpoError("--best", f"direction {direction!r} is neither min nor max",
+                            "write --best min EXPR or --best max EXPR")
+        best = (direction, expr)
+    dims = _csv(args.dims)
+    if dims is not None and len(dims) != 2:
+        raise ExpoError("--dims", f"{args.dims!r} does not name two columns", "write --dims X,Y")
+    print(report.report(run_dir, rule=args.rule, filter=args.filter, best=best,
+                        min_group_size=args.min_group_size, group_by=_csv(args.group_by),
+                        csv_path=args.csv, png_path=args.png, dims=dims, facet=args.facet))
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from .report import find_run
+
+    run_dir = find_run(args.state_dir, args.run)
+    info = json.loads((run_dir / "run.json").read_text())
+    try:
+        status = json.loads((run_dir / "status.json").read_text())
+    except (OSError, ValueError):
+        status = None
+    state = f"ended {info['ended']}" if info.get("ended") else "running"
+    print(f"run {info['run_id']} ({info.get('engine')}), started {info['created']}, {state}")
+    if status is None:
+        print("no progress recorded yet")
+        return 0
+    age = time.time() - status["time"]
+    print(f"{status['queued']} queued, {status['running']} running, {status['solved']} solved, "
+          f"{status['timeout']} timed out, {status['skipped']} skipped, {status['failed']} failed"
+          f" | {status['workers']} workers, {status['slots']} slots (as of {age:.0f} s ago)")
+    if not info.get("ended") and age > 120:
+        print("warning: no progress written for over two minutes: the coordinator may have died; "
+              "its workers stop by themselves after the heartbeat grace period")
+    return 0
+
+
+def _forget(args: argparse.Namespace) -> int:
+    from .state import StateDir
+
+    frontiers, placeholders = StateDir(args.state_dir).forget(args.rule)
+    what = f"rule {args.rule}" if args.rule else "all rules"
+    print(f"forgot {frontiers} frontier(s) and deleted {placeholders} placeholder output(s) "
+          f"for {what}; a rerun explores them again")
+    return 0
+
+
+def _runs(args: argparse.Namespace) -> int:
+    runs = sorted((args.state_dir / "runs").glob("*/run.json"))
+    if not runs:
+        print(f"no runs under {args.state_dir / 'runs'}")
+    for path in runs:
+        info = json.loads(path.read_text())
+        print(f"{info['run_id']}\t{info['created']}\t{'ended' if info.get('ended') else 'open'}")
+    return 0
+
+
+COMMANDS = {"report": _report, "status": _status, "forget": _forget, "runs": _runs}
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,377 @@
+"""The coordinator: drives the pure scheduler and fleet with what the bucket and engine say.
+
+Front ends (Snakemake, cwltool) hand it ``JobRequest``s and collect ``JobReport``s; a loop thread
+does the rest: reads worker statuses and results from the bucket, feeds them to the scheduler,
+writes each worker's inbox (assignments, cancellations, and a heartbeat that keeps the workers'
+dead man's switch from firing), and grows or shrinks the fleet. All scheduler state is touched
+by the loop thread only; the front ends talk to it through two locked hand-over points.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import messages
+from .bucket import Bucket
+from .engines.base import Engine
+from .fleet import FleetConfig, WorkerView, plan
+from .hardness import FrontierPoint
+from .scheduler import (Cancel, Event, Finished, Outcome, Pool, Requeued, Scheduler, Skipped,
+                        Task)
+from .state import FamilyRef, StateDir
+from .worker import inbox_key, result_key
+
+RESULT_OUTCOME = {"ok": Outcome.SOLVED, "failed": Outcome.FAILED, "timeout": Outcome.TIMEOUT}
+
+
+@dataclass
+class JobRequest:
+    """A job as the front end hands it over: what to run, and how it ranks."""
+
+    task: Task
+    argv: list[str]
+    cwd: str
+    env: dict[str, str]
+    deadline_s: float | None
+    family: FamilyRef | None = None
+    meta: dict = field(default_factory=dict)  # rule, wildcards, outputs...: for the run record
+
+
+@dataclass
+class JobReport:
+    """How a job ended, with the sentence a user should read."""
+
+    key: str
+    outcome: Outcome
+    message: str
+    runtime_s: float | None = None
+    worker: str | None = None
+    log_tail: str = ""
+    killed: bool = False
+
+
+@dataclass
+class CoordinatorConfig:
+    run_id: str
+    slots_per_worker: int
+    max_workers: int
+    idle_timeout: float = 5.0
+    poll: float = 0.2
+    heartbeat: float = 10.0
+    status_interval: float = 10.0
+    pool: Pool = Pool.LOCAL
+
+
+@dataclass
+class _Vm:
+    name: str
+    created: float
+    ready: bool = False
+    idle_since: float | None = None
+    jobs: dict[str, dict] = field(default_factory=dict)  # assigned, no result seen yet
+    cancel: set[str] = field(default_factory=set)
+    status_generation: int | None = None
+    inbox_dirty: bool = True
+    last_inbox: float = 0.0
+
+
+class Coordinator:
+    """Runs one run: a scheduler, a fleet on one engine, and the bucket between them."""
+
+    def __init__(self, config: CoordinatorConfig, engine: Engine, bucket: Bucket, run_key: bytes,
+                 run_dir: Path, state: StateDir, log: Callable[[str], None],
+                 scheduler: Scheduler | None = None) -> None:
+        self.config = config
+        self.engine = engine
+        self.bucket = bucket
+        self.run_key = run_key
+        self.run_dir = run_dir
+        self.state = state
+        self.log = log
+        self.scheduler = scheduler or Scheduler()
+        self.fleet = FleetConfig(config.slots_per_worker, config.max_workers, config.idle_timeout)
+        self._requests: dict[str, JobRequest] = {}
+        self._submissions: list[JobRequest] = []
+        self._withdrawals: list[str] = []
+        self._reports: dict[str, JobReport] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._vms: dict[str, _Vm] = {}
+        self._vm_counter = 0
+        self._seq = 0
+        self._results_seen: set[str] = set()
+        self._started: dict[str, float] = {}
+        self._last_progress = 0.0
+        self._last_progress_text = ""
+        self.loop_errors = 0
+
+    # -- front-end side (any thread) ---------------------------------------------------------
+    def submit(self, requests: list[JobRequest]) -> None:
+        with self._lock:
+            self._submissions.extend(requests)
+        self._wake.set()
+
+    def withdraw(self, keys: list[str]) -> None:
+        with self._lock:
+            self._withdrawals.extend(keys)
+        self._wake.set()
+
+    def take_report(self, key: str) -> JobReport | None:
+        with self._lock:
+            return self._reports.pop(key, None)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="expocloud-coordinator",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the loop and delete every VM of the run; safe to call twice, from any thread."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
+        self.engine.close()
+        for name in list(self._vms):
+            self._end_vm(name, "deleted")
+        self._progress(time.time(), force=True)
+
+    # -- the loop ----------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.tick(time.time())
+            except Exception:  # never die silently: the run would hang with VMs billing
+                self.loop_errors += 1
+                self.log(f"expocloud: coordinator error (retrying): {traceback.format_exc()}")
+            self._wake.wait(self.config.poll)
+            self._wake.clear()
+
+    def tick(self, now: float) -> None:
+        """One round: intake, observe, decide, act."""
+        self._intake()
+        self._read_statuses(now)
+        self._read_results()
+        self._check_instances()
+        for assignment in self.scheduler.assign():
+            request = self._requests[assignment.key]
+            vm = self._vms[assignment.worker_id]
+            vm.jobs[assignment.key] = {"argv": request.argv, "cwd": request.cwd,
+                                       "env": request.env, "deadline_s": request.deadline_s,
+                                       "cpus": request.task.cpus}
+            vm.inbox_dirty = True
+            self._started[assignment.key] = now
+        self._write_inboxes(now)
+        self._scale(now)
+        self._progress(now)
+
+    # -- intake ------------------------------------------------------------------------------
+    def _intake(self) -> None:
+        with self._lock:
+            submissions, self._submissions = self._submissions, []
+            withdrawals, self._withdrawals = self._withdrawals, []
+        for request in submissions:
+            key = request.task.key
+            self._requests[key] = request
+            family = request.task.family
+            if family is not None and request.family is not None \
+                    and family not in self.scheduler.frontiers:
+                self.scheduler.frontiers[family] = self.state.load_frontier(request.family)
+            self._handle(self.scheduler.submit(request.task))
+        for key in withdrawals:
+            worker_id = self.scheduler.withdraw(key)
+            if worker_id in self._vms:
+                self._vms[worker_id].cancel.add(key)
+                self._vms[worker_id].inbox_dirty = True
+
+    # -- observe -----------------------------------------------------------------------------
+    def _read_statuses(self, now: float) -> None:
+        listing = self.bucket.list("workers/")
+        for name, vm in self._vms.items():
+            generation = listing.get(f"workers/{name}/status.json")
+            if generation is None or generation == vm.status_generation:
+                continue
+            blob = self.bucket.read(f"workers/{name}/status.json")
+            if blob is None:
+                continue
+            vm.status_generation = blob.generation
+            try:
+                status = messages.decode("status", blob.data)
+            except messages.MessageError as exc:
+                self.log(f"expocloud: ignoring a malformed status of {name}: {exc}")
+                continue
+            if status["state"] == "ready" and not vm.ready:
+                vm.ready = True
+                vm.idle_since = now
+                self.scheduler.add_worker(name, self.config.slots_per_worker,
+                                          pool=self.config.pool)
+
+    def _read_results(self) -> None:
+        listing = self.bucket.list("results/")
+        for name in sorted(set(listing) - self._results_seen):
+            self._results_seen.add(name)
+            blob = self.bucket.read(name)
+            if blob is None:
+                continue
+            try:
+                result = messages.decode("result", blob.data)
+            except messages.MessageError as exc:
+                self.log(f"expocloud: ignoring a malformed result {name}: {exc}")
+                continue
+            key = result["key"]
+            if key not in self._requests or name != result_key(key):
+                continue
+            for vm in self._vms.values():
+                if vm.jobs.pop(key, None) is not None or key in vm.cancel:
+                    vm.cancel.discard(key)
+                    vm.inbox_dirty = True
+            if result["outcome"] == "cancelled":
+                events = self.scheduler.cancelled(key)
+                if not events and self.scheduler.state(key) in ("running", "queued"):
+                    # killed for another reason (its worker is stopping): run it elsewhere
+                    events = self.scheduler.remove_worker(result["worker"])
+            else:
+                events = self.scheduler.finish(key, RESULT_OUTCOME[result["outcome"]])
+            self._handle(events, result)
+
+    def _check_instances(self) -> None:
+        alive = {i.name for i in self.engine.list() if i.status in ("PROVISIONING", "RUNNING")}
+        for name in [n for n in self._vms if n not in alive]:
+            self.log(f"expocloud: worker {name} was lost; its jobs go back to the queue first")
+            self._handle(self.scheduler.remove_worker(name, preempted=True))
+            self._end_vm(name, "lost")
+            self.engine.delete(name)
+
+    # -- decide and act ----------------------------------------------------------------------
+    def _handle(self, events: list[Event], result: dict | None = None) -> None:
+        for event in events:
+            if isinstance(event, Cancel):
+                vm = self._vms.get(event.worker_id)
+                if vm is not None:
+                    vm.cancel.add(event.key)
+                    vm.inbox_dirty = True
+            elif isinstance(event, Skipped):
+                self._report_skip(event, result if result and result["key"] == event.key else None)
+            elif isinstance(event, Finished):
+                self._report_finish(event, result)
+            elif isinstance(event, Requeued):
+                where = " (on-demand only from now on)" if event.on_demand_only else ""
+                self.log(f"expocloud: re-queued {self.scheduler.task(event.key).label} "
+                         f"from lost worker {event.worker_id}{where}")
+
+    def _report_finish(self, event: Finished, result: dict | None) -> None:
+        request = self._requests[event.key]
+        runtime = (result["ended"] - result["started"]) if result else None
+        worker = result["worker"] if result else None
+        if event.outcome is Outcome.TIMEOUT:
+            if request.family is not None and request.task.point is not None:
+                self.state.add_timeout(request.family, request.task.point, request.task.label,
+                                       self.config.run_id)
+            message = (f"timed out after {runtime or 0:.0f} s (deadline {request.deadline_s:g} s); "
+                       f"{event.harder} harder combination{'s' if event.harder != 1 else ''} "
+                       "will be skipped")
+        elif event.outcome is Outcome.SOLVED:
+            message = f"solved in {runtime or 0:.1f} s on {worker}"
+        else:
+            reason = result["reason"] if result else "unknown reason"
+            message = f"failed on worker {worker}: {reason}"
+        self._report(JobReport(event.key, event.outcome, message, runtime, worker,
+                               result["log_tail"] if result else ""), result)
+
+    def _report_skip(self, event: Skipped, result: dict | None) -> None:
+        message = (f"skipped: as hard as or harder than {event.dominator.label}, "
+                   "which timed out" + (" (killed while running)" if event.killed else ""))
+        runtime = (result["ended"] - result["started"]) if result else None
+        self._report(JobReport(event.key, Outcome.SKIPPED, message, runtime,
+                               result["worker"] if result else None, killed=event.killed),
+                     result, event.dominator)
+
+    def _report(self, report: JobReport, result: dict | None,
+                dominator: FrontierPoint | None = None) -> None:
+        request = self._requests[report.key]
+        record = {
+            "v": 1, "key": report.key, **request.meta, "outcome": report.outcome.value,
+            "killed": report.killed, "runtime_s": report.runtime_s, "worker": report.worker,
+            "started": result["started"] if result else None, "ended": time.time(),
+            "deadline_s": request.deadline_s, "reason": report.message,
+            "dominator": dominator.label if dominator else None,
+        }
+        with open(self.run_dir / "jobs.jsonl", "a") as handle:
+            handle.write(json.dumps(record) + "\n")
+        with self._lock:
+            self._reports[report.key] = report
+
+    def _write_inboxes(self, now: float) -> None:
+        for name, vm in self._vms.items():
+            if not (vm.inbox_dirty or now - vm.last_inbox >= self.config.heartbeat):
+                continue
+            self._seq += 1
+            body = {"seq": self._seq, "jobs": vm.jobs, "cancel": sorted(vm.cancel),
+                    "drain": False}
+            self.bucket.write(inbox_key(name), messages.encode("inbox", body, self.run_key))
+            vm.inbox_dirty = False
+            vm.last_inbox = now
+
+    def _scale(self, now: float) -> None:
+        if self._stopping.is_set():
+            return
+        workers = self.scheduler.workers()
+        views = []
+        for name, vm in self._vms.items():
+            cpus, free = workers.get(name, (self.config.slots_per_worker,) * 2)
+            busy = cpus - free
+            if busy or vm.jobs:
+                vm.idle_since = None
+            elif vm.ready and vm.idle_since is None:
+                vm.idle_since = now
+            views.append(WorkerView(name, not vm.ready, busy, vm.idle_since))
+        demand = sum(self.scheduler.queued_demand().values())
+        decision = plan(demand, views, now, self.fleet)
+        for name in decision.delete:
+            self._handle(self.scheduler.remove_worker(name))
+            self.engine.delete(name)
+            self._end_vm(name, "deleted")
+        for _ in range(decision.create):
+            self._vm_counter += 1
+            name = f"w-{self._vm_counter}"
+            self._vms[name] = _Vm(name, now)
+            self.engine.create(name, self.config.pool, self.config.slots_per_worker)
+            self._write_inboxes(now)  # the first heartbeat, before it boots
+
+    def _end_vm(self, name: str, how: str) -> None:
+        vm = self._vms.pop(name, None)
+        if vm is None:
+            return
+        self.bucket.delete(inbox_key(name))
+        record = {"name": name, "pool": self.config.pool.value, "created": vm.created,
+                  "ended": time.time(), "end": how}
+        with open(self.run_dir / "vms.jsonl", "a") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    def _progress(self, now: float, force: bool = False) -> None:
+        counts = self.scheduler.counts()
+        ready = sum(1 for vm in self._vms.values() if vm.ready)
+        booting = len(self._vms) - ready
+        status = {**counts, "workers": ready, "booting": booting,
+                  "slots": ready * self.config.slots_per_worker, "time": now}
+        text = (f"expocloud: {counts['queued']} queued, {counts['running']} running, "
+                f"{counts['solved']} solved, {counts['timeout']} timed out, "
+                f"{counts['skipped']} skipped, {counts['failed']} failed | "
+                f"{ready} workers{f' (+{booting} booting)' if booting else ''}, "
+                f"{status['slots']} slots")
+        if force or now - self._last_progress >= self.config.status_interval:
+            tmp = self.run_dir / ".status.json.tmp"
+            tmp.write_text(json.dumps(status))
+            tmp.replace(self.run_dir / "status.json")
+            if force or text != self._last_progress_text:
+                self.log(text)
+                self._last_progress_text = text
+            self._last_progress = now

@@ -1,0 +1,64 @@
+"""Process-group control: a job, and everything it started, dies together.
+
+Each job runs as the leader of its own session, so a timeout or a cancel can reach every
+process it spawned (the snakemake job process, its shell, the solver) and nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+
+def session_members(sid: int) -> list[int]:
+    """PIDs whose session is ``sid`` (Linux /proc), including ones that changed group."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # fields after the ")" closing the command name: state ppid pgrp session ...
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 3 and int(fields[3]) == sid:
+            members.append(int(entry.name))
+    return members
+
+
+def signal_session(sid: int, sig: int) -> None:
+    """Send ``sig`` to the process group ``sid`` and to any straggler of its session."""
+    try:
+        os.killpg(sid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for pid in session_members(sid):
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def kill_session(sid: int, grace: float = 2.0) -> None:
+    """SIGTERM the whole session, then SIGKILL whatever is left after ``grace`` seconds."""
+    signal_session(sid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not _alive(sid):
+            return
+        time.sleep(0.05)
+    signal_session(sid, signal.SIGKILL)
+
+
+def _alive(sid: int) -> bool:
+    for pid in session_members(sid):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            return True
+    return False

@@ -1,0 +1,197 @@
+"""The Snakemake front end: ``snakemake --executor expocloud``.
+
+Thin by design: it turns Snakemake jobs into ``JobRequest``s (the command Snakemake would run
+remotely, plus hardness and deadline from the job's resources) and turns the coordinator's
+reports back into Snakemake's two outcomes, success and error. Snakemake has no "skipped":
+a skipped or timed-out job is an error naming the timeout that dominates it, or, with
+``--expocloud-on-skip placeholder``, a success whose outputs hold a placeholder text.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import datetime as dt
+import json
+import os
+import secrets
+from pathlib import Path
+from string import Template
+from typing import AsyncGenerator, List
+
+from snakemake_interface_common.exceptions import WorkflowError
+from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
+from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
+from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
+from snakemake_interface_executor_plugins.settings import CommonSettings
+
+from .bucket import LocalBucket
+from .coordinator import Coordinator, CoordinatorConfig, JobReport, JobRequest
+from .engines.local import LocalEngine, LocalEngineConfig
+from .errors import ExpoError
+from .job_description import JobDescriber
+from .scheduler import Outcome
+from .settings import ExecutorSettings, local_max_workers, validate
+from .state import StateDir
+
+common_settings = CommonSettings(
+    non_local_exec=True,
+    implies_no_shared_fs=False,
+    job_deploy_sources=True,
+    pass_default_storage_provider_args=True,
+    pass_default_resources_args=True,
+    pass_envvar_declarations_to_cmd=False,  # given to the job's environment instead
+    auto_deploy_default_storage_provider=False,  # no unpinned installs on workers
+    init_seconds_before_status_checks=0,
+)
+
+LOG_TAIL_LINES = 20
+
+
+class Executor(RemoteExecutor):
+    def __post_init__(self) -> None:
+        settings = self.workflow.executor_settings or ExecutorSettings()
+        self.settings: ExecutorSettings = settings
+        try:
+            validate(settings)
+            max_workers = local_max_workers(settings)
+            self.describer = JobDescriber(os.path.abspath(self.workflow.main_snakefile))
+            self._check_planned_jobs(settings.slots_per_worker)
+        except ExpoError as exc:
+            raise WorkflowError(str(exc)) from None
+        self.state = StateDir(Path(settings.state_dir))
+        try:
+            self.run_dir = self.state.new_run(settings.run_id)
+        except FileExistsError:
+            raise WorkflowError(str(ExpoError("--expocloud-run-id", f"run {settings.run_id!r} "
+                                              "exists already", "choose a new run id"))) from None
+        self.run_id = self.run_dir.name
+        self._write_run_record(ended=None)
+        run_key = secrets.token_bytes(32)
+        bucket = LocalBucket(self.run_dir / "bucket")
+        engine = LocalEngine(LocalEngineConfig(
+            bucket_root=bucket.root, scratch_root=self.run_dir / "vms", run_key=run_key,
+            poll=settings.poll_interval, grace=settings.heartbeat_grace,
+            heartbeat=_heartbeat(settings), boot_delay=settings.boot_delay))
+        config = CoordinatorConfig(
+            run_id=self.run_id, slots_per_worker=settings.slots_per_worker,
+            max_workers=max_workers, idle_timeout=settings.idle_timeout,
+            poll=settings.poll_interval, heartbeat=_heartbeat(settings),
+            status_interval=settings.status_interval)
+        self.coordinator = Coordinator(config, engine, bucket, run_key, self.run_dir,
+                                       self.state, self.logger.info)
+        self.coordinator.start()
+        atexit.register(self.coordinator.stop)  # a last resort; shutdown() is the normal path
+        self.next_seconds_between_status_checks = min(1.0, settings.poll_interval)
+        self.logger.info(f"expocloud: run {self.run_id} on the {settings.engine} engine, up to "
+                         f"{max_workers} workers x {settings.slots_per_worker} slots "
+                         f"(state in {self.run_dir})")
+
+    def _check_planned_jobs(self, slots: int) -> None:
+        """Reject bad hardness specs and deadlines in any planned job before a worker starts."""
+        needrun = getattr(self.workflow.dag, "needrun_jobs", None)
+        for job in needrun() if needrun else []:
+            self.describer.describe(job, slots)
+
+    def _write_run_record(self, ended: str | None) -> None:
+        record = {
+            "v": 1, "run_id": self.run_id, "created": dt.datetime.now().isoformat(),
+            "workdir": os.getcwd(), "engine": self.settings.engine,
+            "snakefile": os.path.abspath(self.workflow.main_snakefile),
+            "settings": dataclasses.asdict(self.settings), "ended": ended,
+        }
+        path = self.run_dir / "run.json"
+        if ended is not None and path.exists():
+            record = {**json.loads(path.read_text()), "ended": ended}
+        path.write_text(json.dumps(record, indent=1))
+
+    # -- Snakemake's calls -------------------------------------------------------------------
+    def run_jobs(self, jobs: List[JobExecutorInterface]) -> None:
+        """Validate the whole batch first, then hand it over; the scheduler orders it."""
+        try:
+            described = [(job, self.describer.describe(job, self.settings.slots_per_worker))
+                         for job in jobs]
+        except ExpoError as exc:
+            raise WorkflowError(str(exc)) from None
+        requests = []
+        for job, description in described:
+            self.run_job_pre(job)
+            request = JobRequest(task=description.task,
+                                 argv=["/bin/sh", "-c", self.format_job_exec(job)],
+                                 cwd=os.getcwd(), env=dict(self.envvars()),
+                                 deadline_s=description.deadline_s, family=description.family,
+                                 meta=description.meta)
+            self.report_job_submission(SubmittedJobInfo(job, external_jobid=description.task.key))
+            requests.append(request)
+        self.coordinator.submit(requests)
+
+    def run_job(self, job: JobExecutorInterface) -> None:
+        self.run_jobs([job])
+
+    async def check_active_jobs(
+        self, active_jobs: List[SubmittedJobInfo]
+    ) -> AsyncGenerator[SubmittedJobInfo, None]:
+        """Hand over finished jobs; nothing may escape, or Snakemake aborts without cleanup."""
+        for job_info in active_jobs:
+            try:
+                report = self.coordinator.take_report(job_info.external_jobid)
+            except Exception as exc:  # pragma: no cover - defensive
+                self.logger.warning(f"expocloud: status check failed, will retry: {exc}")
+                report = None
+            if report is None:
+                yield job_info
+                continue
+            try:
+                self._deliver(job_info, report)
+            except Exception as exc:
+                self.logger.error(f"expocloud: could not report job {report.key}: {exc}")
+                try:
+                    self.report_job_error(job_info, msg=f"expocloud: {exc}")
+                except Exception:
+                    pass
+
+    def _deliver(self, job_info: SubmittedJobInfo, report: JobReport) -> None:
+        if report.outcome is Outcome.SOLVED:
+            self.report_job_success(job_info)
+        elif report.outcome is Outcome.FAILED:
+            tail = "\n".join(report.log_tail.splitlines()[-LOG_TAIL_LINES:])
+            self.report_job_error(job_info, msg=f"{report.message}\n{tail}\n" if tail
+                                  else f"{report.message}\n")
+        elif self.settings.on_skip == "placeholder":
+            self._write_placeholders(job_info.job, report)
+            self.logger.info(f"expocloud: {self.describer.label(job_info.job)}: {report.message} "
+                             "(placeholder outputs written)")
+            self.report_job_success(job_info)
+        else:
+            self.report_job_error(job_info, msg=f"{report.message}\n")
+
+    def _write_placeholders(self, job: JobExecutorInterface, report: JobReport) -> None:
+        wildcards = self.describer.wildcards(job)
+        text = Template(self.settings.placeholder_text).safe_substitute(
+            wildcards, outcome=report.outcome.value, rule=self.describer.rule(job),
+            reason=report.message)
+        written: dict[str, bytes] = {}
+        for output in job.output:
+            path = Path(str(output))
+            if getattr(output, "is_directory", False):
+                path.mkdir(parents=True, exist_ok=True)
+                path = path / ".expocloud-placeholder"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            written[str(path)] = text.encode()
+        self.state.add_placeholders(written, self.describer.rule(job), report.outcome.value,
+                                    self.run_id)
+
+    def cancel_jobs(self, active_jobs: List[SubmittedJobInfo]) -> None:
+        """Ctrl-C: every VM of the run goes, and every job on it."""
+        self.coordinator.stop()
+
+    def shutdown(self) -> None:
+        self.coordinator.stop()
+        self._write_run_record(ended=dt.datetime.now().isoformat())
+        super().shutdown()
+
+
+def _heartbeat(settings: ExecutorSettings) -> float:
+    """Refresh inboxes often enough that a healthy worker never trips its dead man's switch."""
+    return max(settings.poll_interval, min(10.0, settings.heartbeat_grace / 4))

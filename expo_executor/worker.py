@@ -1,0 +1,265 @@
+"""``expocloud-worker``: the agent on each VM (or local process standing in for one).
+
+It pulls its assignments from one bucket object (its inbox), runs each job in its own session
+with its deadline, kills what the coordinator cancels, and reports outcomes as create-only
+result objects (first writer wins if a job was re-assigned). It listens on no port. When the
+coordinator stops refreshing the inbox for longer than the grace period it kills its jobs and
+shuts down: a dead man's switch, so that a crashed coordinator does not leave VMs billing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import messages
+from .bucket import Bucket, PreconditionFailed, open_bucket
+from .procs import kill_session
+
+LOG_TAIL_BYTES = 4000
+RUN_KEY_ENV = "EXPOCLOUD_RUN_KEY"
+
+
+@dataclass
+class _Running:
+    key: str
+    proc: subprocess.Popen
+    started: float  # wall clock, for reports
+    started_mono: float
+    deadline_s: float | None
+    cpus: int
+    log: Path
+
+
+def inbox_key(worker_id: str) -> str:
+    return f"workers/{worker_id}/inbox.json"
+
+
+def status_key(worker_id: str) -> str:
+    return f"workers/{worker_id}/status.json"
+
+
+def result_key(job_key: str) -> str:
+    return f"results/{job_key}.json"
+
+
+class Worker:
+    """One worker agent; ``run`` returns the process exit code."""
+
+    def __init__(self, bucket: Bucket, worker_id: str, slots: int, run_key: bytes,
+                 scratch: Path, poll: float = 0.2, grace: float = 60.0,
+                 heartbeat: float = 10.0) -> None:
+        self.bucket = bucket
+        self.worker_id = worker_id
+        self.slots = slots
+        self.run_key = run_key
+        self.scratch = scratch
+        self.poll = poll
+        self.grace = grace
+        self.heartbeat = heartbeat
+        self.running: dict[str, _Running] = {}
+        self.seen: set[str] = set()  # job keys ever started here: never run one twice
+        self.seq = -1
+        self.last_contact = time.monotonic()
+        self.last_status = 0.0
+        self.stop_reason: str | None = None
+        self.inbox_generation: int | None = None
+        self.pending: dict[str, dict] = {}
+        self.cancel: set[str] = set()
+        self.drain = False
+
+    # -- main loop ---------------------------------------------------------------------------
+    def run(self) -> int:
+        (self.scratch / "jobs").mkdir(parents=True, exist_ok=True)
+        self._write_status("ready")
+        while self.stop_reason is None:
+            self._read_inbox()
+            self._reap()
+            self._kill_cancelled()
+            self._start_pending()
+            if time.monotonic() - self.last_contact > self.grace:
+                self.stop_reason = f"coordinator silent for more than {self.grace:.0f} s"
+            elif self.drain and not self.running:
+                self.stop_reason = "drained"
+            elif time.monotonic() - self.last_status >= self.heartbeat:
+                self._write_status("ready")
+            if self.stop_reason is None:
+                time.sleep(self._sleep_time())
+        self._kill_all("cancelled", f"worker stopping: {self.stop_reason}")
+        self._write_status("stopped")
+        return 0 if self.stop_reason in ("drained", "terminated") else 3
+
+    def request_stop(self, reason: str) -> None:
+        self.stop_reason = reason
+
+    def _sleep_time(self) -> float:
+        now = time.monotonic()
+        waits = [self.poll]
+        for job in self.running.values():
+            if job.deadline_s is not None:
+                waits.append(job.started_mono + job.deadline_s - now)
+        return max(0.01, min(waits))
+
+    # -- inbox -------------------------------------------------------------------------------
+    def _read_inbox(self) -> None:
+        blob = self.bucket.read(inbox_key(self.worker_id))
+        if blob is None or blob.generation == self.inbox_generation:
+            return
+        self.inbox_generation = blob.generation
+        try:
+            body = messages.decode("inbox", blob.data, self.run_key)
+        except messages.MessageError as exc:
+            print(f"worker {self.worker_id}: ignoring inbox: {exc}", file=sys.stderr, flush=True)
+            return
+        if body["seq"] <= self.seq:
+            return
+        self.seq = body["seq"]
+        self.last_contact = time.monotonic()
+        self.pending = {k: v for k, v in body["jobs"].items() if k not in self.seen}
+        self.cancel = {k for k in body["cancel"] if isinstance(k, str)}
+        self.drain = body["drain"]
+
+    def _start_pending(self) -> None:
+        for key in sorted(self.pending):
+            job = self.pending[key]
+            if key in self.cancel:
+                self.seen.add(key)
+                self._write_result(key, "cancelled", None, time.time(), "cancelled before start")
+                continue
+            used = sum(r.cpus for r in self.running.values())
+            if used + job["cpus"] > self.slots and self.running:
+                break  # wait for a slot (the coordinator should not over-assign)
+            self.seen.add(key)
+            self._start(key, job)
+        self.pending = {k: v for k, v in self.pending.items() if k not in self.seen}
+
+    def _start(self, key: str, job: dict) -> None:
+        log = self.scratch / "jobs" / f"{key}.log"
+        env = {**os.environ, **{str(k): str(v) for k, v in job["env"].items()}}
+        env.pop(RUN_KEY_ENV, None)  # jobs never see the run key
+        started = time.time()
+        try:
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(job["argv"], cwd=job["cwd"], env=env, stdout=out,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True)
+        except OSError as exc:
+            self._write_result(key, "failed", None, started, f"could not start the job: {exc}")
+            return
+        deadline = job["deadline_s"]
+        self.running[key] = _Running(key, proc, started, time.monotonic(),
+                                     float(deadline) if deadline is not None else None,
+                                     job["cpus"], log)
+        self._record_sessions()
+        self._write_status("ready")
+
+    # -- running jobs ------------------------------------------------------------------------
+    def _reap(self) -> None:
+        now = time.monotonic()
+        for key, job in list(self.running.items()):
+            code = job.proc.poll()
+            if code is not None:
+                outcome = "ok" if code == 0 else "failed"
+                reason = None if code == 0 else f"exit code {code}"
+                self._finish(job, outcome, code, reason)
+            elif job.deadline_s is not None and now - job.started_mono >= job.deadline_s:
+                kill_session(job.proc.pid)
+                job.proc.wait()
+                self._finish(job, "timeout", None,
+                             f"killed at its deadline of {job.deadline_s:g} s")
+
+    def _kill_cancelled(self) -> None:
+        for key in list(self.running):
+            if key in self.cancel:
+                job = self.running[key]
+                kill_session(job.proc.pid)
+                job.proc.wait()
+                self._finish(job, "cancelled", None, "cancelled by the coordinator")
+
+    def _kill_all(self, outcome: str, reason: str) -> None:
+        for job in list(self.running.values()):
+            kill_session(job.proc.pid)
+            job.proc.wait()
+            self._finish(job, outcome, None, reason)
+
+    def _finish(self, job: _Running, outcome: str, code: int | None, reason: str | None) -> None:
+        del self.running[job.key]
+        self._record_sessions()
+        self._write_result(job.key, outcome, code, job.started, reason, job.log)
+        self._write_status("ready")
+
+    def _record_sessions(self) -> None:
+        """The VM's own disk: which job sessions are alive, for the local engine's teardown."""
+        text = "".join(f"{job.proc.pid}\n" for job in self.running.values())
+        tmp = self.scratch / "sessions.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, self.scratch / "sessions")
+
+    # -- reports -----------------------------------------------------------------------------
+    def _write_result(self, key: str, outcome: str, code: int | None, started: float,
+                      reason: str | None, log: Path | None = None) -> None:
+        body = {"key": key, "worker": self.worker_id, "outcome": outcome, "returncode": code,
+                "started": started, "ended": time.time(), "reason": reason,
+                "log_tail": _tail(log) if log and outcome != "ok" else ""}
+        try:
+            self.bucket.write(result_key(key), messages.encode("result", body),
+                              if_generation_match=0)
+        except PreconditionFailed:
+            pass  # another worker reported this job first; its report stands
+
+    def _write_status(self, state: str) -> None:
+        body = {"worker": self.worker_id, "seq_seen": self.seq, "time": time.time(),
+                "running": sorted(self.running), "slots": self.slots, "state": state}
+        self.bucket.write(status_key(self.worker_id), messages.encode("status", body))
+        self.last_status = time.monotonic()
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - LOG_TAIL_BYTES))
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="expocloud-worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--bucket", required=True, help="bucket URL of the run")
+    parser.add_argument("--worker-id", required=True)
+    parser.add_argument("--slots", type=int, required=True)
+    parser.add_argument("--scratch", type=Path, required=True, help="this VM's local disk")
+    parser.add_argument("--poll", type=float, default=0.2)
+    parser.add_argument("--grace", type=float, default=60.0)
+    parser.add_argument("--heartbeat", type=float, default=10.0)
+    parser.add_argument("--boot-delay", type=float, default=0.0,
+                        help="seconds to wait before reporting ready (emulates a VM booting)")
+    args = parser.parse_args(argv)
+    run_key = os.environ.get(RUN_KEY_ENV, "")
+    if not run_key:
+        print(f"expocloud-worker: {RUN_KEY_ENV} is not set; fix: start workers through the "
+              "coordinator, which hands each one the run key", file=sys.stderr)
+        return 2
+    worker = Worker(open_bucket(args.bucket), args.worker_id, args.slots,
+                    bytes.fromhex(run_key), args.scratch, args.poll, args.grace, args.heartbeat)
+    signal.signal(signal.SIGTERM, lambda *_: worker.request_stop("terminated"))
+    signal.signal(signal.SIGINT, lambda *_: worker.request_stop("terminated"))
+    time.sleep(args.boot_delay)
+    try:
+        return worker.run()
+    except Exception as exc:  # report the crash in our last breath, then die loudly
+        worker._kill_all("failed", f"worker crashed: {exc}")
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
