@@ -59,7 +59,7 @@ class Executor(RemoteExecutor):
             self._check_planned_jobs(settings.slots_per_worker)
         except ExpoError as exc:
             raise WorkflowError(str(exc)) from None
-        self.state = StateDir(Path(settings.state_dir))
+        self.state = StateDir(Path(settings.state_dir).resolve())
         try:
             self.run_dir = self.state.new_run(settings.run_id)
         except FileExistsError:

@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,8 +48,11 @@ class LocalEngine:
         self.config = config
         self._vms: dict[str, _Vm] = {}
         self._lock = threading.Lock()
+        self._closed = False
 
     def create(self, name: str, pool: Pool, slots: int) -> None:
+        if self._closed:
+            raise RuntimeError("the engine is closed: the run is ending")
         scratch = self.config.scratch_root / name
         scratch.mkdir(parents=True, exist_ok=True)
         log = scratch / "worker.log"
@@ -94,15 +96,13 @@ class LocalEngine:
 
     def close(self) -> None:
         with self._lock:
-            names = list(self._vms)
-        for name in names:
-            self.delete(name)
-
-    def wait_all(self, timeout: float) -> None:
-        """For tests: wait until every worker process has exited on its own."""
-        deadline = time.monotonic() + timeout
-        for vm in list(self._vms.values()):
-            vm.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            self._closed = True
+            vms = list(self._vms.values())
+        for vm in vms:  # power every VM off at once, then wait for each
+            if vm.proc.poll() is None:
+                vm.proc.terminate()
+        for vm in vms:
+            self.delete(vm.name)
 
 
 def _sessions(scratch: Path) -> list[int]:

@@ -1,0 +1,42 @@
+"""Shared fixtures. No test may reach beyond this machine: connections are refused unless
+they go to loopback, and name lookups of anything but localhost fail."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+import pytest
+
+_real_connect = socket.socket.connect
+_real_getaddrinfo = socket.getaddrinfo
+
+
+def _is_loopback(host: object) -> bool:
+    if host in ("localhost", "", None):
+        return True
+    try:
+        return ipaddress.ip_address(str(host).split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _guarded_connect(sock: socket.socket, address):  # type: ignore[no-untyped-def]
+    if sock.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address[0]):
+        raise ConnectionRefusedError(f"test tried to reach {address[0]}: only loopback is allowed")
+    return _real_connect(sock, address)
+
+
+def _guarded_getaddrinfo(host, *args, **kwargs):  # type: ignore[no-untyped-def]
+    if not _is_loopback(host):
+        raise socket.gaierror(f"test tried to resolve {host!r}: only loopback is allowed")
+    return _real_getaddrinfo(host, *args, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def no_internet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Applies to every test in this process; subprocesses get no proxy and no route out."""
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    monkeypatch.setattr(socket, "getaddrinfo", _guarded_getaddrinfo)
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        monkeypatch.delenv(var, raising=False)

@@ -1,0 +1,24 @@
+"""The guard itself must bite, or every other test's 'offline' claim is hollow."""
+
+import socket
+
+import pytest
+
+
+def test_non_loopback_connection_is_refused() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        with pytest.raises(ConnectionRefusedError):
+            sock.connect(("192.0.2.1", 80))  # TEST-NET-1: never routed
+
+
+def test_remote_name_lookup_fails() -> None:
+    with pytest.raises(socket.gaierror):
+        socket.getaddrinfo("storage.googleapis.com", 443)
+
+
+def test_loopback_is_allowed() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        with socket.create_connection(server.getsockname(), timeout=2):
+            pass
