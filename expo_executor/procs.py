@@ -12,8 +12,11 @@ import time
 from pathlib import Path
 
 
-def session_members(sid: int) -> list[int]:
-    """PIDs whose session is ``sid`` (Linux /proc), including ones that changed group."""
+def session_members(sid: int, zombies: bool = False) -> list[int]:
+    """PIDs whose session is ``sid`` (Linux /proc), including ones that changed group.
+
+    Zombies (dead, waiting for their parent to reap them) are left out unless asked for.
+    """
     members = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -24,7 +27,7 @@ def session_members(sid: int) -> list[int]:
             continue
         # fields after the ")" closing the command name: state ppid pgrp session ...
         fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 3 and int(fields[3]) == sid:
+        if len(fields) > 3 and int(fields[3]) == sid and (zombies or fields[0] != "Z"):
             members.append(int(entry.name))
     return members
 
@@ -35,7 +38,7 @@ def signal_session(sid: int, sig: int) -> None:
         os.killpg(sid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-    for pid in session_members(sid):
+    for pid in session_members(sid, zombies=True):
         try:
             os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
@@ -54,11 +57,4 @@ def kill_session(sid: int, grace: float = 2.0) -> None:
 
 
 def _alive(sid: int) -> bool:
-    for pid in session_members(sid):
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            return True
-    return False
+    return bool(session_members(sid))

@@ -42,7 +42,9 @@ common_settings = CommonSettings(
     pass_default_resources_args=True,
     pass_envvar_declarations_to_cmd=False,  # given to the job's environment instead
     auto_deploy_default_storage_provider=False,  # no unpinned installs on workers
-    init_seconds_before_status_checks=0,
+    # Snakemake's status thread starts before __post_init__ and would sleep its default 10 s
+    # before reading our shorter interval; one second covers __post_init__.
+    init_seconds_before_status_checks=1,
 )
 
 LOG_TAIL_LINES = 20

@@ -1,0 +1,62 @@
+"""Helpers for tests that run real snakemake processes and inspect the process table."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
+EXPOCLOUD = str(Path(sys.executable).parent / "expocloud")
+
+
+def run_snakemake(workdir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def processes_under(path: Path) -> list[tuple[int, str]]:
+    """Live processes (not zombies) whose working directory or command line mentions ``path``."""
+    found = []
+    root = str(path.resolve())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if state != "Z" and (cwd.startswith(root) or root in cmdline):
+            found.append((int(entry.name), cmdline))
+    return found
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.1) -> bool:
+    """Poll a condition with a bound; tests assert on the result instead of sleeping blindly."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+def run_dirs(workdir: Path) -> list[Path]:
+    return sorted((workdir / ".expocloud" / "runs").glob("*"), key=lambda p: p.stat().st_mtime)
+
+
+def job_records(run_dir: Path) -> dict[str, dict]:
+    """Last record per job, keyed by its wildcards joined with '/'."""
+    records = {}
+    path = run_dir / "jobs.jsonl"
+    if not path.exists():
+        return records
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        records["/".join(record["wildcards"].values()) or record["rule"]] = record
+    return records
