@@ -79,7 +79,7 @@ class HardnessPoint:
         If ``a`` <= ``b`` coordinate-wise and ``a != b`` then ``sum(a) < sum(b)``, so sorting by
         this key never places a harder task before an easier one.
         """
-        return (-sum(self.vector), self.vector)
+        return (sum(self.vector), self.vector)
 
 
 @dataclass(frozen=True)
