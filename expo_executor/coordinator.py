@@ -27,6 +27,7 @@ from .scheduler import (Cancel, Event, Finished, Outcome, Pool, Requeued, Schedu
 from .state import FamilyRef, StateDir
 from .worker import inbox_key, result_key
 
+MAX_LOOP_FAILURES = 50  # consecutive failed rounds (about 10 s at the default poll) before giving up
 RESULT_OUTCOME = {"ok": Outcome.SOLVED, "failed": Outcome.FAILED, "timeout": Outcome.TIMEOUT}
 
 
@@ -108,7 +109,6 @@ class Coordinator:
         self._vm_counter = 0
         self._seq = 0
         self._results_seen: set[str] = set()
-        self._started: dict[str, float] = {}
         self._last_progress = 0.0
         self._last_progress_text = ""
         self.loop_errors = 0
@@ -146,14 +146,34 @@ class Coordinator:
 
     # -- the loop ----------------------------------------------------------------------------
     def _loop(self) -> None:
+        failures = 0
         while not self._stopping.is_set():
             try:
                 self.tick(time.time())
-            except Exception:  # never die silently: the run would hang with VMs billing
+                failures = 0
+            except Exception as exc:  # never die silently: the run would hang with VMs billing
+                failures += 1
                 self.loop_errors += 1
-                self.log(f"expocloud: coordinator error (retrying): {traceback.format_exc()}")
+                if failures == 1:
+                    self.log(f"expocloud: coordinator error (retrying): {traceback.format_exc()}")
+                if failures >= MAX_LOOP_FAILURES:
+                    self._give_up(exc)
+                    return
             self._wake.wait(self.config.poll)
             self._wake.clear()
+
+    def _give_up(self, exc: Exception) -> None:
+        """After repeated failures: delete the VMs and fail every open job, loudly, not hang."""
+        self.log(f"expocloud: giving up after {MAX_LOOP_FAILURES} failed rounds: {exc}")
+        self.engine.close()
+        with self._lock:
+            pending = [r.task.key for r in self._submissions]
+            self._submissions = []
+        pending += [k for k in self._requests if k not in self.scheduler.outcomes]
+        for key in pending:
+            with self._lock:
+                self._reports[key] = JobReport(key, Outcome.FAILED,
+                                               f"the coordinator failed repeatedly: {exc}")
 
     def tick(self, now: float) -> None:
         """One round: intake, observe, decide, act."""
@@ -168,7 +188,6 @@ class Coordinator:
                                        "env": request.env, "deadline_s": request.deadline_s,
                                        "cpus": request.task.cpus}
             vm.inbox_dirty = True
-            self._started[assignment.key] = now
         self._write_inboxes(now)
         self._scale(now)
         self._progress(now)
@@ -229,8 +248,12 @@ class Coordinator:
             key = result["key"]
             if key not in self._requests or name != result_key(key):
                 continue
-            for vm in self._vms.values():
-                if vm.jobs.pop(key, None) is not None or key in vm.cancel:
+            for name, vm in self._vms.items():
+                if vm.jobs.pop(key, None) is not None:
+                    vm.inbox_dirty = True
+                    if name != result["worker"]:
+                        vm.cancel.add(key)  # a re-queued copy still running: the first result stands
+                elif name == result["worker"] and key in vm.cancel:
                     vm.cancel.discard(key)
                     vm.inbox_dirty = True
             if result["outcome"] == "cancelled":

@@ -98,3 +98,28 @@ def test_jobs_of_a_killed_worker_are_requeued_and_finish(make, tmp_path: Path) -
     assert report.outcome is Outcome.SOLVED and report.worker == "w-2"
     assert marker.read_text().count("x") == 2
     assert [vm["end"] for vm in _vms(coordinator.run_dir)][:1] == ["lost"]
+
+
+class _BrokenEngine(LocalEngine):
+    """An engine whose listing always fails, as a cloud API might for a while."""
+
+    def list(self):  # type: ignore[override]
+        raise OSError("engine unreachable")
+
+
+def test_a_persistently_failing_round_fails_open_jobs_instead_of_hanging(tmp_path: Path) -> None:
+    bucket = LocalBucket(tmp_path / "bucket")
+    engine = _BrokenEngine(LocalEngineConfig(bucket.root, tmp_path / "vms", KEY))
+    lines: list[str] = []
+    config = CoordinatorConfig("run", 1, 1, poll=0.01, status_interval=60)
+    coordinator = Coordinator(config, engine, bucket, KEY, tmp_path, StateDir(tmp_path),
+                              lines.append)
+    coordinator.start()
+    coordinator.submit([_request("stuck", ["true"], tmp_path)])
+    try:
+        report = _wait_reports(coordinator, ["stuck"], 30)["stuck"]
+    finally:
+        coordinator.stop()
+    assert report.outcome is Outcome.FAILED and "engine unreachable" in report.message
+    assert sum("coordinator error" in line for line in lines) == 1, "logged once, not per round"
+    assert any("giving up" in line for line in lines)
