@@ -20,6 +20,8 @@ VARIANTS = ("brute", "bnb", "heuristic")
 
 
 def _load(name):
+    if str(SCRIPTS) not in sys.path:  # the scripts import their sibling atomic.py, as when run
+        sys.path.insert(0, str(SCRIPTS))
     spec = importlib.util.spec_from_file_location(f"agent_assignment_{name}", SCRIPTS / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

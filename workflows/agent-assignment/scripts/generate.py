@@ -13,6 +13,8 @@ import os
 import random
 import sys
 
+from atomic import write_atomic
+
 MIN_TIME = 1
 MAX_TIME = 100
 
@@ -35,16 +37,6 @@ def generate(n_tasks, n_agents, instance):
 
 def dumps(data):
     return json.dumps(data, separators=(", ", ": ")) + "\n"
-
-
-def write_atomic(path, text):
-    d = os.path.dirname(path)
-    if d:
-        os.makedirs(d, exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
 
 
 def main(argv=None):

@@ -20,6 +20,8 @@ The output file is written atomically, only once the search has finished.
 import json
 import os
 import sys
+
+from atomic import write_atomic
 import time
 
 VARIANTS = ("brute", "bnb", "heuristic")
@@ -114,16 +116,6 @@ def solve(times, variant):
         return 0, [], 1
     rec(0, 0)
     return best_cost, best_assignment, nodes
-
-
-def write_atomic(path, text):
-    d = os.path.dirname(path)
-    if d:
-        os.makedirs(d, exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
 
 
 def main(argv=None):
