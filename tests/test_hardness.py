@@ -318,8 +318,8 @@ def test_parse_duration_reads_seconds(value, seconds):
 
 @pytest.mark.parametrize("value", [
     "-5s", "0", "0s", 0, -1, "abc", "5 parsecs", "5 days", True, False, None, "inf", "nan",
-    float("inf"), float("nan"), "", "s", "1h30", "5s5", [5], pytest.param(10 ** 400, id="10**400"),
-    "1e999",
+    float("inf"), float("nan"), "", "s", "1h30", "5s5", [5], "1e999",
+    pytest.param(10 ** 400, id="10**400"),
 ])
 def test_parse_duration_rejects_non_durations(value):
     with pytest.raises(ExpoError) as excinfo:

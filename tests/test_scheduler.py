@@ -12,15 +12,9 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    invariant,
-    precondition,
-    rule,
-)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from expo_executor.hardness import Frontier, HardnessPoint, HardnessSpec
+from expo_executor.hardness import Frontier, FrontierPoint, HardnessPoint, HardnessSpec
 from expo_executor.scheduler import (
     Assignment,
     Cancel,
@@ -45,8 +39,15 @@ def minimal(points: set[HardnessPoint]) -> set[HardnessPoint]:
 
 
 # -- the state machine -----------------------------------------------------------------------
-DIMS = {"F2": 2, "F3": 3}
+DIMS = {"F2": 2, "F3": 3}  # family -> number of hardness coordinates
 SCOPES = [("A",), ("B",)]
+# (family, scope, coordinates, cpus, mem_mb, priority, preemptible); family None: never pruned
+TASK = st.tuples(st.sampled_from(["F2", "F2", "F3", None]), st.sampled_from(SCOPES),
+                 st.lists(st.integers(0, 3), min_size=3, max_size=3), st.sampled_from([1, 1, 2, 3]),
+                 st.sampled_from([0, 0, 0, 1000, 3000]), st.sampled_from([0, 0, 0, 1]),
+                 st.booleans())
+# (cpus, mem_mb, pool); mem_mb 0: memory not tracked
+WORKER = st.tuples(st.integers(1, 6), st.sampled_from([0, 0, 4000]), st.sampled_from(list(Pool)))
 
 
 class SchedulerMachine(RuleBasedStateMachine):
@@ -62,18 +63,23 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.requeued: set[str] = set()
         self.preemptions: Counter[str] = Counter()
         self.cancels: Counter[str] = Counter()  # Cancel events seen per task
-        self.cancel_dominator: dict[str, object] = {}
+        self.cancel_dominator: dict[str, FrontierPoint] = {}
         self.outcomes: dict[str, Outcome] = {}
-        self.timeouts: dict[str, set[HardnessPoint]] = {}
+        self.timeouts: dict[str, set[HardnessPoint]] = {}  # family -> every accepted timeout
         self.timeout_label: dict[tuple[str, HardnessPoint], str] = {}
         self.workers: dict[str, tuple[int, int, Pool]] = {}  # id -> (cpus, mem_mb, pool)
         self.n_tasks = 0
         self.n_workers = 0
 
-    @initialize(spot_attempts=st.integers(0, 2))
-    def choose_spot_attempts(self, spot_attempts):
+    @initialize(spot_attempts=st.integers(0, 2), workers=st.lists(WORKER, min_size=1, max_size=3),
+                tasks=st.lists(TASK, min_size=2, max_size=10))
+    def start(self, spot_attempts, workers, tasks):
         self.spot_attempts = spot_attempts
         self.sched = Scheduler(spot_attempts=spot_attempts)
+        for fields in workers:
+            self._add_worker(*fields)
+        for fields in tasks:
+            self._submit(*fields)
 
     # -- model helpers -------------------------------------------------------------------
     def keys_in(self, phase: str) -> list[str]:
@@ -90,14 +96,14 @@ class SchedulerMachine(RuleBasedStateMachine):
                 return point
         return None
 
-    def check_dominator(self, key: str, dominator) -> None:
+    def check_dominator(self, key: str, dominator: FrontierPoint) -> None:
         task = self.tasks[key]
         assert leq(dominator.point, task.point), (key, dominator)
         assert dominator.point in minimal(self.timeouts[task.family]), (key, dominator)
         assert dominator.label == self.timeout_label[(task.family, dominator.point)]
 
-    def free(self) -> dict[str, list[int]]:
-        """worker id -> [free cpus, free mem (None when untracked)] according to the model."""
+    def free(self) -> dict[str, list]:
+        """worker id -> [free cpus, free mem or None when untracked], from the model."""
         free = {w: [cpus, mem if mem else None] for w, (cpus, mem, _) in self.workers.items()}
         for key in self.keys_in("running"):
             slot = free[self.where[key]]
@@ -106,7 +112,7 @@ class SchedulerMachine(RuleBasedStateMachine):
                 slot[1] -= self.tasks[key].mem_mb
         return free
 
-    def fits(self, key: str, worker_id: str, free: dict[str, list[int]]) -> bool:
+    def fits(self, key: str, worker_id: str, free: dict[str, list]) -> bool:
         task = self.tasks[key]
         cpus, mem = free[worker_id]
         pool = self.workers[worker_id][2]
@@ -132,16 +138,11 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.outcomes[key] = outcome
         self.where.pop(key, None)
 
-    # -- rules ---------------------------------------------------------------------------
-    @rule(family=st.sampled_from(["F2", "F2", "F3", None]), scope=st.sampled_from(SCOPES),
-          coords=st.lists(st.integers(0, 3), min_size=3, max_size=3),
-          cpus=st.integers(1, 3), mem_mb=st.sampled_from([0, 0, 1000, 3000]),
-          priority=st.sampled_from([0, 0, 0, 1]), preemptible=st.booleans())
-    def submit(self, family, scope, coords, cpus, mem_mb, priority, preemptible):
+    # -- actions, each answer checked against the model ----------------------------------
+    def _submit(self, family, scope, coords, cpus, mem_mb, priority, preemptible) -> None:
         key = f"t{self.n_tasks}"
         self.n_tasks += 1
-        dims = DIMS.get(family, 2)
-        point = HardnessPoint(scope, tuple(float(c) for c in coords[:dims]))
+        point = HardnessPoint(scope, tuple(float(c) for c in coords[:DIMS.get(family, 2)]))
         task = Task(key, f"label-{key}", family, point, cpus, mem_mb, priority, preemptible)
         self.tasks[key] = task
         events = self.sched.submit(task)
@@ -154,44 +155,35 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert events == []
             self.phase[key] = "queued"
 
-    @precondition(lambda self: len(self.workers) < 4)
-    @rule(cpus=st.integers(1, 4), mem_mb=st.sampled_from([0, 0, 4000]),
-          pool=st.sampled_from(list(Pool)))
-    def add_worker(self, cpus, mem_mb, pool):
+    def _add_worker(self, cpus, mem_mb, pool) -> None:
         worker_id = f"w{self.n_workers}"
         self.n_workers += 1
         self.sched.add_worker(worker_id, cpus, mem_mb, pool)
         self.workers[worker_id] = (cpus, mem_mb, pool)
 
-    @precondition(lambda self: self.workers)
-    @rule(data=st.data(), preempted=st.booleans())
-    def remove_worker(self, data, preempted):
-        worker_id = data.draw(st.sampled_from(sorted(self.workers)))
+    def _remove_worker(self, worker_id: str, preempted: bool) -> None:
         events = self.sched.remove_worker(worker_id, preempted=preempted)
+        if worker_id not in self.workers:
+            assert events == []
+            return
         pool = self.workers.pop(worker_id)[2]
         lost = {k for k in self.keys_in("running") if self.where[k] == worker_id}
         assert {e.key for e in events} == lost and len(events) == len(lost), events
         for event in events:
             key = event.key
-            if self.cancels[key]:
-                assert isinstance(event, Skipped) and event.killed, event
-                assert event.dominator == self.cancel_dominator[key]
+            if self.cancels[key]:  # it was being killed anyway
+                assert event == Skipped(key, self.cancel_dominator[key], killed=True), event
                 self.finalize(key, Outcome.SKIPPED)
                 continue
             if preempted and pool is Pool.SPOT:
                 self.preemptions[key] += 1
-            expected = Requeued(key, worker_id, self.preemptions[key], self.on_demand_only(key))
-            assert event == expected
+            assert event == Requeued(key, worker_id, self.preemptions[key],
+                                     self.on_demand_only(key))
             self.phase[key] = "queued"
             self.requeued.add(key)
             del self.where[key]
 
-    @rule()
-    def remove_unknown_worker(self):
-        assert self.sched.remove_worker("never-seen", preempted=True) == []
-
-    @rule()
-    def assign(self):
+    def _assign(self) -> None:
         queued_before = set(self.keys_in("queued"))
         assignments = self.sched.assign()
         started = {a.key: i for i, a in enumerate(assignments)}
@@ -215,7 +207,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             for x in queued_before - {y}:
                 if self.must_precede(x, y):
                     assert x in started and started[x] < y_index, (
-                        f"{y} ({self.tasks[y].point}) started before {x} ({self.tasks[x].point})")
+                        f"{y} {self.tasks[y]} started before {x} {self.tasks[x]}")
         # Work-conserving: whatever is still queued fits on no worker now.
         for key in self.keys_in("queued"):
             assert not any(self.fits(key, w, free) for w in self.workers), key
@@ -241,8 +233,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             points.add(task.point)
             self.timeout_label[(task.family, task.point)] = task.label
         expected_skips, expected_cancels = set(), set()
-        for other in self.tasks:
-            t = self.tasks[other]
+        for other, t in self.tasks.items():
             if t.family != task.family or t.point is None or self.model_dominator(t) is None:
                 continue
             if self.phase[other] == "queued":
@@ -266,21 +257,45 @@ class SchedulerMachine(RuleBasedStateMachine):
             self.cancels[event.key] += 1
             self.cancel_dominator[event.key] = event.dominator
 
-    @precondition(lambda self: "running" in self.phase.values())
-    @rule(data=st.data(),
+    # -- rules: events in any order, and assign() now and then as a coordinator cycle does --
+    @rule(fields=TASK, then_assign=st.booleans())
+    def submit(self, fields, then_assign):
+        self._submit(*fields)
+        if then_assign:
+            self._assign()
+
+    @precondition(lambda self: len(self.workers) < 5)
+    @rule(fields=WORKER, then_assign=st.booleans())
+    def add_worker(self, fields, then_assign):
+        self._add_worker(*fields)
+        if then_assign:
+            self._assign()
+
+    @rule(data=st.data(), preempted=st.booleans(), then_assign=st.booleans())
+    def remove_worker(self, data, preempted, then_assign):
+        self._remove_worker(data.draw(st.sampled_from(sorted(self.workers) + ["never-seen"])),
+                            preempted)
+        if then_assign:
+            self._assign()
+
+    @rule()
+    def assign(self):
+        self._assign()
+
+    @rule(data=st.data(), late=st.booleans(), then_assign=st.booleans(),
           outcome=st.sampled_from([Outcome.SOLVED, Outcome.FAILED, Outcome.TIMEOUT,
-                                   Outcome.TIMEOUT]))
-    def finish_running(self, data, outcome):
-        self._finish(data.draw(st.sampled_from(self.keys_in("running"))), outcome)
+                                   Outcome.TIMEOUT, Outcome.TIMEOUT]))
+    def finish(self, data, late, outcome, then_assign):
+        """A running task ends; or (late) a report arrives for any task, maybe a stale one."""
+        running = self.keys_in("running")
+        self._finish(data.draw(st.sampled_from(sorted(self.tasks) if late or not running
+                                               else running)), outcome)
+        if then_assign:
+            self._assign()
 
-    @precondition(lambda self: self.tasks)
-    @rule(data=st.data(), outcome=st.sampled_from([Outcome.SOLVED, Outcome.TIMEOUT]))
-    def finish_any(self, data, outcome):
-        self._finish(data.draw(st.sampled_from(sorted(self.tasks))), outcome)
-
-    @precondition(lambda self: self.tasks)
     @rule(data=st.data())
     def cancelled(self, data):
+        """A worker confirms a kill: usually of a task we cancelled, sometimes of any task."""
         cancelled = sorted(self.cancels)
         key = data.draw(st.sampled_from(cancelled) if cancelled and data.draw(st.booleans())
                         else st.sampled_from(sorted(self.tasks)))
@@ -291,22 +306,17 @@ class SchedulerMachine(RuleBasedStateMachine):
         else:
             assert events == []
 
-    @precondition(lambda self: self.tasks)
     @rule(data=st.data())
     def withdraw(self, data):
-        key = data.draw(st.sampled_from(sorted(self.tasks)))
+        key = data.draw(st.sampled_from(sorted(self.tasks) + ["never-submitted"]))
         worker_id = self.sched.withdraw(key)
-        if self.phase[key] == "final":
+        if key not in self.tasks or self.phase[key] == "final":
             assert worker_id is None
             return
         assert worker_id == self.where.get(key)
         self.finalize(key, Outcome.FAILED)
 
-    @rule()
-    def withdraw_unknown(self):
-        assert self.sched.withdraw("never-submitted") is None
-
-    # -- invariants ----------------------------------------------------------------------
+    # -- invariants, after every step ----------------------------------------------------
     @invariant()
     def frontiers_are_antichains_of_minimal_timeouts(self):
         for family, frontier in self.sched.frontiers.items():
@@ -317,12 +327,12 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert set(points) == minimal(self.timeouts.get(family, set())), family
             for entry in frontier.points:
                 assert entry.label == self.timeout_label[(family, entry.point)]
-        for family, points in self.timeouts.items():
-            assert family in self.sched.frontiers and points
+        for family in self.timeouts:
+            assert family in self.sched.frontiers
 
     @invariant()
     def states_and_outcomes_match_the_model(self):
-        assert self.sched.outcomes == self.outcomes
+        assert self.sched.outcomes == self.outcomes  # also: a final outcome never changes
         for key, phase in self.phase.items():
             if phase == "final":
                 expected = self.outcomes[key].value
@@ -357,10 +367,10 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert not running & seen, "a task runs on two workers"
             seen |= running
         assert seen == set(self.keys_in("running"))
-        assert all(slot[1] is None or slot[1] >= 0 for slot in free.values())
+        assert all(mem is None or mem >= 0 for _, mem in free.values())
 
     @invariant()
-    def nothing_dominated_is_queued_and_everything_dominated_running_is_cancelled(self):
+    def nothing_dominated_waits_and_everything_dominated_running_is_cancelled_once(self):
         for key in self.keys_in("queued"):
             assert self.model_dominator(self.tasks[key]) is None, key
         for key in self.keys_in("running"):
@@ -379,7 +389,7 @@ class SchedulerMachine(RuleBasedStateMachine):
 
 
 SchedulerMachine.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=40, deadline=None,
+    max_examples=250, stateful_step_count=50, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 test_scheduler_state_machine = SchedulerMachine.TestCase
 
