@@ -27,6 +27,7 @@ from .scheduler import (Cancel, Event, Finished, Outcome, Pool, Requeued, Schedu
 from .state import FamilyRef, StateDir
 from .worker import inbox_key, result_key
 
+RESULTS_BACKSTOP = 5.0  # seconds between result listings when no worker status changed
 MAX_LOOP_FAILURES = 50  # consecutive failed rounds (about 10 s at the default poll) before giving up
 RESULT_OUTCOME = {"ok": Outcome.SOLVED, "failed": Outcome.FAILED, "timeout": Outcome.TIMEOUT}
 
@@ -108,7 +109,8 @@ class Coordinator:
         self._vms: dict[str, _Vm] = {}
         self._vm_counter = 0
         self._seq = 0
-        self._results_seen: set[str] = set()
+        self._results_seen: set[tuple[str, str]] = set()
+        self._last_results_scan = 0.0
         self._last_progress = 0.0
         self._last_progress_text = ""
         self.loop_errors = 0
@@ -178,8 +180,13 @@ class Coordinator:
     def tick(self, now: float) -> None:
         """One round: intake, observe, decide, act."""
         self._intake()
-        self._read_statuses(now)
-        self._read_results()
+        # Workers rewrite their status whenever a job ends, so only the jobs of workers whose
+        # status changed can have new results; the backstop covers a status write that failed.
+        changed = self._read_statuses(now)
+        if now - self._last_results_scan >= RESULTS_BACKSTOP:
+            self._last_results_scan = now
+            changed = set(self._vms)
+        self._read_results(changed)
         self._check_instances()
         for assignment in self.scheduler.assign():
             request = self._requests[assignment.key]
@@ -212,8 +219,10 @@ class Coordinator:
                 self._vms[worker_id].inbox_dirty = True
 
     # -- observe -----------------------------------------------------------------------------
-    def _read_statuses(self, now: float) -> None:
+    def _read_statuses(self, now: float) -> set[str]:
+        """Take in changed worker statuses; returns the workers whose status changed."""
         listing = self.bucket.list("workers/")
+        changed: set[str] = set()
         for name, vm in self._vms.items():
             generation = listing.get(f"workers/{name}/status.json")
             if generation is None or generation == vm.status_generation:
@@ -222,6 +231,7 @@ class Coordinator:
             if blob is None:
                 continue
             vm.status_generation = blob.generation
+            changed.add(name)
             try:
                 status = messages.decode("status", blob.data)
             except messages.MessageError as exc:
@@ -232,21 +242,23 @@ class Coordinator:
                 vm.idle_since = now
                 self.scheduler.add_worker(name, self.config.slots_per_worker,
                                           pool=self.config.pool)
+        return changed
 
-    def _read_results(self) -> None:
-        listing = self.bucket.list("results/")
-        for name in sorted(set(listing) - self._results_seen):
-            self._results_seen.add(name)
-            blob = self.bucket.read(name)
+    def _read_results(self, workers: set[str]) -> None:
+        """Read the result objects of the jobs assigned to (or cancelled on) ``workers``."""
+        wanted = {(k, name) for name in workers if name in self._vms
+                  for k in (*self._vms[name].jobs, *self._vms[name].cancel)}
+        for key, worker in sorted(wanted - self._results_seen):
+            blob = self.bucket.read(result_key(key, worker))
             if blob is None:
                 continue
+            self._results_seen.add((key, worker))
             try:
                 result = messages.decode("result", blob.data)
             except messages.MessageError as exc:
-                self.log(f"expocloud: ignoring a malformed result {name}: {exc}")
+                self.log(f"expocloud: ignoring a malformed result of {key}: {exc}")
                 continue
-            key = result["key"]
-            if key not in self._requests or name != result_key(key):
+            if result["key"] != key or result["worker"] != worker:
                 continue
             for name, vm in self._vms.items():
                 if vm.jobs.pop(key, None) is not None:
@@ -380,6 +392,8 @@ class Coordinator:
             handle.write(json.dumps(record) + "\n")
 
     def _progress(self, now: float, force: bool = False) -> None:
+        if not force and now - self._last_progress < self.config.status_interval:
+            return
         counts = self.scheduler.counts()
         ready = sum(1 for vm in self._vms.values() if vm.ready)
         booting = len(self._vms) - ready
@@ -390,11 +404,10 @@ class Coordinator:
                 f"{counts['skipped']} skipped, {counts['failed']} failed | "
                 f"{ready} workers{f' (+{booting} booting)' if booting else ''}, "
                 f"{status['slots']} slots")
-        if force or now - self._last_progress >= self.config.status_interval:
-            tmp = self.run_dir / ".status.json.tmp"
-            tmp.write_text(json.dumps(status))
-            tmp.replace(self.run_dir / "status.json")
-            if force or text != self._last_progress_text:
-                self.log(text)
-                self._last_progress_text = text
-            self._last_progress = now
+        tmp = self.run_dir / ".status.json.tmp"
+        tmp.write_text(json.dumps(status))
+        tmp.replace(self.run_dir / "status.json")
+        if force or text != self._last_progress_text:
+            self.log(text)
+            self._last_progress_text = text
+        self._last_progress = now

@@ -39,7 +39,7 @@ class ExecutorSettings(ExecutorSettingsBase):
         "Local engine: seconds a new worker takes to boot, to exercise autoscaling.", type=float))
     idle_timeout: float = field(default=5.0, metadata=_opt(
         "Seconds an idle worker is kept before it is deleted.", type=float))
-    poll_interval: float = field(default=0.2, metadata=_opt(
+    poll_interval: float = field(default=0.05, metadata=_opt(
         "Seconds between the coordinator's rounds and the workers' inbox reads.", type=float))
     heartbeat_grace: float = field(default=60.0, metadata=_opt(
         "A worker that hears nothing from the coordinator for this many seconds kills its jobs "

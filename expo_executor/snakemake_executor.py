@@ -127,6 +127,16 @@ class Executor(RemoteExecutor):
             requests.append(request)
         self.coordinator.submit(requests)
 
+    def additional_general_args(self) -> str:
+        """Arguments for each job's own snakemake process.
+
+        Its job-rate limiter (default 100 jobs per 1 s) leaves a one-second ``threading.Timer``
+        running after the job's single job is done, keeping the process alive: more than half
+        of a short job's wall time. Inside a one-job process the limit means nothing. (``0s``,
+        not ``1ms``: Snakemake's pattern reads ``1ms`` as one minute.)
+        """
+        return "--max-jobs-per-timespan 1000/0s"
+
     def run_job(self, job: JobExecutorInterface) -> None:
         self.run_jobs([job])
 

@@ -2,7 +2,7 @@
 
 It pulls its assignments from one bucket object (its inbox), runs each job in its own session
 with its deadline, kills what the coordinator cancels, and reports outcomes as create-only
-result objects (first writer wins if a job was re-assigned). It listens on no port. When the
+result objects (create-only: a report, once written, stands). It listens on no port. When the
 coordinator stops refreshing the inbox for longer than the grace period it kills its jobs and
 shuts down: a dead man's switch, so that a crashed coordinator does not leave VMs billing.
 """
@@ -45,8 +45,10 @@ def status_key(worker_id: str) -> str:
     return f"workers/{worker_id}/status.json"
 
 
-def result_key(job_key: str) -> str:
-    return f"results/{job_key}.json"
+def result_key(job_key: str, worker_id: str) -> str:
+    """One result object per job and worker: each has a single writer, and a job re-run
+    elsewhere (its first worker lost or stopped) reports afresh."""
+    return f"results/{job_key}/{worker_id}.json"
 
 
 class Worker:
@@ -131,6 +133,7 @@ class Worker:
             if key in self.cancel:
                 self.seen.add(key)
                 self._write_result(key, "cancelled", None, time.time(), "cancelled before start")
+                self._write_status("ready")  # a status change is what sends the coordinator looking
                 continue
             used = sum(r.cpus for r in self.running.values())
             if used + job["cpus"] > self.slots and self.running:
@@ -151,6 +154,7 @@ class Worker:
                                         start_new_session=True)
         except OSError as exc:
             self._write_result(key, "failed", None, started, f"could not start the job: {exc}")
+            self._write_status("ready")
             return
         deadline = job["deadline_s"]
         self.running[key] = _Running(key, proc, started, time.monotonic(),
@@ -208,10 +212,10 @@ class Worker:
                 "started": started, "ended": time.time(), "reason": reason,
                 "log_tail": _tail(log) if log and outcome != "ok" else ""}
         try:
-            self.bucket.write(result_key(key), messages.encode("result", body),
+            self.bucket.write(result_key(key, self.worker_id), messages.encode("result", body),
                               if_generation_match=0)
         except PreconditionFailed:
-            pass  # another worker reported this job first; its report stands
+            pass  # reported already (a restarted agent): the first report stands
 
     def _write_status(self, state: str) -> None:
         body = {"worker": self.worker_id, "seq_seen": self.seq, "time": time.time(),

@@ -85,7 +85,9 @@ def test_scales_up_with_boot_delay_and_deletes_idle_workers(make, tmp_path: Path
     assert _wait_reports(coordinator, ["late"], 30)["late"].worker == "w-3"
 
 
-def test_jobs_of_a_killed_worker_are_requeued_and_finish(make, tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM],
+                         ids=["vanishes without a word", "stops and reports its job cancelled"])
+def test_jobs_of_a_lost_worker_are_requeued_and_finish(make, tmp_path: Path, how: int) -> None:
     coordinator = make(max_workers=1)
     marker = tmp_path / "attempts"
     script = f"echo x >> {marker}; sleep 2"
@@ -93,7 +95,7 @@ def test_jobs_of_a_killed_worker_are_requeued_and_finish(make, tmp_path: Path) -
     assert wait_until(lambda: marker.exists(), 30)
     worker = next(p for p, cmd in processes_under(tmp_path)
                   if "expo_executor.worker" in cmd and "w-1" in cmd)
-    os.kill(worker, signal.SIGKILL)  # a VM vanishing without a word
+    os.kill(worker, how)
     report = _wait_reports(coordinator, ["victim"], 60)["victim"]
     assert report.outcome is Outcome.SOLVED and report.worker == "w-2"
     assert marker.read_text().count("x") == 2

@@ -41,7 +41,7 @@ class Rig:
         self.bucket.write(inbox_key("w-1"), messages.encode("inbox", body, key))
 
     def result(self, job_key: str) -> dict | None:
-        blob = self.bucket.read(result_key(job_key))
+        blob = self.bucket.read(result_key(job_key, "w-1"))
         return messages.decode("result", blob.data) if blob else None
 
     def stop(self) -> None:
