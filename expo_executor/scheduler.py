@@ -128,6 +128,7 @@ class Scheduler:
         self._entries: dict[str, _Entry] = {}
         self._queue: list[tuple[tuple, str]] = []  # heap of (order, key); stale keys skipped
         self._queued: set[str] = set()
+        self._demand = {Pool.SPOT: 0, Pool.ON_DEMAND: 0}  # queued CPUs, kept as tasks move
         self._workers: dict[str, _Worker] = {}
         self._seq = itertools.count()
 
@@ -209,7 +210,7 @@ class Scheduler:
         entry = self._entries.get(key)
         if entry is None or key in self.outcomes:
             return None
-        self._queued.discard(key)
+        self._dequeue(key)
         self.outcomes[key] = Outcome.FAILED
         worker_id = entry.worker_id
         if worker_id is not None:
@@ -232,7 +233,7 @@ class Scheduler:
             if worker is None:
                 deferred.append((order, key))
                 continue
-            self._queued.discard(key)
+            self._dequeue(key)
             entry.worker_id = worker.worker_id
             worker.running.add(key)
             worker.free_cpus -= entry.task.cpus
@@ -264,11 +265,7 @@ class Scheduler:
 
     def queued_demand(self) -> dict[Pool, int]:
         """CPUs wanted by queued tasks, split by whether they may still run on Spot."""
-        demand = {Pool.SPOT: 0, Pool.ON_DEMAND: 0}
-        for key in self._queued:
-            entry = self._entries[key]
-            demand[Pool.ON_DEMAND if self._on_demand_only(entry) else Pool.SPOT] += entry.task.cpus
-        return demand
+        return dict(self._demand)
 
     def running_on(self, worker_id: str) -> set[str]:
         worker = self._workers.get(worker_id)
@@ -284,7 +281,18 @@ class Scheduler:
     # -- internals ---------------------------------------------------------------------------
     def _push(self, entry: _Entry) -> None:
         self._queued.add(entry.task.key)
+        self._demand[self._demand_pool(entry)] += entry.task.cpus
         heapq.heappush(self._queue, (entry.order(), entry.task.key))
+
+    def _dequeue(self, key: str) -> None:
+        if key in self._queued:
+            self._queued.discard(key)
+            entry = self._entries[key]
+            self._demand[self._demand_pool(entry)] -= entry.task.cpus
+
+    def _demand_pool(self, entry: _Entry) -> Pool:
+        """Fixed while a task waits: preemptions are only counted before it is re-queued."""
+        return Pool.ON_DEMAND if self._on_demand_only(entry) else Pool.SPOT
 
     def _dominator(self, task: Task) -> FrontierPoint | None:
         if task.family is None or task.point is None or task.family not in self.frontiers:
@@ -323,7 +331,7 @@ class Scheduler:
             if dominator is None:
                 continue
             if key in self._queued:
-                self._queued.discard(key)
+                self._dequeue(key)
                 self.outcomes[key] = Outcome.SKIPPED
                 events.append(Skipped(key, dominator))
             elif entry.worker_id is not None and entry.cancelling is None:
