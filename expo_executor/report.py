@@ -530,6 +530,8 @@ def _job_row(job: Mapping, workdir: Path) -> Row:
     row["runtime_s"] = job.get("runtime_s")
     row["worker"] = job.get("worker")
     for name, value in _job_numbers(job, workdir).items():
+        if name in row and as_number(row[name]) == as_number(value):
+            continue  # the job echoing its own parameters adds no column
         while name in row:
             name = OUTPUT_PREFIX + name
         row[name] = value

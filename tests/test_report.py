@@ -412,3 +412,13 @@ def test_importing_report_does_not_import_matplotlib() -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_outputs_echoing_the_wildcards_add_no_columns(tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    write_output(workdir, "results/bnb/5/2/0.json",
+                 {"variant": "bnb", "n_tasks": 5, "n_agents": 2.0, "cost": 7, "seed": 9})
+    rows = build_rows([job("j1", "bnb", 5, 2, 0, "solved")], workdir)
+    assert rows[0]["cost"] == 7
+    assert not {"out_variant", "out_n_tasks", "out_n_agents"} & set(rows[0])
+    assert rows[0]["out_seed"] == 9  # a different value is still shown, beside the wildcard
