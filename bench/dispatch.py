@@ -275,7 +275,7 @@ def main() -> int:
     print(md)
     if not args.no_results:
         write_section("dispatch", md)
-        print(f"(section 'dispatch' of bench/RESULTS.md refreshed)")
+        print("(section 'dispatch' of bench/RESULTS.md refreshed)")
     if not args.keep:
         shutil.rmtree(base, ignore_errors=True)
     failed = [r.name for r in runs.values() if r.exit_code != 0]

@@ -166,7 +166,7 @@ class Worker:
     # -- running jobs ------------------------------------------------------------------------
     def _reap(self) -> None:
         now = time.monotonic()
-        for key, job in list(self.running.items()):
+        for job in list(self.running.values()):
             code = job.proc.poll()
             if code is not None:
                 outcome = "ok" if code == 0 else "failed"

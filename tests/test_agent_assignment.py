@@ -3,7 +3,6 @@ import importlib.util
 import itertools
 import json
 import math
-import os
 import random
 import re
 import shutil

@@ -9,7 +9,6 @@ re-running the generator gives byte-identical files.
 """
 import hashlib
 import json
-import os
 import random
 import sys
 

@@ -18,7 +18,6 @@ The process has no internal timeout: it is meant to be killed from outside.
 The output file is written atomically, only once the search has finished.
 """
 import json
-import os
 import sys
 
 from atomic import write_atomic
