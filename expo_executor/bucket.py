@@ -37,28 +37,7 @@ class Bucket(Protocol):
         """Store ``data``; ``if_generation_match=0`` creates only if absent. Returns the generation."""
 
     def list(self, prefix: str) -> dict[str, int]:
-        # os.scandir and plain strings: the coordinator lists every round, and pathlib made
-        # an idle round cost three times as much.
-        self.requests += 1
-        root = str(self.root)
-        base = str(self._path(prefix.rstrip("/"))) if prefix else root
-        found: dict[str, int] = {}
-        stack = [base]
-        while stack:
-            try:
-                entries = os.scandir(stack.pop())
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            with entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                    elif not entry.name.startswith(".tmp-") and entry.name != ".lock":
-                        try:
-                            found[entry.path[len(root) + 1:]] = entry.stat().st_mtime_ns
-                        except FileNotFoundError:
-                            continue
-        return found
+        """Keys under ``prefix`` with their generations, in one call."""
 
     def delete(self, key: str) -> None:
         """Remove an object; absent is fine (teardown must be idempotent)."""
@@ -122,20 +101,27 @@ class LocalBucket:
                 os.unlink(tmp)
 
     def list(self, prefix: str) -> dict[str, int]:
+        # os.scandir and plain strings: the coordinator lists every round, and pathlib made
+        # an idle round cost three times as much.
         self.requests += 1
-        base = self._path(prefix.rstrip("/")) if prefix else self.root
+        root = str(self.root)
+        base = str(self._path(prefix.rstrip("/"))) if prefix else root
         found: dict[str, int] = {}
-        if not base.is_dir():
-            return found
-        for dirpath, _, filenames in os.walk(base):
-            for name in filenames:
-                if name.startswith(".tmp-") or name == ".lock":
-                    continue
-                full = Path(dirpath, name)
-                try:
-                    found[full.relative_to(self.root).as_posix()] = full.stat().st_mtime_ns
-                except FileNotFoundError:
-                    continue
+        stack = [base]
+        while stack:
+            try:
+                entries = os.scandir(stack.pop())
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            with entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif not entry.name.startswith(".tmp-") and entry.name != ".lock":
+                        try:
+                            found[entry.path[len(root) + 1:]] = entry.stat().st_mtime_ns
+                        except FileNotFoundError:
+                            continue
         return found
 
     def delete(self, key: str) -> None:
