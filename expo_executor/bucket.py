@@ -142,9 +142,13 @@ class LocalBucket:
 
 
 def open_bucket(url: str) -> Bucket:
-    """A bucket from its URL: a plain path (or ``file://``) for the local engine."""
+    """A bucket from its URL: ``gs://bucket/prefix``, or a plain path (or ``file://``)."""
+    if url.startswith("gs://"):
+        from .gcs_bucket import GcsBucket  # google-cloud-storage loads only when used
+
+        return GcsBucket(url)
     if url.startswith("file://"):
         url = url[len("file://"):]
     if "://" in url:
-        raise ValueError(f"unsupported bucket URL {url!r}: only local directories so far")
+        raise ValueError(f"unsupported bucket URL {url!r}: use gs://bucket/prefix or a directory")
     return LocalBucket(Path(url))

@@ -1,0 +1,45 @@
+"""Retry with exponential backoff and full jitter, shared by the GCS bucket and the GCE engine.
+
+Full jitter (AWS architecture blog, "Exponential Backoff And Jitter"): before retry ``n``
+(0-based) sleep ``rand() * min(cap, base * 2**n)``. Only errors that ``is_transient`` accepts
+are retried; anything else, and the last transient error once ``attempts`` calls have been
+made, propagates unchanged.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def backoff_delay(retry_index: int, *, base: float, cap: float, rand: Callable[[], float]) -> float:
+    """The full-jitter delay before retry number ``retry_index`` (0 for the first retry)."""
+    ceiling = cap if retry_index >= 64 else min(cap, base * (2 ** retry_index))
+    return rand() * ceiling
+
+
+def retry_call(
+    fn: Callable[[], T],
+    *,
+    is_transient: Callable[[BaseException], bool],
+    attempts: int = 8,
+    base: float = 0.1,
+    cap: float = 30.0,
+    sleep: Callable[[float], object] = time.sleep,
+    rand: Callable[[], float] = random.random,
+) -> T:
+    """Call ``fn()`` until it returns, retrying transient errors at most ``attempts - 1`` times."""
+    if attempts < 1:
+        raise ValueError("attempts must be at least 1")
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except Exception as err:
+            if attempt + 1 >= attempts or not is_transient(err):
+                raise
+            sleep(backoff_delay(attempt, base=base, cap=cap, rand=rand))
+    raise AssertionError("unreachable")  # pragma: no cover
