@@ -1,4 +1,6 @@
-"""The local bucket keeps GCS's guarantees: atomic objects, generations, first writer wins."""
+"""The bucket contract, held by every backend: the local directory and GCS (through the
+precondition-faithful emulator). Atomic objects, distinct generations, compare-and-swap,
+create-only writes, keys that cannot escape, and exactly one winner of a create-only race."""
 
 from __future__ import annotations
 
@@ -9,9 +11,27 @@ import pytest
 
 from expo_executor.bucket import LocalBucket, PreconditionFailed, open_bucket
 
+from .gcs_emulator import fresh_bucket, gcs_emulator  # noqa: F401  (session fixture, lazy imports)
 
-def test_write_read_list_delete(tmp_path: Path) -> None:
-    bucket = LocalBucket(tmp_path)
+
+@pytest.fixture(params=["local", "gcs"])
+def bucket_url(request: pytest.FixtureRequest, tmp_path: Path,
+               monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "local":
+        return str(tmp_path / "bucket")
+    pytest.importorskip("google.cloud.storage")
+    pytest.importorskip("gcp_storage_emulator")
+    endpoint = request.getfixturevalue("gcs_emulator")
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", endpoint)  # inherited by the race's processes
+    return f"gs://{fresh_bucket(endpoint)}/runs/r1"
+
+
+@pytest.fixture
+def bucket(bucket_url: str):  # type: ignore[no-untyped-def]
+    return open_bucket(bucket_url)
+
+
+def test_write_read_list_delete(bucket) -> None:  # type: ignore[no-untyped-def]
     gen1 = bucket.write("a/b.json", b"1")
     gen2 = bucket.write("a/b.json", b"2")
     assert gen2 != gen1, "two quick writes must get distinct generations"
@@ -23,8 +43,7 @@ def test_write_read_list_delete(tmp_path: Path) -> None:
     assert bucket.read("a/b.json") is None and bucket.list("a/") == {}
 
 
-def test_generation_match_is_compare_and_swap(tmp_path: Path) -> None:
-    bucket = LocalBucket(tmp_path)
+def test_generation_match_is_compare_and_swap(bucket) -> None:  # type: ignore[no-untyped-def]
     gen = bucket.write("k", b"v1")
     bucket.write("k", b"v2", if_generation_match=gen)
     with pytest.raises(PreconditionFailed):
@@ -32,8 +51,15 @@ def test_generation_match_is_compare_and_swap(tmp_path: Path) -> None:
     assert bucket.read("k").data == b"v2"
 
 
-def test_keys_cannot_escape_the_bucket(tmp_path: Path) -> None:
-    bucket = LocalBucket(tmp_path / "b")
+def test_create_only_twice_fails_the_second_time(bucket) -> None:  # type: ignore[no-untyped-def]
+    gen = bucket.write("results/job.json", b"first", if_generation_match=0)
+    with pytest.raises(PreconditionFailed):
+        bucket.write("results/job.json", b"second", if_generation_match=0)
+    blob = bucket.read("results/job.json")
+    assert blob.data == b"first" and blob.generation == gen
+
+
+def test_keys_cannot_escape_the_bucket(bucket) -> None:  # type: ignore[no-untyped-def]
     for key in ("../x", "/etc/passwd", "a/../../x"):
         with pytest.raises(ValueError):
             bucket.write(key, b"")
@@ -45,26 +71,29 @@ def test_open_bucket_rejects_unknown_schemes(tmp_path: Path) -> None:
         open_bucket("s3://elsewhere")
 
 
-def _race(root: str, index: int, start, results) -> None:  # type: ignore[no-untyped-def]
-    bucket = LocalBucket(Path(root))
+def _race(url: str, index: int, start, results) -> None:  # type: ignore[no-untyped-def]
+    bucket = open_bucket(url)
     start.wait()
     try:
         bucket.write("results/job.json", f"writer {index}".encode(), if_generation_match=0)
         results.put(index)
     except PreconditionFailed:
         results.put(-1)
+    except Exception as err:  # reported to the parent, which fails the test
+        results.put(f"error: {err!r}")
 
 
-def test_create_only_race_has_exactly_one_winner(tmp_path: Path) -> None:
+def test_create_only_race_has_exactly_one_winner(bucket_url: str) -> None:
     ctx = multiprocessing.get_context("fork")
     start, results = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_race, args=(str(tmp_path), i, start, results)) for i in range(16)]
+    procs = [ctx.Process(target=_race, args=(bucket_url, i, start, results)) for i in range(16)]
     for proc in procs:
         proc.start()
     start.set()
+    outcomes = [results.get(timeout=60) for _ in procs]
     for proc in procs:
         proc.join(timeout=30)
-    outcomes = [results.get(timeout=5) for _ in procs]
+    assert all(isinstance(o, int) for o in outcomes), outcomes
     winners = [o for o in outcomes if o >= 0]
-    assert len(winners) == 1
-    assert LocalBucket(tmp_path).read("results/job.json").data == f"writer {winners[0]}".encode()
+    assert len(winners) == 1, outcomes
+    assert open_bucket(bucket_url).read("results/job.json").data == f"writer {winners[0]}".encode()

@@ -3,7 +3,6 @@ and the retry helper backs off as documented. Everything stays on loopback."""
 
 from __future__ import annotations
 
-import multiprocessing
 import socket
 
 import pytest
@@ -23,19 +22,7 @@ def bucket(gcs_emulator: str) -> GcsBucket:  # noqa: F811
     return GcsBucket(f"gs://{fresh_bucket(gcs_emulator)}/runs/r1", endpoint=gcs_emulator)
 
 
-# -- the contract, as in test_bucket.py ------------------------------------------------------
-
-
-def test_write_read_list_delete(bucket: GcsBucket) -> None:
-    gen1 = bucket.write("a/b.json", b"1")
-    gen2 = bucket.write("a/b.json", b"2")
-    assert gen2 != gen1, "two quick writes must get distinct generations"
-    blob = bucket.read("a/b.json")
-    assert blob is not None and blob.data == b"2" and blob.generation == gen2
-    assert bucket.list("a/") == {"a/b.json": gen2}
-    bucket.delete("a/b.json")
-    bucket.delete("a/b.json")  # idempotent
-    assert bucket.read("a/b.json") is None and bucket.list("a/") == {}
+# -- GCS specifics (the shared contract, with the race, is in test_bucket.py) --------------------
 
 
 def test_keys_are_relative_to_the_prefix(gcs_emulator: str) -> None:  # noqa: F811
@@ -51,23 +38,6 @@ def test_keys_are_relative_to_the_prefix(gcs_emulator: str) -> None:  # noqa: F8
     for key in ("../x", "/etc/passwd", "a/../../x"):
         with pytest.raises(ValueError):
             one.write(key, b"")
-
-
-def test_generation_match_is_compare_and_swap(bucket: GcsBucket) -> None:
-    gen = bucket.write("k", b"v1")
-    bucket.write("k", b"v2", if_generation_match=gen)
-    with pytest.raises(PreconditionFailed):
-        bucket.write("k", b"v3", if_generation_match=gen)
-    assert bucket.read("k").data == b"v2"
-
-
-def test_create_only_twice_fails_the_second_time(bucket: GcsBucket) -> None:
-    """The stock emulator would let the second write overwrite; the wrapper answers 412."""
-    gen = bucket.write("results/job.json", b"first", if_generation_match=0)
-    with pytest.raises(PreconditionFailed):
-        bucket.write("results/job.json", b"second", if_generation_match=0)
-    blob = bucket.read("results/job.json")
-    assert blob.data == b"first" and blob.generation == gen
 
 
 def test_bare_emulator_ignores_preconditions() -> None:
@@ -116,40 +86,6 @@ def test_requests_are_counted(bucket: GcsBucket) -> None:
     bucket.list("")
     bucket.delete("c")
     assert bucket.requests == 4
-
-
-# -- the race -----------------------------------------------------------------------------------
-
-
-def _race(url: str, endpoint: str, index: int, start, results) -> None:  # type: ignore[no-untyped-def]
-    bucket = GcsBucket(url, endpoint=endpoint)
-    start.wait()
-    try:
-        bucket.write("results/job.json", f"writer {index}".encode(), if_generation_match=0)
-        results.put(index)
-    except PreconditionFailed:
-        results.put(-1)
-    except Exception as err:  # noqa: BLE001 - reported to the parent
-        results.put(f"error: {err!r}")
-
-
-def test_create_only_race_has_exactly_one_winner(gcs_emulator: str) -> None:  # noqa: F811
-    url = f"gs://{fresh_bucket(gcs_emulator)}/race"
-    ctx = multiprocessing.get_context("fork")
-    start, results = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_race, args=(url, gcs_emulator, i, start, results))
-             for i in range(16)]
-    for proc in procs:
-        proc.start()
-    start.set()
-    outcomes = [results.get(timeout=60) for _ in procs]
-    for proc in procs:
-        proc.join(timeout=30)
-    assert all(isinstance(o, int) for o in outcomes), outcomes
-    winners = [o for o in outcomes if o >= 0]
-    assert len(winners) == 1, outcomes
-    stored = GcsBucket(url, endpoint=gcs_emulator).read("results/job.json")
-    assert stored.data == f"writer {winners[0]}".encode()
 
 
 # -- retries through GcsBucket ----------------------------------------------------------------
