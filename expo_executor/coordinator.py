@@ -27,8 +27,8 @@ from .scheduler import (Cancel, Event, Finished, Outcome, Pool, Requeued, Schedu
 from .state import FamilyRef, StateDir
 from .worker import inbox_key, result_key
 
-RESULTS_BACKSTOP = 5.0  # seconds between result listings when no worker status changed
-MAX_LOOP_FAILURES = 50  # consecutive failed rounds (about 10 s at the default poll) before giving up
+RESULTS_BACKSTOP = 5.0  # seconds between reads of every worker's pending results
+GIVE_UP_AFTER = 10.0  # seconds of nothing but failed rounds before the run is failed
 RESULT_OUTCOME = {"ok": Outcome.SOLVED, "failed": Outcome.FAILED, "timeout": Outcome.TIMEOUT}
 
 
@@ -113,7 +113,6 @@ class Coordinator:
         self._last_results_scan = 0.0
         self._last_progress = 0.0
         self._last_progress_text = ""
-        self.loop_errors = 0
 
     # -- front-end side (any thread) ---------------------------------------------------------
     def submit(self, requests: list[JobRequest]) -> None:
@@ -148,17 +147,16 @@ class Coordinator:
 
     # -- the loop ----------------------------------------------------------------------------
     def _loop(self) -> None:
-        failures = 0
+        failing_since: float | None = None
         while not self._stopping.is_set():
             try:
                 self.tick(time.time())
-                failures = 0
+                failing_since = None
             except Exception as exc:  # never die silently: the run would hang with VMs billing
-                failures += 1
-                self.loop_errors += 1
-                if failures == 1:
+                if failing_since is None:
+                    failing_since = time.monotonic()
                     self.log(f"expocloud: coordinator error (retrying): {traceback.format_exc()}")
-                if failures >= MAX_LOOP_FAILURES:
+                elif time.monotonic() - failing_since >= GIVE_UP_AFTER:
                     self._give_up(exc)
                     return
             self._wake.wait(self.config.poll)
@@ -166,7 +164,7 @@ class Coordinator:
 
     def _give_up(self, exc: Exception) -> None:
         """After repeated failures: delete the VMs and fail every open job, loudly, not hang."""
-        self.log(f"expocloud: giving up after {MAX_LOOP_FAILURES} failed rounds: {exc}")
+        self.log(f"expocloud: giving up after {GIVE_UP_AFTER:g} s of failed rounds: {exc}")
         self.engine.close()
         with self._lock:
             pending = [r.task.key for r in self._submissions]

@@ -2,7 +2,7 @@
 
 It pulls its assignments from one bucket object (its inbox), runs each job in its own session
 with its deadline, kills what the coordinator cancels, and reports outcomes as create-only
-result objects (create-only: a report, once written, stands). It listens on no port. When the
+result objects, one per job and worker. It listens on no port. When the
 coordinator stops refreshing the inbox for longer than the grace period it kills its jobs and
 shuts down: a dead man's switch, so that a crashed coordinator does not leave VMs billing.
 """
@@ -133,7 +133,6 @@ class Worker:
             if key in self.cancel:
                 self.seen.add(key)
                 self._write_result(key, "cancelled", None, time.time(), "cancelled before start")
-                self._write_status("ready")  # a status change is what sends the coordinator looking
                 continue
             used = sum(r.cpus for r in self.running.values())
             if used + job["cpus"] > self.slots and self.running:
@@ -154,7 +153,6 @@ class Worker:
                                         start_new_session=True)
         except OSError as exc:
             self._write_result(key, "failed", None, started, f"could not start the job: {exc}")
-            self._write_status("ready")
             return
         deadline = job["deadline_s"]
         self.running[key] = _Running(key, proc, started, time.monotonic(),
@@ -196,7 +194,6 @@ class Worker:
         del self.running[job.key]
         self._record_sessions()
         self._write_result(job.key, outcome, code, job.started, reason, job.log)
-        self._write_status("ready")
 
     def _record_sessions(self) -> None:
         """The VM's own disk: which job sessions are alive, for the local engine's teardown."""
@@ -216,6 +213,7 @@ class Worker:
                               if_generation_match=0)
         except PreconditionFailed:
             pass  # reported already (a restarted agent): the first report stands
+        self._write_status("ready")  # a changed status is what sends the coordinator looking
 
     def _write_status(self, state: str) -> None:
         body = {"worker": self.worker_id, "seq_seen": self.seq, "time": time.time(),
