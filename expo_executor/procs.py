@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -58,3 +59,20 @@ def kill_session(sid: int, grace: float = 2.0) -> None:
 
 def _alive(sid: int) -> bool:
     return bool(session_members(sid))
+
+
+def recorded_sessions(scratch: Path) -> list[int]:
+    """The job sessions a worker recorded on its VM's disk (``scratch/sessions``)."""
+    try:
+        return [int(line) for line in (scratch / "sessions").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def power_off(proc: subprocess.Popen, scratch: Path, grace: float = 0.5) -> None:
+    """What pulling a VM's plug does to a worker process standing in for it: the worker and
+    every job session it started die (local engine, fake Compute server)."""
+    for sid in recorded_sessions(scratch):
+        kill_session(sid, grace=grace)
+    kill_session(proc.pid, grace=grace)
+    proc.wait()

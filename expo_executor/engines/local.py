@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..procs import kill_session
+from ..procs import power_off
 from ..scheduler import Pool
 from ..worker import RUN_KEY_ENV
 from .base import Instance
@@ -82,11 +82,7 @@ class LocalEngine:
                 vm.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
-        # Power off: whatever the worker left behind dies with the VM.
-        for sid in _sessions(vm.scratch):
-            kill_session(sid, grace=0.5)
-        kill_session(vm.proc.pid, grace=0.5)
-        vm.proc.wait()
+        power_off(vm.proc, vm.scratch)  # whatever the worker left behind dies with the VM
 
     def list(self) -> list[Instance]:
         with self._lock:
@@ -104,9 +100,3 @@ class LocalEngine:
         for vm in vms:
             self.delete(vm.name)
 
-
-def _sessions(scratch: Path) -> list[int]:
-    try:
-        return [int(line) for line in (scratch / "sessions").read_text().split()]
-    except (OSError, ValueError):
-        return []
