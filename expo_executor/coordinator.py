@@ -376,7 +376,7 @@ class Coordinator:
             self._vm_counter += 1
             name = f"w-{self._vm_counter}"
             self._vms[name] = _Vm(name, now)
-            self.engine.create(name, self.config.pool, self.config.slots_per_worker)
+            self.engine.create([name], self.config.pool, self.config.slots_per_worker)
             self._write_inboxes(now)  # the first heartbeat, before it boots
 
     def _end_vm(self, name: str, how: str) -> None:

@@ -1,4 +1,4 @@
-"""The contract every engine honours (local processes now, GCE next)."""
+"""The contract every engine honours (local processes, GCE)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ..scheduler import Pool
 class Instance:
     """A VM of the run as the engine sees it.
 
-    ``status`` follows GCE's words: PROVISIONING, RUNNING, STOPPING, TERMINATED.
+    ``status`` follows GCE's words: PROVISIONING, STAGING, RUNNING, STOPPING, TERMINATED.
     """
 
     name: str
@@ -21,15 +21,40 @@ class Instance:
     status: str
 
 
+class CreateFailed(Exception):
+    """VMs could not be created in ``pool``.
+
+    ``stop_growth``: for the rest of the run (a quota is exhausted: the message says which and
+    how to raise it); otherwise try again later (every zone is out of capacity just now).
+    ``names``: the VMs that will not come.
+    """
+
+    def __init__(self, pool: Pool, names: list[str], message: str, stop_growth: bool) -> None:
+        super().__init__(message)
+        self.pool = pool
+        self.names = list(names)
+        self.message = message
+        self.stop_growth = stop_growth
+
+
 class Engine(Protocol):
-    def create(self, name: str, pool: Pool, slots: int) -> None:
-        """Start a VM that runs ``expocloud-worker`` for this run with ``slots`` slots."""
+    def create(self, names: list[str], pool: Pool, slots: int) -> None:
+        """Start VMs that each run ``expocloud-worker`` for this run with ``slots`` slots.
+
+        May raise ``CreateFailed`` at once; failures found later come from ``failures()``.
+        """
 
     def delete(self, name: str) -> None:
         """Delete a VM and everything running on it; unknown or gone is success."""
 
     def list(self) -> list[Instance]:
         """The run's VMs that still exist (gone ones are absent, as a deleted VM is)."""
+
+    def failures(self) -> list[CreateFailed]:
+        """Creations that failed after ``create`` returned (drained: each is reported once)."""
+
+    def preempted(self) -> set[str]:
+        """VMs the cloud preempted since the last call (drained)."""
 
     def close(self) -> None:
         """Delete every VM of the run; safe to call twice."""

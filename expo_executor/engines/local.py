@@ -17,7 +17,7 @@ from pathlib import Path
 from ..procs import power_off
 from ..scheduler import Pool
 from ..worker import RUN_KEY_ENV
-from .base import Instance
+from .base import CreateFailed, Instance
 
 
 @dataclass
@@ -50,7 +50,11 @@ class LocalEngine:
         self._lock = threading.Lock()
         self._closed = False
 
-    def create(self, name: str, pool: Pool, slots: int) -> None:
+    def create(self, names: list[str], pool: Pool, slots: int) -> None:
+        for name in names:
+            self._create(name, pool, slots)
+
+    def _create(self, name: str, pool: Pool, slots: int) -> None:
         if self._closed:
             raise RuntimeError("the engine is closed: the run is ending")
         scratch = self.config.scratch_root / name
@@ -89,6 +93,12 @@ class LocalEngine:
             vms = list(self._vms.values())
         return [Instance(vm.name, vm.pool, vm.slots,
                          "RUNNING" if vm.proc.poll() is None else "TERMINATED") for vm in vms]
+
+    def failures(self) -> list[CreateFailed]:
+        return []  # a process starts or raises at once
+
+    def preempted(self) -> set[str]:
+        return set()  # local processes are never preempted; a killed one is simply lost
 
     def close(self) -> None:
         with self._lock:

@@ -1,0 +1,234 @@
+"""gcp-storage-emulator in a subprocess, made faithful to GCS preconditions.
+
+The stock emulator ignores ``ifGenerationMatch``, ``ifGenerationNotMatch``,
+``ifMetagenerationMatch`` and ``ifMetagenerationNotMatch``: a second create-only write
+overwrites. Run as a script, this module wraps the emulator's object handlers (insert,
+resumable upload chunks, XML upload, patch, delete) so that a request whose precondition does
+not hold gets HTTP 412 with GCS's JSON error body (reason ``conditionNotMet``). The emulator
+serves one request at a time, so the check and the write are atomic. Downloads also get the
+``x-goog-generation``/``x-goog-metageneration`` headers that real GCS sends, and listings
+honour ``maxResults``/``pageToken`` (the stock emulator returns everything in one page).
+
+``--bare`` runs the stock emulator (no wrapper), for tests that show the wrapper matters.
+It lives in the package, not the tests, because ``expocloud emulator`` (profiles/gce-emulated)
+serves it too. ``EmulatorProcess`` runs it in a child process; ``fresh_bucket(endpoint)``
+creates a new bucket and returns its name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+import uuid
+
+PRECONDITIONS = ("ifGenerationMatch", "ifGenerationNotMatch",
+                 "ifMetagenerationMatch", "ifMetagenerationNotMatch")
+
+
+def precondition_failure(query: dict, current: dict | None) -> str | None:
+    """Why the request's preconditions fail against the live object ``current`` (None: absent)."""
+    for param in PRECONDITIONS:
+        values = query.get(param)
+        if not values:
+            continue
+        try:
+            wanted = int(values[0])
+        except ValueError:
+            return f"invalid {param} {values[0]!r}"
+        field = "generation" if "Generation" in param else "metageneration"
+        actual = int(current[field]) if current is not None else None
+        if param.endswith("NotMatch"):
+            # GCS: with no live object a NotMatch precondition fails.
+            if actual is None or actual == wanted:
+                return f"{param}={wanted} failed: current {field} is {actual}"
+        else:
+            # ifGenerationMatch=0 means "no live object"; ifMetagenerationMatch needs one.
+            if wanted == 0 and field == "generation":
+                if actual is not None:
+                    return f"{param}=0 failed: object exists with generation {actual}"
+            elif actual != wanted:
+                return f"{param}={wanted} failed: current {field} is {actual}"
+    return None
+
+
+def _install_wrapper() -> None:  # runs inside the emulator's process
+    from http import HTTPStatus
+
+    from gcp_storage_emulator import server
+    from gcp_storage_emulator.exceptions import NotFound
+    from gcp_storage_emulator.handlers import objects
+
+    def current_object(storage, bucket_name, object_name):
+        try:
+            return storage.get_file_obj(bucket_name, object_name)
+        except NotFound:
+            return None
+
+    def target_of(request, storage, handler_name):
+        bucket = request.params.get("bucket_name")
+        if handler_name == "insert":
+            if "upload_id" in request.query:
+                return None  # a resumable chunk sent with POST: checked in upload_partial
+            kind = (request.query.get("uploadType") or [""])[0]
+            if "name" in request.query:
+                return bucket, request.query["name"][0]
+            if kind == "multipart":
+                return bucket, (request.data.get("meta") or {}).get("name")
+            if kind == "resumable" and request.data:
+                return bucket, request.data.get("name")
+            return None
+        if handler_name == "upload_partial":
+            upload_id = (request.query.get("upload_id") or [None])[0]
+            try:
+                return bucket, storage.get_resumable_file_obj(upload_id)["name"]
+            except Exception:  # noqa: BLE001 - let the handler answer for unknown uploads
+                return None
+        return bucket, request.params.get("object_id")
+
+    def guard(handler, handler_name):
+        def guarded(request, response, storage, *args, **kwargs):
+            if any(p in request.query for p in PRECONDITIONS):
+                target = target_of(request, storage, handler_name)
+                if target and target[1]:
+                    why = precondition_failure(request.query, current_object(storage, *target))
+                    if why is not None:
+                        response.status = HTTPStatus.PRECONDITION_FAILED
+                        response.json({"error": {
+                            "code": 412,
+                            "message": f"At least one of the pre-conditions you specified did not hold. ({why})",
+                            "errors": [{"domain": "global", "reason": "conditionNotMet",
+                                        "message": "Precondition Failed",
+                                        "locationType": "header", "location": "If-Match"}],
+                        }})
+                        return None
+            return handler(request, response, storage, *args, **kwargs)
+
+        guarded.__name__ = f"faithful_{handler_name}"
+        return guarded
+
+    def with_generation_headers(handler):
+        def download(request, response, storage, *args, **kwargs):
+            result = handler(request, response, storage, *args, **kwargs)
+            if response.status == HTTPStatus.OK and request.params.get("object_id"):
+                obj = current_object(storage, request.params["bucket_name"],
+                                     request.params["object_id"])
+                if obj is not None:
+                    response["x-goog-generation"] = str(obj["generation"])
+                    response["x-goog-metageneration"] = str(obj["metageneration"])
+            return result
+
+        return download
+
+    def with_paging(handler):
+        # The stock emulator ignores maxResults/pageToken; page by name like GCS does.
+        def ls(request, response, storage, *args, **kwargs):
+            result = handler(request, response, storage, *args, **kwargs)
+            limit = (request.query.get("maxResults") or [None])[0]
+            if response.status != HTTPStatus.OK or not limit:
+                return result
+            body = json.loads(response._content)
+            items = sorted(body.get("items") or [], key=lambda item: item["name"])
+            token = (request.query.get("pageToken") or [None])[0]
+            if token:
+                items = [item for item in items if item["name"] > token]
+            limit = max(1, int(limit))
+            if len(items) > limit:
+                items = items[:limit]
+                body["nextPageToken"] = items[-1]["name"]
+            body["items"] = items
+            response.json(body)
+            return result
+
+        return ls
+
+    originals = {name: getattr(objects, name)
+                 for name in ("insert", "upload_partial", "xml_upload", "patch", "delete")}
+    replacements = {fn: guard(fn, name) for name, fn in originals.items()}
+    replacements[objects.download] = with_generation_headers(objects.download)
+    replacements[objects.ls] = with_paging(objects.ls)
+    # The routing table holds the functions themselves; the Router also falls back to
+    # ``objects.insert`` by attribute, so patch both.
+    for _regex, handlers in server.HANDLERS:
+        for method, fn in list(handlers.items()):
+            if fn in replacements:
+                handlers[method] = replacements[fn]
+    objects.insert = replacements[originals["insert"]]
+    # ``get?alt=media`` calls ``download`` by module name.
+    objects.download = replacements[objects.download]
+
+
+def _serve(bare: bool, port: int = 0) -> None:  # runs inside the emulator's process
+    import logging
+    import signal
+    import time
+    from http import server as http_server
+
+    from gcp_storage_emulator.server import create_server
+
+    logging.getLogger("gcp_storage_emulator").setLevel(logging.ERROR)
+    http_server.HTTPServer.request_queue_size = 128  # many racing clients, one thread
+    if not bare:
+        _install_wrapper()
+    srv = create_server("127.0.0.1", port, in_memory=True)
+    srv.start()
+    port = srv._api._httpd.server_address[1]
+    print(f"PORT {port}", flush=True)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    try:
+        while not stop:
+            time.sleep(0.1)
+    finally:
+        srv.stop()
+
+
+class EmulatorProcess:
+    """The emulator in a child process on a free loopback port, in memory."""
+
+    def __init__(self, bare: bool = False, port: int = 0) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "expo_executor.emulator.gcs",
+             "--bare" if bare else "--faithful", "--port", str(port)],
+            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if not line.startswith("PORT "):
+            self.stop()
+            raise RuntimeError(f"gcp-storage-emulator did not start (said {line!r})")
+        self.endpoint = f"http://127.0.0.1:{int(line.split()[1])}"
+        with urllib.request.urlopen(self.endpoint + "/", timeout=10) as answer:
+            assert answer.read() == b"OK"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+
+
+def fresh_bucket(endpoint: str) -> str:
+    """Create a bucket with a new name on the emulator and return the name."""
+    name = f"b-{uuid.uuid4().hex[:16]}"
+    request = urllib.request.Request(
+        endpoint + "/storage/v1/b?project=expocloud-test",
+        data=json.dumps({"name": name}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        answer.read()
+    return name
+
+
+if __name__ == "__main__":
+    _args = sys.argv[1:]
+    _serve(bare="--bare" in _args,
+           port=int(_args[_args.index("--port") + 1]) if "--port" in _args else 0)
