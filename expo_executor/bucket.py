@@ -11,6 +11,7 @@ import fcntl
 import os
 import tempfile
 import time
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +54,11 @@ class LocalBucket:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.requests = 0  # counted like billable storage operations
+        self.ops: Counter[str] = Counter()  # counted like GCS operations, by price class
+
+    @property
+    def requests(self) -> int:
+        return sum(self.ops.values())
 
     def _path(self, key: str) -> Path:
         if key.startswith("/") or ".." in key.split("/"):
@@ -61,7 +66,7 @@ class LocalBucket:
         return self.root / key
 
     def read(self, key: str) -> Blob | None:
-        self.requests += 1
+        self.ops["B"] += 1
         path = self._path(key)
         try:
             with open(path, "rb") as handle:
@@ -71,7 +76,7 @@ class LocalBucket:
             return None
 
     def write(self, key: str, data: bytes, if_generation_match: int | None = None) -> int:
-        self.requests += 1
+        self.ops["A"] += 1
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
@@ -103,7 +108,7 @@ class LocalBucket:
     def list(self, prefix: str) -> dict[str, int]:
         # os.scandir and plain strings: the coordinator lists every round, and pathlib made
         # an idle round cost three times as much.
-        self.requests += 1
+        self.ops["A"] += 1
         root = str(self.root)
         base = str(self._path(prefix.rstrip("/"))) if prefix else root
         found: dict[str, int] = {}
@@ -125,7 +130,7 @@ class LocalBucket:
         return found
 
     def delete(self, key: str) -> None:
-        self.requests += 1
+        self.ops["free"] += 1
         try:
             self._path(key).unlink()
         except FileNotFoundError:

@@ -16,6 +16,8 @@ are indistinguishable, and the outcome is the same).
 
 from __future__ import annotations
 
+from collections import Counter
+
 import os
 import random
 import time
@@ -107,9 +109,14 @@ class GcsBucket:
                        "cap": cap, "sleep": sleep, "rand": rand}
         self.timeout = timeout
         self.page_size = page_size  # None: the server's default (1000 objects per page on GCS)
-        self.requests = 0  # counted like billable storage operations (one per HTTP attempt)
+        # storage operations by GCS price class, one per HTTP attempt (retries cost too)
+        self.ops: Counter[str] = Counter()
 
     # -- helpers -------------------------------------------------------------------------
+
+    @property
+    def requests(self) -> int:
+        return sum(self.ops.values())
 
     def _name(self, key: str) -> str:
         if not key or key.startswith("/") or ".." in key.split("/"):
@@ -122,7 +129,7 @@ class GcsBucket:
     def _download(self, name: str) -> Blob | None:
         """One attempt: data and generation in one GET (the generation comes from headers)."""
         blob = self._bucket.blob(name)
-        self.requests += 1
+        self.ops["B"] += 1
         try:
             data = blob.download_as_bytes(retry=None, timeout=self.timeout)
         except self._gexc.NotFound:
@@ -135,12 +142,12 @@ class GcsBucket:
 
     def _download_pinned(self, name: str) -> Blob | None:
         while True:
-            self.requests += 1
+            self.ops["B"] += 1
             meta = self._bucket.get_blob(name, retry=None, timeout=self.timeout)
             if meta is None:
                 return None
             generation = int(meta.generation)
-            self.requests += 1
+            self.ops["B"] += 1
             try:
                 data = self._bucket.blob(name, generation=generation).download_as_bytes(
                     retry=None, timeout=self.timeout
@@ -152,7 +159,7 @@ class GcsBucket:
     def _upload(self, name: str, data: bytes, if_generation_match: int | None) -> int:
         """One upload attempt; returns the new generation. Separate so tests can inject faults."""
         blob = self._bucket.blob(name)
-        self.requests += 1
+        self.ops["A"] += 1
         blob.upload_from_string(
             data,
             content_type="application/octet-stream",
@@ -201,11 +208,11 @@ class GcsBucket:
             )
             pages = iterator.pages
             while True:
-                self.requests += 1
+                self.ops["A"] += 1
                 try:
                     page = next(pages)
                 except StopIteration:
-                    self.requests -= 1  # the end of the pages costs no request
+                    self.ops["A"] -= 1  # the end of the pages costs no request
                     break
                 for blob in page:
                     found[blob.name[len(self.prefix):]] = int(blob.generation)
@@ -217,7 +224,7 @@ class GcsBucket:
         name = self._name(key)
 
         def attempt() -> None:
-            self.requests += 1
+            self.ops["free"] += 1
             try:
                 self._bucket.blob(name).delete(retry=None, timeout=self.timeout)
             except self._gexc.NotFound:

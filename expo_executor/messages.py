@@ -19,7 +19,7 @@ MAX_BYTES = 4 * 1024 * 1024
 # kind -> field -> accepted types; every listed field is required.
 SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "inbox": {"seq": (int,), "jobs": (dict,), "cancel": (list,), "drain": (bool,)},
-    "job": {"argv": (list,), "cwd": (str,), "env": (dict,), "deadline_s": (float, int, type(None)),
+    "job": {"argv": (list,), "cwd": (str, type(None)), "env": (dict,), "deadline_s": (float, int, type(None)),
             "cpus": (int,)},
     "status": {"worker": (str,), "seq_seen": (int,), "time": (float, int), "running": (list,),
                "slots": (int,), "state": (str,)},
@@ -27,7 +27,7 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
                "started": (float, int), "ended": (float, int), "reason": (str, type(None)),
                "log_tail": (str,)},
 }
-RESULT_OUTCOMES = ("ok", "failed", "timeout", "cancelled")
+RESULT_OUTCOMES = ("ok", "failed", "timeout", "cancelled", "preempted")
 
 
 class MessageError(ValueError):

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,7 @@ class Worker:
     # -- main loop ---------------------------------------------------------------------------
     def run(self) -> int:
         (self.scratch / "jobs").mkdir(parents=True, exist_ok=True)
+        (self.scratch / "work").mkdir(parents=True, exist_ok=True)
         self._write_status("ready")
         while self.stop_reason is None:
             self._read_inbox()
@@ -93,9 +95,12 @@ class Worker:
                 self._write_status("ready")
             if self.stop_reason is None:
                 time.sleep(self._sleep_time())
-        self._kill_all("cancelled", f"worker stopping: {self.stop_reason}")
-        self._write_status("stopped")
-        return 0 if self.stop_reason in ("drained", "terminated") else 3
+        if self.stop_reason == "preempted":
+            self._kill_all("preempted", "the VM was preempted")
+        else:
+            self._kill_all("cancelled", f"worker stopping: {self.stop_reason}")
+        self._write_status("preempted" if self.stop_reason == "preempted" else "stopped")
+        return 0 if self.stop_reason in ("drained", "terminated", "preempted") else 3
 
     def request_stop(self, reason: str) -> None:
         self.stop_reason = reason
@@ -143,12 +148,13 @@ class Worker:
 
     def _start(self, key: str, job: dict) -> None:
         log = self.scratch / "jobs" / f"{key}.log"
+        cwd = job["cwd"] or str(self.scratch / "work")  # no shared file system: our own disk
         env = {**os.environ, **{str(k): str(v) for k, v in job["env"].items()}}
         env.pop(RUN_KEY_ENV, None)  # jobs never see the run key
         started = time.time()
         try:
             with open(log, "wb") as out:
-                proc = subprocess.Popen(job["argv"], cwd=job["cwd"], env=env, stdout=out,
+                proc = subprocess.Popen(job["argv"], cwd=cwd, env=env, stdout=out,
                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         start_new_session=True)
         except OSError as exc:
@@ -158,8 +164,7 @@ class Worker:
         self.running[key] = _Running(key, proc, started, time.monotonic(),
                                      float(deadline) if deadline is not None else None,
                                      job["cpus"], log)
-        self._record_sessions()
-        self._write_status("ready")
+        self._record_sessions()  # no status write: the coordinator knows what it assigned
 
     # -- running jobs ------------------------------------------------------------------------
     def _reap(self) -> None:
@@ -217,9 +222,18 @@ class Worker:
 
     def _write_status(self, state: str) -> None:
         body = {"worker": self.worker_id, "seq_seen": self.seq, "time": time.time(),
-                "running": sorted(self.running), "slots": self.slots, "state": state}
+                "running": sorted(self.running), "slots": self.slots, "state": state,
+                # this worker's storage operations so far (this write included), for the
+                # run's request budget
+                "ops": _ops_after_write(self.bucket)}
         self.bucket.write(status_key(self.worker_id), messages.encode("status", body))
         self.last_status = time.monotonic()
+
+
+def _ops_after_write(bucket: Bucket) -> dict[str, int]:
+    ops = dict(getattr(bucket, "ops", {}))
+    ops["A"] = ops.get("A", 0) + 1
+    return ops
 
 
 def _tail(path: Path) -> str:
@@ -235,9 +249,11 @@ def _tail(path: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="expocloud-worker", description=__doc__.splitlines()[0])
-    parser.add_argument("--bucket", required=True, help="bucket URL of the run")
-    parser.add_argument("--worker-id", required=True)
-    parser.add_argument("--slots", type=int, required=True)
+    parser.add_argument("--from-metadata", action="store_true",
+                        help="on a VM: read every setting and the run key from the metadata server")
+    parser.add_argument("--bucket", help="bucket URL of the run")
+    parser.add_argument("--worker-id")
+    parser.add_argument("--slots", type=int)
     parser.add_argument("--scratch", type=Path, required=True, help="this VM's local disk")
     parser.add_argument("--poll", type=float, default=0.2)
     parser.add_argument("--grace", type=float, default=60.0)
@@ -245,6 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--boot-delay", type=float, default=0.0,
                         help="seconds to wait before reporting ready (emulates a VM booting)")
     args = parser.parse_args(argv)
+    if args.from_metadata:
+        return _main_on_vm(args.scratch)
+    missing = [f"--{n.replace('_', '-')}" for n in ("bucket", "worker_id", "slots")
+               if getattr(args, n) is None]
+    if missing:
+        parser.error(f"{', '.join(missing)} required without --from-metadata")
     run_key = os.environ.get(RUN_KEY_ENV, "")
     if not run_key:
         print(f"expocloud-worker: {RUN_KEY_ENV} is not set; fix: start workers through the "
@@ -252,9 +274,48 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     worker = Worker(open_bucket(args.bucket), args.worker_id, args.slots,
                     bytes.fromhex(run_key), args.scratch, args.poll, args.grace, args.heartbeat)
-    signal.signal(signal.SIGTERM, lambda *_: worker.request_stop("terminated"))
-    signal.signal(signal.SIGINT, lambda *_: worker.request_stop("terminated"))
+    _stop_on_signals(worker, on_vm=False)
     time.sleep(args.boot_delay)
+    return _run(worker)
+
+
+def _main_on_vm(scratch: Path) -> int:
+    """A worker on a (real or fake) GCE VM: settings from metadata, preemption watched, and
+    the VM deleted when the coordinator has gone silent (the dead man's switch)."""
+    from . import guest
+
+    boot = guest.Boot.from_metadata()
+    if boot.storage_emulator_host:
+        os.environ["STORAGE_EMULATOR_HOST"] = boot.storage_emulator_host
+    worker = Worker(open_bucket(boot.bucket), boot.name, boot.slots, boot.run_key, scratch,
+                    boot.poll, boot.grace, boot.heartbeat)
+    stop_watching = threading.Event()
+    guest.watch_preemption(lambda: worker.request_stop("preempted"), stop_watching)
+    _stop_on_signals(worker, on_vm=True)
+    try:
+        code = _run(worker)
+    finally:
+        stop_watching.set()
+    if boot.self_delete and worker.stop_reason not in ("terminated", "preempted"):
+        print(f"worker {boot.name}: {worker.stop_reason}; deleting this VM", flush=True)
+        guest.delete_self(boot)
+    return code
+
+
+def _stop_on_signals(worker: Worker, on_vm: bool) -> None:
+    def stop(*_: object) -> None:
+        # On a VM, SIGTERM also comes with a preemption's soft power-off: ask the notice.
+        if on_vm:
+            from .guest import preempted_now
+            worker.request_stop("preempted" if preempted_now() else "terminated")
+        else:
+            worker.request_stop("terminated")
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+
+def _run(worker: Worker) -> int:
     try:
         return worker.run()
     except Exception as exc:  # report the crash in our last breath, then die loudly
