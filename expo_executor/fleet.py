@@ -1,7 +1,10 @@
-"""The fleet policy: how many VMs to create and which idle ones to delete. Pure, no I/O.
+"""The fleet policy: how many VMs to create in each pool and which idle ones to delete. Pure.
 
 Workers are a reusable pool pulling work, not a VM per job: a VM boots in a minute or more,
-so a sweep of short jobs would otherwise spend its money booting.
+so a sweep of short jobs would otherwise spend its money booting. In the cloud there are two
+pools: Spot (cheap, preemptible) for ordinary work, and on-demand for work that must not be
+preempted again, for a reliable core of ``min_workers`` (Tordini et al.'s hybrid cluster), and
+for the stragglers at the end of a sweep.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ class FleetConfig:
     slots_per_worker: int
     max_workers: int
     idle_timeout: float  # seconds a worker may sit idle before it is deleted
+    min_workers: int = 0  # kept (and created) while the run still has work
 
 
 @dataclass(frozen=True)
@@ -31,22 +35,61 @@ class FleetPlan:
     delete: tuple[str, ...]
 
 
-def plan(queued_cpus: int, workers: list[WorkerView], now: float, config: FleetConfig) -> FleetPlan:
+def spare_cpus(workers: list[WorkerView], config: FleetConfig) -> int:
+    """Free slots now, counting a booting VM's slots as supply already."""
+    return sum(config.slots_per_worker - (0 if w.booting else w.busy_cpus) for w in workers)
+
+
+def plan(queued_cpus: int, workers: list[WorkerView], now: float, config: FleetConfig,
+         work_left: bool = False) -> FleetPlan:
     """Grow to cover queued CPUs (counting booting VMs as supply); shrink idle VMs.
 
     An idle worker is one that got nothing in the last assignment round although it was ready:
     either nothing is queued or nothing queued fits it, and either way it costs money for nothing.
+    While ``work_left``, the pool keeps ``min_workers`` (the longest-idle ones go first).
     """
-    spare = sum(config.slots_per_worker - w.busy_cpus for w in workers if not w.booting)
-    spare += sum(config.slots_per_worker for w in workers if w.booting)
-    shortfall = queued_cpus - spare
+    shortfall = queued_cpus - spare_cpus(workers, config)
     create = 0
     if shortfall > 0:
-        create = min(math.ceil(shortfall / config.slots_per_worker),
-                     config.max_workers - len(workers))
-    delete = tuple(
-        w.name for w in workers
-        if not w.booting and w.busy_cpus == 0 and w.idle_since is not None
-        and now - w.idle_since >= config.idle_timeout
-    )
-    return FleetPlan(max(0, create), delete)
+        create = math.ceil(shortfall / config.slots_per_worker)
+    if work_left:
+        create = max(create, config.min_workers - len(workers))
+    create = max(0, min(create, config.max_workers - len(workers)))
+    idle = sorted((w for w in workers
+                   if not w.booting and w.busy_cpus == 0 and w.idle_since is not None
+                   and now - w.idle_since >= config.idle_timeout),
+                  key=lambda w: (w.idle_since, w.name))
+    keep = config.min_workers - (len(workers) - len(idle)) if work_left else 0
+    delete = tuple(w.name for w in idle[:len(idle) - max(0, keep)])
+    return FleetPlan(create, delete)
+
+
+@dataclass(frozen=True)
+class Demand:
+    """Queued CPUs: ``any_pool`` may run on Spot; ``reliable`` must not (preempted too often,
+    or its rule is marked non-preemptible)."""
+
+    any_pool: int
+    reliable: int
+
+
+def stragglers_fit(remaining_cpus: int, on_demand: FleetConfig) -> bool:
+    """The straggler rule: once all remaining work (queued, and running on Spot) fits in the
+    on-demand pool, send what is queued there, so that the tail of a sweep is not held
+    hostage by repeated preemptions."""
+    return on_demand.max_workers > 0 and \
+        remaining_cpus <= on_demand.max_workers * on_demand.slots_per_worker
+
+
+def plan_pools(demand: Demand, spot: list[WorkerView], on_demand: list[WorkerView], now: float,
+               spot_config: FleetConfig, on_demand_config: FleetConfig, work_left: bool,
+               stragglers: bool = False) -> tuple[FleetPlan, FleetPlan]:
+    """Plans for (Spot, on-demand). On-demand covers reliable demand (all of it in straggler
+    mode); Spot covers the rest, after the on-demand pool's spare slots."""
+    reliable = demand.reliable + (demand.any_pool if stragglers else 0)
+    od_plan = plan(reliable, on_demand, now, on_demand_config, work_left)
+    od_spare = spare_cpus(on_demand, on_demand_config) \
+        + od_plan.create * on_demand_config.slots_per_worker - reliable
+    any_pool = 0 if stragglers else max(0, demand.any_pool - max(0, od_spare))
+    spot_plan = plan(any_pool, spot, now, spot_config, work_left=False)
+    return spot_plan, od_plan

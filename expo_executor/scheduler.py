@@ -218,8 +218,11 @@ class Scheduler:
         return worker_id
 
     # -- decisions out -----------------------------------------------------------------------
-    def assign(self) -> list[Assignment]:
-        """Fill free worker slots, easiest first; a task that fits nowhere waits its turn."""
+    def assign(self, allow_spot: bool = True) -> list[Assignment]:
+        """Fill free worker slots, easiest first; a task that fits nowhere waits its turn.
+
+        ``allow_spot=False`` (the straggler rule at the end of a sweep) places nothing on Spot.
+        """
         if not any(w.free_cpus > 0 for w in self._workers.values()):
             return []
         assignments: list[Assignment] = []
@@ -229,7 +232,7 @@ class Scheduler:
             if key not in self._queued:
                 continue  # stale heap entry
             entry = self._entries[key]
-            worker = self._fit(entry)
+            worker = self._fit(entry, allow_spot)
             if worker is None:
                 deferred.append((order, key))
                 continue
@@ -302,9 +305,9 @@ class Scheduler:
     def _on_demand_only(self, entry: _Entry) -> bool:
         return not entry.task.preemptible or entry.preemptions >= self.spot_attempts
 
-    def _fit(self, entry: _Entry) -> _Worker | None:
+    def _fit(self, entry: _Entry, allow_spot: bool = True) -> _Worker | None:
         """Best fit: the worker with the fewest free CPUs that still holds the task."""
-        on_demand_only = self._on_demand_only(entry)
+        on_demand_only = self._on_demand_only(entry) or not allow_spot
         fits = [
             w for w in self._workers.values()
             if w.free_cpus >= entry.task.cpus

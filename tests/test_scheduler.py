@@ -707,3 +707,14 @@ def test_counts_cover_every_state():
     assert counts == {"queued": 3, "running": 0, "solved": 1, "failed": 1, "timeout": 0,
                       "skipped": 0}
     assert sum(counts.values()) == 5
+
+
+def test_straggler_rule_keeps_queued_tasks_off_spot():
+    sched = Scheduler()
+    sched.add_worker("spot", 2, pool=Pool.SPOT)
+    sched.submit(task("a", 0))
+    sched.submit(task("b", 1))
+    assert sched.assign(allow_spot=False) == []
+    sched.add_worker("od", 1, pool=Pool.ON_DEMAND)
+    assert sched.assign(allow_spot=False) == [Assignment("a", "od")]
+    assert sched.assign() == [Assignment("b", "spot")]
