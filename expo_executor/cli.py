@@ -1,4 +1,4 @@
-"""``expocloud``: the user's command line (report, status, forget, runs).
+"""``expocloud``: the user's command line (report, status, forget, runs, cleanup, emulator).
 
 Runs themselves start from ``snakemake --executor expocloud``; this tool reads what they leave in
 the state directory (``.expocloud`` by default).
@@ -56,6 +56,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = sub.add_parser("runs", help="list runs")
     _add_state_dir(runs)
+
+    clean = sub.add_parser("cleanup", help="list and delete GCE VMs of runs that are gone")
+    clean.add_argument("--project", required=True, help="GCE project id")
+    clean.add_argument("--zones", required=True, help="zones to search, comma separated")
+    clean.add_argument("--run", help="only this run (its id)")
+    clean.add_argument("--all", action="store_true",
+                       help="also delete VMs of runs this state directory does not know")
+    clean.add_argument("--dry-run", action="store_true", help="list, delete nothing")
+    clean.add_argument("--endpoint", help="Compute API endpoint (the local fake)")
+    _add_state_dir(clean)
+
+    emu = sub.add_parser("emulator", help="serve a fake Compute Engine and a GCS emulator on "
+                         "loopback for profiles/gce-emulated (until Ctrl-C)")
+    emu.add_argument("--compute-port", type=int, default=8790)
+    emu.add_argument("--storage-port", type=int, default=8791)
+    emu.add_argument("--dir", type=Path, default=Path(".expocloud-emulator"),
+                     help="the fake VMs' disks")
+    emu.add_argument("--boot-delay", type=float, default=1.0, help="seconds a fake VM boots")
+    emu.add_argument("--spot-mean-life", type=float, default=None, metavar="S",
+                     help="preempt each Spot VM after an exponential life of mean S seconds")
+    emu.add_argument("--seed", type=int, default=1, help="seed of the preemptions")
     return parser
 
 
@@ -132,7 +153,75 @@ def _runs(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"report": _report, "status": _status, "forget": _forget, "runs": _runs}
+def _live_runs(state_dir: Path) -> set[str]:
+    """Run labels of this state directory whose coordinator is still alive on this host."""
+    import os
+    import socket
+
+    from .gce_launch import run_label
+
+    live = set()
+    for path in (state_dir / "runs").glob("*/run.json"):
+        info = json.loads(path.read_text())
+        if info.get("ended") or info.get("engine") != "gce":
+            continue
+        if info.get("host") != socket.gethostname():
+            live.add(run_label(info["run_id"]))  # another host's: assume alive
+            continue
+        try:
+            os.kill(int(info.get("pid", 0)), 0)
+            live.add(run_label(info["run_id"]))
+        except (ProcessLookupError, ValueError, OverflowError):
+            pass
+        except PermissionError:
+            live.add(run_label(info["run_id"]))
+    return live
+
+
+def _known_runs(state_dir: Path) -> set[str]:
+    from .gce_launch import run_label
+
+    return {run_label(p.parent.name) for p in (state_dir / "runs").glob("*/run.json")}
+
+
+def _cleanup(args: argparse.Namespace) -> int:
+    from .engines.gce import delete_instances, find_instances
+    from .gce_launch import run_label
+
+    zones = _csv(args.zones) or []
+    wanted = run_label(args.run) if args.run else None
+    found = find_instances(args.project, zones, endpoint=args.endpoint, run_label=wanted)
+    live, known = _live_runs(args.state_dir), _known_runs(args.state_dir)
+    doomed, kept = [], []
+    for item in found:
+        run = item["labels"].get("expocloud-run", "")
+        if run in live:
+            kept.append((item, "its run is alive"))
+        elif run not in known and not args.all and wanted is None:
+            kept.append((item, "run unknown here; --all deletes it"))
+        else:
+            doomed.append(item)
+    for item, why in kept:
+        print(f"keep   {item['zone']}/{item['name']} ({item['status']}): {why}")
+    for item in doomed:
+        print(f"{'would delete' if args.dry_run else 'delete'} {item['zone']}/{item['name']} "
+              f"({item['status']}, run {item['labels'].get('expocloud-run')})")
+    if doomed and not args.dry_run:
+        delete_instances(args.project, doomed, endpoint=args.endpoint)
+    if not found:
+        print("no expocloud VMs found")
+    return 0
+
+
+def _emulator(args: argparse.Namespace) -> int:
+    from .emulator.serve import serve
+
+    return serve(args.compute_port, args.storage_port, args.dir, args.boot_delay,
+                 args.spot_mean_life, args.seed)
+
+
+COMMANDS = {"report": _report, "status": _status, "forget": _forget, "runs": _runs,
+            "cleanup": _cleanup, "emulator": _emulator}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,8 +19,8 @@ from typing import Callable
 
 from . import messages
 from .bucket import Bucket
-from .engines.base import Engine
-from .fleet import FleetConfig, WorkerView, plan
+from .engines.base import CreateFailed, Engine
+from .fleet import Demand, FleetConfig, WorkerView, plan, plan_pools, stragglers_fit
 from .hardness import FrontierPoint
 from .scheduler import (Cancel, Event, Finished, Outcome, Pool, Requeued, Scheduler, Skipped,
                         Task)
@@ -30,6 +30,7 @@ from .worker import inbox_key, result_key
 RESULTS_BACKSTOP = 5.0  # seconds between reads of every worker's pending results
 GIVE_UP_AFTER = 10.0  # seconds of nothing but failed rounds before the run is failed
 RESULT_OUTCOME = {"ok": Outcome.SOLVED, "failed": Outcome.FAILED, "timeout": Outcome.TIMEOUT}
+CAPACITY_RETRY = 30.0  # seconds before asking again after every zone was out of capacity
 
 
 @dataclass
@@ -38,7 +39,7 @@ class JobRequest:
 
     task: Task
     argv: list[str]
-    cwd: str
+    cwd: str | None  # None: the worker's own disk (no shared file system)
     env: dict[str, str]
     deadline_s: float | None
     family: FamilyRef | None = None
@@ -67,13 +68,18 @@ class CoordinatorConfig:
     poll: float = 0.2
     heartbeat: float = 10.0
     status_interval: float = 10.0
-    pool: Pool = Pool.LOCAL
+    pool: Pool = Pool.LOCAL  # the main pool: LOCAL, or SPOT in the cloud
+    max_on_demand: int = 0  # the on-demand pool (cloud only)
+    on_demand_min: int = 0  # on-demand VMs kept while work is left: a reliable core
+    straggler_rule: bool = True
+    vm_prefix: str = "w"
 
 
 @dataclass
 class _Vm:
     name: str
     created: float
+    pool: Pool
     ready: bool = False
     idle_since: float | None = None
     jobs: dict[str, dict] = field(default_factory=dict)  # assigned, no result seen yet
@@ -97,7 +103,19 @@ class Coordinator:
         self.state = state
         self.log = log
         self.scheduler = scheduler or Scheduler()
-        self.fleet = FleetConfig(config.slots_per_worker, config.max_workers, config.idle_timeout)
+        self.fleets = {config.pool: FleetConfig(config.slots_per_worker, config.max_workers,
+                                                config.idle_timeout)}
+        if config.max_on_demand > 0 or config.pool is Pool.SPOT:
+            self.fleets[Pool.ON_DEMAND] = FleetConfig(
+                config.slots_per_worker, config.max_on_demand, config.idle_timeout,
+                min_workers=config.on_demand_min)
+        self._stragglers = False  # the straggler rule is in force: nothing new goes on Spot
+        self._no_growth: dict[Pool, float] = {}  # pool -> time before which nothing is created
+        self._worker_ops: dict[str, dict[str, int]] = {}  # storage operations workers reported
+        self._pool_of: dict[str, Pool] = {}  # every VM of the run, for the run record
+        self._lists = 0  # the coordinator's listings, for the request budget
+        self._vm_seconds: dict[str, float] = {}  # pool -> VM-seconds of ended VMs
+        self._started = time.time()
         self._requests: dict[str, JobRequest] = {}
         self._submissions: list[JobRequest] = []
         self._withdrawals: list[str] = []
@@ -144,6 +162,14 @@ class Coordinator:
         for name in list(self._vms):
             self._end_vm(name, "deleted")
         self._progress(time.time(), force=True)
+        self._write_requests()
+
+    def _write_requests(self) -> None:
+        """The run's storage operations and VM time: the inputs of the request budget."""
+        record = {"coordinator": dict(getattr(self.bucket, "ops", {})),
+                  "coordinator_lists": self._lists, "workers": self._worker_ops,
+                  "vm_seconds": self._vm_seconds, "run_seconds": time.time() - self._started}
+        (self.run_dir / "requests.json").write_text(json.dumps(record, indent=1))
 
     # -- the loop ----------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -186,7 +212,7 @@ class Coordinator:
             changed = set(self._vms)
         self._read_results(changed)
         self._check_instances()
-        for assignment in self.scheduler.assign():
+        for assignment in self.scheduler.assign(allow_spot=not self._stragglers):
             request = self._requests[assignment.key]
             vm = self._vms[assignment.worker_id]
             vm.jobs[assignment.key] = {"argv": request.argv, "cwd": request.cwd,
@@ -220,6 +246,7 @@ class Coordinator:
     def _read_statuses(self, now: float) -> set[str]:
         """Take in changed worker statuses; returns the workers whose status changed."""
         listing = self.bucket.list("workers/")
+        self._lists += 1
         changed: set[str] = set()
         for name, vm in self._vms.items():
             generation = listing.get(f"workers/{name}/status.json")
@@ -235,11 +262,13 @@ class Coordinator:
             except messages.MessageError as exc:
                 self.log(f"expocloud: ignoring a malformed status of {name}: {exc}")
                 continue
+            if isinstance(status.get("ops"), dict):
+                self._worker_ops[name] = {str(k): int(v) for k, v in status["ops"].items()
+                                          if isinstance(v, int)}
             if status["state"] == "ready" and not vm.ready:
                 vm.ready = True
                 vm.idle_since = now
-                self.scheduler.add_worker(name, self.config.slots_per_worker,
-                                          pool=self.config.pool)
+                self.scheduler.add_worker(name, self.config.slots_per_worker, pool=vm.pool)
         return changed
 
     def _read_results(self, workers: set[str]) -> None:
@@ -266,6 +295,9 @@ class Coordinator:
                 elif name == result["worker"] and key in vm.cancel:
                     vm.cancel.discard(key)
                     vm.inbox_dirty = True
+            if result["outcome"] == "preempted":
+                self._lose(result["worker"], "was preempted (its last breath)")
+                continue
             if result["outcome"] == "cancelled":
                 events = self.scheduler.cancelled(key)
                 if not events and self.scheduler.state(key) in ("running", "queued"):
@@ -276,12 +308,35 @@ class Coordinator:
             self._handle(events, result)
 
     def _check_instances(self) -> None:
-        alive = {i.name for i in self.engine.list() if i.status in ("PROVISIONING", "RUNNING")}
+        for failure in self.engine.failures():
+            self._create_failed(failure, time.time())
+        for name in sorted(self.engine.preempted()):
+            self._lose(name, "was preempted")
+        alive = {i.name for i in self.engine.list()
+                 if i.status in ("PROVISIONING", "STAGING", "RUNNING")}
         for name in [n for n in self._vms if n not in alive]:
-            self.log(f"expocloud: worker {name} was lost; its jobs go back to the queue first")
-            self._handle(self.scheduler.remove_worker(name, preempted=True))
-            self._end_vm(name, "lost")
-            self.engine.delete(name)
+            self._lose(name, "was lost")
+
+    def _lose(self, name: str, how: str) -> None:
+        """A VM went away under us (preempted, crashed, deleted): its jobs go back to the queue,
+        first in line; on Spot that counts as a preemption of each of them."""
+        if name not in self._vms:
+            return
+        self.log(f"expocloud: worker {name} {how}; its jobs go back to the queue first")
+        self._handle(self.scheduler.remove_worker(name, preempted=True))
+        self._end_vm(name, "preempted" if "preempted" in how else "lost")
+        self.engine.delete(name)
+
+    def _create_failed(self, failure: CreateFailed, now: float) -> None:
+        for name in failure.names:
+            self._end_vm(name, "not created")
+        if failure.stop_growth:
+            if self._no_growth.get(failure.pool) != float("inf"):
+                self.log(f"expocloud: no more {failure.pool.value} VMs this run: {failure.message}")
+            self._no_growth[failure.pool] = float("inf")
+        else:
+            self.log(f"expocloud: {failure.message}; asking again in {CAPACITY_RETRY:g} s")
+            self._no_growth[failure.pool] = now + CAPACITY_RETRY
 
     # -- decide and act ----------------------------------------------------------------------
     def _handle(self, events: list[Event], result: dict | None = None) -> None:
@@ -336,6 +391,9 @@ class Coordinator:
             "started": result["started"] if result else None, "ended": time.time(),
             "deadline_s": request.deadline_s, "reason": report.message,
             "dominator": dominator.label if dominator else None,
+            "pool": self._pool_of[report.worker].value if report.worker in self._pool_of
+            else None,
+            "preemptions": self.scheduler.preemptions(report.key),
         }
         with open(self.run_dir / "jobs.jsonl", "a") as handle:
             handle.write(json.dumps(record) + "\n")
@@ -357,7 +415,8 @@ class Coordinator:
         if self._stopping.is_set():
             return
         workers = self.scheduler.workers()
-        views = []
+        views: dict[Pool, list[WorkerView]] = {pool: [] for pool in self.fleets}
+        running_on_spot = 0
         for name, vm in self._vms.items():
             cpus, free = workers.get(name, (self.config.slots_per_worker,) * 2)
             busy = cpus - free
@@ -365,27 +424,57 @@ class Coordinator:
                 vm.idle_since = None
             elif vm.ready and vm.idle_since is None:
                 vm.idle_since = now
-            views.append(WorkerView(name, not vm.ready, busy, vm.idle_since))
-        demand = sum(self.scheduler.queued_demand().values())
-        decision = plan(demand, views, now, self.fleet)
-        for name in decision.delete:
-            self._handle(self.scheduler.remove_worker(name))
-            self.engine.delete(name)
-            self._end_vm(name, "deleted")
-        for _ in range(decision.create):
+            views[vm.pool].append(WorkerView(name, not vm.ready, busy, vm.idle_since))
+            running_on_spot += busy if vm.pool is Pool.SPOT else 0
+        queued = self.scheduler.queued_demand()
+        counts = self.scheduler.counts()
+        work_left = counts["queued"] + counts["running"] > 0
+        if len(self.fleets) == 1:  # the local engine: one pool, every task fits it
+            plans = {self.config.pool: plan(sum(queued.values()), views[self.config.pool], now,
+                                            self.fleets[self.config.pool], work_left)}
+        else:
+            od = self.fleets[Pool.ON_DEMAND]
+            remaining = sum(queued.values()) + running_on_spot
+            self._stragglers = self.config.straggler_rule and work_left \
+                and stragglers_fit(remaining, od)
+            spot_plan, od_plan = plan_pools(
+                Demand(queued[Pool.SPOT], queued[Pool.ON_DEMAND]), views[Pool.SPOT],
+                views[Pool.ON_DEMAND], now, self.fleets[Pool.SPOT], od, work_left,
+                self._stragglers)
+            plans = {Pool.SPOT: spot_plan, Pool.ON_DEMAND: od_plan}
+        for pool, decision in plans.items():
+            for name in decision.delete:
+                self._handle(self.scheduler.remove_worker(name))
+                self.engine.delete(name)
+                self._end_vm(name, "deleted")
+            if decision.create and now >= self._no_growth.get(pool, 0.0):
+                self._create(pool, decision.create, now)
+
+    def _create(self, pool: Pool, count: int, now: float) -> None:
+        names = []
+        for _ in range(count):
             self._vm_counter += 1
-            name = f"w-{self._vm_counter}"
-            self._vms[name] = _Vm(name, now)
-            self.engine.create([name], self.config.pool, self.config.slots_per_worker)
-            self._write_inboxes(now)  # the first heartbeat, before it boots
+            name = f"{self.config.vm_prefix}-{self._vm_counter}"
+            self._vms[name] = _Vm(name, now, pool)
+            self._pool_of[name] = pool
+            names.append(name)
+        self._write_inboxes(now)  # the first heartbeat, before they boot
+        try:
+            self.engine.create(names, pool, self.config.slots_per_worker)
+        except CreateFailed as failure:
+            self._create_failed(failure, now)
 
     def _end_vm(self, name: str, how: str) -> None:
         vm = self._vms.pop(name, None)
         if vm is None:
             return
         self.bucket.delete(inbox_key(name))
-        record = {"name": name, "pool": self.config.pool.value, "created": vm.created,
-                  "ended": time.time(), "end": how}
+        ended = time.time()
+        record = {"name": name, "pool": vm.pool.value, "created": vm.created,
+                  "ended": ended, "end": how}
+        if how != "not created":
+            self._vm_seconds[vm.pool.value] = \
+                self._vm_seconds.get(vm.pool.value, 0.0) + ended - vm.created
         with open(self.run_dir / "vms.jsonl", "a") as handle:
             handle.write(json.dumps(record) + "\n")
 

@@ -18,6 +18,7 @@ from .state import FamilyRef
 HARDNESS = "hardness"
 DEADLINE = "deadline"
 RUNTIME = "runtime"
+PREEMPTIBLE = "expocloud_preemptible"  # 0: this rule's jobs run on on-demand VMs only
 
 
 @dataclass(frozen=True)
@@ -79,11 +80,18 @@ class JobDescriber:
             if deadline is not None:
                 family = FamilyRef(self.workflow, rule, spec.text, deadline)
         mem = job.resources.get("mem_mb", 0)
+        preemptible = job.resources.get(PREEMPTIBLE, 1)
+        if str(preemptible) not in ("0", "1", "True", "False"):
+            raise ExpoError(f"resource '{PREEMPTIBLE}' of rule '{rule}'",
+                            f"{preemptible!r} is not 0 or 1",
+                            f"set {PREEMPTIBLE}=0 to keep the rule off Spot VMs, 1 (default) "
+                            "to allow them")
         task = Task(
             key=_key(job), label=self.label(job), family=family.key if family else None,
             point=point if family else None, cpus=cpus,
             mem_mb=int(mem) if isinstance(mem, (int, float)) else 0,
             priority=int(getattr(job, "priority", 0) or 0) if not job.is_group() else 0,
+            preemptible=str(preemptible) in ("1", "True"),
         )
         meta = {
             "rule": rule, "wildcards": wildcards, "attempt": int(job.attempt),

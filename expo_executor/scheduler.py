@@ -281,6 +281,10 @@ class Scheduler:
     def task(self, key: str) -> Task:
         return self._entries[key].task
 
+    def preemptions(self, key: str) -> int:
+        """Spot preemptions this task has suffered so far."""
+        return self._entries[key].preemptions
+
     # -- internals ---------------------------------------------------------------------------
     def _push(self, entry: _Entry) -> None:
         self._queued.add(entry.task.key)

@@ -13,9 +13,16 @@ from typing import Optional
 from snakemake_interface_executor_plugins.settings import ExecutorSettingsBase
 
 from .errors import ExpoError
+from .hardness import parse_duration
 
 ON_SKIP_CHOICES = ("error", "placeholder")
-ENGINE_CHOICES = ("local",)
+ENGINE_CHOICES = ("local", "gce")
+WORKER_SOFTWARE_CHOICES = ("pip", "image")
+# The cloud polls the bucket far less often: every storage operation is billed (see budget.py).
+LOCAL_POLL, GCE_POLL = 0.05, 2.0
+LOCAL_GRACE, GCE_GRACE = 60.0, 300.0
+_ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
+_LABEL = re.compile(r"[a-z][a-z0-9_-]{0,62}=[a-z0-9_-]{0,63}")
 DEFAULT_PLACEHOLDER = '{"expocloud_outcome": "$outcome"}\n'
 
 
@@ -26,8 +33,8 @@ def _opt(help: str, **extra) -> dict:
 @dataclass
 class ExecutorSettings(ExecutorSettingsBase):
     engine: str = field(default="local", metadata=_opt(
-        "Where workers run: 'local' (processes on this machine standing in for VMs).",
-        choices=list(ENGINE_CHOICES)))
+        "Where workers run: 'local' (processes on this machine standing in for VMs) or 'gce' "
+        "(Google Compute Engine VMs; see docs/gce.md).", choices=list(ENGINE_CHOICES)))
     slots_per_worker: int = field(default=1, metadata=_opt(
         "Job slots (cores) per worker VM.", type=int))
     max_workers: Optional[int] = field(default=None, metadata=_opt(
@@ -39,11 +46,12 @@ class ExecutorSettings(ExecutorSettingsBase):
         "Local engine: seconds a new worker takes to boot, to exercise autoscaling.", type=float))
     idle_timeout: float = field(default=5.0, metadata=_opt(
         "Seconds an idle worker is kept before it is deleted.", type=float))
-    poll_interval: float = field(default=0.05, metadata=_opt(
-        "Seconds between the coordinator's rounds and the workers' inbox reads.", type=float))
-    heartbeat_grace: float = field(default=60.0, metadata=_opt(
-        "A worker that hears nothing from the coordinator for this many seconds kills its jobs "
-        "and shuts its VM down.", type=float))
+    poll_interval: Optional[float] = field(default=None, metadata=_opt(
+        f"Seconds between the coordinator's rounds and the workers' inbox reads (default "
+        f"{LOCAL_POLL:g} local, {GCE_POLL:g} on GCE, where each read is billed).", type=float))
+    heartbeat_grace: Optional[float] = field(default=None, metadata=_opt(
+        f"A worker that hears nothing from the coordinator for this many seconds kills its jobs "
+        f"and deletes its VM (default {LOCAL_GRACE:g} local, {GCE_GRACE:g} on GCE).", type=float))
     on_skip: str = field(default="error", metadata=_opt(
         "What Snakemake sees for skipped and timed-out jobs: 'error', or 'placeholder' (their "
         "outputs are written with the placeholder text and reported as success, so an unchanged "
@@ -57,6 +65,58 @@ class ExecutorSettings(ExecutorSettingsBase):
         "Name of the run directory under .expocloud/runs (default: a time stamp)."))
     state_dir: str = field(default=".expocloud", metadata=_opt(
         "Where runs, frontiers and placeholder records are kept, relative to the workdir."))
+    # -- pools (GCE) ---------------------------------------------------------------------------
+    # (booleans default to False: Snakemake cannot name a default-True flag of a plugin)
+    on_demand_only: bool = field(default=False, metadata=_opt(
+        "GCE: no Spot VMs; every job runs on on-demand VMs."))
+    spot_attempts: int = field(default=2, metadata=_opt(
+        "GCE: a job preempted this many times runs on on-demand VMs from then on.", type=int))
+    on_demand_min: int = field(default=0, metadata=_opt(
+        "GCE: on-demand VMs kept while work is left, a reliable core.", type=int))
+    max_on_demand: Optional[int] = field(default=None, metadata=_opt(
+        "GCE: most on-demand VMs at once (default: a quarter of --expocloud-max-workers, at "
+        "least 1 and at least --expocloud-on-demand-min).", type=int))
+    no_straggler_rule: bool = field(default=False, metadata=_opt(
+        "GCE: turn off the straggler rule (once the remaining work fits the on-demand pool, "
+        "queued jobs go there, so preemptions cannot hold the end of a sweep hostage)."))
+    # -- GCE -----------------------------------------------------------------------------------
+    bucket: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: coordination bucket gs://BUCKET/PREFIX (default: the default storage prefix "
+        "followed by /.expocloud)."))
+    gce_project: Optional[str] = field(default=None, metadata=_opt("GCE: project id."))
+    gce_zones: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: zones in order of preference, comma separated; a stockout moves to the next."))
+    gce_machine_type: str = field(default="e2-standard-2", metadata=_opt(
+        "GCE: machine type of Spot workers."))
+    gce_on_demand_machine_type: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: machine type of on-demand workers (default: the Spot one)."))
+    gce_image: str = field(default="projects/debian-cloud/global/images/family/debian-12",
+                           metadata=_opt("GCE: boot image or image family URL."))
+    gce_worker_software: str = field(default="pip", metadata=_opt(
+        "GCE: 'pip' (the startup script installs the host's exact versions) or 'image' (the "
+        "image already has them).", choices=list(WORKER_SOFTWARE_CHOICES)))
+    gce_pip_index_url: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: package index the workers install from (default PyPI)."))
+    gce_disk_gb: int = field(default=20, metadata=_opt("GCE: boot disk size in GB.", type=int))
+    gce_disk_type: str = field(default="pd-balanced", metadata=_opt("GCE: boot disk type."))
+    gce_network: str = field(default="global/networks/default", metadata=_opt(
+        "GCE: VPC network."))
+    gce_subnetwork: Optional[str] = field(default=None, metadata=_opt("GCE: subnetwork."))
+    gce_internal_ip_only: bool = field(default=False, metadata=_opt(
+        "GCE: no external IP on workers (then they need Cloud NAT or Private Google Access to "
+        "reach GCS and the package index). Workers listen on no port either way."))
+    gce_service_account: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: the workers' service account (default: the project's default one)."))
+    gce_scopes: str = field(default="https://www.googleapis.com/auth/devstorage.read_write,"
+                                    "https://www.googleapis.com/auth/compute", metadata=_opt(
+        "GCE: OAuth scopes of the workers, comma separated (least privilege: storage and "
+        "compute for deleting themselves)."))
+    gce_labels: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: extra labels key=value,key=value on every VM."))
+    gce_max_run_duration: str = field(default="24h", metadata=_opt(
+        "GCE: hard cap on each VM's life, the last resort against runaway cost."))
+    gce_endpoint: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: Compute API endpoint (only for the local fake: profiles/gce-emulated)."))
 
 
 def validate(settings: ExecutorSettings) -> None:
@@ -78,13 +138,24 @@ def validate(settings: ExecutorSettings) -> None:
         positive("max_workers", settings.max_workers)
     positive("boot_delay", settings.boot_delay, allow_zero=True)
     positive("idle_timeout", settings.idle_timeout, allow_zero=True)
-    positive("poll_interval", settings.poll_interval)
-    positive("heartbeat_grace", settings.heartbeat_grace)
+    poll, grace = poll_interval(settings), heartbeat_grace(settings)
+    positive("poll_interval", poll)
+    positive("heartbeat_grace", grace)
     positive("status_interval", settings.status_interval)
-    if settings.heartbeat_grace < 5 * settings.poll_interval:
+    if grace < 5 * poll:
         raise ExpoError("--expocloud-heartbeat-grace",
-                        f"{settings.heartbeat_grace:g} s is too short for a poll interval of "
-                        f"{settings.poll_interval:g} s", "make it at least 5 poll intervals")
+                        f"{grace:g} s is too short for a poll interval of "
+                        f"{poll:g} s", "make it at least 5 poll intervals")
+    positive("spot_attempts", settings.spot_attempts, allow_zero=True)
+    positive("on_demand_min", settings.on_demand_min, allow_zero=True)
+    if settings.max_on_demand is not None:
+        positive("max_on_demand", settings.max_on_demand, allow_zero=True)
+        if settings.max_on_demand < settings.on_demand_min:
+            raise ExpoError("--expocloud-max-on-demand",
+                            f"{settings.max_on_demand} is below --expocloud-on-demand-min "
+                            f"{settings.on_demand_min}", "raise it or lower the minimum")
+    if settings.engine == "gce":
+        _validate_gce(settings)
     if settings.run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}",
                                                         settings.run_id):
         raise ExpoError("--expocloud-run-id", f"{settings.run_id!r} is not a valid run name",
@@ -114,3 +185,72 @@ def local_max_workers(settings: ExecutorSettings) -> int:
                         f"exceed this machine's {cores} cores",
                         f"use at most {fitting} or set --expocloud-oversubscribe")
     return settings.max_workers
+
+
+def poll_interval(settings: ExecutorSettings) -> float:
+    if settings.poll_interval is not None:
+        return settings.poll_interval
+    return GCE_POLL if settings.engine == "gce" else LOCAL_POLL
+
+
+def heartbeat_grace(settings: ExecutorSettings) -> float:
+    if settings.heartbeat_grace is not None:
+        return settings.heartbeat_grace
+    return GCE_GRACE if settings.engine == "gce" else LOCAL_GRACE
+
+
+def zones(settings: ExecutorSettings) -> list[str]:
+    return [z.strip() for z in (settings.gce_zones or "").split(",") if z.strip()]
+
+
+def labels(settings: ExecutorSettings) -> dict[str, str]:
+    pairs = [p.strip() for p in (settings.gce_labels or "").split(",") if p.strip()]
+    return dict(p.split("=", 1) for p in pairs)
+
+
+def max_on_demand(settings: ExecutorSettings, max_workers: int) -> int:
+    if settings.max_on_demand is not None:
+        return settings.max_on_demand
+    return max(1, settings.on_demand_min, -(-max_workers // 4))
+
+
+def _validate_gce(settings: ExecutorSettings) -> None:
+    """Everything a GCE run needs, checked before a VM exists."""
+    if not settings.gce_project:
+        raise ExpoError("--expocloud-gce-project", "the GCE engine needs a project",
+                        "set expocloud-gce-project in the profile")
+    if settings.max_workers is None:
+        raise ExpoError("--expocloud-max-workers", "the GCE engine needs a cap on workers",
+                        "set expocloud-max-workers (it bounds what a run can cost)")
+    if not zones(settings):
+        raise ExpoError("--expocloud-gce-zones", "no zone given",
+                        "set expocloud-gce-zones, e.g. us-central1-a,us-central1-b")
+    for zone in zones(settings):
+        if not _ZONE.fullmatch(zone):
+            raise ExpoError("--expocloud-gce-zones", f"{zone!r} is not a zone name",
+                            "write zones like us-central1-a, comma separated")
+    if len({z.rsplit("-", 1)[0] for z in zones(settings)}) > 1:
+        raise ExpoError("--expocloud-gce-zones", "the zones span several regions",
+                        "keep the workers in the bucket's region: one region's zones only")
+    for pair in [p.strip() for p in (settings.gce_labels or "").split(",") if p.strip()]:
+        if not _LABEL.fullmatch(pair) or pair.startswith("expocloud-"):
+            raise ExpoError("--expocloud-gce-labels", f"{pair!r} is not a valid label",
+                            "write key=value with lowercase letters, digits, '_' and '-' "
+                            "(expocloud-* keys are reserved)")
+    if settings.bucket is not None and not re.fullmatch(r"gs://[a-z0-9][a-z0-9._-]{1,221}(/.*)?",
+                                                        settings.bucket):
+        raise ExpoError("--expocloud-bucket", f"{settings.bucket!r} is not a gs:// URL",
+                        "write gs://BUCKET/PREFIX")
+    if settings.gce_worker_software not in WORKER_SOFTWARE_CHOICES:
+        raise ExpoError("--expocloud-gce-worker-software",
+                        f"unknown value {settings.gce_worker_software!r}",
+                        f"use one of {', '.join(WORKER_SOFTWARE_CHOICES)}")
+    positive_int = [("gce_disk_gb", settings.gce_disk_gb)]
+    for name, value in positive_int:
+        if value is None or value < 10:
+            raise ExpoError(f"--expocloud-{name.replace('_', '-')}", f"{value!r} is too small",
+                            "give at least 10 (GB)")
+    parse_duration(settings.gce_max_run_duration, "--expocloud-gce-max-run-duration")
+    if not settings.on_demand_only and max_on_demand(settings, settings.max_workers) == 0:
+        raise ExpoError("--expocloud-max-on-demand", "0 leaves no VM for jobs preempted "
+                        f"{settings.spot_attempts} times", "allow at least 1 on-demand VM")

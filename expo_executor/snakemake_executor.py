@@ -9,12 +9,15 @@ a skipped or timed-out job is an error naming the timeout that dominates it, or,
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import dataclasses
 import datetime as dt
 import json
 import os
 import secrets
+import socket
+import threading
 from pathlib import Path
 from string import Template
 from typing import AsyncGenerator, List
@@ -25,13 +28,16 @@ from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
 from snakemake_interface_executor_plugins.settings import CommonSettings
 
-from .bucket import LocalBucket
+from .budget import at_scale, vm_price
+from .bucket import Bucket, LocalBucket, open_bucket
 from .coordinator import Coordinator, CoordinatorConfig, JobReport, JobRequest
+from .engines.base import Engine
 from .engines.local import LocalEngine, LocalEngineConfig
 from .errors import ExpoError
 from .job_description import JobDescriber
-from .scheduler import Outcome
-from .settings import ExecutorSettings, local_max_workers, validate
+from .scheduler import Outcome, Pool, Scheduler
+from .settings import (ExecutorSettings, heartbeat_grace, local_max_workers, max_on_demand,
+                       poll_interval, validate)
 from .state import StateDir
 
 common_settings = CommonSettings(
@@ -56,7 +62,8 @@ class Executor(RemoteExecutor):
         self.settings: ExecutorSettings = settings
         try:
             validate(settings)
-            max_workers = local_max_workers(settings)
+            max_workers = (local_max_workers(settings) if settings.engine == "local"
+                           else settings.max_workers)
             self.describer = JobDescriber(os.path.abspath(self.workflow.main_snakefile))
             self._check_planned_jobs(settings.slots_per_worker)
         except ExpoError as exc:
@@ -70,24 +77,50 @@ class Executor(RemoteExecutor):
         self.run_id = self.run_dir.name
         self._write_run_record(ended=None)
         run_key = secrets.token_bytes(32)
-        bucket = LocalBucket(self.run_dir / "bucket")
-        engine = LocalEngine(LocalEngineConfig(
-            bucket_root=bucket.root, scratch_root=self.run_dir / "vms", run_key=run_key,
-            poll=settings.poll_interval, grace=settings.heartbeat_grace,
-            heartbeat=_heartbeat(settings), boot_delay=settings.boot_delay))
+        poll, grace = poll_interval(settings), heartbeat_grace(settings)
         config = CoordinatorConfig(
             run_id=self.run_id, slots_per_worker=settings.slots_per_worker,
             max_workers=max_workers, idle_timeout=settings.idle_timeout,
-            poll=settings.poll_interval, heartbeat=_heartbeat(settings),
+            poll=poll, heartbeat=_heartbeat(poll, grace),
             status_interval=settings.status_interval)
+        try:
+            if settings.engine == "gce":
+                bucket, engine = self._gce(settings, config, run_key, max_workers)
+            else:
+                bucket = LocalBucket(self.run_dir / "bucket")
+                engine = LocalEngine(LocalEngineConfig(
+                    bucket_root=bucket.root, scratch_root=self.run_dir / "vms",
+                    run_key=run_key, poll=poll, grace=grace, heartbeat=_heartbeat(poll, grace),
+                    boot_delay=settings.boot_delay))
+        except ExpoError as exc:
+            raise WorkflowError(str(exc)) from None
         self.coordinator = Coordinator(config, engine, bucket, run_key, self.run_dir,
-                                       self.state, self.logger.info)
+                                       self.state, self.logger.info,
+                                       Scheduler(spot_attempts=settings.spot_attempts))
         self.coordinator.start()
         atexit.register(self.coordinator.stop)  # a last resort; shutdown() is the normal path
-        self.next_seconds_between_status_checks = min(1.0, settings.poll_interval)
+        self.next_seconds_between_status_checks = min(1.0, poll)
         self.logger.info(f"expocloud: run {self.run_id} on the {settings.engine} engine, up to "
                          f"{max_workers} workers x {settings.slots_per_worker} slots "
                          f"(state in {self.run_dir})")
+
+    def _gce(self, settings: ExecutorSettings, config: CoordinatorConfig, run_key: bytes,
+             max_workers: int) -> tuple[Bucket, Engine]:
+        """The coordination prefix, the worker software and the engine for a GCE run."""
+        from .gce_launch import build_engine, coordination_url, vm_prefix
+
+        prefix = self.workflow.storage_settings.default_storage_prefix
+        url = coordination_url(settings, prefix, self.run_id)
+        bucket = open_bucket(url)
+        config.pool = Pool.ON_DEMAND if settings.on_demand_only else Pool.SPOT
+        config.max_on_demand = 0 if settings.on_demand_only else max_on_demand(settings, max_workers)
+        config.on_demand_min = settings.on_demand_min
+        config.straggler_rule = not settings.no_straggler_rule
+        config.vm_prefix = vm_prefix(self.run_id)
+        if settings.on_demand_only:
+            config.max_workers = max_on_demand(settings, max_workers)
+        self.logger.info(f"expocloud: coordinating through {url}")
+        return bucket, build_engine(settings, self.run_id, run_key, bucket, url, self.run_dir)
 
     def _check_planned_jobs(self, slots: int) -> None:
         """Reject bad hardness specs and deadlines in any planned job before a worker starts."""
@@ -99,6 +132,7 @@ class Executor(RemoteExecutor):
         record = {
             "v": 1, "run_id": self.run_id, "created": dt.datetime.now().isoformat(),
             "workdir": os.getcwd(), "engine": self.settings.engine,
+            "pid": os.getpid(), "host": socket.gethostname(),
             "snakefile": os.path.abspath(self.workflow.main_snakefile),
             "settings": dataclasses.asdict(self.settings), "ended": ended,
         }
@@ -120,7 +154,8 @@ class Executor(RemoteExecutor):
             self.run_job_pre(job)
             request = JobRequest(task=description.task,
                                  argv=["/bin/sh", "-c", self.format_job_exec(job)],
-                                 cwd=os.getcwd(), env=dict(self.envvars()),
+                                 cwd=None if self.settings.engine == "gce" else os.getcwd(),
+                                 env=dict(self.envvars()),
                                  deadline_s=description.deadline_s, family=description.family,
                                  meta=description.meta)
             self.report_job_submission(SubmittedJobInfo(job, external_jobid=description.task.key))
@@ -191,8 +226,27 @@ class Executor(RemoteExecutor):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
             written[str(path)] = text.encode()
+            if getattr(output, "is_storage", False):
+                _run_async(output.store_in_storage())  # no shared file system: upload it
         self.state.add_placeholders(written, self.describer.rule(job), report.outcome.value,
                                     self.run_id)
+
+    def _log_budget(self) -> None:
+        """The request budget figure, from this run's own counts (requests.json)."""
+        try:
+            record = json.loads((self.run_dir / "requests.json").read_text())
+            seconds = sum(record["vm_seconds"].values())
+            spot = not self.settings.on_demand_only
+            budget = at_scale(record["workers"], seconds, record["coordinator"],
+                              record["coordinator_lists"], record["run_seconds"],
+                              seconds / max(record["run_seconds"], 1e-9),
+                              vm_price(self.settings.gce_machine_type, spot))
+        except (OSError, ValueError, KeyError) as exc:
+            self.logger.warning(f"expocloud: no request budget figure: {exc}")
+            return
+        (self.run_dir / "budget.json").write_text(json.dumps(
+            {**dataclasses.asdict(budget), "ratio": budget.ratio}, indent=1))
+        self.logger.info(f"expocloud: {budget.line()}")
 
     def cancel_jobs(self, active_jobs: List[SubmittedJobInfo]) -> None:
         """Ctrl-C: every VM of the run goes, and every job on it."""
@@ -200,10 +254,31 @@ class Executor(RemoteExecutor):
 
     def shutdown(self) -> None:
         self.coordinator.stop()
+        if self.settings.engine == "gce":
+            self._log_budget()
         self._write_run_record(ended=dt.datetime.now().isoformat())
         super().shutdown()
 
 
-def _heartbeat(settings: ExecutorSettings) -> float:
-    """Refresh inboxes often enough that a healthy worker never trips its dead man's switch."""
-    return max(settings.poll_interval, min(10.0, settings.heartbeat_grace / 4))
+def _run_async(coroutine) -> None:
+    """Run a coroutine to completion from inside Snakemake's status loop (which already runs
+    an event loop in this thread) by giving it a thread and a loop of its own."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(coroutine)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+
+
+def _heartbeat(poll: float, grace: float) -> float:
+    """Refresh inboxes often enough that a healthy worker never trips its dead man's switch
+    (each refresh is a billed write on GCE, hence not more often than needed)."""
+    return max(poll, grace / 4 if grace > 60 else min(10.0, grace / 4))

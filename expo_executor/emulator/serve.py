@@ -1,0 +1,39 @@
+"""``expocloud emulator``: the fake Compute Engine and the faithful GCS emulator, together.
+
+``profiles/gce-emulated`` points the executor (and, through ``STORAGE_EMULATOR_HOST``,
+Snakemake's GCS storage plugin) at these ports, so the whole GCE path runs offline: VMs are
+worker processes on this machine, booted from the metadata they were created with.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+
+from .compute import FakeCompute
+from .gcs import EmulatorProcess
+
+
+def serve(compute_port: int, storage_port: int, scratch: Path, boot_delay: float,
+          spot_mean_life: float | None, seed: int) -> int:
+    storage = EmulatorProcess(port=storage_port)
+    compute = FakeCompute(scratch.resolve(), port=compute_port, boot_delay=boot_delay).start()
+    if spot_mean_life:
+        compute.chaos(spot_mean_life, seed)
+    print(f"fake Compute Engine: {compute.endpoint} (VM disks in {scratch})", flush=True)
+    print(f"GCS emulator:        {storage.endpoint}", flush=True)
+    print(f"export STORAGE_EMULATOR_HOST={storage.endpoint}", flush=True)
+    if spot_mean_life:
+        print(f"Spot VMs are preempted after {spot_mean_life:g} s on average (seed {seed})",
+              flush=True)
+    print("Ctrl-C stops both and powers off every fake VM.", flush=True)
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    try:
+        done.wait()
+    finally:
+        compute.stop()
+        storage.stop()
+    return 0
