@@ -151,6 +151,9 @@ class Worker:
         cwd = job["cwd"] or str(self.scratch / "work")  # no shared file system: our own disk
         env = {**os.environ, **{str(k): str(v) for k, v in job["env"].items()}}
         env.pop(RUN_KEY_ENV, None)  # jobs never see the run key
+        # Jobs find the worker's own Python environment first (Snakemake's remote command
+        # says plain "python -m snakemake": on a VM that must be the pinned environment).
+        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
         started = time.time()
         try:
             with open(log, "wb") as out:

@@ -1,0 +1,47 @@
+"""The emulated GCE path for end-to-end tests: a fake Compute Engine in this process, the
+faithful GCS emulator in a child process, and the snakemake arguments that point a run at both
+(profiles/gce-emulated, with this test's ports and its own bucket)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from expo_executor.emulator.compute import FakeCompute
+
+from .gcs_emulator import fresh_bucket, gcs_emulator  # noqa: F401  (session fixture)
+
+REPO = Path(__file__).parent.parent
+PROJECT = "expocloud-emulated"
+ZONES = "us-central1-a,us-central1-b"
+
+
+@pytest.fixture
+def fake_compute(tmp_path: Path) -> Iterator[FakeCompute]:
+    fake = FakeCompute(tmp_path / "fake-vms", boot_delay=0.3, notice_s=0.5).start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+def emulated_env(storage_endpoint: str) -> dict[str, str]:
+    env = {**os.environ, "STORAGE_EMULATOR_HOST": storage_endpoint}
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        env.pop(var, None)
+    return env
+
+
+def emulated_args(fake: FakeCompute, storage_endpoint: str, profile: Path | None = None,
+                  *extra: str) -> list[str]:
+    """snakemake arguments for a run on the emulated cloud, in a bucket of its own."""
+    bucket = fresh_bucket(storage_endpoint)
+    return [
+        "--workflow-profile", str(profile or REPO / "profiles" / "gce-emulated"),
+        "--expocloud-gce-endpoint", fake.endpoint,
+        "--default-storage-prefix", f"gs://{bucket}/wf",
+        *extra,
+    ]
