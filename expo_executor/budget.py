@@ -32,20 +32,42 @@ LIST_PAGE = 1000
 
 @dataclass(frozen=True)
 class Budget:
+    """The storage bill against the VM bill, split by what drives it.
+
+    ``overhead``: what every worker costs per hour whatever its jobs (inbox reads, the
+    coordinator's listings at the scaled page count). ``per_job``: what each job adds
+    (result and status writes, their reads, assignment writes). Both from the run's counts.
+    """
+
     workers: int
-    storage_per_hour: float  # USD, all storage operations at ``workers`` workers
-    vm_per_hour: float  # USD, the same workers' VMs
-    per_worker_ops_per_hour: dict[str, float]
-    coordinator_ops_per_hour: dict[str, float]
+    vm_per_worker_hour: float  # USD
+    overhead_per_worker_hour: float  # USD
+    per_job: float  # USD per job
+    jobs_per_worker_hour: float  # this run's rate
+    slots: int
+
+    @property
+    def overhead_ratio(self) -> float:
+        return self.overhead_per_worker_hour / self.vm_per_worker_hour
 
     @property
     def ratio(self) -> float:
-        return self.storage_per_hour / self.vm_per_hour if self.vm_per_hour else math.inf
+        """At this run's job rate: overhead plus its jobs' operations."""
+        return (self.overhead_per_worker_hour + self.per_job * self.jobs_per_worker_hour) \
+            / self.vm_per_worker_hour
+
+    @property
+    def break_even_job_s(self) -> float:
+        """Job length (per slot) from which each job's operations cost under 1% of its VM
+        time; shorter jobs spend proportionally more on coordination."""
+        slot_price_per_s = self.vm_per_worker_hour / 3600 / max(self.slots, 1)
+        return self.per_job / (0.01 * slot_price_per_s)
 
     def line(self) -> str:
-        return (f"request budget: at {self.workers} workers storage operations would cost "
-                f"${self.storage_per_hour:.3f}/h against ${self.vm_per_hour:.2f}/h of VMs "
-                f"({100 * self.ratio:.2f}% of the VM bill)")
+        return (f"request budget at {self.workers} workers: fixed overhead "
+                f"{100 * self.overhead_ratio:.2f}% of the VM bill; with this run's jobs "
+                f"{100 * self.ratio:.1f}% (${self.per_job:.2g} of storage operations per job: "
+                f"under 1% for jobs of {self.break_even_job_s:.0f} s or longer per slot)")
 
 
 def vm_price(machine_type: str, spot: bool) -> float:
@@ -53,30 +75,21 @@ def vm_price(machine_type: str, spot: bool) -> float:
     return spot_price if spot else on_demand
 
 
-def _cost(ops: dict[str, float]) -> float:
-    return sum(PRICE_PER_OP.get(kind, 0.0) * count for kind, count in ops.items())
-
-
 def at_scale(worker_ops: dict[str, dict[str, int]], worker_seconds: float,
              coordinator_ops: dict[str, int], coordinator_lists: int, run_seconds: float,
-             mean_workers: float, vm_price_per_hour: float,
+             jobs: int, slots: int, vm_price_per_hour: float,
              workers: int = SCALE_WORKERS) -> Budget:
-    """Extrapolate this run's measured rates to ``workers`` workers.
-
-    ``coordinator_lists``: how many of the coordinator's class A operations were listings
-    (their page count grows with the objects: two per worker).
-    """
-    hours = max(worker_seconds, 1e-9) / 3600
-    per_worker: dict[str, float] = {}
-    for ops in worker_ops.values():
-        for kind, count in ops.items():
-            per_worker[kind] = per_worker.get(kind, 0.0) + count / hours
+    """This run's measured operations, priced, and its listings scaled to ``workers``."""
+    worker_hours = max(worker_seconds, 1e-9) / 3600
     run_hours = max(run_seconds, 1e-9) / 3600
-    scale = workers / max(mean_workers, 1e-9)
+    worker_a = sum(ops.get("A", 0) for ops in worker_ops.values())
+    worker_b = sum(ops.get("B", 0) for ops in worker_ops.values())
     pages = math.ceil(workers * OBJECTS_PER_WORKER / LIST_PAGE)
-    coordinator: dict[str, float] = {}
-    for kind, count in coordinator_ops.items():
-        listed = coordinator_lists if kind == "A" else 0
-        coordinator[kind] = ((count - listed) * scale + listed * pages) / run_hours
-    storage = _cost({k: v * workers for k, v in per_worker.items()}) + _cost(coordinator)
-    return Budget(workers, storage, vm_price_per_hour * workers, per_worker, coordinator)
+    listing_per_hour = coordinator_lists * pages / run_hours * PRICE_PER_OP["A"]
+    overhead = worker_b / worker_hours * PRICE_PER_OP["B"] + listing_per_hour / workers
+    per_job_total = (worker_a * PRICE_PER_OP["A"]
+                     + (coordinator_ops.get("A", 0) - coordinator_lists) * PRICE_PER_OP["A"]
+                     + coordinator_ops.get("B", 0) * PRICE_PER_OP["B"])
+    jobs = max(jobs, 1)
+    return Budget(workers, vm_price_per_hour, overhead, per_job_total / jobs,
+                  jobs / worker_hours, slots)

@@ -15,7 +15,8 @@ from .engines.gce import GceConfig, GceEngine
 from .guest import RUN_KEY_ATTRIBUTE, WORKER_ATTRIBUTE
 from .hardness import parse_duration
 from .scheduler import Pool
-from .settings import ExecutorSettings, heartbeat_grace, labels, poll_interval, zones
+from .settings import (ExecutorSettings, heartbeat_grace, labels, poll_interval,
+                       slow_poll_interval, zones)
 from .startup import render, stage
 
 HALT_ATTRIBUTE = "expocloud-halt"
@@ -48,7 +49,8 @@ def worker_boot(settings: ExecutorSettings, bucket_url: str) -> dict:
     emulated = settings.gce_endpoint is not None
     grace = heartbeat_grace(settings)
     return {"v": 1, "bucket": bucket_url, "slots": settings.slots_per_worker,
-            "poll": poll_interval(settings), "grace": grace,
+            "poll": poll_interval(settings), "slow_poll": slow_poll_interval(settings),
+            "grace": grace,
             "heartbeat": grace,  # liveness comes from the Compute API: no status heartbeats
             "storage_emulator_host": os.environ.get("STORAGE_EMULATOR_HOST") if emulated
             else None,

@@ -59,6 +59,7 @@ class Boot:
     grace: float
     heartbeat: float
     run_key: bytes
+    slow_poll: float | None = None
     storage_emulator_host: str | None = None
     compute_endpoint: str | None = None
     self_delete: bool = True
@@ -75,6 +76,7 @@ class Boot:
             bucket=str(config["bucket"]), slots=int(config["slots"]),
             poll=float(config["poll"]), grace=float(config["grace"]),
             heartbeat=float(config["heartbeat"]),
+            slow_poll=float(config["slow_poll"]) if config.get("slow_poll") else None,
             run_key=bytes.fromhex(metadata_get(f"instance/attributes/{RUN_KEY_ATTRIBUTE}")),
             storage_emulator_host=config.get("storage_emulator_host"),
             compute_endpoint=config.get("compute_endpoint"),

@@ -21,6 +21,7 @@ WORKER_SOFTWARE_CHOICES = ("pip", "image")
 # The cloud polls the bucket far less often: every storage operation is billed (see budget.py).
 LOCAL_POLL, GCE_POLL = 0.05, 2.0
 LOCAL_GRACE, GCE_GRACE = 60.0, 300.0
+GCE_SLOW_POLL = 15.0
 _ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
 _LABEL = re.compile(r"[a-z][a-z0-9_-]{0,62}=[a-z0-9_-]{0,63}")
 DEFAULT_PLACEHOLDER = '{"expocloud_outcome": "$outcome"}\n'
@@ -49,6 +50,10 @@ class ExecutorSettings(ExecutorSettingsBase):
     poll_interval: Optional[float] = field(default=None, metadata=_opt(
         f"Seconds between the coordinator's rounds and the workers' inbox reads (default "
         f"{LOCAL_POLL:g} local, {GCE_POLL:g} on GCE, where each read is billed).", type=float))
+    slow_poll_interval: Optional[float] = field(default=None, metadata=_opt(
+        f"GCE: seconds between a worker's inbox reads while its slots are all busy or nothing "
+        f"has changed for a while (default {GCE_SLOW_POLL:g}); the fast rate resumes after "
+        f"each change. Inbox reads dominate a large fleet's storage bill.", type=float))
     heartbeat_grace: Optional[float] = field(default=None, metadata=_opt(
         f"A worker that hears nothing from the coordinator for this many seconds kills its jobs "
         f"and deletes its VM (default {LOCAL_GRACE:g} local, {GCE_GRACE:g} on GCE).", type=float))
@@ -142,6 +147,12 @@ def validate(settings: ExecutorSettings) -> None:
     positive("poll_interval", poll)
     positive("heartbeat_grace", grace)
     positive("status_interval", settings.status_interval)
+    slow = slow_poll_interval(settings)
+    positive("slow_poll_interval", slow)
+    if settings.engine == "gce" and grace < 5 * slow:
+        raise ExpoError("--expocloud-heartbeat-grace",
+                        f"{grace:g} s is too short for a slow poll interval of {slow:g} s",
+                        "make it at least 5 slow poll intervals")
     if grace < 5 * poll:
         raise ExpoError("--expocloud-heartbeat-grace",
                         f"{grace:g} s is too short for a poll interval of "
@@ -191,6 +202,12 @@ def poll_interval(settings: ExecutorSettings) -> float:
     if settings.poll_interval is not None:
         return settings.poll_interval
     return GCE_POLL if settings.engine == "gce" else LOCAL_POLL
+
+
+def slow_poll_interval(settings: ExecutorSettings) -> float:
+    if settings.slow_poll_interval is not None:
+        return settings.slow_poll_interval
+    return max(poll_interval(settings), GCE_SLOW_POLL)
 
 
 def heartbeat_grace(settings: ExecutorSettings) -> float:

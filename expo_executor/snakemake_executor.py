@@ -237,15 +237,19 @@ class Executor(RemoteExecutor):
             record = json.loads((self.run_dir / "requests.json").read_text())
             seconds = sum(record["vm_seconds"].values())
             spot = not self.settings.on_demand_only
+            counts = self.coordinator.scheduler.counts()
             budget = at_scale(record["workers"], seconds, record["coordinator"],
                               record["coordinator_lists"], record["run_seconds"],
-                              seconds / max(record["run_seconds"], 1e-9),
+                              counts["solved"] + counts["failed"] + counts["timeout"],
+                              self.settings.slots_per_worker,
                               vm_price(self.settings.gce_machine_type, spot))
         except (OSError, ValueError, KeyError) as exc:
             self.logger.warning(f"expocloud: no request budget figure: {exc}")
             return
         (self.run_dir / "budget.json").write_text(json.dumps(
-            {**dataclasses.asdict(budget), "ratio": budget.ratio}, indent=1))
+            {**dataclasses.asdict(budget), "ratio": budget.ratio,
+             "overhead_ratio": budget.overhead_ratio,
+             "break_even_job_s": budget.break_even_job_s}, indent=1))
         self.logger.info(f"expocloud: {budget.line()}")
 
     def cancel_jobs(self, active_jobs: List[SubmittedJobInfo]) -> None:

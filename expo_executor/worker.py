@@ -24,6 +24,7 @@ from .bucket import Bucket, PreconditionFailed, open_bucket
 from .procs import kill_session
 
 LOG_TAIL_BYTES = 4000
+FAST_WINDOW = 10  # polls at the fast rate after each change, before slowing down
 RUN_KEY_ENV = "EXPOCLOUD_RUN_KEY"
 
 
@@ -57,13 +58,17 @@ class Worker:
 
     def __init__(self, bucket: Bucket, worker_id: str, slots: int, run_key: bytes,
                  scratch: Path, poll: float = 0.2, grace: float = 60.0,
-                 heartbeat: float = 10.0) -> None:
+                 heartbeat: float = 10.0, slow_poll: float | None = None) -> None:
         self.bucket = bucket
         self.worker_id = worker_id
         self.slots = slots
         self.run_key = run_key
         self.scratch = scratch
         self.poll = poll
+        # Every inbox read is a billed storage operation: read often only while an answer is
+        # likely (just after a change), slowly while the slots are busy or nothing comes.
+        self.slow_poll = max(poll, slow_poll if slow_poll is not None else poll)
+        self.last_change = time.monotonic()
         self.grace = grace
         self.heartbeat = heartbeat
         self.running: dict[str, _Running] = {}
@@ -107,7 +112,9 @@ class Worker:
 
     def _sleep_time(self) -> float:
         now = time.monotonic()
-        waits = [self.poll]
+        busy = sum(r.cpus for r in self.running.values()) >= self.slots and not self.pending
+        quiet = now - self.last_change > FAST_WINDOW * self.poll
+        waits = [self.slow_poll if busy or quiet else self.poll]
         for job in self.running.values():
             if job.deadline_s is not None:
                 waits.append(job.started_mono + job.deadline_s - now)
@@ -128,6 +135,8 @@ class Worker:
             return
         self.seq = body["seq"]
         self.last_contact = time.monotonic()
+        if body["jobs"] or body["cancel"]:
+            self.last_change = self.last_contact
         self.pending = {k: v for k, v in body["jobs"].items() if k not in self.seen}
         self.cancel = {k for k in body["cancel"] if isinstance(k, str)}
         self.drain = body["drain"]
@@ -200,6 +209,7 @@ class Worker:
 
     def _finish(self, job: _Running, outcome: str, code: int | None, reason: str | None) -> None:
         del self.running[job.key]
+        self.last_change = time.monotonic()  # a slot is free: an assignment should follow
         self._record_sessions()
         self._write_result(job.key, outcome, code, job.started, reason, job.log)
 
@@ -291,7 +301,7 @@ def _main_on_vm(scratch: Path) -> int:
     if boot.storage_emulator_host:
         os.environ["STORAGE_EMULATOR_HOST"] = boot.storage_emulator_host
     worker = Worker(open_bucket(boot.bucket), boot.name, boot.slots, boot.run_key, scratch,
-                    boot.poll, boot.grace, boot.heartbeat)
+                    boot.poll, boot.grace, boot.heartbeat, boot.slow_poll)
     stop_watching = threading.Event()
     guest.watch_preemption(lambda: worker.request_stop("preempted"), stop_watching)
     _stop_on_signals(worker, on_vm=True)

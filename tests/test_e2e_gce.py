@@ -97,7 +97,8 @@ def test_sigkilled_coordinator_leaves_no_vm(tmp_path: Path, fake_compute,  # noq
     (tmp_path / "Snakefile").write_text(SLEEPY)
     grace = 8.0
     args = emulated_args(fake_compute, gcs_emulator, None, "--expocloud-heartbeat-grace",
-                         str(grace), "--expocloud-poll-interval", "0.2")
+                         str(grace), "--expocloud-poll-interval", "0.2",
+                         "--expocloud-slow-poll-interval", "1")
     proc = subprocess.Popen([SNAKEMAKE, *args], cwd=tmp_path, env=emulated_env(gcs_emulator),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)

@@ -43,6 +43,7 @@ class TestWorkflowsEmulatedGce(snakemake.common.tests.TestWorkflowsBase):
         return ExecutorSettings(engine="gce", gce_endpoint=self.fake.endpoint,
                                 gce_project=PROJECT, gce_zones=ZONES, max_workers=2,
                                 gce_worker_software="image", poll_interval=0.2,
+                                slow_poll_interval=2.0,
                                 heartbeat_grace=30.0, idle_timeout=2.0)
 
     def get_assume_shared_fs(self) -> bool:
