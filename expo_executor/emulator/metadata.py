@@ -61,7 +61,8 @@ class FakeMetadata:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name=f"metadata-{self.name}",
+        threading.Thread(target=self._server.serve_forever, args=(0.05,),
+                         name=f"metadata-{self.name}",
                          daemon=True).start()
         return self
 
