@@ -54,7 +54,10 @@ class FakeMetadata:
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the VM went away during a long poll, as a preempted one does
 
             def log_message(self, *args: object) -> None:
                 pass
