@@ -26,7 +26,7 @@ from snakemake_interface_common.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
 from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
-from snakemake_interface_executor_plugins.settings import CommonSettings
+from snakemake_interface_executor_plugins.settings import CommonSettings, SharedFSUsage
 
 from .budget import at_scale, vm_price
 from .bucket import Bucket, LocalBucket, open_bucket
@@ -109,8 +109,12 @@ class Executor(RemoteExecutor):
         """The coordination prefix, the worker software and the engine for a GCE run."""
         from .gce_launch import build_engine, coordination_url, vm_prefix
 
-        prefix = self.workflow.storage_settings.default_storage_prefix
-        url = coordination_url(settings, prefix, self.run_id)
+        storage = self.workflow.storage_settings
+        if SharedFSUsage.INPUT_OUTPUT in storage.shared_fs_usage:
+            raise ExpoError("shared-fs-usage", "GCE workers share no file system with this "
+                            "machine", "set shared-fs-usage: none, default-storage-provider: gcs "
+                            "and default-storage-prefix: gs://BUCKET/PREFIX (profiles/gce-spot)")
+        url = coordination_url(settings, storage.default_storage_prefix, self.run_id)
         bucket = open_bucket(url)
         config.pool = Pool.ON_DEMAND if settings.on_demand_only else Pool.SPOT
         config.max_on_demand = 0 if settings.on_demand_only else max_on_demand(settings, max_workers)

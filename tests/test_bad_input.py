@@ -18,6 +18,10 @@ rule work:
     shell: "echo > {output}"
 """
 
+GCE = ["--expocloud-engine", "gce", "--expocloud-gce-project", "p", "--expocloud-gce-zones",
+       "us-central1-a", "--expocloud-max-workers", "2", "--expocloud-gce-endpoint",
+       "http://127.0.0.1:9"]
+
 CASES = [
     ("malformed spec", ["--set-resources", 'work:hardness="a:x<x, n"'],
      "resource 'hardness' of rule 'work'", "repeated value"),
@@ -47,6 +51,22 @@ CASES = [
     ("bad run id", ["--expocloud-run-id", "../escape"], "--expocloud-run-id", "not a valid run"),
     ("bad placeholder template", ["--expocloud-placeholder-text", "cost $"],
      "--expocloud-placeholder-text", "not a valid $-template"),
+    # GCE: refused before any VM is asked for (no endpoint is reachable here anyway)
+    ("gce without project", [*GCE, "--expocloud-gce-project", ""],
+     "--expocloud-gce-project", "needs a project"),
+    ("gce bad zone", [*GCE, "--expocloud-gce-zones", "us-central1"],
+     "--expocloud-gce-zones", "'us-central1' is not a zone name"),
+    ("gce zones of two regions", [*GCE, "--expocloud-gce-zones", "us-central1-a,europe-west1-b"],
+     "--expocloud-gce-zones", "span several regions"),
+    ("gce reserved label", [*GCE, "--expocloud-gce-labels", "expocloud-run=x"],
+     "--expocloud-gce-labels", "not a valid label"),
+    ("gce bad max run duration", [*GCE, "--expocloud-gce-max-run-duration", "forever"],
+     "--expocloud-gce-max-run-duration", "cannot read the duration"),
+    ("gce grace below slow poll", [*GCE, "--expocloud-heartbeat-grace", "30"],
+     "--expocloud-heartbeat-grace", "too short for a slow poll interval"),
+    ("gce with a shared file system", GCE, "shared-fs-usage", "share no file system"),
+    ("gce bucket not on gcs", [*GCE, "--expocloud-bucket", "s3://b/p"],
+     "--expocloud-bucket", "is not a gs:// URL"),
 ]
 
 

@@ -16,9 +16,8 @@ from google.cloud import storage
 from .emulated_gce import PROJECT, ZONES, emulated_args, emulated_env, fake_compute  # noqa: F401
 from .gcs_emulator import gcs_emulator  # noqa: F401
 from .helpers import EXPOCLOUD, SNAKEMAKE, job_records, run_dirs, wait_until
+from .test_e2e_agent_assignment import RANK, WORKFLOW, _vector
 
-WORKFLOW = Path(__file__).parent.parent / "workflows" / "agent-assignment"
-RANK = {"heuristic": 0, "bnb": 1, "brute": 2}
 
 
 def _objects(endpoint: str, prefix: str) -> list[str]:
@@ -74,10 +73,6 @@ def test_agent_assignment_sweep_survives_preemptions(tmp_path: Path, fake_comput
     assert results == expected
     assert "wf/results/table.tsv" in names
     assert len(names) == len(set(names))
-
-
-def _vector(wildcards: dict) -> tuple[int, int, int]:
-    return (RANK[wildcards["variant"]], int(wildcards["n_tasks"]), int(wildcards["n_agents"]))
 
 
 SLEEPY = """
