@@ -27,7 +27,7 @@ from .scheduler import (Cancel, Event, Finished, Outcome, Pool, Requeued, Schedu
 from .state import FamilyRef, StateDir
 from .worker import inbox_key, result_key
 
-RESULTS_BACKSTOP = 5.0  # seconds between reads of every worker's pending results
+RESULTS_BACKSTOP = 5.0  # seconds between reads of every worker's pending results (locally)
 GIVE_UP_AFTER = 10.0  # seconds of nothing but failed rounds before the run is failed
 RESULT_OUTCOME = {"ok": Outcome.SOLVED, "failed": Outcome.FAILED, "timeout": Outcome.TIMEOUT}
 CAPACITY_RETRY = 30.0  # seconds before asking again after every zone was out of capacity
@@ -73,6 +73,9 @@ class CoordinatorConfig:
     on_demand_min: int = 0  # on-demand VMs kept while work is left: a reliable core
     straggler_rule: bool = True
     vm_prefix: str = "w"
+    # Every pending result is read this often even without a status change (a lost status
+    # write); each read is billed on GCS, so the cloud stretches it.
+    results_backstop: float = RESULTS_BACKSTOP
 
 
 @dataclass
@@ -207,7 +210,7 @@ class Coordinator:
         # Workers rewrite their status whenever a job ends, so only the jobs of workers whose
         # status changed can have new results; the backstop covers a status write that failed.
         changed = self._read_statuses(now)
-        if now - self._last_results_scan >= RESULTS_BACKSTOP:
+        if now - self._last_results_scan >= self.config.results_backstop:
             self._last_results_scan = now
             changed = set(self._vms)
         self._read_results(changed)

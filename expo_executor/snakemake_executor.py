@@ -30,7 +30,8 @@ from snakemake_interface_executor_plugins.settings import CommonSettings, Shared
 
 from .budget import at_scale, vm_price
 from .bucket import Bucket, LocalBucket, open_bucket
-from .coordinator import Coordinator, CoordinatorConfig, JobReport, JobRequest
+from .coordinator import (RESULTS_BACKSTOP, Coordinator, CoordinatorConfig, JobReport,
+                          JobRequest)
 from .engines.base import Engine
 from .engines.local import LocalEngine, LocalEngineConfig
 from .errors import ExpoError
@@ -121,6 +122,7 @@ class Executor(RemoteExecutor):
         config.on_demand_min = settings.on_demand_min
         config.straggler_rule = not settings.no_straggler_rule
         config.vm_prefix = vm_prefix(self.run_id)
+        config.results_backstop = max(RESULTS_BACKSTOP, 30 * config.poll)
         if settings.on_demand_only:
             config.max_workers = max_on_demand(settings, max_workers)
         self.logger.info(f"expocloud: coordinating through {url}")
