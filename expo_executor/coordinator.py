@@ -439,7 +439,7 @@ class Coordinator:
             od = self.fleets[Pool.ON_DEMAND]
             remaining = sum(queued.values()) + running_on_spot
             self._stragglers = self.config.straggler_rule and work_left \
-                and stragglers_fit(remaining, od)
+                and stragglers_fit(remaining, views[Pool.ON_DEMAND], od)
             spot_plan, od_plan = plan_pools(
                 Demand(queued[Pool.SPOT], queued[Pool.ON_DEMAND]), views[Pool.SPOT],
                 views[Pool.ON_DEMAND], now, self.fleets[Pool.SPOT], od, work_left,

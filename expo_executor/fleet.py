@@ -73,12 +73,15 @@ class Demand:
     reliable: int
 
 
-def stragglers_fit(remaining_cpus: int, on_demand: FleetConfig) -> bool:
-    """The straggler rule: once all remaining work (queued, and running on Spot) fits in the
-    on-demand pool, send what is queued there, so that the tail of a sweep is not held
-    hostage by repeated preemptions."""
-    return on_demand.max_workers > 0 and \
-        remaining_cpus <= on_demand.max_workers * on_demand.slots_per_worker
+def stragglers_fit(remaining_cpus: int, on_demand: list[WorkerView],
+                   config: FleetConfig) -> bool:
+    """The straggler rule: once all remaining work (queued, and running on Spot) fits in what
+    the on-demand pool has free or may still create, send what is queued there, so that the
+    tail of a sweep is not held hostage by repeated preemptions. Work that would have to wait
+    for a busy on-demand slot stays on Spot."""
+    available = spare_cpus(on_demand, config) \
+        + max(0, config.max_workers - len(on_demand)) * config.slots_per_worker
+    return config.max_workers > 0 and remaining_cpus <= available
 
 
 def plan_pools(demand: Demand, spot: list[WorkerView], on_demand: list[WorkerView], now: float,

@@ -43,8 +43,10 @@ def test_reliable_demand_goes_on_demand_and_spot_uses_on_demand_spare_first() ->
 def test_straggler_mode_sends_everything_queued_to_on_demand() -> None:
     spot = FleetConfig(slots_per_worker=2, max_workers=10, idle_timeout=5.0)
     od = FleetConfig(slots_per_worker=2, max_workers=2, idle_timeout=5.0)
-    assert stragglers_fit(4, od) and not stragglers_fit(5, od)
+    assert stragglers_fit(4, [], od) and not stragglers_fit(5, [], od)
+    busy = [WorkerView("od-1", False, 2, None)]
+    assert stragglers_fit(2, busy, od) and not stragglers_fit(3, busy, od)
     spot_plan, od_plan = plan_pools(Demand(any_pool=3, reliable=0), [], [], 0.0, spot, od,
                                     True, stragglers=True)
     assert (spot_plan.create, od_plan.create) == (0, 2)
-    assert not stragglers_fit(1, FleetConfig(2, 0, 5.0))
+    assert not stragglers_fit(1, [], FleetConfig(2, 0, 5.0))
