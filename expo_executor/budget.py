@@ -78,17 +78,23 @@ def vm_price(machine_type: str, spot: bool) -> float:
 def at_scale(worker_ops: dict[str, dict[str, int]], worker_seconds: float,
              coordinator_ops: dict[str, int], coordinator_lists: int, run_seconds: float,
              jobs: int, slots: int, vm_price_per_hour: float,
-             workers: int = SCALE_WORKERS) -> Budget:
-    """This run's measured operations, priced, and its listings scaled to ``workers``."""
+             workers: int = SCALE_WORKERS, coordinator_heartbeats: int = 0) -> Budget:
+    """This run's measured operations, priced, and its listings scaled to ``workers``.
+
+    ``coordinator_heartbeats``: inbox writes that carried nothing new (one per worker every
+    grace/4): overhead of having the worker, not of its jobs.
+    """
     worker_hours = max(worker_seconds, 1e-9) / 3600
     run_hours = max(run_seconds, 1e-9) / 3600
     worker_a = sum(ops.get("A", 0) for ops in worker_ops.values())
     worker_b = sum(ops.get("B", 0) for ops in worker_ops.values())
     pages = math.ceil(workers * OBJECTS_PER_WORKER / LIST_PAGE)
     listing_per_hour = coordinator_lists * pages / run_hours * PRICE_PER_OP["A"]
-    overhead = worker_b / worker_hours * PRICE_PER_OP["B"] + listing_per_hour / workers
+    overhead = (worker_b * PRICE_PER_OP["B"] + coordinator_heartbeats * PRICE_PER_OP["A"]) \
+        / worker_hours + listing_per_hour / workers
     per_job_total = (worker_a * PRICE_PER_OP["A"]
-                     + (coordinator_ops.get("A", 0) - coordinator_lists) * PRICE_PER_OP["A"]
+                     + (coordinator_ops.get("A", 0) - coordinator_lists - coordinator_heartbeats)
+                     * PRICE_PER_OP["A"]
                      + coordinator_ops.get("B", 0) * PRICE_PER_OP["B"])
     jobs = max(jobs, 1)
     return Budget(workers, vm_price_per_hour, overhead, per_job_total / jobs,

@@ -117,6 +117,7 @@ class Coordinator:
         self._worker_ops: dict[str, dict[str, int]] = {}  # storage operations workers reported
         self._pool_of: dict[str, Pool] = {}  # every VM of the run, for the run record
         self._lists = 0  # the coordinator's listings, for the request budget
+        self._heartbeats = 0  # inbox writes that only kept a worker's dead man's switch quiet
         self._vm_seconds: dict[str, float] = {}  # pool -> VM-seconds of ended VMs
         self._started = time.time()
         self._requests: dict[str, JobRequest] = {}
@@ -170,7 +171,8 @@ class Coordinator:
     def _write_requests(self) -> None:
         """The run's storage operations and VM time: the inputs of the request budget."""
         record = {"coordinator": dict(getattr(self.bucket, "ops", {})),
-                  "coordinator_lists": self._lists, "workers": self._worker_ops,
+                  "coordinator_lists": self._lists, "coordinator_heartbeats": self._heartbeats,
+                  "workers": self._worker_ops,
                   "vm_seconds": self._vm_seconds, "run_seconds": time.time() - self._started}
         (self.run_dir / "requests.json").write_text(json.dumps(record, indent=1))
 
@@ -290,14 +292,14 @@ class Coordinator:
                 continue
             if result["key"] != key or result["worker"] != worker:
                 continue
+            # A finished job leaves its worker's inbox with the next write (an assignment or a
+            # heartbeat): the worker never runs a key twice, and every write is billed.
             for name, vm in self._vms.items():
-                if vm.jobs.pop(key, None) is not None:
+                if vm.jobs.pop(key, None) is not None and name != result["worker"]:
+                    vm.cancel.add(key)  # a re-queued copy still running: the first result stands
                     vm.inbox_dirty = True
-                    if name != result["worker"]:
-                        vm.cancel.add(key)  # a re-queued copy still running: the first result stands
                 elif name == result["worker"] and key in vm.cancel:
                     vm.cancel.discard(key)
-                    vm.inbox_dirty = True
             if result["outcome"] == "preempted":
                 self._lose(result["worker"], "was preempted (its last breath)")
                 continue
@@ -408,6 +410,7 @@ class Coordinator:
             if not (vm.inbox_dirty or now - vm.last_inbox >= self.config.heartbeat):
                 continue
             self._seq += 1
+            self._heartbeats += not vm.inbox_dirty
             body = {"seq": self._seq, "jobs": vm.jobs, "cancel": sorted(vm.cancel),
                     "drain": False}
             self.bucket.write(inbox_key(name), messages.encode("inbox", body, self.run_key))

@@ -248,7 +248,8 @@ class Executor(RemoteExecutor):
                               record["coordinator_lists"], record["run_seconds"],
                               counts["solved"] + counts["failed"] + counts["timeout"],
                               self.settings.slots_per_worker,
-                              vm_price(self.settings.gce_machine_type, spot))
+                              vm_price(self.settings.gce_machine_type, spot),
+                              coordinator_heartbeats=record.get("coordinator_heartbeats", 0))
         except (OSError, ValueError, KeyError) as exc:
             self.logger.warning(f"expocloud: no request budget figure: {exc}")
             return

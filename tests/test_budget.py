@@ -27,3 +27,11 @@ def test_break_even_job_length() -> None:
     # one class A write per job = 5e-6 USD; 1% of a slot-second = 1e-7 USD: 50 s
     assert budget.break_even_job_s == pytest.approx(50.0)
     assert budget.overhead_ratio == 0.0
+
+
+def test_heartbeat_writes_count_as_overhead_not_per_job() -> None:
+    # one worker-hour, 48 heartbeat inbox writes and 10 assignment writes for 10 jobs
+    budget = at_scale({"w": {"A": 0, "B": 0}}, 3600, {"A": 58, "B": 0}, 0, 3600, jobs=10,
+                      slots=1, vm_price_per_hour=0.05, coordinator_heartbeats=48)
+    assert budget.overhead_per_worker_hour == pytest.approx(48 * PRICE_PER_OP["A"])
+    assert budget.per_job == pytest.approx(PRICE_PER_OP["A"])
