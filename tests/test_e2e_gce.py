@@ -123,3 +123,25 @@ def _running_jobs(fake) -> int:  # noqa: ANN001
     for vm in fake.scratch_root.glob("*/sessions"):
         count += len(vm.read_text().split())
     return count
+
+
+def test_ctrl_c_deletes_every_vm_at_once(tmp_path: Path, fake_compute,  # noqa: F811
+                                         gcs_emulator) -> None:  # noqa: F811
+    """Ctrl-C: the coordinator deletes every VM of the run itself, long before any worker's
+    dead man's switch (grace 300 s) could."""
+    (tmp_path / "Snakefile").write_text(SLEEPY)
+    args = emulated_args(fake_compute, gcs_emulator, None, "--expocloud-heartbeat-grace", "300",
+                         "--expocloud-slow-poll-interval", "1")
+    proc = subprocess.Popen([SNAKEMAKE, *args], cwd=tmp_path, env=emulated_env(gcs_emulator),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: _running_jobs(fake_compute) >= 2, timeout=120), \
+            fake_compute.instances()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not fake_compute.instances(), fake_compute.instances()
+    deletes = [r for r in fake_compute.requests if r["method"] == "DELETE"]
+    assert len(deletes) >= 2 and all("requestId" in r["query"] for r in deletes)
