@@ -17,8 +17,19 @@ from .gcs import EmulatorProcess
 
 def serve(compute_port: int, storage_port: int, scratch: Path, boot_delay: float,
           spot_mean_life: float | None, seed: int) -> int:
-    storage = EmulatorProcess(port=storage_port)
-    compute = FakeCompute(scratch.resolve(), port=compute_port, boot_delay=boot_delay).start()
+    try:
+        storage = EmulatorProcess(port=storage_port)
+    except RuntimeError as exc:
+        print(f"expocloud emulator: cannot serve on port {storage_port}: {exc}; fix: stop what "
+              "uses it or pass --storage-port", flush=True)
+        return 2
+    try:
+        compute = FakeCompute(scratch.resolve(), port=compute_port, boot_delay=boot_delay).start()
+    except OSError as exc:
+        storage.stop()
+        print(f"expocloud emulator: cannot serve on port {compute_port}: {exc}; fix: stop what "
+              "uses it or pass --compute-port", flush=True)
+        return 2
     if spot_mean_life:
         compute.chaos(spot_mean_life, seed)
     print(f"fake Compute Engine: {compute.endpoint} (VM disks in {scratch})", flush=True)
