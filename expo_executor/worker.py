@@ -25,6 +25,7 @@ from .procs import kill_session
 
 LOG_TAIL_BYTES = 4000
 FAST_WINDOW = 10  # polls at the fast rate after each change, before slowing down
+REAP_TICK = 0.1  # seconds between looks at running jobs (free: no request)
 RUN_KEY_ENV = "EXPOCLOUD_RUN_KEY"
 
 
@@ -69,6 +70,7 @@ class Worker:
         # likely (just after a change), slowly while the slots are busy or nothing comes.
         self.slow_poll = max(poll, slow_poll if slow_poll is not None else poll)
         self.last_change = time.monotonic()
+        self.next_read = 0.0  # when the inbox is read next (monotonic clock)
         self.grace = grace
         self.heartbeat = heartbeat
         self.running: dict[str, _Running] = {}
@@ -88,7 +90,11 @@ class Worker:
         (self.scratch / "work").mkdir(parents=True, exist_ok=True)
         self._write_status("ready")
         while self.stop_reason is None:
-            self._read_inbox()
+            # Reading the inbox is a billed request, looking at our own processes is free:
+            # jobs are reaped every tick, the inbox is read at the (adaptive) poll interval.
+            if time.monotonic() >= self.next_read:
+                self._read_inbox()
+                self.next_read = time.monotonic() + self._inbox_interval()
             self._reap()
             self._kill_cancelled()
             self._start_pending()
@@ -110,11 +116,18 @@ class Worker:
     def request_stop(self, reason: str) -> None:
         self.stop_reason = reason
 
+    def _inbox_interval(self) -> float:
+        """Fast just after a change (an assignment is likely to follow), slow while the slots
+        are all busy (only a cancellation could come) or nothing has happened for a while."""
+        busy = sum(r.cpus for r in self.running.values()) >= self.slots and not self.pending
+        quiet = time.monotonic() - self.last_change > FAST_WINDOW * self.poll
+        return self.slow_poll if busy or quiet else self.poll
+
     def _sleep_time(self) -> float:
         now = time.monotonic()
-        busy = sum(r.cpus for r in self.running.values()) >= self.slots and not self.pending
-        quiet = now - self.last_change > FAST_WINDOW * self.poll
-        waits = [self.slow_poll if busy or quiet else self.poll]
+        waits = [self.next_read - now]
+        if self.running:
+            waits.append(min(self.poll, REAP_TICK))  # notice a finished job at once
         for job in self.running.values():
             if job.deadline_s is not None:
                 waits.append(job.started_mono + job.deadline_s - now)
@@ -210,6 +223,7 @@ class Worker:
     def _finish(self, job: _Running, outcome: str, code: int | None, reason: str | None) -> None:
         del self.running[job.key]
         self.last_change = time.monotonic()  # a slot is free: an assignment should follow
+        self.next_read = min(self.next_read, self.last_change + self.poll)
         self._record_sessions()
         self._write_result(job.key, outcome, code, job.started, reason, job.log)
 

@@ -114,3 +114,28 @@ def test_drain_exits_cleanly_when_idle(tmp_path: Path) -> None:
     rig.send({}, drain=True)
     rig.thread.join(timeout=10)
     assert rig.exit_code == 0
+
+
+def test_busy_worker_reads_its_inbox_slowly_but_reports_a_finished_job_at_once(
+        tmp_path: Path) -> None:
+    """Inbox reads are billed: a worker whose only slot is busy reads at the slow interval
+    (here 60 s), yet a job that ends is reaped and reported within a tick, and the next
+    inbox read comes one fast poll later."""
+    bucket = LocalBucket(tmp_path / "bucket")  # the worker's own: its requests are counted
+    worker = Worker(bucket, "w-1", 1, KEY, tmp_path / "vm", poll=0.05, grace=600,
+                    heartbeat=600, slow_poll=60)
+    rig = Rig.__new__(Rig)
+    rig.bucket, rig.worker, rig.seq, rig.exit_code = (LocalBucket(tmp_path / "bucket"), worker,
+                                                      0, None)
+    rig.thread = threading.Thread(target=rig._run, daemon=True)
+    rig.send({"j1": _job(["sleep", "1.5"])})
+    rig.thread.start()
+    try:
+        assert wait_until(lambda: "j1" in worker.running, 5)
+        reads_while_busy = bucket.ops["B"]
+        assert wait_until(lambda: rig.result("j1") is not None, 5)  # not after 60 s
+        assert bucket.ops["B"] - reads_while_busy <= 2  # nothing read while the slot was busy
+        rig.send({"j2": _job(["true"])})
+        assert wait_until(lambda: rig.result("j2") is not None, 5)
+    finally:
+        rig.stop()
