@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import uuid
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -117,27 +116,11 @@ def watch_preemption(on_notice: Callable[[], None], stop: threading.Event) -> th
 
 def delete_self(boot: Boot) -> None:
     """Delete this VM through the Compute API (the worker's service account may delete only
-    expocloud's instances; see docs/gce.md). Emulated runs use anonymous credentials."""
-    from google.api_core import exceptions
-    from google.cloud import compute_v1
+    expocloud's instances; see docs/gce.md): the engine's own delete, one request id for all
+    its retries. Emulated runs use anonymous credentials."""
+    from .engines.gce import delete_call, is_transient, make_clients
 
-    kwargs: dict = {}
-    if boot.compute_endpoint:
-        from google.auth.credentials import AnonymousCredentials
-        kwargs = {"client_options": {"api_endpoint": boot.compute_endpoint},
-                  "credentials": AnonymousCredentials()}
-    client = compute_v1.InstancesClient(**kwargs)
-    request = compute_v1.DeleteInstanceRequest(project=boot.project, zone=boot.zone,
-                                               instance=boot.name,
-                                               request_id=str(uuid.uuid4()))  # retries: once
-
-    def call() -> None:
-        try:
-            client.delete(request=request)
-        except exceptions.NotFound:
-            pass
-
-    retry_call(call, is_transient=lambda e: isinstance(
-        e, (exceptions.TooManyRequests, exceptions.ServiceUnavailable,
-            exceptions.InternalServerError, exceptions.Forbidden, ConnectionError)),
-        attempts=5, base=1.0, cap=10.0)
+    client, _operations = make_clients(boot.compute_endpoint)
+    delete_call(client, boot.project, boot.zone, boot.name, 60.0,
+                lambda fn: retry_call(fn, is_transient=is_transient, attempts=5, base=1.0,
+                                      cap=10.0))

@@ -242,7 +242,7 @@ def _zone_list(client: Any, project: str, zone: str, flt: str, timeout: float) -
     return list(client.list(request=request, retry=None, timeout=timeout))
 
 
-def _delete_call(client: Any, project: str, zone: str, name: str, timeout: float,
+def delete_call(client: Any, project: str, zone: str, name: str, timeout: float,
                  call: Callable[[Callable[[], T]], T]) -> Any | None:
     """One logical delete (one request_id for all its retries); None if already gone."""
     from google.cloud import compute_v1
@@ -309,7 +309,7 @@ class GceEngine:
             zone = self._locate(name)
             if zone is None:
                 return
-        _delete_call(self._instances, self.config.project, zone, name,
+        delete_call(self._instances, self.config.project, zone, name,
                      self.config.call_timeout_s, self._call)
 
     def list(self) -> list[Instance]:
@@ -685,7 +685,7 @@ class GceEngine:
     def _delete_quietly(self, target: tuple[str, str]) -> Any | None:
         zone, name = target
         try:
-            return _delete_call(self._instances, self.config.project, zone, name,
+            return delete_call(self._instances, self.config.project, zone, name,
                                 self.config.call_timeout_s, self._call)
         except Exception as err:  # noqa: BLE001 - close() lists again and retries
             log.warning("deleting %s in %s failed: %s", name, zone, _one_line(str(err)))
@@ -751,7 +751,7 @@ def delete_instances(project: str, items: list[dict], endpoint: str | None = Non
     client, ops = make_clients(endpoint)
     started: list[tuple[dict, Any]] = []
     for item in items:
-        op = _delete_call(client, project, item["zone"], item["name"], 60.0, _default_call)
+        op = delete_call(client, project, item["zone"], item["name"], 60.0, _default_call)
         started.append((item, op))
     deadline = time.monotonic() + timeout_s
     done = []
