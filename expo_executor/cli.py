@@ -153,35 +153,32 @@ def _runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _live_runs(state_dir: Path) -> set[str]:
-    """Run labels of this state directory whose coordinator is still alive on this host."""
+def _runs_here(state_dir: Path) -> tuple[set[str], set[str]]:
+    """Run labels this state directory knows, and those of them whose coordinator may still
+    be alive (on this host: its pid lives; another host's: assumed alive)."""
     import os
     import socket
 
     from .gce_launch import run_label
 
-    live = set()
+    known, live = set(), set()
     for path in (state_dir / "runs").glob("*/run.json"):
         info = json.loads(path.read_text())
+        label = run_label(info["run_id"])
+        known.add(label)
         if info.get("ended") or info.get("engine") != "gce":
             continue
         if info.get("host") != socket.gethostname():
-            live.add(run_label(info["run_id"]))  # another host's: assume alive
+            live.add(label)
             continue
         try:
             os.kill(int(info.get("pid", 0)), 0)
-            live.add(run_label(info["run_id"]))
+            live.add(label)
         except (ProcessLookupError, ValueError, OverflowError):
             pass
         except PermissionError:
-            live.add(run_label(info["run_id"]))
-    return live
-
-
-def _known_runs(state_dir: Path) -> set[str]:
-    from .gce_launch import run_label
-
-    return {run_label(p.parent.name) for p in (state_dir / "runs").glob("*/run.json")}
+            live.add(label)
+    return known, live
 
 
 def _cleanup(args: argparse.Namespace) -> int:
@@ -191,7 +188,7 @@ def _cleanup(args: argparse.Namespace) -> int:
     zones = _csv(args.zones) or []
     wanted = run_label(args.run) if args.run else None
     found = find_instances(args.project, zones, endpoint=args.endpoint, run_label=wanted)
-    live, known = _live_runs(args.state_dir), _known_runs(args.state_dir)
+    known, live = _runs_here(args.state_dir)
     doomed, kept = [], []
     for item in found:
         run = item["labels"].get("expocloud-run", "")

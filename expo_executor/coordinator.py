@@ -301,7 +301,7 @@ class Coordinator:
                 elif name == result["worker"] and key in vm.cancel:
                     vm.cancel.discard(key)
             if result["outcome"] == "preempted":
-                self._lose(result["worker"], "was preempted (its last breath)")
+                self._lose(result["worker"], "preempted", "was preempted (its last breath)")
                 continue
             if result["outcome"] == "cancelled":
                 events = self.scheduler.cancelled(key)
@@ -316,20 +316,20 @@ class Coordinator:
         for failure in self.engine.failures():
             self._create_failed(failure, time.time())
         for name in sorted(self.engine.preempted()):
-            self._lose(name, "was preempted")
+            self._lose(name, "preempted", "was preempted")
         alive = {i.name for i in self.engine.list()
                  if i.status in ("PROVISIONING", "STAGING", "RUNNING")}
         for name in [n for n in self._vms if n not in alive]:
-            self._lose(name, "was lost")
+            self._lose(name, "lost", "was lost")
 
-    def _lose(self, name: str, how: str) -> None:
+    def _lose(self, name: str, end: str, how: str) -> None:
         """A VM went away under us (preempted, crashed, deleted): its jobs go back to the queue,
         first in line; on Spot that counts as a preemption of each of them."""
         if name not in self._vms:
             return
         self.log(f"expocloud: worker {name} {how}; its jobs go back to the queue first")
         self._handle(self.scheduler.remove_worker(name, preempted=True))
-        self._end_vm(name, "preempted" if "preempted" in how else "lost")
+        self._end_vm(name, end)
         self.engine.delete(name)
 
     def _create_failed(self, failure: CreateFailed, now: float) -> None:
@@ -422,7 +422,7 @@ class Coordinator:
             return
         workers = self.scheduler.workers()
         views: dict[Pool, list[WorkerView]] = {pool: [] for pool in self.fleets}
-        running_on_spot = 0
+        running = running_on_spot = 0
         for name, vm in self._vms.items():
             cpus, free = workers.get(name, (self.config.slots_per_worker,) * 2)
             busy = cpus - free
@@ -431,10 +431,10 @@ class Coordinator:
             elif vm.ready and vm.idle_since is None:
                 vm.idle_since = now
             views[vm.pool].append(WorkerView(name, not vm.ready, busy, vm.idle_since))
+            running += busy
             running_on_spot += busy if vm.pool is Pool.SPOT else 0
         queued = self.scheduler.queued_demand()
-        counts = self.scheduler.counts()
-        work_left = counts["queued"] + counts["running"] > 0
+        work_left = sum(queued.values()) + running > 0
         if len(self.fleets) == 1:  # the local engine: one pool, every task fits it
             plans = {self.config.pool: plan(sum(queued.values()), views[self.config.pool], now,
                                             self.fleets[self.config.pool], work_left)}

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .bucket import Bucket
 from .engines.gce import GceConfig, GceEngine
+from .errors import ExpoError
 from .guest import RUN_KEY_ATTRIBUTE, WORKER_ATTRIBUTE
 from .hardness import parse_duration
 from .scheduler import Pool
@@ -37,7 +38,6 @@ def coordination_url(settings: ExecutorSettings, default_storage_prefix: str | N
     base = settings.bucket or (f"{default_storage_prefix.rstrip('/')}/.expocloud"
                                if default_storage_prefix else None)
     if not base or not base.startswith("gs://"):
-        from .errors import ExpoError
         raise ExpoError("--expocloud-bucket", "the GCE engine needs a gs:// bucket for "
                         "coordination", "set expocloud-bucket or default-storage-prefix to "
                         "gs://BUCKET/PREFIX")

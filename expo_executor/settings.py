@@ -262,11 +262,9 @@ def _validate_gce(settings: ExecutorSettings) -> None:
         raise ExpoError("--expocloud-gce-worker-software",
                         f"unknown value {settings.gce_worker_software!r}",
                         f"use one of {', '.join(WORKER_SOFTWARE_CHOICES)}")
-    positive_int = [("gce_disk_gb", settings.gce_disk_gb)]
-    for name, value in positive_int:
-        if value is None or value < 10:
-            raise ExpoError(f"--expocloud-{name.replace('_', '-')}", f"{value!r} is too small",
-                            "give at least 10 (GB)")
+    if settings.gce_disk_gb is None or settings.gce_disk_gb < 10:
+        raise ExpoError("--expocloud-gce-disk-gb", f"{settings.gce_disk_gb!r} is too small",
+                        "give at least 10 (GB)")
     parse_duration(settings.gce_max_run_duration, "--expocloud-gce-max-run-duration")
     if not settings.on_demand_only and max_on_demand(settings, settings.max_workers) == 0:
         raise ExpoError("--expocloud-max-on-demand", "0 leaves no VM for jobs preempted "

@@ -117,14 +117,15 @@ class Executor(RemoteExecutor):
                             "and default-storage-prefix: gs://BUCKET/PREFIX (profiles/gce-spot)")
         url = coordination_url(settings, storage.default_storage_prefix, self.run_id)
         bucket = open_bucket(url)
-        config.pool = Pool.ON_DEMAND if settings.on_demand_only else Pool.SPOT
-        config.max_on_demand = 0 if settings.on_demand_only else max_on_demand(settings, max_workers)
+        on_demand = max_on_demand(settings, max_workers)
+        if settings.on_demand_only:  # one pool: the on-demand one
+            config.pool, config.max_workers, config.max_on_demand = Pool.ON_DEMAND, on_demand, 0
+        else:
+            config.pool, config.max_on_demand = Pool.SPOT, on_demand
         config.on_demand_min = settings.on_demand_min
         config.straggler_rule = not settings.no_straggler_rule
         config.vm_prefix = vm_prefix(self.run_id)
         config.results_backstop = max(RESULTS_BACKSTOP, 30 * config.poll)
-        if settings.on_demand_only:
-            config.max_workers = max_on_demand(settings, max_workers)
         self.logger.info(f"expocloud: coordinating through {url}")
         return bucket, build_engine(settings, self.run_id, run_key, bucket, url, self.run_dir)
 
