@@ -31,6 +31,8 @@ class Blob:
 class Bucket(Protocol):
     """Keys are ``/``-separated relative names, e.g. ``workers/w-1/inbox.json``."""
 
+    url: str  # what open_bucket() reopens it from, in another process
+
     def read(self, key: str) -> Blob | None:
         """The object and its generation, or None when absent."""
 
@@ -53,6 +55,7 @@ class LocalBucket:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self.url = str(self.root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.ops: Counter[str] = Counter()  # counted like GCS operations, by price class
 

@@ -44,6 +44,7 @@ class JobRequest:
     deadline_s: float | None
     family: FamilyRef | None = None
     meta: dict = field(default_factory=dict)  # rule, wildcards, outputs...: for the run record
+    stage: dict | None = None  # a staged command: files and streams (staged_job.py)
 
 
 @dataclass
@@ -57,6 +58,7 @@ class JobReport:
     worker: str | None = None
     log_tail: str = ""
     killed: bool = False
+    returncode: int | None = None  # the command's exit code, when it ran to its end
 
 
 @dataclass
@@ -125,6 +127,7 @@ class Coordinator:
         self._withdrawals: list[str] = []
         self._reports: dict[str, JobReport] = {}
         self._lock = threading.Lock()
+        self._reported = threading.Condition(self._lock)  # a report arrived
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -150,6 +153,12 @@ class Coordinator:
     def take_report(self, key: str) -> JobReport | None:
         with self._lock:
             return self._reports.pop(key, None)
+
+    def wait_reports(self, keys: set[str], timeout: float) -> list[JobReport]:
+        """Take the reports of any of ``keys``, waiting up to ``timeout`` s for the first."""
+        with self._reported:
+            self._reported.wait_for(lambda: not keys.isdisjoint(self._reports), timeout)
+            return [self._reports.pop(k) for k in keys & self._reports.keys()]
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="expocloud-coordinator",
@@ -205,6 +214,7 @@ class Coordinator:
             with self._lock:
                 self._reports[key] = JobReport(key, Outcome.FAILED,
                                                f"the coordinator failed repeatedly: {exc}")
+                self._reported.notify_all()
 
     def tick(self, now: float) -> None:
         """One round: intake, observe, decide, act."""
@@ -220,9 +230,11 @@ class Coordinator:
         for assignment in self.scheduler.assign(allow_spot=not self._stragglers):
             request = self._requests[assignment.key]
             vm = self._vms[assignment.worker_id]
-            vm.jobs[assignment.key] = {"argv": request.argv, "cwd": request.cwd,
-                                       "env": request.env, "deadline_s": request.deadline_s,
-                                       "cpus": request.task.cpus}
+            job = {"argv": request.argv, "cwd": request.cwd, "env": request.env,
+                   "deadline_s": request.deadline_s, "cpus": request.task.cpus}
+            if request.stage is not None:
+                job["stage"] = request.stage
+            vm.jobs[assignment.key] = job
             vm.inbox_dirty = True
         self._write_inboxes(now)
         self._scale(now)
@@ -377,7 +389,8 @@ class Coordinator:
             reason = result["reason"] if result else "unknown reason"
             message = f"failed on worker {worker}: {reason}"
         self._report(JobReport(event.key, event.outcome, message, runtime, worker,
-                               result["log_tail"] if result else ""), result)
+                               result["log_tail"] if result else "",
+                               returncode=result["returncode"] if result else None), result)
 
     def _report_skip(self, event: Skipped, result: dict | None) -> None:
         message = (f"skipped: as hard as or harder than {event.dominator.label}, "
@@ -404,6 +417,7 @@ class Coordinator:
             handle.write(json.dumps(record) + "\n")
         with self._lock:
             self._reports[report.key] = report
+            self._reported.notify_all()
 
     def _write_inboxes(self, now: float) -> None:
         for name, vm in self._vms.items():

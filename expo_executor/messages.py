@@ -51,6 +51,8 @@ def check(kind: str, body: Any) -> dict:
             check("job", job)
             if not all(isinstance(a, str) for a in job["argv"]) or not job["argv"]:
                 raise MessageError("job: argv must be a non-empty list of strings")
+            if not isinstance(job.get("stage", {}), dict):  # optional: a staged command (CWL)
+                raise MessageError("job: field 'stage' has the wrong type")
     if kind == "result" and body["outcome"] not in RESULT_OUTCOMES:
         raise MessageError(f"result: unknown outcome {body['outcome']!r}")
     return body

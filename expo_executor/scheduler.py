@@ -45,6 +45,7 @@ class Task:
     mem_mb: int = 0
     priority: int = 0  # higher runs earlier, before hardness order
     preemptible: bool = True
+    spot_attempts: int | None = None  # preemptions before on-demand only; None: the run's
 
 
 @dataclass(frozen=True)
@@ -307,7 +308,9 @@ class Scheduler:
         return self.frontiers[task.family].dominator(task.point)
 
     def _on_demand_only(self, entry: _Entry) -> bool:
-        return not entry.task.preemptible or entry.preemptions >= self.spot_attempts
+        attempts = entry.task.spot_attempts
+        return not entry.task.preemptible or entry.preemptions >= (
+            self.spot_attempts if attempts is None else attempts)
 
     def _fit(self, entry: _Entry, allow_spot: bool = True) -> _Worker | None:
         """Best fit: the worker with the fewest free CPUs that still holds the task."""

@@ -15,7 +15,6 @@ import dataclasses
 import datetime as dt
 import json
 import os
-import secrets
 import socket
 import threading
 from pathlib import Path
@@ -29,16 +28,12 @@ from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
 from snakemake_interface_executor_plugins.settings import CommonSettings, SharedFSUsage
 
 from .budget import at_scale, vm_price
-from .bucket import Bucket, LocalBucket, open_bucket
-from .coordinator import (RESULTS_BACKSTOP, Coordinator, CoordinatorConfig, JobReport,
-                          JobRequest)
-from .engines.base import Engine
-from .engines.local import LocalEngine, LocalEngineConfig
+from .coordinator import JobReport, JobRequest
 from .errors import ExpoError
 from .job_description import JobDescriber
-from .scheduler import Outcome, Pool, Scheduler
-from .settings import (ExecutorSettings, heartbeat_grace, local_max_workers, max_on_demand,
-                       poll_interval, validate)
+from .launch import max_workers, start_coordinator
+from .scheduler import Outcome
+from .settings import ExecutorSettings, validate
 from .state import StateDir
 
 common_settings = CommonSettings(
@@ -63,8 +58,6 @@ class Executor(RemoteExecutor):
         self.settings: ExecutorSettings = settings
         try:
             validate(settings)
-            max_workers = (local_max_workers(settings) if settings.engine == "local"
-                           else settings.max_workers)
             self.describer = JobDescriber(os.path.abspath(self.workflow.main_snakefile))
             self._check_planned_jobs(settings.slots_per_worker)
         except ExpoError as exc:
@@ -77,57 +70,23 @@ class Executor(RemoteExecutor):
                                               "exists already", "choose a new run id"))) from None
         self.run_id = self.run_dir.name
         self._write_run_record(ended=None)
-        run_key = secrets.token_bytes(32)
-        poll, grace = poll_interval(settings), heartbeat_grace(settings)
-        config = CoordinatorConfig(
-            run_id=self.run_id, slots_per_worker=settings.slots_per_worker,
-            max_workers=max_workers, idle_timeout=settings.idle_timeout,
-            poll=poll, heartbeat=_heartbeat(poll, grace),
-            status_interval=settings.status_interval)
+        storage = self.workflow.storage_settings
         try:
-            if settings.engine == "gce":
-                bucket, engine = self._gce(settings, config, run_key, max_workers)
-            else:
-                bucket = LocalBucket(self.run_dir / "bucket")
-                engine = LocalEngine(LocalEngineConfig(
-                    bucket_root=bucket.root, scratch_root=self.run_dir / "vms",
-                    run_key=run_key, poll=poll, grace=grace, heartbeat=_heartbeat(poll, grace),
-                    boot_delay=settings.boot_delay))
+            if settings.engine == "gce" and SharedFSUsage.INPUT_OUTPUT in storage.shared_fs_usage:
+                raise ExpoError("shared-fs-usage", "GCE workers share no file system with this "
+                                "machine", "set shared-fs-usage: none, default-storage-provider: "
+                                "gcs and default-storage-prefix: gs://BUCKET/PREFIX "
+                                "(profiles/gce-spot)")
+            self.coordinator = start_coordinator(settings, self.run_dir, self.state,
+                                                 self.logger.info,
+                                                 storage.default_storage_prefix)
         except ExpoError as exc:
             raise WorkflowError(str(exc)) from None
-        self.coordinator = Coordinator(config, engine, bucket, run_key, self.run_dir,
-                                       self.state, self.logger.info,
-                                       Scheduler(spot_attempts=settings.spot_attempts))
-        self.coordinator.start()
         atexit.register(self.coordinator.stop)  # a last resort; shutdown() is the normal path
-        self.next_seconds_between_status_checks = min(1.0, poll)
+        self.next_seconds_between_status_checks = min(1.0, self.coordinator.config.poll)
         self.logger.info(f"expocloud: run {self.run_id} on the {settings.engine} engine, up to "
-                         f"{max_workers} workers x {settings.slots_per_worker} slots "
+                         f"{max_workers(settings)} workers x {settings.slots_per_worker} slots "
                          f"(state in {self.run_dir})")
-
-    def _gce(self, settings: ExecutorSettings, config: CoordinatorConfig, run_key: bytes,
-             max_workers: int) -> tuple[Bucket, Engine]:
-        """The coordination prefix, the worker software and the engine for a GCE run."""
-        from .gce_launch import build_engine, coordination_url, vm_prefix
-
-        storage = self.workflow.storage_settings
-        if SharedFSUsage.INPUT_OUTPUT in storage.shared_fs_usage:
-            raise ExpoError("shared-fs-usage", "GCE workers share no file system with this "
-                            "machine", "set shared-fs-usage: none, default-storage-provider: gcs "
-                            "and default-storage-prefix: gs://BUCKET/PREFIX (profiles/gce-spot)")
-        url = coordination_url(settings, storage.default_storage_prefix, self.run_id)
-        bucket = open_bucket(url)
-        on_demand = max_on_demand(settings, max_workers)
-        if settings.on_demand_only:  # one pool: the on-demand one
-            config.pool, config.max_workers, config.max_on_demand = Pool.ON_DEMAND, on_demand, 0
-        else:
-            config.pool, config.max_on_demand = Pool.SPOT, on_demand
-        config.on_demand_min = settings.on_demand_min
-        config.straggler_rule = not settings.no_straggler_rule
-        config.vm_prefix = vm_prefix(self.run_id)
-        config.results_backstop = max(RESULTS_BACKSTOP, 30 * config.poll)
-        self.logger.info(f"expocloud: coordinating through {url}")
-        return bucket, build_engine(settings, self.run_id, run_key, bucket, url, self.run_dir)
 
     def _check_planned_jobs(self, slots: int) -> None:
         """Reject bad hardness specs and deadlines in any planned job before a worker starts."""
@@ -290,7 +249,3 @@ def _run_async(coroutine) -> None:
         raise failure[0]
 
 
-def _heartbeat(poll: float, grace: float) -> float:
-    """Refresh inboxes often enough that a healthy worker never trips its dead man's switch
-    (each refresh is a billed write on GCE, hence not more often than needed)."""
-    return max(poll, grace / 4 if grace > 60 else min(10.0, grace / 4))

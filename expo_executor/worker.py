@@ -10,6 +10,7 @@ shuts down: a dead man's switch, so that a crashed coordinator does not leave VM
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -22,11 +23,15 @@ from pathlib import Path
 from . import messages
 from .bucket import Bucket, PreconditionFailed, open_bucket
 from .procs import kill_session
+from .staged_job import verdict_path
 
 LOG_TAIL_BYTES = 4000
 FAST_WINDOW = 10  # polls at the fast rate after each change, before slowing down
 REAP_TICK = 0.1  # seconds between looks at running jobs (free: no request)
 RUN_KEY_ENV = "EXPOCLOUD_RUN_KEY"
+# A staged job enforces its command's time limit itself; this much more covers moving its
+# files before the worker steps in.
+STAGING_ALLOWANCE_S = 600.0
 
 
 @dataclass
@@ -38,6 +43,7 @@ class _Running:
     deadline_s: float | None
     cpus: int
     log: Path
+    verdict: Path | None = None  # a staged job's own account of how it ended
 
 
 def inbox_key(worker_id: str) -> str:
@@ -176,20 +182,36 @@ class Worker:
         # Jobs find the worker's own Python environment first (Snakemake's remote command
         # says plain "python -m snakemake": on a VM that must be the pinned environment).
         env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+        argv, deadline, verdict = job["argv"], job["deadline_s"], None
+        if "stage" in job:  # a fully evaluated command whose files travel with it (CWL)
+            argv, deadline, verdict = self._staged(key, job)
+            env, cwd = {k: v for k, v in os.environ.items() if k != RUN_KEY_ENV}, None
         started = time.time()
         try:
             with open(log, "wb") as out:
-                proc = subprocess.Popen(job["argv"], cwd=cwd, env=env, stdout=out,
+                proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out,
                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         start_new_session=True)
         except OSError as exc:
             self._write_result(key, "failed", None, started, f"could not start the job: {exc}")
             return
-        deadline = job["deadline_s"]
         self.running[key] = _Running(key, proc, started, time.monotonic(),
                                      float(deadline) if deadline is not None else None,
-                                     job["cpus"], log)
+                                     job["cpus"], log, verdict)
         self._record_sessions()  # no status write: the coordinator knows what it assigned
+
+    def _staged(self, key: str, job: dict) -> tuple[list[str], float | None, Path]:
+        """Hand a staged job to ``staged_job`` in a directory of its own on this disk."""
+        home = self.scratch / "jobs" / key
+        home.mkdir(parents=True, exist_ok=True)
+        spec = home.with_suffix(".json")
+        spec.write_text(json.dumps({"argv": job["argv"], "cwd": job["cwd"], "env": job["env"],
+                                    "stage": job["stage"], "bucket": self.bucket.url,
+                                    "worker": self.worker_id}))
+        limit = job["stage"].get("timelimit")
+        deadline = float(limit) + STAGING_ALLOWANCE_S if limit else None
+        return [sys.executable, "-m", "expo_executor.staged_job", str(spec)], deadline, \
+            verdict_path(spec)
 
     # -- running jobs ------------------------------------------------------------------------
     def _reap(self) -> None:
@@ -199,6 +221,8 @@ class Worker:
             if code is not None:
                 outcome = "ok" if code == 0 else "failed"
                 reason = None if code == 0 else f"exit code {code}"
+                if job.verdict is not None:
+                    outcome, code, reason = _read_verdict(job.verdict, outcome, code, reason)
                 self._finish(job, outcome, code, reason)
             elif job.deadline_s is not None and now - job.started_mono >= job.deadline_s:
                 kill_session(job.proc.pid)
@@ -255,6 +279,16 @@ class Worker:
                 "ops": _ops_after_write(self.bucket)}
         self.bucket.write(status_key(self.worker_id), messages.encode("status", body))
         self.last_status = time.monotonic()
+
+
+def _read_verdict(path: Path, outcome: str, code: int | None,
+                  reason: str | None) -> tuple[str, int | None, str | None]:
+    """A staged job's verdict: its command's exit code and whether its limit killed it."""
+    try:
+        verdict = json.loads(path.read_text())
+        return str(verdict["outcome"]), verdict["returncode"], verdict["reason"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return outcome, code, reason or "the staged job left no verdict"
 
 
 def _ops_after_write(bucket: Bucket) -> dict[str, int]:

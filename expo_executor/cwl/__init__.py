@@ -1,0 +1,1 @@
+"""expocloud-cwl: CWL workflows through cwltool, every command on expocloud workers."""

@@ -1,0 +1,94 @@
+"""The runner's half of staging: a CWL job's files up to the bucket, its outputs back.
+
+Every path of a job (its output directory, temporary directory and staged inputs) lies under
+one root on this machine; a worker rebuilds that tree under its own disk (``staged_job.py``).
+Inputs are content-addressed, so an input shared by a thousand scatter elements is uploaded
+once. Objects are read whole into memory: fine for sweeps over small inputs, not for
+multi-gigabyte files (docs/cwl.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from ..bucket import Bucket, PreconditionFailed
+from ..staged_job import safe_relative
+
+STAGE_PREFIX = "stage/"
+
+
+class Staging:
+    """Moves the files of jobs rooted at ``root`` through ``bucket``."""
+
+    def __init__(self, bucket: Bucket, root: Path) -> None:
+        self.bucket = bucket
+        self.root = root
+        self._uploaded: set[str] = set()
+
+    def manifest(self, key: str, paths: list[str], dirs: list[str]) -> dict:
+        """Upload what the job reads (following links) and say where each file goes."""
+        inputs: dict[str, tuple[str, int]] = {}
+        for path in paths:
+            self._collect(path, inputs)
+        return {"root": str(self.root),
+                "dirs": sorted({self._relative(d) for d in dirs}),
+                "inputs": [[rel, obj, mode] for rel, (obj, mode) in sorted(inputs.items())],
+                "upload": f"{STAGE_PREFIX}out/{key}/"}
+
+    def _relative(self, path: str) -> str:
+        rel = os.path.relpath(os.path.abspath(path), self.root)
+        try:
+            return safe_relative(rel)
+        except ValueError:
+            raise ValueError(f"{path} lies outside the job root {self.root}: staging through the "
+                             "bucket needs every job path under it (do not set "
+                             "--tmpdir-prefix or --tmp-outdir-prefix with bucket staging)") from None
+
+    def _collect(self, path: str, inputs: dict[str, tuple[str, int]]) -> None:
+        if os.path.isdir(path):
+            for current, _, names in os.walk(path, followlinks=True):
+                for name in names:
+                    self._collect(os.path.join(current, name), inputs)
+            return
+        if not os.path.isfile(path):
+            return  # an unstaged or dangling entry: nothing the command can read
+        rel = self._relative(path)
+        with open(path, "rb") as handle:
+            data = handle.read()
+        obj = f"{STAGE_PREFIX}in/{hashlib.sha256(data).hexdigest()}"
+        if obj not in self._uploaded:
+            try:
+                self.bucket.write(obj, data, if_generation_match=0)
+            except PreconditionFailed:
+                pass  # the same content is there already
+            self._uploaded.add(obj)
+        inputs[rel] = (obj, os.stat(path).st_mode & 0o777)
+
+    def fetch(self, upload_prefix: str, worker: str, outdir: str) -> None:
+        """Replace ``outdir`` with what the worker left in its output directory."""
+        prefix = f"{upload_prefix}{worker}/"
+        blob = self.bucket.read(f"{prefix}manifest.json")
+        if blob is None:
+            raise FileNotFoundError(f"worker {worker} uploaded no outputs ({prefix}manifest.json)")
+        manifest = json.loads(blob.data)
+        shutil.rmtree(outdir, ignore_errors=True)
+        base = Path(outdir)
+        base.mkdir(parents=True, exist_ok=True)
+        for rel in manifest["dirs"]:
+            (base / safe_relative(rel)).mkdir(parents=True, exist_ok=True)
+        for rel, mode in manifest["files"].items():
+            target = base / safe_relative(rel)
+            data = self.bucket.read(f"{prefix}files/{rel}")
+            if data is None:
+                raise FileNotFoundError(f"output {rel} of worker {worker} is missing")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data.data)
+            target.chmod(int(mode) & 0o777)
+        for rel, link in manifest["links"].items():
+            target = base / safe_relative(rel)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(link, target)
