@@ -77,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     emu.add_argument("--spot-mean-life", type=float, default=None, metavar="S",
                      help="preempt each Spot VM after an exponential life of mean S seconds")
     emu.add_argument("--seed", type=int, default=1, help="seed of the preemptions")
+    emu.add_argument("--bucket", default="expocloud-emulated",
+                     help="a bucket to create at start (the one the emulated profiles use)")
     return parser
 
 
@@ -214,7 +216,7 @@ def _emulator(args: argparse.Namespace) -> int:
     from .emulator.serve import serve
 
     return serve(args.compute_port, args.storage_port, args.dir, args.boot_delay,
-                 args.spot_mean_life, args.seed)
+                 args.spot_mean_life, args.seed, args.bucket)
 
 
 COMMANDS = {"report": _report, "status": _status, "forget": _forget, "runs": _runs,

@@ -141,9 +141,7 @@ class ExpoExecutor(JobExecutor):
                 raise WorkflowException(f"[job {job.name}] cannot stage its files: {exc}") from None
         _logger.info("[job %s] %s on expocloud: %s", job.name, task.label, " ".join(argv))
         return JobRequest(task=task, argv=argv, cwd=job.outdir, env=env, deadline_s=deadline,
-                          family=family, meta={"rule": job.tool.name, "job": job.name,
-                                               "inputs": _scalars(job.builder.job)},
-                          stage=stage)
+                          family=family, meta=_meta(job, task), stage=stage)
 
     def _describe(self, job: SweepJob, key: str) -> tuple[Task, FamilyRef | None, float | None]:
         tool = job.tool
@@ -250,7 +248,15 @@ def _mapped(job: SweepJob) -> list:
     return items
 
 
-def _scalars(values: CWLObjectType) -> dict:
-    """The job's simple inputs, for the run record (files and records left out)."""
-    return {k: v for k, v in values.items() if isinstance(v, (str, int, float, bool))}
+def _meta(job: SweepJob, task: Task) -> dict:
+    """The run record of a job, in the Snakemake front end's terms (its simple inputs as
+    wildcards), so that ``expocloud report`` reads CWL runs too."""
+    sweep = job.tool.sweep
+    values = job.builder.job
+    return {"rule": job.tool.name, "job": job.name, "outputs": [], "placeholder": False,
+            "wildcards": {k: str(v) for k, v in values.items()
+                          if isinstance(v, (str, int, float, bool))},
+            "hardness": None if sweep is None or task.point is None else {
+                "spec": sweep.spec.text, "dims": [d.name for d in sweep.spec.dimensions],
+                "vector": list(task.point.vector), "scope": list(task.point.scope)}}
 

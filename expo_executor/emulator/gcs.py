@@ -214,9 +214,9 @@ class EmulatorProcess:
             self.proc.stdout.close()
 
 
-def fresh_bucket(endpoint: str) -> str:
-    """Create a bucket with a new name on the emulator and return the name."""
-    name = f"b-{uuid.uuid4().hex[:16]}"
+def fresh_bucket(endpoint: str, name: str | None = None) -> str:
+    """Create a bucket (with a new name unless given) on the emulator and return the name."""
+    name = name or f"b-{uuid.uuid4().hex[:16]}"
     request = urllib.request.Request(
         endpoint + "/storage/v1/b?project=expocloud-test",
         data=json.dumps({"name": name}).encode(),

@@ -12,11 +12,11 @@ import threading
 from pathlib import Path
 
 from .compute import FakeCompute
-from .gcs import EmulatorProcess
+from .gcs import EmulatorProcess, fresh_bucket
 
 
 def serve(compute_port: int, storage_port: int, scratch: Path, boot_delay: float,
-          spot_mean_life: float | None, seed: int) -> int:
+          spot_mean_life: float | None, seed: int, bucket: str = "expocloud-emulated") -> int:
     try:
         storage = EmulatorProcess(port=storage_port)
     except RuntimeError as exc:
@@ -32,8 +32,11 @@ def serve(compute_port: int, storage_port: int, scratch: Path, boot_delay: float
         return 2
     if spot_mean_life:
         compute.chaos(spot_mean_life, seed)
+    # the bucket the emulated profiles name (Snakemake's storage plugin would create it, a CWL
+    # run expects it, as on GCS)
+    fresh_bucket(storage.endpoint, bucket)
     print(f"fake Compute Engine: {compute.endpoint} (VM disks in {scratch})", flush=True)
-    print(f"GCS emulator:        {storage.endpoint}", flush=True)
+    print(f"GCS emulator:        {storage.endpoint} (bucket gs://{bucket})", flush=True)
     print(f"export STORAGE_EMULATOR_HOST={storage.endpoint}", flush=True)
     if spot_mean_life:
         print(f"Spot VMs are preempted after {spot_mean_life:g} s on average (seed {seed})",
