@@ -1,0 +1,130 @@
+"""Staged jobs (CWL): inputs up through the bucket, the command run under the worker's own root
+with its streams and time limit, outputs back; nothing escapes its directory."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from expo_executor.bucket import LocalBucket
+from expo_executor.cwl.hints import ARV_PREEMPTIBLE, PREEMPTIBLE, spot_attempts
+from expo_executor.cwl.staging import Staging
+from expo_executor.staged_job import main as staged_main
+from expo_executor.staged_job import run, safe_relative, verdict_path
+
+from .helpers import processes_under
+
+
+def _job(tmp_path: Path) -> tuple[Path, dict, LocalBucket, Staging]:
+    """A job laid out as cwltool lays it out under the runner's root: a staged input (a link
+    to the user's file, as cwltool stages it), an output and a temporary directory."""
+    root = tmp_path / "runner" / "cwl"
+    outdir, tmpdir, stagedir = root / "out1", root / "tmp1", root / "stg1"
+    for d in (outdir, tmpdir, stagedir):
+        d.mkdir(parents=True)
+    source = tmp_path / "data.txt"
+    source.write_text("42\n")
+    (stagedir / "data.txt").symlink_to(source)
+    bucket = LocalBucket(tmp_path / "bucket")
+    staging = Staging(bucket, root)
+    stage = staging.manifest("c1", [str(stagedir / "data.txt"), str(outdir)],
+                             [str(outdir), str(tmpdir)])
+    script = ("cat {inp} > copy.txt; ln -s copy.txt link.txt; mkdir sub; "
+              "echo \"$HOME\" > sub/home.txt; echo err >&2; exit 3")
+    spec = {"argv": ["/bin/sh", "-c", script.format(inp=stagedir / "data.txt")],
+            "cwd": str(outdir), "env": {"HOME": str(outdir), "TMPDIR": str(tmpdir),
+                                        "PATH": os.environ["PATH"]},
+            "stage": {**stage, "stdout": str(outdir / "out.log"), "stderr": str(outdir / "err.log"),
+                      "stdin": None, "outdir": str(outdir), "timelimit": None,
+                      "success_codes": [0, 3]},
+            "bucket": bucket.url, "worker": "w-1"}
+    return root, spec, bucket, staging
+
+
+def test_round_trip_rebases_every_path_and_brings_outputs_back(tmp_path: Path) -> None:
+    root, spec, bucket, staging = _job(tmp_path)
+    assert spec["stage"]["inputs"][0][0] == "stg1/data.txt"  # relative to the root, no link
+    here = tmp_path / "worker" / "jobs" / "c1"
+    outcome, code, reason = run(spec, here)
+    assert (outcome, code, reason) == ("ok", 3, None)  # 3 is a success code of this tool
+    worker_out = here / "root" / "out1"
+    assert (worker_out / "copy.txt").read_text() == "42\n"
+    # the command saw the worker's paths, never the runner's
+    assert (worker_out / "sub" / "home.txt").read_text().strip() == str(worker_out)
+    assert str(root) not in (worker_out / "sub" / "home.txt").read_text()
+    outdir = root / "out1"
+    (outdir / "stale.txt").write_text("left over from staging")
+    staging.fetch(spec["stage"]["upload"], "w-1", str(outdir))
+    assert (outdir / "copy.txt").read_text() == "42\n"
+    assert (outdir / "err.log").read_text() == "err\n"
+    assert os.readlink(outdir / "link.txt") == "copy.txt"
+    assert (outdir / "sub" / "home.txt").exists()
+    assert not (outdir / "stale.txt").exists()  # the outdir is what the worker left, exactly
+
+
+def test_inputs_are_uploaded_once_per_content(tmp_path: Path) -> None:
+    root, spec, bucket, staging = _job(tmp_path)
+    again = staging.manifest("c2", [str(root / "stg1" / "data.txt")], [])
+    assert again["inputs"][0][1] == spec["stage"]["inputs"][0][1]
+    assert len([k for k in bucket.list("stage/in/")]) == 1
+
+
+def test_time_limit_kills_the_whole_process_group(tmp_path: Path) -> None:
+    _, spec, _, _ = _job(tmp_path)
+    spec["argv"] = ["/bin/sh", "-c", "sleep 60 & sleep 60; wait"]
+    spec["stage"]["timelimit"] = 0.5
+    spec_path = tmp_path / "worker" / "jobs" / "c1.json"
+    spec_path.parent.mkdir(parents=True)
+    spec_path.write_text(json.dumps(spec))
+    assert staged_main([str(spec_path)]) == 124
+    verdict = json.loads(verdict_path(spec_path).read_text())
+    assert verdict["outcome"] == "timeout" and verdict["returncode"] is None
+    assert "time limit of 0.5 s" in verdict["reason"]
+    assert not processes_under(tmp_path / "worker"), "a child of the command survived"
+
+
+def test_a_missing_command_fails_with_its_name(tmp_path: Path) -> None:
+    _, spec, _, _ = _job(tmp_path)
+    spec["argv"] = ["no-such-program-here"]
+    outcome, code, reason = run(spec, tmp_path / "worker" / "c1")
+    assert outcome == "failed" and code is None and "no-such-program-here" in reason
+
+
+@pytest.mark.parametrize("path", ["", "/etc/passwd", "../x", "a/../../b"])
+def test_unsafe_paths_are_refused(path: str) -> None:
+    with pytest.raises(ValueError):
+        safe_relative(path)
+
+
+def test_a_forged_output_manifest_cannot_write_outside_the_outdir(tmp_path: Path) -> None:
+    root, spec, bucket, staging = _job(tmp_path)
+    prefix = spec["stage"]["upload"] + "w-1/"
+    bucket.write(prefix + "manifest.json", json.dumps(
+        {"files": {"../escape.txt": 420}, "dirs": [], "links": {}}).encode())
+    with pytest.raises(ValueError):
+        staging.fetch(spec["stage"]["upload"], "w-1", str(root / "out1"))
+    assert not (root / "escape.txt").exists()
+
+
+def test_inputs_outside_the_root_are_refused(tmp_path: Path) -> None:
+    root, _, _, staging = _job(tmp_path)
+    with pytest.raises(ValueError, match="outside the job root"):
+        staging.manifest("c3", [str(tmp_path / "data.txt")], [])
+
+
+@pytest.mark.parametrize("hints, attempts", [
+    ([], None),
+    ([{"class": PREEMPTIBLE, "spotAttempts": 0}], 0),
+    ([{"class": PREEMPTIBLE, "spotAttempts": 3}], 3),
+    ([{"class": ARV_PREEMPTIBLE, "usePreemptible": False}], 0),
+    ([{"class": ARV_PREEMPTIBLE, "usePreemptible": True}], None),
+    # ours wins over Arvados', and the last (the tool's own) over a step's
+    ([{"class": ARV_PREEMPTIBLE, "usePreemptible": False},
+      {"class": PREEMPTIBLE, "spotAttempts": 1}], 1),
+    ([{"class": PREEMPTIBLE, "spotAttempts": 1}, {"class": PREEMPTIBLE, "spotAttempts": 4}], 4),
+])
+def test_preemptible_hints(hints: list[dict], attempts: int | None) -> None:
+    assert spot_attempts(hints) == attempts
