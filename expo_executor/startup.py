@@ -44,6 +44,8 @@ HOME_DIR = "/var/lib/expocloud"  # the worker user's home
 SCRATCH = "/var/lib/expocloud/scratch"
 LOG = "/var/log/expocloud-startup.log"
 LOCK = "/run/expocloud-startup.lock"
+# Needed where the run is driven, never on a worker: CWL jobs reach workers fully evaluated.
+RUNNER_ONLY = {"cwltool"}
 _PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed timestamps: the same tree gives the same sha256
 
@@ -113,6 +115,8 @@ def host_pins(extra: str | None = "gce") -> list[str]:
         environments = [{"extra": e} for e in ("", *sorted(extras))]
         for line in dist.requires or []:
             req = Requirement(line)
+            if key == _canonical(DIST) and _canonical(req.name) in RUNNER_ONLY:
+                continue
             if req.marker is None or any(req.marker.evaluate(env) for env in environments):
                 todo.append((req.name, set(req.extras), f"{dist.metadata['Name']} {dist.version}"))
     versions.pop(_canonical(DIST), None)

@@ -65,6 +65,7 @@ def test_pins_are_exact_and_cover_the_gce_stack() -> None:
     assert set(GCE_STACK) <= set(names)
     assert startup.DIST not in names  # shipped as a wheel instead
     assert "packaging" in names and "google-auth" in names  # transitive, not just direct
+    assert "cwltool" not in names and "rdflib" not in names  # the CWL runner's, not workers'
 
 
 def test_unknown_extra_fails_clearly() -> None:
