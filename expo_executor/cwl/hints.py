@@ -82,7 +82,8 @@ def read_sweep(tool_id: str, inputs: list[dict], hints: list[dict]) -> Sweep | N
         return None
     setting = f"hint expo:Hardness of {tool_id}"
     types = {shortname(i["id"]): i["type"] for i in inputs}
-    orders = {o["parameter"]: tuple(str(v) for v in o["values"]) for o in hint.get("orders") or []}
+    orders = {o["parameter"]: tuple(str(v) for v in o["easiestFirst"])
+              for o in hint.get("orders") or []}
     dims = []
     for name in hint["dimensions"]:
         if name not in types:

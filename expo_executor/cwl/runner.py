@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         flag = "--" + PREFIX + f.name.replace("_", "-")
         meta = dict(f.metadata)
         kwargs: dict = {"help": meta.get("help"), "dest": "expocloud_" + f.name,
-                        "default": f.default}
+                        "default": None if f.name == "slots_per_worker" else f.default}
         if _base_type(f.type) is bool:
             kwargs["action"] = "store_true"
         else:
@@ -119,7 +119,13 @@ def profile_defaults(path: str, parser: argparse.ArgumentParser) -> dict:
 
 
 def settings_from(args: argparse.Namespace) -> ExecutorSettings:
-    return ExecutorSettings(**{f.name: getattr(args, "expocloud_" + f.name) for f in _fields()})
+    settings = ExecutorSettings(**{f.name: getattr(args, "expocloud_" + f.name)
+                                   for f in _fields()})
+    if settings.slots_per_worker is None:
+        # Locally, one worker with all the cores, so that ResourceRequirement packs jobs as
+        # cwltool's own executor would (a tool may ask for several cores); on GCE, the VM's.
+        settings.slots_per_worker = (os.cpu_count() or 1) if settings.engine == "local" else 1
+    return settings
 
 
 def staging_root(args: argparse.Namespace, settings: ExecutorSettings,
