@@ -626,6 +626,22 @@ def test_zero_spot_attempts_means_on_demand_from_the_start():
     assert sched.assign() == []
 
 
+def test_a_task_s_own_spot_attempts_override_the_run_s():
+    """A CWL tool's expo:Preemptible hint: its jobs move on-demand after their own count."""
+    sched = Scheduler(spot_attempts=5)
+    sched.submit(task("once", 0, spot_attempts=1))
+    sched.submit(task("default", 1))
+    sched.add_worker("s1", 2, pool=Pool.SPOT)
+    assert sorted(a.key for a in sched.assign()) == ["default", "once"]
+    assert sched.remove_worker("s1", preempted=True) == [Requeued("once", "s1", 1, True),
+                                                         Requeued("default", "s1", 1, False)]
+    sched.add_worker("s2", 2, pool=Pool.SPOT)
+    assert sched.assign() == [Assignment("default", "s2")]  # "once" waits for on-demand
+    sched.submit(task("never", 2, spot_attempts=0))
+    assert sched.assign() == []
+    assert sched.queued_demand() == {Pool.SPOT: 0, Pool.ON_DEMAND: 2}
+
+
 def test_big_tasks_wait_while_smaller_ones_fill_the_slots():
     sched = Scheduler()
     sched.add_worker("w", 2, mem_mb=1000)
