@@ -153,12 +153,14 @@ def show_cmd(args: list[str]) -> str:
     return " ".join(["snakemake", *(shlex.quote(a) for a in args)])
 
 
-def write_section(name: str, markdown: str) -> None:
-    """Replace (or append) the section between <!-- BEGIN name --> and <!-- END name -->."""
+def write_section(name: str, markdown: str, path: Path | None = None) -> None:
+    """Replace (or append) the section between <!-- BEGIN name --> and <!-- END name -->
+    in ``path`` (default RESULTS.md); the rest of the file is left as it is."""
+    path = path or RESULTS
     begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
     block = f"{begin}\n{markdown.rstrip()}\n{end}\n"
-    if RESULTS.exists():
-        text = RESULTS.read_text()
+    if path.exists():
+        text = path.read_text()
     else:
         text = ("# expocloud benchmarks\n\n"
                 "Each section below is written by the script named in it; re-run the script to "
@@ -168,7 +170,7 @@ def write_section(name: str, markdown: str) -> None:
         text = pattern.sub(lambda _: block, text)
     else:
         text = text.rstrip() + "\n\n" + block
-    RESULTS.write_text(text)
+    path.write_text(text)
 
 
 def fmt(x: float | None, digits: int = 2) -> str:

@@ -35,7 +35,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import re
 import resource
 import shlex
@@ -47,6 +46,9 @@ import textwrap
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import versions, write_section  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -398,21 +400,8 @@ def counts(run: ToolRun, ids: list[str]) -> dict[str, int]:
 
 
 def machine() -> dict:
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain"],
-                               capture_output=True, text=True).stdout.strip()
-    except OSError:
-        commit, dirty = "?", ""
+    """bench/common.py's machine facts, plus the node that runs JavaScript expressions."""
+    facts = versions()
     node = shutil.which("node") or shutil.which("nodejs")
     node_v = "absent"
     if node:
@@ -421,23 +410,7 @@ def machine() -> dict:
                                                  text=True).stdout.strip()
         except OSError:
             pass
-    return {"cores": os.cpu_count() or 1, "cpu": cpu, "kernel": platform.release(),
-            "python": platform.python_version(), "node": node_v,
-            "commit": (commit or "?") + (" + uncommitted changes" if dirty else "")}
-
-
-def write_section(path: Path, markdown: str) -> None:
-    """Replace (or append) the block between <!-- BEGIN cwl-conformance --> and its END marker,
-    the convention of bench/common.py; the rest of the file is left as it is."""
-    begin, end = f"<!-- BEGIN {SECTION} -->", f"<!-- END {SECTION} -->"
-    block = f"{begin}\n{markdown.rstrip()}\n{end}\n"
-    text = path.read_text() if path.exists() else "# expocloud benchmarks\n"
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end) + r"\n?", re.S)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: block, text)
-    else:
-        text = text.rstrip() + "\n\n" + block
-    path.write_text(text)
+    return {**facts, "cores": facts["nproc"], "node": node_v}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -623,9 +596,10 @@ def main(argv: list[str] | None = None) -> int:
         if failing_a:
             md.append(f"Not passed under A ({len(failing_a)}): "
                       + ", ".join(f"`{i}`" for i in failing_a) + ".")
-        write_section(args.results_md, "\n".join(md))
+        write_section(SECTION, "\n".join(md), args.results_md)
         print(f"wrote the {SECTION} section of {args.results_md}")
 
+    print(f"selection, JUnit XML and cwltest logs: {junit_dir}")
     if any(not r.results for r in runs):
         print("no JUnit results from at least one run (see its log)", file=sys.stderr)
         return 2
