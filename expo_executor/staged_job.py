@@ -25,6 +25,7 @@ from .bucket import Bucket, PreconditionFailed, open_bucket
 
 GRACE_S = 2.0  # seconds between SIGTERM and SIGKILL at the time limit
 EXIT_TIMEOUT = 124  # our own exit code when the command was killed at its limit
+CWL_OUTPUT = "cwl.output.json"  # a tool's own account of its outputs, with paths in it
 
 
 def safe_relative(path: str) -> str:
@@ -85,7 +86,10 @@ def upload_outputs(bucket: Bucket, outdir: Path, prefix: str, rebase: Rebase) ->
                 dirs.append(rel)
             elif os.path.isfile(path):
                 with open(path, "rb") as handle:
-                    bucket.write(f"{prefix}files/{rel}", handle.read())
+                    data = handle.read()
+                if rel == CWL_OUTPUT:  # the paths it names must be the runner's
+                    data = rebase.back(data.decode("utf-8")).encode("utf-8")
+                bucket.write(f"{prefix}files/{rel}", data)
                 files[rel] = os.stat(path).st_mode & 0o777
     manifest = {"files": files, "dirs": dirs, "links": links}
     try:

@@ -28,13 +28,21 @@ def _job(tmp_path: Path) -> tuple[Path, dict, LocalBucket, Staging]:
     source = tmp_path / "data.txt"
     source.write_text("42\n")
     (stagedir / "data.txt").symlink_to(source)
+    (outdir / "empty").mkdir()  # a writable InitialWorkDir entry: an empty directory
+    earlier = root / "out0" / "step0.txt"  # an earlier step's output, read where it lies
+    earlier.parent.mkdir()
+    earlier.write_text("from step 0\n")
     bucket = LocalBucket(tmp_path / "bucket")
     staging = Staging(bucket, root)
-    stage = staging.manifest("c1", [str(stagedir / "data.txt"), str(outdir)],
-                             [str(outdir), str(tmpdir)])
-    script = ("cat {inp} > copy.txt; ln -s copy.txt link.txt; mkdir sub; "
-              "echo \"$HOME\" > sub/home.txt; echo err >&2; exit 3")
-    spec = {"argv": ["/bin/sh", "-c", script.format(inp=stagedir / "data.txt")],
+    stage = staging.manifest("c1", [(str(stagedir / "data.txt"), True), (str(earlier), False),
+                                    (str(tmp_path / "elsewhere.txt"), False)],
+                             str(outdir), str(tmpdir))
+    script = ("cat {inp} {earlier} > copy.txt; ln -s copy.txt link.txt; mkdir sub; "
+              "echo \"$HOME\" > sub/home.txt; echo err >&2; "
+              "echo '{{\"o\": {{\"class\": \"File\", \"path\": \"'$HOME/copy.txt'\"}}}}' "
+              "> cwl.output.json; exit 3")
+    spec = {"argv": ["/bin/sh", "-c", script.format(inp=stagedir / "data.txt",
+                                                     earlier=earlier)],
             "cwd": str(outdir), "env": {"HOME": str(outdir), "TMPDIR": str(tmpdir),
                                         "PATH": os.environ["PATH"]},
             "stage": {**stage, "stdout": str(outdir / "out.log"), "stderr": str(outdir / "err.log"),
@@ -46,20 +54,26 @@ def _job(tmp_path: Path) -> tuple[Path, dict, LocalBucket, Staging]:
 
 def test_round_trip_rebases_every_path_and_brings_outputs_back(tmp_path: Path) -> None:
     root, spec, bucket, staging = _job(tmp_path)
-    assert spec["stage"]["inputs"][0][0] == "stg1/data.txt"  # relative to the root, no link
+    # relative to the root, links followed; an unstaged file outside the root is not shipped
+    assert [rel for rel, _, _ in spec["stage"]["inputs"]] == ["out0/step0.txt", "stg1/data.txt"]
     here = tmp_path / "worker" / "jobs" / "c1"
     outcome, code, reason = run(spec, here)
     assert (outcome, code, reason) == ("ok", 3, None)  # 3 is a success code of this tool
     worker_out = here / "root" / "out1"
-    assert (worker_out / "copy.txt").read_text() == "42\n"
+    assert (worker_out / "copy.txt").read_text() == "42\nfrom step 0\n"
+    assert (worker_out / "empty").is_dir()
     # the command saw the worker's paths, never the runner's
     assert (worker_out / "sub" / "home.txt").read_text().strip() == str(worker_out)
     assert str(root) not in (worker_out / "sub" / "home.txt").read_text()
     outdir = root / "out1"
     (outdir / "stale.txt").write_text("left over from staging")
     staging.fetch(spec["stage"]["upload"], "w-1", str(outdir))
-    assert (outdir / "copy.txt").read_text() == "42\n"
+    assert (outdir / "copy.txt").read_text() == "42\nfrom step 0\n"
     assert (outdir / "err.log").read_text() == "err\n"
+    assert (outdir / "empty").is_dir()
+    # the tool's own output record names the runner's paths again
+    assert json.loads((outdir / "cwl.output.json").read_text())["o"]["path"] == \
+        str(outdir / "copy.txt")
     assert os.readlink(outdir / "link.txt") == "copy.txt"
     assert (outdir / "sub" / "home.txt").exists()
     assert not (outdir / "stale.txt").exists()  # the outdir is what the worker left, exactly
@@ -67,9 +81,10 @@ def test_round_trip_rebases_every_path_and_brings_outputs_back(tmp_path: Path) -
 
 def test_inputs_are_uploaded_once_per_content(tmp_path: Path) -> None:
     root, spec, bucket, staging = _job(tmp_path)
-    again = staging.manifest("c2", [str(root / "stg1" / "data.txt")], [])
-    assert again["inputs"][0][1] == spec["stage"]["inputs"][0][1]
-    assert len([k for k in bucket.list("stage/in/")]) == 1
+    again = staging.manifest("c2", [(str(root / "stg1" / "data.txt"), True)],
+                             str(root / "out1"), str(root / "tmp1"))
+    assert again["inputs"][0][1] == spec["stage"]["inputs"][1][1]
+    assert len([k for k in bucket.list("stage/in/")]) == 2  # data.txt and step0.txt
 
 
 def test_time_limit_kills_the_whole_process_group(tmp_path: Path) -> None:
@@ -112,7 +127,8 @@ def test_a_forged_output_manifest_cannot_write_outside_the_outdir(tmp_path: Path
 def test_inputs_outside_the_root_are_refused(tmp_path: Path) -> None:
     root, _, _, staging = _job(tmp_path)
     with pytest.raises(ValueError, match="outside the job root"):
-        staging.manifest("c3", [str(tmp_path / "data.txt")], [])
+        staging.manifest("c3", [(str(tmp_path / "data.txt"), True)], str(root / "out1"),
+                         str(root / "tmp1"))
 
 
 @pytest.mark.parametrize("hints, attempts", [

@@ -127,7 +127,7 @@ class ExpoExecutor(JobExecutor):
             key = f"c{self._counter}"
         task, family, deadline = self._describe(job, key)
         self._started()
-        stage = {"stdin": _stdin_path(job),
+        stage = {"stdin": _stdin_path(job, self.staging is not None),
                  "stdout": os.path.join(job.base_path_logs, job.stdout) if job.stdout else None,
                  "stderr": os.path.join(job.base_path_logs, job.stderr) if job.stderr else None,
                  "outdir": job.outdir, "timelimit": deadline,
@@ -135,8 +135,8 @@ class ExpoExecutor(JobExecutor):
         if self.staging is not None:
             try:
                 stage.update(self.staging.manifest(
-                    key, [target for _, (_, target, _, staged) in _mapped(job) if staged]
-                    + [job.outdir], [job.outdir, job.tmpdir]))
+                    key, [(entry.target, entry.staged) for _, entry in _mapped(job)],
+                    job.outdir, job.tmpdir))
             except (OSError, ValueError) as exc:
                 raise WorkflowException(f"[job {job.name}] cannot stage its files: {exc}") from None
         _logger.info("[job %s] %s on expocloud: %s", job.name, task.label, " ".join(argv))
@@ -232,13 +232,14 @@ def _status(job: SweepJob, rcode: int) -> str:
     return "success" if rcode == 0 else "permanentFail"
 
 
-def _stdin_path(job: SweepJob) -> str | None:
+def _stdin_path(job: SweepJob, staged: bool) -> str | None:
+    """cwltool reads stdin from the file's source; a worker reads the copy staged for it."""
     if job.stdin is None:
         return None
     entry = job.pathmapper.reversemap(job.stdin)
     if entry is None:
         raise WorkflowException(f"{job.stdin} missing from pathmapper")
-    return entry[1]
+    return job.stdin if staged else entry[1]
 
 
 def _mapped(job: SweepJob) -> list:

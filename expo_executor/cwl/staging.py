@@ -29,15 +29,26 @@ class Staging:
         self.root = root
         self._uploaded: set[str] = set()
 
-    def manifest(self, key: str, paths: list[str], dirs: list[str]) -> dict:
-        """Upload what the job reads (following links) and say where each file goes."""
+    def manifest(self, key: str, mapped: list[tuple[str, bool]], outdir: str,
+                 tmpdir: str) -> dict:
+        """Upload what the job reads (following links) and say where each file goes.
+
+        ``mapped``: cwltool's path mapper entries as (target, staged). Staged entries are
+        what cwltool laid out for the job; an unstaged one is read where it lies, which the
+        worker can only see when that is under the root (an earlier step's output).
+        """
         inputs: dict[str, tuple[str, int]] = {}
-        for path in paths:
-            self._collect(path, inputs)
-        return {"root": str(self.root),
-                "dirs": sorted({self._relative(d) for d in dirs}),
+        dirs = {self._relative(outdir), self._relative(tmpdir)}
+        for target, staged in mapped:
+            if staged or self._inside(target):
+                self._collect(target, inputs, dirs)
+        self._collect(outdir, inputs, dirs)  # InitialWorkDir entries are laid out there
+        return {"root": str(self.root), "dirs": sorted(dirs),
                 "inputs": [[rel, obj, mode] for rel, (obj, mode) in sorted(inputs.items())],
                 "upload": f"{STAGE_PREFIX}out/{key}/"}
+
+    def _inside(self, path: str) -> bool:
+        return os.path.abspath(path).startswith(str(self.root) + os.sep)
 
     def _relative(self, path: str) -> str:
         rel = os.path.relpath(os.path.abspath(path), self.root)
@@ -48,11 +59,12 @@ class Staging:
                              "bucket needs every job path under it (do not set "
                              "--tmpdir-prefix or --tmp-outdir-prefix with bucket staging)") from None
 
-    def _collect(self, path: str, inputs: dict[str, tuple[str, int]]) -> None:
+    def _collect(self, path: str, inputs: dict[str, tuple[str, int]], dirs: set[str]) -> None:
         if os.path.isdir(path):
             for current, _, names in os.walk(path, followlinks=True):
+                dirs.add(self._relative(current))  # empty ones too (writable InitialWorkDir)
                 for name in names:
-                    self._collect(os.path.join(current, name), inputs)
+                    self._collect(os.path.join(current, name), inputs, dirs)
             return
         if not os.path.isfile(path):
             return  # an unstaged or dangling entry: nothing the command can read
