@@ -66,6 +66,7 @@ class CoordinatorConfig:
     run_id: str
     slots_per_worker: int
     max_workers: int
+    worker_mem_mb: int = 0  # memory of every worker for its jobs; 0: not tracked
     idle_timeout: float = 5.0
     poll: float = 0.2
     heartbeat: float = 10.0
@@ -285,7 +286,8 @@ class Coordinator:
             if status["state"] == "ready" and not vm.ready:
                 vm.ready = True
                 vm.idle_since = now
-                self.scheduler.add_worker(name, self.config.slots_per_worker, pool=vm.pool)
+                self.scheduler.add_worker(name, self.config.slots_per_worker,
+                                          self.config.worker_mem_mb, pool=vm.pool)
         return changed
 
     def _read_results(self, workers: set[str]) -> None:

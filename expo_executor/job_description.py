@@ -61,8 +61,9 @@ class JobDescriber:
         inner = ", ".join(f"{k}={v}" for k, v in wildcards.items())
         return f"{self.rule(job)} {{{inner}}}" if inner else self.rule(job)
 
-    def describe(self, job, slots_per_worker: int) -> JobDescription:
-        """Raises ExpoError (naming the rule's resource and the fix) on bad annotations."""
+    def describe(self, job, slots_per_worker: int, worker_mem_mb: int = 0) -> JobDescription:
+        """Raises ExpoError (naming the rule's resource and the fix) on bad annotations, or on
+        a job no worker can hold (``worker_mem_mb`` 0: memory not tracked)."""
         rule = self.rule(job)
         wildcards = self.wildcards(job)
         deadline = self._deadline(job, rule)
@@ -80,6 +81,12 @@ class JobDescriber:
             if deadline is not None:
                 family = FamilyRef(self.workflow, rule, spec.text, deadline)
         mem = job.resources.get("mem_mb", 0)
+        mem = int(mem) if isinstance(mem, (int, float)) else 0
+        if worker_mem_mb and mem > worker_mem_mb:
+            raise ExpoError(f"resource 'mem_mb' of rule '{rule}'",
+                            f"it needs {mem} MB but workers have {worker_mem_mb} MB",
+                            "lower the rule's mem_mb, or give workers more memory "
+                            "(--expocloud-gce-machine-type)")
         preemptible = job.resources.get(PREEMPTIBLE, 1)
         if str(preemptible) not in ("0", "1", "True", "False"):
             raise ExpoError(f"resource '{PREEMPTIBLE}' of rule '{rule}'",
@@ -89,7 +96,7 @@ class JobDescriber:
         task = Task(
             key=_key(job), label=self.label(job), family=family.key if family else None,
             point=point if family else None, cpus=cpus,
-            mem_mb=int(mem) if isinstance(mem, (int, float)) else 0,
+            mem_mb=mem,
             priority=int(getattr(job, "priority", 0) or 0) if not job.is_group() else 0,
             preemptible=str(preemptible) in ("1", "True"),
         )

@@ -17,7 +17,7 @@ from .engines.base import Engine
 from .engines.local import LocalEngine, LocalEngineConfig
 from .scheduler import Pool, Scheduler
 from .settings import (ExecutorSettings, heartbeat_grace, local_max_workers, max_on_demand,
-                       poll_interval)
+                       poll_interval, worker_memory_mb)
 from .state import StateDir
 
 
@@ -38,6 +38,7 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
     workers = max_workers(settings)
     config = CoordinatorConfig(
         run_id=run_id, slots_per_worker=settings.slots_per_worker, max_workers=workers,
+        worker_mem_mb=worker_memory_mb(settings, workers),
         idle_timeout=settings.idle_timeout, poll=poll, heartbeat=heartbeat(poll, grace),
         status_interval=settings.status_interval)
     if settings.engine == "gce":

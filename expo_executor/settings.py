@@ -269,3 +269,41 @@ def _validate_gce(settings: ExecutorSettings) -> None:
     if not settings.on_demand_only and max_on_demand(settings, settings.max_workers) == 0:
         raise ExpoError("--expocloud-max-on-demand", "0 leaves no VM for jobs preempted "
                         f"{settings.spot_attempts} times", "allow at least 1 on-demand VM")
+
+
+# GiB per vCPU of the predefined GCE machine classes ("n1" differs from the newer families).
+_GIB_PER_VCPU = {"standard": 4.0, "highmem": 8.0, "highcpu": 1.0}
+_N1_GIB_PER_VCPU = {"standard": 3.75, "highmem": 6.5, "highcpu": 0.9}
+_SHARED_CORE_GIB = {"e2-micro": 1.0, "e2-small": 2.0, "e2-medium": 4.0}
+_PREDEFINED = re.compile(r"^([a-z][a-z0-9]*)-(standard|highmem|highcpu)-(\d+)$")
+_CUSTOM = re.compile(r"^(?:[a-z][a-z0-9]*-)?custom-\d+-(\d+)(?:-ext)?$")
+
+
+def machine_memory_mb(machine_type: str) -> int | None:
+    """A GCE machine type's memory in MiB, from its name; None for a type we cannot read."""
+    if machine_type in _SHARED_CORE_GIB:
+        return int(_SHARED_CORE_GIB[machine_type] * 1024)
+    custom = _CUSTOM.match(machine_type)
+    if custom:
+        return int(custom.group(1))
+    match = _PREDEFINED.match(machine_type)
+    if not match:
+        return None
+    family, kind, vcpus = match.groups()
+    per_vcpu = (_N1_GIB_PER_VCPU if family == "n1" else _GIB_PER_VCPU)[kind]
+    return int(per_vcpu * int(vcpus) * 1024)
+
+
+def worker_memory_mb(settings: ExecutorSettings, workers: int) -> int:
+    """The memory every worker of the run has for its jobs (0: unknown, not tracked).
+
+    Locally, this machine's memory shared among its workers; on GCE, the smaller of the two
+    pools' machine types, so that a job fits wherever the scheduler sends it.
+    """
+    if settings.engine == "local":
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+        return int(total // max(1, workers))
+    types = {settings.gce_machine_type, settings.gce_on_demand_machine_type or
+             settings.gce_machine_type}
+    sizes = [machine_memory_mb(t) for t in types]
+    return 0 if None in sizes else min(s for s in sizes if s is not None)

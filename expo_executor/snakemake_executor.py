@@ -33,7 +33,7 @@ from .errors import ExpoError
 from .job_description import JobDescriber
 from .launch import max_workers, start_coordinator
 from .scheduler import Outcome
-from .settings import ExecutorSettings, validate
+from .settings import ExecutorSettings, validate, worker_memory_mb
 from .state import StateDir
 
 common_settings = CommonSettings(
@@ -58,6 +58,7 @@ class Executor(RemoteExecutor):
         self.settings: ExecutorSettings = settings
         try:
             validate(settings)
+            self.worker_mem_mb = worker_memory_mb(settings, max_workers(settings))
             self.describer = JobDescriber(os.path.abspath(self.workflow.main_snakefile))
             self._check_planned_jobs(settings.slots_per_worker)
         except ExpoError as exc:
@@ -92,7 +93,7 @@ class Executor(RemoteExecutor):
         """Reject bad hardness specs and deadlines in any planned job before a worker starts."""
         needrun = getattr(self.workflow.dag, "needrun_jobs", None)
         for job in needrun() if needrun else []:
-            self.describer.describe(job, slots)
+            self.describer.describe(job, slots, self.worker_mem_mb)
 
     def _write_run_record(self, ended: str | None) -> None:
         record = {
@@ -111,7 +112,8 @@ class Executor(RemoteExecutor):
     def run_jobs(self, jobs: List[JobExecutorInterface]) -> None:
         """Validate the whole batch first, then hand it over; the scheduler orders it."""
         try:
-            described = [(job, self.describer.describe(job, self.settings.slots_per_worker))
+            described = [(job, self.describer.describe(job, self.settings.slots_per_worker,
+                                                        self.worker_mem_mb))
                          for job in jobs]
         except ExpoError as exc:
             raise WorkflowError(str(exc)) from None

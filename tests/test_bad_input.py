@@ -48,6 +48,8 @@ CASES = [
      "--expocloud-max-workers", "exceed this machine's"),
     ("threads beyond slots", ["--set-threads", "work=2"],
      "threads of rule 'work'", "workers have 1 slots"),
+    ("memory beyond a worker's", ["--set-resources", "work:mem_mb=99999999"],
+     "resource 'mem_mb' of rule 'work'", "but workers have"),
     ("bad run id", ["--expocloud-run-id", "../escape"], "--expocloud-run-id", "not a valid run"),
     ("bad placeholder template", ["--expocloud-placeholder-text", "cost $"],
      "--expocloud-placeholder-text", "not a valid $-template"),

@@ -173,3 +173,43 @@ def test_bad_settings_fail_in_one_line_before_loading(tmp_path: Path) -> None:
     result = _run(tmp_path, "--expocloud-profile", "profile", "nothing.cwl", timeout=120)
     assert result.returncode == 2
     assert "expocloud-colour" in result.stderr and "fix:" in result.stderr, result.stderr
+
+
+PACKED = """cwlVersion: v1.2
+class: Workflow
+requirements: {ScatterFeatureRequirement: {}}
+inputs:
+  i: int[]
+steps:
+  nap:
+    run:
+      class: CommandLineTool
+      requirements: {ResourceRequirement: {ramMin: RAM}}
+      inputs: {i: {type: int, inputBinding: {position: 1}}}
+      baseCommand: [sh, -c, 'date +%s.%N > t; sleep 1; date +%s.%N >> t', x]
+      outputs: {t: {type: File, outputBinding: {glob: t}}}
+    scatter: i
+    in: {i: i}
+    out: [t]
+outputs:
+  t: {type: "File[]", outputSource: nap/t}
+"""
+
+
+def test_ram_packs_jobs_onto_workers(tmp_path: Path) -> None:
+    """Two jobs that each need over half a worker's memory never run side by side, although
+    the worker has the cores for both; one needing more than a worker has is refused."""
+    import os
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+    (tmp_path / "packed.cwl").write_text(PACKED.replace("RAM", str(total * 6 // 10)))
+    (tmp_path / "job.yml").write_text("i: [1, 2]\n")
+    result = _run(tmp_path, "--expocloud-slots-per-worker", "2", "--expocloud-max-workers", "1",
+                  "packed.cwl", "job.yml")
+    assert result.returncode == 0, result.stderr[-3000:]
+    spans = sorted(tuple(float(x) for x in Path(f["path"]).read_text().split())
+                   for f in json.loads(result.stdout)["t"])
+    assert spans[0][1] <= spans[1][0], spans  # the second started after the first ended
+    (tmp_path / "big.cwl").write_text(PACKED.replace("RAM", str(total * 2)))
+    result = _run(tmp_path, "--expocloud-run-id", "big", "big.cwl", "job.yml")
+    assert result.returncode != 0
+    assert "asks for" in result.stderr and "MiB of RAM but workers have" in result.stderr

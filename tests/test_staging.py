@@ -11,6 +11,7 @@ import pytest
 
 from expo_executor.bucket import LocalBucket
 from expo_executor.cwl.hints import ARV_PREEMPTIBLE, PREEMPTIBLE, spot_attempts
+from expo_executor.settings import ExecutorSettings, machine_memory_mb, worker_memory_mb
 from expo_executor.cwl.staging import Staging
 from expo_executor.staged_job import main as staged_main
 from expo_executor.staged_job import run, safe_relative, verdict_path
@@ -144,3 +145,23 @@ def test_inputs_outside_the_root_are_refused(tmp_path: Path) -> None:
 ])
 def test_preemptible_hints(hints: list[dict], attempts: int | None) -> None:
     assert spot_attempts(hints) == attempts
+
+
+@pytest.mark.parametrize("machine_type, mib", [
+    ("e2-standard-2", 8192), ("n2-highmem-4", 32768), ("n2d-highcpu-8", 8192),
+    ("n1-standard-1", 3840), ("e2-medium", 4096), ("n2-custom-6-20480", 20480),
+    ("a3-megagpu-8g", None),
+])
+def test_machine_memory_from_the_type_name(machine_type: str, mib: int | None) -> None:
+    assert machine_memory_mb(machine_type) == mib
+
+
+def test_worker_memory_is_the_smaller_pool_s_and_unknown_types_are_not_tracked() -> None:
+    gce = ExecutorSettings(engine="gce", gce_machine_type="n2-highmem-2",
+                           gce_on_demand_machine_type="n2-standard-2")
+    assert worker_memory_mb(gce, 4) == 8192
+    gce.gce_on_demand_machine_type = "a3-megagpu-8g"
+    assert worker_memory_mb(gce, 4) == 0
+    local = ExecutorSettings(engine="local")
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+    assert worker_memory_mb(local, 2) == total // 2

@@ -45,12 +45,14 @@ class ExpoExecutor(JobExecutor):
     """Runs a CWL process with its command-line jobs on expocloud workers."""
 
     def __init__(self, start: Callable[[], Coordinator], workflow: str, slots_per_worker: int,
-                 staging_root: Path | None, on_timeout: str = "skipped") -> None:
+                 staging_root: Path | None, on_timeout: str = "skipped",
+                 worker_mem_mb: int = 0) -> None:
         super().__init__()
         self._start = start  # the coordinator starts with the first command: no VM before
         self.coordinator: Coordinator | None = None
         self.workflow = workflow
         self.slots = slots_per_worker
+        self.worker_mem_mb = worker_mem_mb  # 0: memory not tracked
         self.staging_root = staging_root  # None: workers share this machine's file system
         self.staging: Staging | None = None
         self.on_timeout = on_timeout
@@ -154,6 +156,12 @@ class ExpoExecutor(JobExecutor):
                 f"[job {job.name}] ResourceRequirement asks for {cores} cores but workers have "
                 f"{self.slots} slots; fix: set --expocloud-slots-per-worker {cores} or lower "
                 "coresMin")
+        ram = math.ceil(float(job.builder.resources.get("ram", 0)))
+        if self.worker_mem_mb and ram > self.worker_mem_mb:
+            raise WorkflowException(
+                f"[job {job.name}] ResourceRequirement asks for {ram} MiB of RAM but workers "
+                f"have {self.worker_mem_mb} MiB; fix: lower ramMin or give workers more memory "
+                "(--expocloud-gce-machine-type)")
         point = family = None
         label = job.name
         if tool.sweep is not None:
@@ -167,7 +175,7 @@ class ExpoExecutor(JobExecutor):
                 family = FamilyRef(self.workflow, tool.name, tool.sweep.spec.text, deadline)
         attempts = tool.spot_attempts
         task = Task(key=key, label=label, family=family.key if family else None,
-                    point=point if family else None, cpus=max(1, cores),
+                    point=point if family else None, cpus=max(1, cores), mem_mb=ram,
                     preemptible=attempts != 0, spot_attempts=attempts)
         return task, family, deadline
 

@@ -26,8 +26,8 @@ from cwltool.loghandler import _logger
 from cwltool.main import main as cwltool_main
 
 from ..errors import ExpoError
-from ..launch import start_coordinator
-from ..settings import ExecutorSettings, validate
+from ..launch import max_workers, start_coordinator
+from ..settings import ExecutorSettings, validate, worker_memory_mb
 from ..state import StateDir
 from .executor import ExpoExecutor
 from .hints import make_tool, register_schema
@@ -166,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         settings = settings_from(args)
         check(args, settings)
+        worker_mem_mb = worker_memory_mb(settings, max_workers(settings))
     except ExpoError as exc:
         print(f"expocloud-cwl: {exc}", file=sys.stderr)
         return 2
@@ -192,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                                  args.default_storage_prefix)
 
     executor = ExpoExecutor(start, workflow, settings.slots_per_worker, root,
-                            args.expocloud_on_timeout)
+                            args.expocloud_on_timeout, worker_mem_mb)
     loading = LoadingContext(vars(args))
     loading.construct_tool_object = make_tool
     try:
