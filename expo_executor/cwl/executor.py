@@ -117,6 +117,7 @@ class ExpoExecutor(JobExecutor):
             relink_initialworkdir(job.generatemapper, job.outdir, job.builder.outdir,
                                   inplace_update=job.inplace_update)
         argv = [str(a) for a in job.command_line]
+        shown = " ".join(argv)  # before secrets are filled in: a log never shows them
         env = dict(job.environment)
         if rc.secret_store is not None:
             argv = rc.secret_store.retrieve(argv)
@@ -141,7 +142,7 @@ class ExpoExecutor(JobExecutor):
                     job.outdir, job.tmpdir))
             except (OSError, ValueError) as exc:
                 raise WorkflowException(f"[job {job.name}] cannot stage its files: {exc}") from None
-        _logger.info("[job %s] %s on expocloud: %s", job.name, task.label, " ".join(argv))
+        _logger.info("[job %s] %s on expocloud: %s", job.name, task.label, shown)
         return JobRequest(task=task, argv=argv, cwd=job.outdir, env=env, deadline_s=deadline,
                           family=family, meta=_meta(job, task), stage=stage)
 
