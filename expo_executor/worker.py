@@ -225,10 +225,13 @@ class Worker:
                     outcome, code, reason = _read_verdict(job.verdict, outcome, code, reason)
                 self._finish(job, outcome, code, reason)
             elif job.deadline_s is not None and now - job.started_mono >= job.deadline_s:
+                # the job ran until now; killing its session (up to a grace period for it to
+                # exit) is our housekeeping, not its runtime
+                killed_at = time.time()
                 kill_session(job.proc.pid)
                 job.proc.wait()
                 self._finish(job, "timeout", None,
-                             f"killed at its deadline of {job.deadline_s:g} s")
+                             f"killed at its deadline of {job.deadline_s:g} s", killed_at)
 
     def _kill_cancelled(self) -> None:
         for key in list(self.running):
@@ -244,12 +247,13 @@ class Worker:
             job.proc.wait()
             self._finish(job, outcome, None, reason)
 
-    def _finish(self, job: _Running, outcome: str, code: int | None, reason: str | None) -> None:
+    def _finish(self, job: _Running, outcome: str, code: int | None, reason: str | None,
+                ended: float | None = None) -> None:
         del self.running[job.key]
         self.last_change = time.monotonic()  # a slot is free: an assignment should follow
         self.next_read = min(self.next_read, self.last_change + self.poll)
         self._record_sessions()
-        self._write_result(job.key, outcome, code, job.started, reason, job.log)
+        self._write_result(job.key, outcome, code, job.started, reason, job.log, ended)
 
     def _record_sessions(self) -> None:
         """The VM's own disk: which job sessions are alive, for the local engine's teardown."""
@@ -260,9 +264,10 @@ class Worker:
 
     # -- reports -----------------------------------------------------------------------------
     def _write_result(self, key: str, outcome: str, code: int | None, started: float,
-                      reason: str | None, log: Path | None = None) -> None:
+                      reason: str | None, log: Path | None = None,
+                      ended: float | None = None) -> None:
         body = {"key": key, "worker": self.worker_id, "outcome": outcome, "returncode": code,
-                "started": started, "ended": time.time(), "reason": reason,
+                "started": started, "ended": ended or time.time(), "reason": reason,
                 "log_tail": _tail(log) if log and outcome != "ok" else ""}
         try:
             self.bucket.write(result_key(key, self.worker_id), messages.encode("result", body),
