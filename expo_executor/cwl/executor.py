@@ -15,11 +15,11 @@ skipped too unless ``--expocloud-on-timeout permanentFail``.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import os
 import shutil
-import threading
 from pathlib import Path
 from typing import Callable
 
@@ -57,8 +57,7 @@ class ExpoExecutor(JobExecutor):
         self.staging: Staging | None = None
         self.on_timeout = on_timeout
         self._pending: dict[str, tuple[SweepJob, JobRequest]] = {}
-        self._counter = 0
-        self._lock = threading.Lock()
+        self._keys = itertools.count(1)  # job keys; cwltool's walk is single-threaded
 
     # -- the generator walk ------------------------------------------------------------------
     def run_jobs(self, process: Process, job_order_object: CWLObjectType,
@@ -125,9 +124,7 @@ class ExpoExecutor(JobExecutor):
         if not argv:
             raise WorkflowException(f"[job {job.name}] an empty command line: give the tool a "
                                     "baseCommand, arguments or a bound input")
-        with self._lock:
-            self._counter += 1
-            key = f"c{self._counter}"
+        key = f"c{next(self._keys)}"
         task, family, deadline = self._describe(job, key)
         self._started()
         stage = {"stdin": _stdin_path(job, self.staging is not None),

@@ -84,12 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _base_type(annotation: object) -> type:
-    hints = {"str": str, "int": int, "float": float, "bool": bool}
-    if isinstance(annotation, str):  # postponed annotations: "Optional[int]", "int"
-        for name, kind in hints.items():
-            if name in annotation:
-                return kind
-        return str
+    """``Optional[int]`` -> ``int``; a plain type stays as it is."""
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
     return args[0] if args else annotation  # type: ignore[return-value]
 
@@ -149,9 +144,9 @@ def check(args: argparse.Namespace, settings: ExecutorSettings) -> None:
     if settings.engine == "gce" and args.expocloud_staging == "shared":
         raise ExpoError("--expocloud-staging", "GCE workers share no file system with this "
                         "machine", "use --expocloud-staging bucket (the default on GCE)")
-    if settings.engine == "gce" and not (settings.bucket or args.default_storage_prefix):
-        raise ExpoError("--expocloud-bucket", "the GCE engine needs a gs:// bucket",
-                        "set --expocloud-bucket or --default-storage-prefix gs://BUCKET/PREFIX")
+    if settings.engine == "gce":  # the coordination prefix, checked as the run will build it
+        from ..gce_launch import coordination_url
+        coordination_url(settings, args.default_storage_prefix, "check")
 
 
 def main(argv: list[str] | None = None) -> int:
