@@ -20,7 +20,7 @@ from typing import Callable
 from . import messages
 from .bucket import Bucket
 from .engines.base import CreateFailed, Engine
-from .fleet import Demand, FleetConfig, WorkerView, plan, plan_pools, stragglers_fit
+from .fleet import FleetConfig, WorkerView, decide
 from .hardness import FrontierPoint
 from .scheduler import (Cancel, Event, Finished, Outcome, Pool, Requeued, Scheduler, Skipped,
                         Task)
@@ -449,21 +449,10 @@ class Coordinator:
             views[vm.pool].append(WorkerView(name, not vm.ready, busy, vm.idle_since))
             running += busy
             running_on_spot += busy if vm.pool is Pool.SPOT else 0
-        queued = self.scheduler.queued_demand()
-        work_left = sum(queued.values()) + running > 0
-        if len(self.fleets) == 1:  # the local engine: one pool, every task fits it
-            plans = {self.config.pool: plan(sum(queued.values()), views[self.config.pool], now,
-                                            self.fleets[self.config.pool], work_left)}
-        else:
-            od = self.fleets[Pool.ON_DEMAND]
-            remaining = sum(queued.values()) + running_on_spot
-            self._stragglers = self.config.straggler_rule and work_left \
-                and stragglers_fit(remaining, views[Pool.ON_DEMAND], od)
-            spot_plan, od_plan = plan_pools(
-                Demand(queued[Pool.SPOT], queued[Pool.ON_DEMAND]), views[Pool.SPOT],
-                views[Pool.ON_DEMAND], now, self.fleets[Pool.SPOT], od, work_left,
-                self._stragglers)
-            plans = {Pool.SPOT: spot_plan, Pool.ON_DEMAND: od_plan}
+        decision = decide(self.scheduler.queued_demand(), views, running, running_on_spot, now,
+                          self.fleets, self.config.pool, self.config.straggler_rule)
+        self._stragglers = decision.stragglers
+        plans = decision.plans
         for pool, decision in plans.items():
             for name in decision.delete:
                 self._handle(self.scheduler.remove_worker(name))

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .scheduler import Pool
+
 
 @dataclass(frozen=True)
 class FleetConfig:
@@ -96,3 +98,33 @@ def plan_pools(demand: Demand, spot: list[WorkerView], on_demand: list[WorkerVie
     any_pool = 0 if stragglers else max(0, demand.any_pool - max(0, od_spare))
     spot_plan = plan(any_pool, spot, now, spot_config, work_left=False)
     return spot_plan, od_plan
+
+
+@dataclass(frozen=True)
+class FleetDecision:
+    stragglers: bool  # the straggler rule is in force: nothing new goes on Spot
+    plans: dict[Pool, FleetPlan]
+
+
+def decide(queued: dict[Pool, int], views: dict[Pool, list[WorkerView]], running: int,
+           running_on_spot: int, now: float, fleets: dict[Pool, FleetConfig], main_pool: Pool,
+           straggler_rule: bool) -> FleetDecision:
+    """One scaling round, for the coordinator and the simulator alike.
+
+    ``queued``: queued CPUs per pool they may use (the scheduler's ``queued_demand``);
+    ``views``: every pool's workers; ``running``: busy CPUs everywhere. One pool (the local
+    engine, or on-demand only) plans alone; with two, the straggler rule may hand the tail to
+    the on-demand pool.
+    """
+    work_left = sum(queued.values()) + running > 0
+    if len(fleets) == 1:  # every task fits the one pool
+        return FleetDecision(False, {main_pool: plan(sum(queued.values()), views[main_pool],
+                                                     now, fleets[main_pool], work_left)})
+    od = fleets[Pool.ON_DEMAND]
+    remaining = sum(queued.values()) + running_on_spot
+    stragglers = straggler_rule and work_left \
+        and stragglers_fit(remaining, views[Pool.ON_DEMAND], od)
+    spot_plan, od_plan = plan_pools(
+        Demand(queued[Pool.SPOT], queued[Pool.ON_DEMAND]), views[Pool.SPOT],
+        views[Pool.ON_DEMAND], now, fleets[Pool.SPOT], od, work_left, stragglers)
+    return FleetDecision(stragglers, {Pool.SPOT: spot_plan, Pool.ON_DEMAND: od_plan})
