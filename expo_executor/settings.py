@@ -14,11 +14,15 @@ from snakemake_interface_executor_plugins.settings import ExecutorSettingsBase
 
 from .errors import ExpoError
 from .hardness import parse_duration
+from .machines import machine_memory_mb  # noqa: F401
 
 ON_SKIP_CHOICES = ("error", "placeholder")
 ENGINE_CHOICES = ("local", "gce")
 WORKER_SOFTWARE_CHOICES = ("pip", "image")
-# The cloud polls the bucket far less often: every storage operation is billed (see budget.py).
+BUDGET_ACTIONS = ("drain", "cancel")
+DEFAULT_MACHINE_TYPE = "e2-standard-2"
+# The cloud polls the bucket far less often: every storage operation is billed
+# (see request_budget.py).
 LOCAL_POLL, GCE_POLL = 0.05, 2.0
 LOCAL_GRACE, GCE_GRACE = 60.0, 300.0
 GCE_SLOW_POLL = 15.0
@@ -81,6 +85,14 @@ class ExecutorSettings(ExecutorSettingsBase):
     max_on_demand: Optional[int] = field(default=None, metadata=_opt(
         "GCE: most on-demand VMs at once (default: a quarter of --expocloud-max-workers, at "
         "least 1 and at least --expocloud-on-demand-min).", type=int))
+    budget: Optional[float] = field(default=None, metadata=_opt(
+        "GCE: spending cap in USD for the run's VMs, priced from the price snapshot "
+        "('expocloud prices'): near it no VM is created; at it the run drains or cancels "
+        "(--expocloud-budget-action); the run never knowingly overspends it.", type=float))
+    budget_action: str = field(default="drain", metadata=_opt(
+        "GCE: at the budget, 'drain' (running jobs may finish, queued ones do not run; all "
+        "stops if even that would overrun) or 'cancel' (everything stops at once).",
+        choices=list(BUDGET_ACTIONS)))
     no_straggler_rule: bool = field(default=False, metadata=_opt(
         "GCE: turn off the straggler rule (once the remaining work fits the on-demand pool, "
         "queued jobs go there, so preemptions cannot hold the end of a sweep hostage)."))
@@ -91,10 +103,14 @@ class ExecutorSettings(ExecutorSettingsBase):
     gce_project: Optional[str] = field(default=None, metadata=_opt("GCE: project id."))
     gce_zones: Optional[str] = field(default=None, metadata=_opt(
         "GCE: zones in order of preference, comma separated; a stockout moves to the next."))
-    gce_machine_type: str = field(default="e2-standard-2", metadata=_opt(
-        "GCE: machine type of Spot workers."))
+    machine_type: Optional[str] = field(default=None, metadata=_opt(
+        f"GCE: machine type of the workers (default {DEFAULT_MACHINE_TYPE}), or 'auto': per "
+        "pool, the type with the lowest expected cost per job, from the jobs' threads, memory "
+        "and runtime, the price snapshot and the preemption model (docs/cost.md)."))
+    gce_machine_type: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: machine type of Spot workers, or 'auto' (default: --expocloud-machine-type)."))
     gce_on_demand_machine_type: Optional[str] = field(default=None, metadata=_opt(
-        "GCE: machine type of on-demand workers (default: the Spot one)."))
+        "GCE: machine type of on-demand workers, or 'auto' (default: the Spot one)."))
     gce_image: str = field(default="projects/debian-cloud/global/images/family/debian-12",
                            metadata=_opt("GCE: boot image or image family URL."))
     gce_worker_software: str = field(default="pip", metadata=_opt(
@@ -167,6 +183,14 @@ def validate(settings: ExecutorSettings) -> None:
                             f"{settings.on_demand_min}", "raise it or lower the minimum")
     if settings.engine == "gce":
         _validate_gce(settings)
+    if settings.budget is not None:
+        if settings.engine != "gce":
+            raise ExpoError("--expocloud-budget", "local workers cost nothing to cap",
+                            "drop it, or run with --expocloud-engine gce")
+        positive("budget", settings.budget)
+    if settings.budget_action not in BUDGET_ACTIONS:
+        raise ExpoError("--expocloud-budget-action", f"unknown value {settings.budget_action!r}",
+                        f"use one of {', '.join(BUDGET_ACTIONS)}")
     if settings.run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}",
                                                         settings.run_id):
         raise ExpoError("--expocloud-run-id", f"{settings.run_id!r} is not a valid run name",
@@ -271,29 +295,6 @@ def _validate_gce(settings: ExecutorSettings) -> None:
                         f"{settings.spot_attempts} times", "allow at least 1 on-demand VM")
 
 
-# GiB per vCPU of the predefined GCE machine classes ("n1" differs from the newer families).
-_GIB_PER_VCPU = {"standard": 4.0, "highmem": 8.0, "highcpu": 1.0}
-_N1_GIB_PER_VCPU = {"standard": 3.75, "highmem": 6.5, "highcpu": 0.9}
-_SHARED_CORE_GIB = {"e2-micro": 1.0, "e2-small": 2.0, "e2-medium": 4.0}
-_PREDEFINED = re.compile(r"^([a-z][a-z0-9]*)-(standard|highmem|highcpu)-(\d+)$")
-_CUSTOM = re.compile(r"^(?:[a-z][a-z0-9]*-)?custom-\d+-(\d+)(?:-ext)?$")
-
-
-def machine_memory_mb(machine_type: str) -> int | None:
-    """A GCE machine type's memory in MiB, from its name; None for a type we cannot read."""
-    if machine_type in _SHARED_CORE_GIB:
-        return int(_SHARED_CORE_GIB[machine_type] * 1024)
-    custom = _CUSTOM.match(machine_type)
-    if custom:
-        return int(custom.group(1))
-    match = _PREDEFINED.match(machine_type)
-    if not match:
-        return None
-    family, kind, vcpus = match.groups()
-    per_vcpu = (_N1_GIB_PER_VCPU if family == "n1" else _GIB_PER_VCPU)[kind]
-    return int(per_vcpu * int(vcpus) * 1024)
-
-
 def worker_memory_mb(settings: ExecutorSettings, workers: int) -> int:
     """The memory every worker of the run has for its jobs (0: unknown, not tracked).
 
@@ -303,7 +304,14 @@ def worker_memory_mb(settings: ExecutorSettings, workers: int) -> int:
     if settings.engine == "local":
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
         return int(total // max(1, workers))
-    types = {settings.gce_machine_type, settings.gce_on_demand_machine_type or
-             settings.gce_machine_type}
+    types = set(pool_machine_types(settings))
     sizes = [machine_memory_mb(t) for t in types]
     return 0 if None in sizes else min(s for s in sizes if s is not None)
+
+
+def pool_machine_types(settings: ExecutorSettings) -> tuple[str, str]:
+    """(Spot, on-demand) machine types as configured; either may be 'auto'."""
+    spot = settings.gce_machine_type or settings.machine_type or DEFAULT_MACHINE_TYPE
+    on_demand = settings.gce_on_demand_machine_type or settings.gce_machine_type \
+        or settings.machine_type or DEFAULT_MACHINE_TYPE
+    return spot, on_demand

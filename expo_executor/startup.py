@@ -44,8 +44,9 @@ HOME_DIR = "/var/lib/expocloud"  # the worker user's home
 SCRATCH = "/var/lib/expocloud/scratch"
 LOG = "/var/log/expocloud-startup.log"
 LOCK = "/run/expocloud-startup.lock"
-# Needed where the run is driven, never on a worker: CWL jobs reach workers fully evaluated.
-RUNNER_ONLY = {"cwltool"}
+# Needed where the run is driven, never on a worker: CWL jobs reach workers fully evaluated,
+# models are fitted and prices refreshed on the user's machine.
+RUNNER_ONLY = {"cwltool", "scipy", "google-cloud-billing"}
 _PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed timestamps: the same tree gives the same sha256
 
