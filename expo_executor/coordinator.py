@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Callable
 
 from . import messages
+from .budget import BudgetConfig, Phase, affordable, meter_line, phase, vm_cost
 from .bucket import Bucket
+from .costs import CostReport, summarize
 from .engines.base import CreateFailed, Engine
 from .fleet import FleetConfig, WorkerView, decide
 from .hardness import FrontierPoint
@@ -79,6 +81,13 @@ class CoordinatorConfig:
     # Every pending result is read this often even without a status change (a lost status
     # write); each read is billed on GCS, so the cloud stretches it.
     results_backstop: float = RESULTS_BACKSTOP
+    # What VMs cost (empty: not priced, as on the local engine) and which prices said so.
+    machine_types: dict[Pool, str] = field(default_factory=dict)
+    hourly: dict[Pool, float] = field(default_factory=dict)  # USD per VM-hour
+    on_demand_hourly: dict[Pool, float] = field(default_factory=dict)  # same types, on-demand
+    prices_label: str = ""
+    budget: BudgetConfig | None = None
+    max_run_s: float | None = None  # every VM's hard cap (GCE max_run_duration)
 
 
 @dataclass
@@ -87,6 +96,7 @@ class _Vm:
     created: float
     pool: Pool
     ready: bool = False
+    ready_at: float | None = None
     idle_since: float | None = None
     jobs: dict[str, dict] = field(default_factory=dict)  # assigned, no result seen yet
     cancel: set[str] = field(default_factory=set)
@@ -122,6 +132,9 @@ class Coordinator:
         self._lists = 0  # the coordinator's listings, for the request budget
         self._heartbeats = 0  # inbox writes that only kept a worker's dead man's switch quiet
         self._vm_seconds: dict[str, float] = {}  # pool -> VM-seconds of ended VMs
+        self._spent_ended = 0.0  # USD of VMs that are gone
+        self._phase = Phase.OK
+        self._budget_spent = False  # the budget stopped the run: nothing more will run
         self._started = time.time()
         self._requests: dict[str, JobRequest] = {}
         self._submissions: list[JobRequest] = []
@@ -177,6 +190,11 @@ class Coordinator:
             self._end_vm(name, "deleted")
         self._progress(time.time(), force=True)
         self._write_requests()
+        if self.config.hourly and not (self.run_dir / "cost.json").exists():
+            report = self.cost_report()
+            (self.run_dir / "cost.json").write_text(json.dumps(report.to_dict(), indent=1))
+            for line in report.lines():
+                self.log(f"expocloud: {line}")
 
     def _write_requests(self) -> None:
         """The run's storage operations and VM time: the inputs of the request budget."""
@@ -228,7 +246,9 @@ class Coordinator:
             changed = set(self._vms)
         self._read_results(changed)
         self._check_instances()
-        for assignment in self.scheduler.assign(allow_spot=not self._stragglers):
+        self._meter(now)
+        for assignment in ([] if self._phase >= Phase.LIMIT else
+                           self.scheduler.assign(allow_spot=not self._stragglers)):
             request = self._requests[assignment.key]
             vm = self._vms[assignment.worker_id]
             job = {"argv": request.argv, "cwd": request.cwd, "env": request.env,
@@ -249,6 +269,13 @@ class Coordinator:
         for request in submissions:
             key = request.task.key
             self._requests[key] = request
+            if self._budget_spent:  # nothing more runs; a dominated task is still skipped
+                events = self.scheduler.submit(request.task)
+                if not events:
+                    self.scheduler.withdraw(key)
+                    self._fail_for_budget(key)
+                self._handle(events)
+                continue
             family = request.task.family
             if family is not None and request.family is not None \
                     and family not in self.scheduler.frontiers:
@@ -284,7 +311,7 @@ class Coordinator:
                 self._worker_ops[name] = {str(k): int(v) for k, v in status["ops"].items()
                                           if isinstance(v, int)}
             if status["state"] == "ready" and not vm.ready:
-                vm.ready = True
+                vm.ready, vm.ready_at = True, now
                 vm.idle_since = now
                 self.scheduler.add_worker(name, self.config.slots_per_worker,
                                           self.config.worker_mem_mb, pool=vm.pool)
@@ -356,6 +383,79 @@ class Coordinator:
         else:
             self.log(f"expocloud: {failure.message}; asking again in {CAPACITY_RETRY:g} s")
             self._no_growth[failure.pool] = now + CAPACITY_RETRY
+
+    # -- the budget --------------------------------------------------------------------------
+    def spent(self, now: float) -> float:
+        """USD so far: VMs that are gone, and those alive up to ``now``."""
+        return self._spent_ended + sum(vm_cost(self.config.hourly.get(vm.pool, 0.0),
+                                               now - vm.created) for vm in self._vms.values())
+
+    def _meter(self, now: float) -> None:
+        """Read the meter and act on the budget's phase (no budget: nothing to do)."""
+        budget = self.config.budget
+        if budget is None:
+            return
+        spent = self.spent(now)
+        cheapest = min(self.config.hourly.get(pool, 0.0) for pool in self.fleets)
+        new = phase(self._spent_ended, self._alive(now), cheapest, budget)
+        if new is Phase.NO_GROWTH and not self._vms and self.scheduler.counts()["queued"]:
+            new = Phase.LIMIT  # no VM, and none affordable: the queued work cannot run
+        new = max(new, self._phase)  # money spent is not coming back: phases only advance
+        if new is self._phase:
+            return
+        self._phase = new
+        where = f"{meter_line(spent, budget)} (--expocloud-budget)"
+        if new is Phase.NO_GROWTH:
+            self.log(f"expocloud: budget: {where}: no new VMs from now on")
+            return
+        if new is Phase.LIMIT and budget.action == "drain":
+            self.log(f"expocloud: budget: {where}: draining: running jobs may finish, "
+                     "queued jobs will not run")
+            keys = [k for k in self._requests if self.scheduler.state(k) == "queued"]
+        else:
+            self.log(f"expocloud: budget: {where}: cancelling every job and deleting every VM")
+            keys = [k for k in self._requests if k not in self.scheduler.outcomes]
+            self._phase = Phase.STOP
+        self._budget_spent = True
+        for key in keys:
+            worker = self.scheduler.withdraw(key)
+            if worker in self._vms:
+                self._vms[worker].jobs.pop(key, None)
+            self._fail_for_budget(key)
+        if self._phase is Phase.STOP:
+            for name in list(self._vms):
+                self.engine.delete(name)
+                self._end_vm(name, "deleted")
+
+    def _alive(self, now: float) -> list[tuple[float, float]]:
+        return [(self.config.hourly.get(vm.pool, 0.0), now - vm.created)
+                for vm in self._vms.values()]
+
+    def _affordable(self, pool: Pool, count: int, now: float) -> int:
+        """Of ``count`` VMs wanted in ``pool``, how many the budget pays for."""
+        if self.config.budget is None:
+            return count
+        return min(count, affordable(self._spent_ended, self._alive(now),
+                                     self.config.hourly.get(pool, 0.0), self.config.budget))
+
+    def _fail_for_budget(self, key: str) -> None:
+        budget = self.config.budget
+        assert budget is not None
+        self._report(JobReport(key, Outcome.FAILED,
+                               f"not run to its end: the budget of ${budget.limit_usd:g} is spent "
+                               "(raise --expocloud-budget to run it)"), None)
+
+    def cost_report(self, now: float | None = None) -> CostReport:
+        """The run's cost so far, from its VM records and job outcomes."""
+        now = time.time() if now is None else now
+        vms = _records(self.run_dir / "vms.jsonl")
+        alive = [{"pool": vm.pool.value, "created": vm.created, "ended": None, "end": "alive",
+                  "machine_type": self.config.machine_types.get(vm.pool, vm.pool.value),
+                  "hourly": self.config.hourly.get(vm.pool, 0.0),
+                  "on_demand_hourly": self.config.on_demand_hourly.get(vm.pool, 0.0)}
+                 for vm in self._vms.values()]
+        return summarize(vms + alive, _records(self.run_dir / "jobs.jsonl"),
+                         self.config.prices_label or "not priced", now)
 
     # -- decide and act ----------------------------------------------------------------------
     def _handle(self, events: list[Event], result: dict | None = None) -> None:
@@ -458,8 +558,16 @@ class Coordinator:
                 self._handle(self.scheduler.remove_worker(name))
                 self.engine.delete(name)
                 self._end_vm(name, "deleted")
-            if decision.create and now >= self._no_growth.get(pool, 0.0):
-                self._create(pool, decision.create, now)
+            count = self._affordable(pool, decision.create, now) \
+                if self._phase is Phase.OK else 0
+            if count and now >= self._no_growth.get(pool, 0.0):
+                self._create(pool, count, now)
+        if self._phase >= Phase.LIMIT:  # draining: a VM whose jobs ended is only a cost
+            for name, vm in list(self._vms.items()):
+                if vm.ready and not vm.jobs and not self.scheduler.running_on(name):
+                    self._handle(self.scheduler.remove_worker(name))
+                    self.engine.delete(name)
+                    self._end_vm(name, "deleted")
 
     def _create(self, pool: Pool, count: int, now: float) -> None:
         names = []
@@ -481,11 +589,18 @@ class Coordinator:
             return
         self.bucket.delete(inbox_key(name))
         ended = time.time()
+        if how == "lost" and self.config.max_run_s is not None \
+                and ended - vm.created >= self.config.max_run_s:
+            how = "capped"  # GCE deleted it at max_run_duration
         record = {"name": name, "pool": vm.pool.value, "created": vm.created,
-                  "ended": ended, "end": how}
+                  "ready": vm.ready_at, "ended": ended, "end": how,
+                  "machine_type": self.config.machine_types.get(vm.pool, vm.pool.value),
+                  "hourly": self.config.hourly.get(vm.pool, 0.0),
+                  "on_demand_hourly": self.config.on_demand_hourly.get(vm.pool, 0.0)}
         if how != "not created":
             self._vm_seconds[vm.pool.value] = \
                 self._vm_seconds.get(vm.pool.value, 0.0) + ended - vm.created
+            self._spent_ended += vm_cost(record["hourly"], ended - vm.created)
         with open(self.run_dir / "vms.jsonl", "a") as handle:
             handle.write(json.dumps(record) + "\n")
 
@@ -502,10 +617,21 @@ class Coordinator:
                 f"{counts['skipped']} skipped, {counts['failed']} failed | "
                 f"{ready} workers{f' (+{booting} booting)' if booting else ''}, "
                 f"{status['slots']} slots")
+        changed = text != self._last_progress_text  # the meter alone is no news
+        self._last_progress_text = text
+        if self.config.hourly:
+            spent = self.spent(now)
+            status["cost_usd"] = spent
+            text += f" | {meter_line(spent, self.config.budget)}"
         tmp = self.run_dir / ".status.json.tmp"
         tmp.write_text(json.dumps(status))
         tmp.replace(self.run_dir / "status.json")
-        if force or text != self._last_progress_text:
+        if force or changed:
             self.log(text)
-            self._last_progress_text = text
         self._last_progress = now
+
+
+def _records(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -17,7 +17,7 @@ from .guest import RUN_KEY_ATTRIBUTE, WORKER_ATTRIBUTE
 from .hardness import parse_duration
 from .scheduler import Pool
 from .settings import (ExecutorSettings, heartbeat_grace, labels, poll_interval,
-                       slow_poll_interval, zones)
+                       pool_machine_types, slow_poll_interval, zones)
 from .startup import render, stage
 
 HALT_ATTRIBUTE = "expocloud-halt"
@@ -68,10 +68,10 @@ def build_engine(settings: ExecutorSettings, run_id: str, run_key: bytes, bucket
         RUN_KEY_ATTRIBUTE: run_key.hex(),
         HALT_ATTRIBUTE: "poweroff",
     }
-    on_demand_type = settings.gce_on_demand_machine_type or settings.gce_machine_type
+    spot_type, on_demand_type = pool_machine_types(settings)
     return GceEngine(GceConfig(
         project=settings.gce_project or "", zones=zones(settings),
-        machine_types={Pool.SPOT: settings.gce_machine_type, Pool.ON_DEMAND: on_demand_type},
+        machine_types={Pool.SPOT: spot_type, Pool.ON_DEMAND: on_demand_type},
         image=settings.gce_image, disk_gb=settings.gce_disk_gb,
         disk_type=settings.gce_disk_type, network=settings.gce_network,
         subnetwork=settings.gce_subnetwork, external_ip=not settings.gce_internal_ip_only,

@@ -7,17 +7,27 @@ settings are provisioned, polled and billed the same way.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Callable
 
+from . import machines, preemption, prices
+from .budget import BudgetConfig
 from .bucket import Bucket, LocalBucket, open_bucket
 from .coordinator import RESULTS_BACKSTOP, Coordinator, CoordinatorConfig
 from .engines.base import Engine
 from .engines.local import LocalEngine, LocalEngineConfig
+from .errors import ExpoError
+from .hardness import parse_duration
+from .machine_choice import candidates, choose, measured_runtimes, workload_of
 from .scheduler import Pool, Scheduler
 from .settings import (ExecutorSettings, heartbeat_grace, local_max_workers, max_on_demand,
-                       poll_interval, worker_memory_mb)
+                       poll_interval, pool_machine_types, worker_memory_mb, zones)
+
+AUTO = "auto"
 from .state import StateDir
 
 
@@ -72,8 +82,103 @@ def _gce(settings: ExecutorSettings, config: CoordinatorConfig, run_key: bytes, 
     config.straggler_rule = not settings.no_straggler_rule
     config.vm_prefix = vm_prefix(config.run_id)
     config.results_backstop = max(RESULTS_BACKSTOP, 30 * config.poll)
+    _price(settings, config, log)
     log(f"expocloud: coordinating through {url}")
     return bucket, build_engine(settings, config.run_id, run_key, bucket, url, run_dir)
+
+
+def _price(settings: ExecutorSettings, config: CoordinatorConfig,
+           log: Callable[[str], None]) -> None:
+    """Price both pools from the price snapshot, for the meter, the budget and the report.
+
+    An unpriced machine type leaves the run unmetered (said once) unless a budget needs the
+    meter: then it is an error, before any VM exists.
+    """
+    spot_type, on_demand_type = pool_machine_types(settings)
+    config.machine_types = {Pool.SPOT: spot_type, Pool.ON_DEMAND: on_demand_type}
+    config.max_run_s = parse_duration(settings.gce_max_run_duration,
+                                      "--expocloud-gce-max-run-duration")
+    table = prices.load(prices.region_of(zones(settings)[0]))
+    try:
+        config.hourly = {Pool.SPOT: table.hourly(spot_type, spot=True),
+                         Pool.ON_DEMAND: table.hourly(on_demand_type, spot=False)}
+        config.on_demand_hourly = {Pool.SPOT: table.hourly(spot_type, spot=False),
+                                   Pool.ON_DEMAND: config.hourly[Pool.ON_DEMAND]}
+    except ExpoError as exc:
+        if settings.budget is not None:
+            raise
+        log(f"expocloud: this run is not metered: {exc}")
+        return
+    config.prices_label = table.label()
+    if settings.budget is not None:
+        # Deleting a real VM takes up to a minute; the emulator's take a few polls.
+        margin = 60.0 if settings.gce_endpoint is None else max(2.0, 3 * config.poll)
+        config.budget = BudgetConfig(settings.budget, settings.budget_action,
+                                     horizon_s=5 * margin, margin_s=margin)
+    log(f"expocloud: Spot {spot_type} ${config.hourly[Pool.SPOT]:.4f}/h, on-demand "
+        f"{on_demand_type} ${config.hourly[Pool.ON_DEMAND]:.4f}/h ({config.prices_label})"
+        + (f"; budget ${settings.budget:g}, then {settings.budget_action}"
+           if settings.budget is not None else ""))
+
+
+def resolve_machine_types(settings: ExecutorSettings,
+                          shapes: Sequence[tuple[int, int, float | None]], state: StateDir,
+                          rules: set[str] | None, log: Callable[[str], None]) -> ExecutorSettings:
+    """Settings with every 'auto' machine type replaced by the cheapest per job (see
+    machine_choice.py), from the planned jobs' ``shapes`` (threads, mem_mb, runtime resource in
+    s), earlier runs' measured runtimes, the price snapshot and the preemption models. Both
+    pools get the same vCPU count (one slot count per run); slots become that count."""
+    spot, on_demand = pool_machine_types(settings)
+    if settings.engine != "gce" or AUTO not in (spot, on_demand):
+        return settings
+    table = prices.load(prices.region_of(zones(settings)[0]))
+    cap_h = parse_duration(settings.gce_max_run_duration, "--expocloud-gce-max-run-duration") / 3600
+    models = preemption.load_models(state.root, cap_h=cap_h)
+    history = [r for run in sorted((state.root / "runs").glob("*/jobs.jsonl"))
+               for r in _records(run)]
+    workload = workload_of(shapes, measured_runtimes(history, rules))
+    types = table.candidates()
+
+    def shape(machine_type: str) -> tuple[int, int] | None:
+        dims = machines.shape(machine_type)
+        return (dims.vcpus, dims.memory_mb) if dims else None
+
+    def vcpus_of(machine_type: str) -> int | None:
+        dims = shape(machine_type)
+        return dims[0] if dims else None
+
+    lines = []
+    if spot == AUTO and not settings.on_demand_only:
+        pick = choose(workload, candidates(
+            types, shape, lambda t: table.hourly(t, spot=True), models.for_type,
+            vcpus=None if on_demand == AUTO else vcpus_of(on_demand)),
+            "--expocloud-machine-type")
+        spot = pick.machine_type
+        lines.append(pick.line("Spot") + f" [{models.source(spot)}]")
+    if on_demand == AUTO:
+        same = None if settings.on_demand_only or spot == AUTO else vcpus_of(spot)
+        pick = choose(workload, candidates(types, shape, lambda t: table.hourly(t, spot=False),
+                                           None, vcpus=same), "--expocloud-machine-type")
+        on_demand = pick.machine_type
+        lines.append(pick.line("on-demand"))
+    if spot == AUTO:  # on-demand only: the Spot type is never used
+        spot = on_demand
+    slots = vcpus_of(on_demand if settings.on_demand_only else spot) or settings.slots_per_worker
+    log(f"expocloud: machine type auto, for jobs of {workload.cpus} thread(s), "
+        f"{workload.mem_mb} MB, {workload.runtime_s:.0f} s ({workload.runtime_source}); "
+        f"{table.label()}: " + "; ".join(lines) + f"; {slots} slots per worker")
+    return dataclasses.replace(settings, gce_machine_type=spot,
+                               gce_on_demand_machine_type=on_demand, slots_per_worker=slots)
+
+
+def _records(path: Path) -> list[dict]:
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue  # a torn last line of a killed run
+    return records
 
 
 def heartbeat(poll: float, grace: float) -> float:

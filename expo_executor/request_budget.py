@@ -13,18 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# List prices, us-central1, read 2026-11 (cloud.google.com/storage/pricing and
-# cloud.google.com/compute/vm-instance-pricing); issue 5 replaces them with the catalog.
-PRICE_PER_OP = {"A": 0.005 / 1000, "B": 0.0004 / 1000, "free": 0.0}  # Standard storage
-VM_PRICE_PER_HOUR = {  # machine type -> (on-demand, spot) USD per hour
-    "e2-standard-2": (0.067006, 0.022),
-    "e2-standard-4": (0.134012, 0.044),
-    "e2-standard-8": (0.268024, 0.088),
-    "n2-standard-2": (0.097118, 0.0235),
-    "n2-standard-4": (0.194236, 0.047),
-    "n2-standard-8": (0.388472, 0.094),
-    "c2d-standard-8": (0.363, 0.087),
-}
+# Standard storage list prices, us-central1 (cloud.google.com/storage/pricing, read 2026-11);
+# the VMs' prices come from the price snapshot (prices.py).
+PRICE_PER_OP = {"A": 0.005 / 1000, "B": 0.0004 / 1000, "free": 0.0}
 SCALE_WORKERS = 1000
 OBJECTS_PER_WORKER = 2  # its inbox and its status
 LIST_PAGE = 1000
@@ -68,11 +59,6 @@ class Budget:
                 f"{100 * self.overhead_ratio:.2f}% of the VM bill; with this run's jobs "
                 f"{100 * self.ratio:.1f}% (${self.per_job:.2g} of storage operations per job: "
                 f"under 1% for jobs of {self.break_even_job_s:.0f} s or longer per slot)")
-
-
-def vm_price(machine_type: str, spot: bool) -> float:
-    on_demand, spot_price = VM_PRICE_PER_HOUR.get(machine_type, VM_PRICE_PER_HOUR["e2-standard-2"])
-    return spot_price if spot else on_demand
 
 
 def at_scale(worker_ops: dict[str, dict[str, int]], worker_seconds: float,

@@ -27,11 +27,11 @@ from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
 from snakemake_interface_executor_plugins.settings import CommonSettings, SharedFSUsage
 
-from .budget import at_scale, vm_price
+from .request_budget import at_scale
 from .coordinator import JobReport, JobRequest
 from .errors import ExpoError
 from .job_description import JobDescriber
-from .launch import max_workers, start_coordinator
+from .launch import max_workers, resolve_machine_types, start_coordinator
 from .scheduler import Outcome
 from .settings import ExecutorSettings, validate, worker_memory_mb
 from .state import StateDir
@@ -55,15 +55,16 @@ LOG_TAIL_LINES = 20
 class Executor(RemoteExecutor):
     def __post_init__(self) -> None:
         settings = self.workflow.executor_settings or ExecutorSettings()
-        self.settings: ExecutorSettings = settings
+        self.state = StateDir(Path(settings.state_dir).resolve())
         try:
             validate(settings)
+            settings = self._resolve_machine_types(settings)
+            self.settings: ExecutorSettings = settings
             self.worker_mem_mb = worker_memory_mb(settings, max_workers(settings))
             self.describer = JobDescriber(os.path.abspath(self.workflow.main_snakefile))
             self._check_planned_jobs(settings.slots_per_worker)
         except ExpoError as exc:
             raise WorkflowError(str(exc)) from None
-        self.state = StateDir(Path(settings.state_dir).resolve())
         try:
             self.run_dir = self.state.new_run(settings.run_id)
         except FileExistsError:
@@ -88,6 +89,19 @@ class Executor(RemoteExecutor):
         self.logger.info(f"expocloud: run {self.run_id} on the {settings.engine} engine, up to "
                          f"{max_workers(settings)} workers x {settings.slots_per_worker} slots "
                          f"(state in {self.run_dir})")
+
+    def _resolve_machine_types(self, settings: ExecutorSettings) -> ExecutorSettings:
+        """'auto' machine types, chosen for the planned jobs (threads, mem_mb, runtime)."""
+        needrun = getattr(self.workflow.dag, "needrun_jobs", None)
+        jobs = list(needrun()) if needrun else []
+        shapes = []
+        for job in jobs:
+            runtime = job.resources.get("runtime")
+            shapes.append((max(1, int(job.threads)), int(job.resources.get("mem_mb", 0) or 0),
+                           float(runtime) * 60 if isinstance(runtime, (int, float)) else None))
+        rules = {JobDescriber.rule(job) for job in jobs}
+        return resolve_machine_types(settings, shapes, self.state, rules or None,
+                                     self.logger.info)
 
     def _check_planned_jobs(self, slots: int) -> None:
         """Reject bad hardness specs and deadlines in any planned job before a worker starts."""
@@ -204,13 +218,15 @@ class Executor(RemoteExecutor):
         try:
             record = json.loads((self.run_dir / "requests.json").read_text())
             seconds = sum(record["vm_seconds"].values())
-            spot = not self.settings.on_demand_only
+            config = self.coordinator.config
+            if config.pool not in config.hourly:
+                raise ValueError(f"{config.machine_types.get(config.pool)} is not priced")
             counts = self.coordinator.scheduler.counts()
             budget = at_scale(record["workers"], seconds, record["coordinator"],
                               record["coordinator_lists"], record["run_seconds"],
                               counts["solved"] + counts["failed"] + counts["timeout"],
                               self.settings.slots_per_worker,
-                              vm_price(self.settings.gce_machine_type, spot),
+                              config.hourly[config.pool],
                               coordinator_heartbeats=record.get("coordinator_heartbeats", 0))
         except (OSError, ValueError, KeyError) as exc:
             self.logger.warning(f"expocloud: no request budget figure: {exc}")

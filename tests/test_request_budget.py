@@ -2,7 +2,7 @@
 
 import pytest
 
-from expo_executor.budget import PRICE_PER_OP, at_scale
+from expo_executor.request_budget import PRICE_PER_OP, at_scale
 
 
 def test_overhead_and_per_job_costs_from_counts() -> None:

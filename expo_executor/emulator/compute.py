@@ -374,6 +374,10 @@ class _Vm:
     meta: FakeMetadata | None = None
     powered_off: bool = False
     power_lock: threading.Lock = field(default_factory=threading.Lock)
+    # The ledger (epoch seconds): insert accepted, booted (GCE bills from here), powered off.
+    inserted_at: float = field(default_factory=time.time)
+    running_at: float | None = None
+    ended_at: float | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -496,6 +500,7 @@ class FakeCompute:
         self._lock = threading.RLock()
         self._op_changed = threading.Condition(self._lock)
         self._vms: dict[tuple[str, str, str], _Vm] = {}
+        self._ledger: list[_Vm] = []  # every instance ever inserted, for ledger()
         self._ops: dict[tuple[str, str], dict[str, dict]] = {}  # (project, zone) -> name -> op
         self._by_request_id: dict[tuple[str, str], tuple[str, str]] = {}
         self._faults: list[_Fault] = []
@@ -556,6 +561,15 @@ class FakeCompute:
         """Every Compute API request so far: method, path, op, zone, query, json, time."""
         with self._lock:
             return copy.deepcopy(self._requests)
+
+    def ledger(self) -> list[dict]:
+        """Every instance ever inserted, with when it was inserted, booted and powered off
+        (``ended`` None while it runs): what a bill would be computed from."""
+        with self._lock:
+            return [{"name": vm.name, "zone": vm.zone, "machineType": vm.machine,
+                     "spot": vm.spot, "labels": dict(vm.body.get("labels") or {}),
+                     "inserted": vm.inserted_at, "running": vm.running_at,
+                     "ended": vm.ended_at} for vm in self._ledger]
 
     def clear_requests(self) -> None:
         with self._lock:
@@ -654,6 +668,7 @@ class FakeCompute:
             if vm.powered_off:
                 return
             vm.powered_off = True
+            vm.ended_at = vm.ended_at or time.time()
             if vm.proc is not None:
                 power_off(vm.proc, vm.scratch)
             if vm.meta is not None:  # its shutdown takes up to half a second: not in our way
@@ -682,7 +697,7 @@ class FakeCompute:
                 vm.proc = subprocess.Popen(self._argv(vm, vm.meta.host), env=env, stdout=log,
                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                            start_new_session=True)
-            vm.status = "RUNNING"
+            vm.status, vm.running_at = "RUNNING", time.time()
             _spawn(self._watch, vm)
             if "maxRunDuration" in vm.scheduling:
                 seconds = int(vm.scheduling["maxRunDuration"].get("seconds", 0))
@@ -878,6 +893,7 @@ class FakeCompute:
                  uid=next(self._uids), body=copy.deepcopy(body), machine=machine,
                  created=_now_rfc3339(), scratch=self.scratch_root / body["name"])
         self._vms[vm.key] = vm
+        self._ledger.append(vm)
         return vm
 
     def _launch(self, vms: list[_Vm], op: dict, fault: _Fault | None) -> None:
@@ -891,6 +907,7 @@ class FakeCompute:
                     vm.pending_op = None
                     if error is not None and self._current(vm):
                         del self._vms[vm.key]
+                        vm.ended_at = vm.inserted_at  # never ran: nothing billed
                 status = op.get("instancesBulkInsertOperationMetadata", {}).get(
                     "perLocationStatus", {}).get(f"zones/{vms[0].zone}")
                 if status is not None:
