@@ -98,8 +98,8 @@ def _price(settings: ExecutorSettings, config: CoordinatorConfig,
     config.machine_types = {Pool.SPOT: spot_type, Pool.ON_DEMAND: on_demand_type}
     config.max_run_s = parse_duration(settings.gce_max_run_duration,
                                       "--expocloud-gce-max-run-duration")
-    table = prices.load(prices.region_of(zones(settings)[0]))
     try:
+        table = prices.load(prices.region_of(zones(settings)[0]))
         config.hourly = {Pool.SPOT: table.hourly(spot_type, spot=True),
                          Pool.ON_DEMAND: table.hourly(on_demand_type, spot=False)}
         config.on_demand_hourly = {Pool.SPOT: table.hourly(spot_type, spot=False),
@@ -137,7 +137,7 @@ def resolve_machine_types(settings: ExecutorSettings,
     history = [r for run in sorted((state.root / "runs").glob("*/jobs.jsonl"))
                for r in _records(run)]
     workload = workload_of(shapes, measured_runtimes(history, rules))
-    types = table.candidates()
+    types = table.candidates(min_vcpus=2)  # a 1-vCPU worker shares its only core with its job
 
     def shape(machine_type: str) -> tuple[int, int] | None:
         dims = machines.shape(machine_type)

@@ -69,6 +69,11 @@ CASES = [
     ("gce with a shared file system", GCE, "shared-fs-usage", "share no file system"),
     ("gce bucket not on gcs", [*GCE, "--expocloud-bucket", "s3://b/p"],
      "--expocloud-bucket", "is not a gs:// URL"),
+    ("budget on the local engine", ["--expocloud-budget", "5"],
+     "--expocloud-budget", "local workers cost nothing"),
+    ("negative budget", [*GCE, "--expocloud-budget", "-1"], "--expocloud-budget", "not valid"),
+    ("unknown budget action", ["--expocloud-budget-action", "panic"],
+     "--expocloud-budget-action", "invalid choice"),
 ]
 
 

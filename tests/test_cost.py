@@ -137,3 +137,31 @@ def test_workload_takes_the_largest_job_and_the_best_known_runtime() -> None:
     assert measured == [10.0, 30.0]
     assert workload_of(shapes, measured).runtime_s == 20.0
     assert workload_of([], []).runtime_source.startswith("no runtime known")
+
+
+# -- auto, with the shipped price snapshot and the default preemption priors ------------------
+def test_auto_machine_types_come_from_the_snapshot(tmp_path) -> None:
+    from expo_executor.launch import resolve_machine_types
+    from expo_executor.machines import shape
+    from expo_executor.settings import ExecutorSettings
+    from expo_executor.state import StateDir
+
+    lines: list[str] = []
+    settings = ExecutorSettings(engine="gce", gce_project="p", gce_zones="us-central1-a",
+                                max_workers=4, machine_type="auto")
+    # four-thread jobs of 3 GB, half an hour each
+    chosen = resolve_machine_types(settings, [(4, 3072, 1800.0)], StateDir(tmp_path), None,
+                                   lines.append)
+    spot, on_demand = chosen.gce_machine_type, chosen.gce_on_demand_machine_type
+    assert "auto" not in (spot, on_demand)
+    assert shape(spot).vcpus == shape(on_demand).vcpus == chosen.slots_per_worker >= 4
+    assert len(lines) == 1 and "Spot " + spot in lines[0] and "on-demand " + on_demand in lines[0]
+    assert "prices: snapshot" in lines[0] and "default prior" in lines[0]
+    # a named type is left alone, and the other pool follows its vCPU count
+    fixed = resolve_machine_types(
+        ExecutorSettings(engine="gce", gce_project="p", gce_zones="us-central1-a",
+                         max_workers=4, gce_machine_type="n2-standard-8",
+                         gce_on_demand_machine_type="auto"),
+        [(1, 0, None)], StateDir(tmp_path), None, lines.append)
+    assert fixed.gce_machine_type == "n2-standard-8"
+    assert shape(fixed.gce_on_demand_machine_type).vcpus == 8 == fixed.slots_per_worker

@@ -173,6 +173,12 @@ def test_bad_settings_fail_in_one_line_before_loading(tmp_path: Path) -> None:
     result = _run(tmp_path, "--expocloud-profile", "profile", "nothing.cwl", timeout=120)
     assert result.returncode == 2
     assert "expocloud-colour" in result.stderr and "fix:" in result.stderr, result.stderr
+    result = _run(tmp_path, "--expocloud-engine", "gce", "--expocloud-gce-project", "p",
+                  "--expocloud-gce-zones", "us-central1-a", "--expocloud-max-workers", "2",
+                  "--default-storage-prefix", "gs://b/p", "--expocloud-machine-type", "auto",
+                  "nothing.cwl", timeout=120)
+    assert result.returncode == 2
+    assert "--expocloud-machine-type" in result.stderr and "fix:" in result.stderr, result.stderr
 
 
 PACKED = """cwlVersion: v1.2

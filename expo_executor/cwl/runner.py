@@ -27,7 +27,7 @@ from cwltool.main import main as cwltool_main
 
 from ..errors import ExpoError
 from ..launch import max_workers, start_coordinator
-from ..settings import ExecutorSettings, validate, worker_memory_mb
+from ..settings import ExecutorSettings, pool_machine_types, validate, worker_memory_mb
 from ..state import StateDir
 from .executor import ExpoExecutor
 from .hints import make_tool, register_schema
@@ -147,6 +147,11 @@ def check(args: argparse.Namespace, settings: ExecutorSettings) -> None:
     if settings.engine == "gce":  # the coordination prefix, checked as the run will build it
         from ..gce_launch import coordination_url
         coordination_url(settings, args.default_storage_prefix, "check")
+    if settings.engine == "gce" and "auto" in pool_machine_types(settings):
+        # cwltool reveals a workflow's jobs (and their cores and RAM) only as it runs them
+        raise ExpoError("--expocloud-machine-type", "'auto' needs the jobs before the run, and "
+                        "a CWL workflow reveals them only as it runs", "name a machine type "
+                        "(see 'expocloud prices'; a Snakemake run's log shows what auto chose)")
 
 
 def main(argv: list[str] | None = None) -> int:
