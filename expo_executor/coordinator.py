@@ -398,7 +398,8 @@ class Coordinator:
         spent = self.spent(now)
         cheapest = min(self.config.hourly.get(pool, 0.0) for pool in self.fleets)
         new = phase(self._spent_ended, self._alive(now), cheapest, budget)
-        if new is Phase.NO_GROWTH and not self._vms and self.scheduler.counts()["queued"]:
+        if new is Phase.NO_GROWTH and not self._vms \
+                and sum(self.scheduler.queued_demand().values()):
             new = Phase.LIMIT  # no VM, and none affordable: the queued work cannot run
         new = max(new, self._phase)  # money spent is not coming back: phases only advance
         if new is self._phase:
@@ -564,7 +565,7 @@ class Coordinator:
                 self._create(pool, count, now)
         if self._phase >= Phase.LIMIT:  # draining: a VM whose jobs ended is only a cost
             for name, vm in list(self._vms.items()):
-                if vm.ready and not vm.jobs and not self.scheduler.running_on(name):
+                if not vm.jobs and not self.scheduler.running_on(name):
                     self._handle(self.scheduler.remove_worker(name))
                     self.engine.delete(name)
                     self._end_vm(name, "deleted")

@@ -231,7 +231,7 @@ class Executor(RemoteExecutor):
         except (OSError, ValueError, KeyError) as exc:
             self.logger.warning(f"expocloud: no request budget figure: {exc}")
             return
-        (self.run_dir / "budget.json").write_text(json.dumps(
+        (self.run_dir / "request_budget.json").write_text(json.dumps(
             {**dataclasses.asdict(budget), "ratio": budget.ratio,
              "overhead_ratio": budget.overhead_ratio,
              "break_even_job_s": budget.break_even_job_s}, indent=1))

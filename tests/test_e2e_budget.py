@@ -8,6 +8,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from expo_executor import prices
 
 from .emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
@@ -24,8 +26,10 @@ rule nap:
 """
 
 
-def test_tiny_budget_stops_growth_drains_and_ends_within_it(tmp_path: Path, fake_compute,  # noqa: F811
-                                                            gcs_emulator) -> None:  # noqa: F811
+@pytest.mark.parametrize("action", ["drain", "cancel"])
+def test_tiny_budget_stops_growth_and_ends_within_it(tmp_path: Path, action: str,
+                                                     fake_compute, gcs_emulator  # noqa: F811
+                                                     ) -> None:
     workdir = tmp_path / "wf"
     workdir.mkdir()
     (workdir / "Snakefile").write_text(SWEEP)
@@ -35,11 +39,12 @@ def test_tiny_budget_stops_growth_drains_and_ends_within_it(tmp_path: Path, fake
     budget = spot_hourly / 3600 * 100
     args = emulated_args(fake_compute, gcs_emulator, None, "--expocloud-budget", f"{budget:.9f}",
                          "--expocloud-max-workers", "3", "--expocloud-gce-machine-type",
-                         "e2-standard-2", "--keep-going")
+                         "e2-standard-2", "--expocloud-budget-action", action, "--keep-going")
     result = subprocess.run([SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True,
                             timeout=600, env=emulated_env(gcs_emulator))
     assert result.returncode != 0, "jobs the budget did not pay for must fail"
-    assert "budget" in result.stderr
+    assert f"--expocloud-budget): {'draining' if action == 'drain' else 'cancelling'}" \
+        in result.stderr
 
     run_dir = run_dirs(workdir)[-1]
     records = list(job_records(run_dir).values())
