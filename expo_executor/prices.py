@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 MACHINE_SETTING = "--expocloud-gce-machine-type"
 ZONES_SETTING = "--expocloud-gce-zones"
-REFRESH_SETTING = "expocloud prices --refresh"
+REFRESH_SETTING = "--refresh"
 COMPUTE_SERVICE = "services/6F81-5844-456A"  # Compute Engine's id in the Cloud Billing Catalog
 CATALOG_SOURCE = "Cloud Billing Catalog API"
 MARKETS = ("on_demand", "spot")
@@ -303,10 +303,17 @@ def _records(client: Any) -> list[dict[str, Any]]:
     from google.auth.exceptions import GoogleAuthError
     from google.cloud import billing_v1
 
-    try:
-        pager = client.list_skus(request={"parent": COMPUTE_SERVICE, "page_size": 5000})
+    from .engines.gce import is_transient  # rate limits, 5xx, dropped connections
+    from .retry import retry_call
+
+    def fetch() -> list[dict[str, Any]]:  # the whole listing again: a page token may expire
+        pager = client.list_skus(request={"parent": COMPUTE_SERVICE, "page_size": 5000},
+                                 retry=None)
         return [billing_v1.Sku.to_dict(sku, use_integers_for_enums=False,
                                        preserving_proto_field_name=False) for sku in pager]
+
+    try:
+        return retry_call(fetch, is_transient=is_transient, attempts=6, base=1.0, cap=30.0)
     except (GoogleAPICallError, GoogleAuthError, OSError) as exc:
         problem = " ".join(str(exc).split())
         raise ExpoError(REFRESH_SETTING, f"the {CATALOG_SOURCE} refused: {problem}; the "

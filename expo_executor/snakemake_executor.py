@@ -235,7 +235,7 @@ class Executor(RemoteExecutor):
             {**dataclasses.asdict(budget), "ratio": budget.ratio,
              "overhead_ratio": budget.overhead_ratio,
              "break_even_job_s": budget.break_even_job_s}, indent=1))
-        self.logger.info(f"expocloud: {budget.line()}")
+        self.logger.info(f"expocloud: {budget.line()} ({config.prices_label})")
 
     def cancel_jobs(self, active_jobs: List[SubmittedJobInfo]) -> None:
         """Ctrl-C: every VM of the run goes, and every job on it."""

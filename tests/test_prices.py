@@ -225,9 +225,13 @@ def _public(record: dict) -> dict:
     return {k: v for k, v in record.items() if not k.startswith("_")}
 
 
+FAULTS: list[int] = []  # HTTP statuses the fake Catalog answers first, one per request
+
+
 @pytest.fixture
 def catalog() -> Iterator[tuple[str, list[str]]]:
     """A fake Catalog serving the recorded SKUs in two pages; yields (endpoint, requests)."""
+    FAULTS.clear()
     pages = [[_public(r) for r in SKUS[:8]], [_public(r) for r in SKUS[8:]]]
     seen: list[str] = []
 
@@ -235,6 +239,11 @@ def catalog() -> Iterator[tuple[str, list[str]]]:
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             url = urlsplit(self.path)
             seen.append(self.path)
+            if FAULTS:
+                status = FAULTS.pop(0)
+                self._send(status, {"error": {"code": status, "message": "try again",
+                                              "status": "UNAVAILABLE"}})
+                return
             token = parse_qs(url.query).get("pageToken", [""])[0]
             if url.path != SKUS_PATH or token not in ("", "page-2"):
                 self._send(404, {"error": {"code": 404, "message": f"no {self.path}",
@@ -322,3 +331,15 @@ def test_refresh_without_credentials_is_one_line(tmp_path: Path, private_cache: 
 def test_endpoint_needs_refresh() -> None:
     with pytest.raises(ExpoError, match="--endpoint"):
         prices.run(_cli("--endpoint", "http://127.0.0.1:1"))
+
+
+def test_refresh_retries_a_transient_error(catalog: tuple[str, list[str]],
+                                           private_cache: Path) -> None:
+    endpoint, seen = catalog
+    FAULTS.extend([503, 429])  # the first page fails twice, then the listing starts again
+    summary = prices.refresh(private_cache, client=prices.catalog_client(endpoint))
+    assert summary.used == 9 and len(seen) == 4
+    FAULTS.extend([403])  # a refusal is not transient: one request, one line
+    with pytest.raises(ExpoError, match="--refresh.*refused"):
+        prices.refresh(private_cache, client=prices.catalog_client(endpoint))
+    assert len(seen) == 5
