@@ -132,6 +132,14 @@ class Scheduler:
         self._demand = {Pool.SPOT: 0, Pool.ON_DEMAND: 0}  # queued CPUs, kept as tasks move
         self._workers: dict[str, _Worker] = {}
         self._seq = itertools.count()
+        # Indexes that keep each decision from scanning every worker or task (the simulator
+        # runs 100,000 tasks on 1,000 workers): workers with free CPUs, per kind (Spot or
+        # not) and free CPU count, as heaps of ids with stale entries dropped when met; and the
+        # undecided tasks of each frontier partition (family, scope), for the domino effect.
+        self._free: dict[tuple[bool, int], list[str]] = {}
+        self._with_free = {True: 0, False: 0}  # Spot? -> workers with a free CPU
+        self._most_cpus = 0
+        self._open: dict[tuple[str, tuple[str, ...]], list[str]] = {}
 
     # -- events in ---------------------------------------------------------------------------
     def submit(self, task: Task) -> list[Event]:
@@ -144,6 +152,8 @@ class Scheduler:
         if dominator is not None:
             self.outcomes[task.key] = Outcome.SKIPPED
             return [Skipped(task.key, dominator)]
+        if task.family is not None and task.point is not None:
+            self._open.setdefault((task.family, task.point.scope), []).append(task.key)
         self._push(entry)
         return []
 
@@ -158,13 +168,19 @@ class Scheduler:
         if known is not None and known.running:
             raise ValueError(f"worker {worker_id} added twice while it runs "
                              f"{len(known.running)} task(s); remove_worker it first")
-        self._workers[worker_id] = _Worker(worker_id, cpus, mem_mb, pool, cpus, mem_mb)
+        if known is not None:
+            self._unindex(known)
+        worker = _Worker(worker_id, cpus, mem_mb, pool, cpus, mem_mb)
+        self._workers[worker_id] = worker
+        self._most_cpus = max(self._most_cpus, cpus)
+        self._index(worker)
 
     def remove_worker(self, worker_id: str, preempted: bool = False) -> list[Event]:
         """A worker is gone: its unfinished tasks go back to the front of the queue."""
         worker = self._workers.pop(worker_id, None)
         if worker is None:
             return []
+        self._unindex(worker)
         events: list[Event] = []
         for key in sorted(worker.running, key=lambda k: self._entries[k].seq):
             entry = self._entries[key]
@@ -194,7 +210,7 @@ class Scheduler:
             return [Finished(key, outcome)]
         frontier = self.frontiers.setdefault(entry.task.family, Frontier())
         frontier.add(entry.task.point, entry.task.label)
-        consequences = self._domino(entry.task.family, frontier)
+        consequences = self._domino(entry.task.family, frontier, entry.task.point)
         return [Finished(key, outcome, harder=len(consequences)), *consequences]
 
     def cancelled(self, key: str) -> list[Event]:
@@ -224,11 +240,10 @@ class Scheduler:
 
         ``allow_spot=False`` (the straggler rule at the end of a sweep) places nothing on Spot.
         """
-        if not any(w.free_cpus > 0 for w in self._workers.values()):
-            return []
+        with_free = self._with_free
         assignments: list[Assignment] = []
         deferred: list[tuple[tuple, str]] = []
-        while self._queue and any(w.free_cpus > 0 for w in self._workers.values()):
+        while self._queue and (with_free[False] or with_free[True]):
             order, key = heapq.heappop(self._queue)
             if key not in self._queued:
                 continue  # stale heap entry
@@ -240,8 +255,7 @@ class Scheduler:
             self._dequeue(key)
             entry.worker_id = worker.worker_id
             worker.running.add(key)
-            worker.free_cpus -= entry.task.cpus
-            worker.free_mem_mb -= entry.task.mem_mb if worker.mem_mb else 0
+            self._resize(worker, -entry.task.cpus, -entry.task.mem_mb if worker.mem_mb else 0)
             assignments.append(Assignment(key, worker.worker_id))
         for item in deferred:
             heapq.heappush(self._queue, item)
@@ -315,6 +329,14 @@ class Scheduler:
     def _fit(self, entry: _Entry, allow_spot: bool = True) -> _Worker | None:
         """Best fit: the worker with the fewest free CPUs that still holds the task."""
         on_demand_only = self._on_demand_only(entry) or not allow_spot
+        if entry.task.cpus >= 1 and entry.task.mem_mb <= 0:  # memory cannot rule a worker out
+            best = self._best(False, entry.task.cpus)
+            if not on_demand_only:
+                spot = self._best(True, entry.task.cpus)
+                if spot is not None and (best is None or (spot.free_cpus, spot.worker_id)
+                                         < (best.free_cpus, best.worker_id)):
+                    best = spot
+            return best
         fits = [
             w for w in self._workers.values()
             if w.free_cpus >= entry.task.cpus
@@ -323,28 +345,73 @@ class Scheduler:
         ]
         return min(fits, key=lambda w: (w.free_cpus, w.worker_id), default=None)
 
+    def _best(self, spot: bool, cpus: int) -> _Worker | None:
+        """The (free CPUs, id)-smallest worker of one kind with at least ``cpus`` free."""
+        for free in range(cpus, self._most_cpus + 1):
+            heap = self._free.get((spot, free))
+            while heap:
+                worker = self._workers.get(heap[0])
+                if worker is not None and worker.free_cpus == free \
+                        and (worker.pool is Pool.SPOT) == spot:
+                    return worker
+                heapq.heappop(heap)  # stale: the worker left, or its free CPUs changed
+        return None
+
+    def _index(self, worker: _Worker) -> None:
+        if worker.free_cpus > 0:
+            spot = worker.pool is Pool.SPOT
+            self._with_free[spot] += 1
+            heapq.heappush(self._free.setdefault((spot, worker.free_cpus), []),
+                           worker.worker_id)
+
+    def _unindex(self, worker: _Worker) -> None:
+        if worker.free_cpus > 0:  # its heap entry goes stale and is dropped when met
+            self._with_free[worker.pool is Pool.SPOT] -= 1
+
+    def _resize(self, worker: _Worker, cpus: int, mem_mb: int) -> None:
+        """Change a worker's free capacity, keeping the indexes right."""
+        self._unindex(worker)
+        worker.free_cpus += cpus
+        worker.free_mem_mb += mem_mb
+        self._index(worker)
+
     def _release(self, entry: _Entry) -> None:
         worker = self._workers.get(entry.worker_id or "")
         if worker is not None and entry.task.key in worker.running:
             worker.running.discard(entry.task.key)
-            worker.free_cpus += entry.task.cpus
-            worker.free_mem_mb += entry.task.mem_mb if worker.mem_mb else 0
+            self._resize(worker, entry.task.cpus, entry.task.mem_mb if worker.mem_mb else 0)
         entry.worker_id = None
 
-    def _domino(self, family: str, frontier: Frontier) -> list[Event]:
-        """Skip queued tasks and cancel running ones that the new frontier dominates."""
+    def _domino(self, family: str, frontier: Frontier, newest: HardnessPoint) -> list[Event]:
+        """Skip queued tasks and cancel running ones that the new frontier dominates.
+
+        Only the new timeout ``newest`` can catch anything new: every undecided task that an
+        older frontier point dominates was skipped or is being cancelled already (at that
+        point's timeout, or at its own submission). So only the undecided tasks of ``newest``'s
+        partition are scanned, in submission order, and those it dominates get their (first)
+        dominator, as a scan of every task would give.
+        """
         events: list[Event] = []
-        for key, entry in self._entries.items():
-            if key in self.outcomes or entry.task.family != family or entry.task.point is None:
+        keys = self._open.get((family, newest.scope), [])
+        still_open: list[str] = []
+        for key in keys:
+            if key in self.outcomes:
                 continue
-            dominator = frontier.dominator(entry.task.point)
+            still_open.append(key)
+            entry = self._entries[key]
+            point = entry.task.point
+            if point is None or not newest.as_easy_as(point):
+                continue
+            dominator = frontier.dominator(point)
             if dominator is None:
                 continue
             if key in self._queued:
                 self._dequeue(key)
                 self.outcomes[key] = Outcome.SKIPPED
                 events.append(Skipped(key, dominator))
+                still_open.pop()
             elif entry.worker_id is not None and entry.cancelling is None:
                 entry.cancelling = dominator
                 events.append(Cancel(key, entry.worker_id, dominator))
+        self._open[(family, newest.scope)] = still_open
         return events
