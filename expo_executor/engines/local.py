@@ -3,15 +3,20 @@
 Created and deleted like a cloud VM: it boots (an optional delay), talks to the coordinator
 only through the bucket, and deleting it kills the worker and every job session it started,
 as powering off a VM would. Its "local disk" is a scratch directory of its own.
+
+Preemptions can be injected (``preempt``: VM name -> seconds after its creation), so that a
+real run and the simulator can be given the same preemption schedule.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..procs import power_off
@@ -29,6 +34,8 @@ class LocalEngineConfig:
     grace: float = 60.0
     heartbeat: float = 10.0
     boot_delay: float = 0.0
+    # VM name -> seconds after its creation at which it is preempted (empty: never)
+    preempt: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -39,6 +46,7 @@ class _Vm:
     proc: subprocess.Popen
     scratch: Path
     log: Path
+    preempt_at: float | None = None  # monotonic time of its injected preemption
 
 
 class LocalEngine:
@@ -49,6 +57,7 @@ class LocalEngine:
         self._vms: dict[str, _Vm] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._preempted: set[str] = set()  # preempted, not yet reported
 
     def create(self, names: list[str], pool: Pool, slots: int) -> None:
         for name in names:
@@ -69,11 +78,14 @@ class LocalEngine:
             "--boot-delay", str(self.config.boot_delay),
         ]
         env = {**os.environ, RUN_KEY_ENV: self.config.run_key.hex()}
+        delay = self.config.preempt.get(name)
+        created = time.monotonic()
         with open(log, "ab") as out:
             proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         with self._lock:
-            self._vms[name] = _Vm(name, pool, slots, proc, scratch, log)
+            self._vms[name] = _Vm(name, pool, slots, proc, scratch, log,
+                                  None if delay is None else created + delay)
 
     def delete(self, name: str) -> None:
         with self._lock:
@@ -89,6 +101,7 @@ class LocalEngine:
         power_off(vm.proc, vm.scratch)  # whatever the worker left behind dies with the VM
 
     def list(self) -> list[Instance]:
+        self._preempt_due()
         with self._lock:
             vms = list(self._vms.values())
         return [Instance(vm.name, vm.pool, vm.slots,
@@ -98,7 +111,29 @@ class LocalEngine:
         return []  # a process starts or raises at once
 
     def preempted(self) -> set[str]:
-        return set()  # local processes are never preempted; a killed one is simply lost
+        """Injected preemptions that came due (drained); nothing else preempts a process."""
+        self._preempt_due()
+        with self._lock:
+            names, self._preempted = self._preempted, set()
+        return names
+
+    def _preempt_due(self) -> None:
+        """Power off the VMs whose injected preemption is due (checked lazily: the coordinator
+        asks every round), as ``delete`` would, but with no last word from the worker: it is
+        killed before its jobs, as a preempted VM vanishes. (Were it told to stop first, it
+        would report its jobs cancelled, and they would be re-queued without counting the
+        preemption, before the coordinator hears of it.)"""
+        now = time.monotonic()
+        with self._lock:
+            due = [vm for vm in self._vms.values()
+                   if vm.preempt_at is not None and now >= vm.preempt_at]
+            for vm in due:
+                del self._vms[vm.name]
+                self._preempted.add(vm.name)
+        for vm in due:
+            if vm.proc.poll() is None:
+                vm.proc.send_signal(signal.SIGKILL)
+            power_off(vm.proc, vm.scratch)
 
     def close(self) -> None:
         with self._lock:
