@@ -1,4 +1,5 @@
-"""``expocloud``: the user's command line (report, status, forget, runs, cleanup, emulator).
+"""``expocloud``: the user's command line (report, status, forget, runs, cleanup, emulator,
+prices, fit-preemption, simulate).
 
 Runs themselves start from ``snakemake --executor expocloud``; this tool reads what they leave in
 the state directory (``.expocloud`` by default).
@@ -12,7 +13,10 @@ import sys
 import time
 from pathlib import Path
 
+from . import preemption, prices, simulate
 from .errors import ExpoError
+
+_PLUGGED = (prices, preemption, simulate)  # modules that bring their own subcommand
 
 
 def _add_state_dir(parser: argparse.ArgumentParser) -> None:
@@ -79,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     emu.add_argument("--seed", type=int, default=1, help="seed of the preemptions")
     emu.add_argument("--bucket", default="expocloud-emulated",
                      help="a bucket to create at start (the one the emulated profiles use)")
+    for module in _PLUGGED:
+        module.add_parser(sub)
     return parser
 
 
@@ -108,7 +114,27 @@ def _report(args: argparse.Namespace) -> int:
     print(report.report(run_dir, rule=args.rule, filter=args.filter, best=best,
                         min_group_size=args.min_group_size, group_by=_csv(args.group_by),
                         csv_path=args.csv, png_path=args.png, dims=dims, facet=args.facet))
+    cost = _cost(run_dir)
+    if cost is not None:
+        print("\n" + "\n".join(cost.lines()) + "\n\n" + cost.to_markdown())
     return 0
+
+
+def _cost(run_dir: Path):  # -> CostReport | None
+    """The run's cost report, from its own records (None: the run was not priced)."""
+    from .costs import summarize
+    from .report import load_jobs
+
+    path = run_dir / "vms.jsonl"
+    vms = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] \
+        if path.exists() else []
+    if not any(vm.get("hourly") for vm in vms):
+        return None
+    try:
+        label = json.loads((run_dir / "cost.json").read_text())["prices"]
+    except (OSError, ValueError, KeyError):
+        label = "prices as recorded per VM"
+    return summarize(vms, load_jobs(run_dir), label, time.time())
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -128,7 +154,8 @@ def _status(args: argparse.Namespace) -> int:
     age = time.time() - status["time"]
     print(f"{status['queued']} queued, {status['running']} running, {status['solved']} solved, "
           f"{status['timeout']} timed out, {status['skipped']} skipped, {status['failed']} failed"
-          f" | {status['workers']} workers, {status['slots']} slots (as of {age:.0f} s ago)")
+          f" | {status['workers']} workers, {status['slots']} slots (as of {age:.0f} s ago)"
+          + (f" | ${status['cost_usd']:.4f} so far" if "cost_usd" in status else ""))
     if not info.get("ended") and age > 120:
         print("warning: no progress written for over two minutes: the coordinator may have died; "
               "its workers stop by themselves after the heartbeat grace period")
@@ -220,7 +247,8 @@ def _emulator(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"report": _report, "status": _status, "forget": _forget, "runs": _runs,
-            "cleanup": _cleanup, "emulator": _emulator}
+            "cleanup": _cleanup, "emulator": _emulator,
+            "prices": prices.run, "fit-preemption": preemption.run, "simulate": simulate.run}
 
 if __name__ == "__main__":
     sys.exit(main())
