@@ -41,7 +41,6 @@ import math
 import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from .budget import vm_cost
@@ -804,12 +803,10 @@ def run(args: argparse.Namespace) -> int:
         workload = synthetic(args.synthetic, args.seed)
     boot = _boot(args.boot_s) if args.boot_s else recorded or BootDelay(60.0, 15.0)
     poll = args.poll if args.poll is not None else settings.GCE_POLL
-    defaults = settings.ExecutorSettings.__dataclass_fields__
-    idle = args.idle_timeout if args.idle_timeout is not None \
-        else float(defaults["idle_timeout"].default)
-    max_od = settings.max_on_demand(
-        SimpleNamespace(max_on_demand=args.max_on_demand, on_demand_min=args.on_demand_min),
-        args.vms)
+    as_run = settings.ExecutorSettings(max_on_demand=args.max_on_demand,
+                                       on_demand_min=args.on_demand_min)
+    idle = args.idle_timeout if args.idle_timeout is not None else as_run.idle_timeout
+    max_od = settings.max_on_demand(as_run, args.vms)
     base = SimConfig(max_workers=args.vms, slots=slots, machine_type=machine_type,
                      max_on_demand=max_od, on_demand_min=args.on_demand_min,
                      spot_attempts=args.spot_attempts, poll=poll, idle_timeout=idle,
