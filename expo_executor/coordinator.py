@@ -22,7 +22,7 @@ from .budget import BudgetConfig, Phase, affordable, meter_line, phase, vm_cost
 from .bucket import Bucket
 from .costs import CostReport, summarize
 from .engines.base import CreateFailed, Engine
-from .fleet import FleetConfig, WorkerView, decide
+from .fleet import WorkerView, decide, pools
 from .hardness import FrontierPoint
 from .scheduler import (Cancel, Event, Finished, Outcome, Pool, Requeued, Scheduler, Skipped,
                         Task)
@@ -119,12 +119,8 @@ class Coordinator:
         self.state = state
         self.log = log
         self.scheduler = scheduler or Scheduler()
-        self.fleets = {config.pool: FleetConfig(config.slots_per_worker, config.max_workers,
-                                                config.idle_timeout)}
-        if config.max_on_demand > 0 or config.pool is Pool.SPOT:
-            self.fleets[Pool.ON_DEMAND] = FleetConfig(
-                config.slots_per_worker, config.max_on_demand, config.idle_timeout,
-                min_workers=config.on_demand_min)
+        self.fleets = pools(config.pool, config.slots_per_worker, config.max_workers,
+                            config.max_on_demand, config.idle_timeout, config.on_demand_min)
         self._stragglers = False  # the straggler rule is in force: nothing new goes on Spot
         self._no_growth: dict[Pool, float] = {}  # pool -> time before which nothing is created
         self._worker_ops: dict[str, dict[str, int]] = {}  # storage operations workers reported

@@ -100,6 +100,17 @@ def plan_pools(demand: Demand, spot: list[WorkerView], on_demand: list[WorkerVie
     return spot_plan, od_plan
 
 
+def pools(main_pool: Pool, slots: int, max_workers: int, max_on_demand: int,
+          idle_timeout: float, on_demand_min: int = 0) -> dict[Pool, FleetConfig]:
+    """A run's pools: the main one (local, Spot, or on-demand only), and an on-demand one
+    whenever Spot is the main pool or on-demand VMs are allowed beside it."""
+    fleets = {main_pool: FleetConfig(slots, max_workers, idle_timeout)}
+    if max_on_demand > 0 or main_pool is Pool.SPOT:
+        fleets[Pool.ON_DEMAND] = FleetConfig(slots, max_on_demand, idle_timeout,
+                                             min_workers=on_demand_min)
+    return fleets
+
+
 @dataclass(frozen=True)
 class FleetDecision:
     stragglers: bool  # the straggler rule is in force: nothing new goes on Spot

@@ -45,7 +45,7 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from .budget import vm_cost
 from .coordinator import CAPACITY_RETRY
-from .fleet import FleetConfig, WorkerView, decide
+from .fleet import WorkerView, decide, pools
 from .hardness import HardnessPoint
 from .scheduler import Cancel, Event, Finished, Outcome, Pool, Requeued, Scheduler, Skipped, Task
 
@@ -294,14 +294,8 @@ class _Simulation:
         self.lifetime = lifetime
         self.preempt_at = dict(preempt_at or {})
         self.scheduler = Scheduler(spot_attempts=config.spot_attempts)
-        # The coordinator's pools (Coordinator.__init__): the main one, and an on-demand one
-        # whenever Spot is the main pool or on-demand VMs are allowed.
-        self.fleets = {config.main_pool: FleetConfig(config.slots, config.max_workers,
-                                                     config.idle_timeout)}
-        if config.max_on_demand > 0 or config.main_pool is Pool.SPOT:
-            self.fleets[Pool.ON_DEMAND] = FleetConfig(
-                config.slots, config.max_on_demand, config.idle_timeout,
-                min_workers=config.on_demand_min)
+        self.fleets = pools(config.main_pool, config.slots, config.max_workers,
+                            config.max_on_demand, config.idle_timeout, config.on_demand_min)
         self.price_h = {
             Pool.SPOT: prices.hourly(config.machine_type, True) * config.price_scale,
             Pool.ON_DEMAND: prices.hourly(config.od_machine_type, False) * config.price_scale,
