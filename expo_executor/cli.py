@@ -1,5 +1,6 @@
-"""``expocloud``: the user's command line (report, status, forget, runs, cleanup, emulator,
-prices, fit-preemption, simulate).
+"""``expocloud``: the user's command line for runs, their results, their cost and the cloud.
+
+Subcommands: report, status, forget, runs, cleanup, emulator, prices, fit-preemption, simulate.
 
 Runs themselves start from ``snakemake --executor expocloud``; this tool reads what they leave in
 the state directory (``.expocloud`` by default).

@@ -45,6 +45,7 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from .budget import vm_cost
 from .coordinator import CAPACITY_RETRY
+from .errors import ExpoError
 from .fleet import WorkerView, decide, pools
 from .hardness import HardnessPoint
 from .scheduler import Cancel, Event, Finished, Outcome, Pool, Requeued, Scheduler, Skipped, Task
@@ -788,6 +789,18 @@ def run(args: argparse.Namespace) -> int:
     from .preemption import load_models, vcpus
     from .report import find_run
 
+    for name, value, low in (("--synthetic", args.synthetic, 1), ("--vms", args.vms, 1),
+                             ("--slots", args.slots, 1), ("--spot-attempts", args.spot_attempts, 0),
+                             ("--on-demand-min", args.on_demand_min, 0),
+                             ("--max-on-demand", args.max_on_demand, 0)):
+        if value is not None and value < low:
+            raise ExpoError(name, f"{value} is below {low}", f"give {low} or more")
+    for name, value in (("--scale", args.scale), ("--poll", args.poll)):
+        if value is not None and not value > 0:
+            raise ExpoError(name, f"{value:g} is not positive", "give a positive number")
+    if not 0 <= args.stockout < 1:
+        raise ExpoError("--stockout", f"{args.stockout:g} is not a probability below 1",
+                        "give P with 0 <= P < 1")
     machine_type = args.machine_type or settings.DEFAULT_MACHINE_TYPE
     slots = args.slots or vcpus(machine_type)
     recorded = None

@@ -411,3 +411,20 @@ def test_the_command_compares_policies_on_a_past_run_and_draws_them(
     assert png.stat().st_size > 0
     with pytest.raises(SystemExit):  # a workload is required: a run or a synthetic sweep
         parser.parse_args(["simulate"])
+
+
+@pytest.mark.parametrize("argv,setting", [
+    (["--synthetic", "0"], "--synthetic"),
+    (["--synthetic", "10", "--vms", "0"], "--vms"),
+    (["--synthetic", "10", "--stockout", "1"], "--stockout"),
+    (["--synthetic", "10", "--poll", "0"], "--poll"),
+])
+def test_bad_simulate_arguments_are_one_line(argv: list[str], setting: str, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from expo_executor.cli import main
+
+    png = tmp_path / "sim.png"
+    assert main(["simulate", *argv, "--png", str(png)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and setting in err[0] and "fix:" in err[0], err
+    assert not png.exists()
