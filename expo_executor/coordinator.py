@@ -26,7 +26,7 @@ from .fleet import WorkerView, decide, pools
 from .hardness import FrontierPoint
 from .scheduler import (Cancel, Event, Finished, Outcome, Pool, Requeued, Scheduler, Skipped,
                         Task)
-from .state import FamilyRef, StateDir
+from .state import FamilyRef, StateDir, read_jsonl
 from .worker import inbox_key, result_key
 
 RESULTS_BACKSTOP = 5.0  # seconds between reads of every worker's pending results (locally)
@@ -445,13 +445,13 @@ class Coordinator:
     def cost_report(self, now: float | None = None) -> CostReport:
         """The run's cost so far, from its VM records and job outcomes."""
         now = time.time() if now is None else now
-        vms = _records(self.run_dir / "vms.jsonl")
+        vms = read_jsonl(self.run_dir / "vms.jsonl")
         alive = [{"pool": vm.pool.value, "created": vm.created, "ended": None, "end": "alive",
                   "machine_type": self.config.machine_types.get(vm.pool, vm.pool.value),
                   "hourly": self.config.hourly.get(vm.pool, 0.0),
                   "on_demand_hourly": self.config.on_demand_hourly.get(vm.pool, 0.0)}
                  for vm in self._vms.values()]
-        return summarize(vms + alive, _records(self.run_dir / "jobs.jsonl"),
+        return summarize(vms + alive, read_jsonl(self.run_dir / "jobs.jsonl"),
                          self.config.prices_label or "not priced", now)
 
     # -- decide and act ----------------------------------------------------------------------
@@ -627,8 +627,3 @@ class Coordinator:
             self.log(text)
         self._last_progress = now
 
-
-def _records(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

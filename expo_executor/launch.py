@@ -8,7 +8,6 @@ settings are provisioned, polled and billed the same way.
 from __future__ import annotations
 
 import dataclasses
-import json
 import secrets
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,9 +25,9 @@ from .machine_choice import candidates, choose, measured_runtimes, workload_of
 from .scheduler import Pool, Scheduler
 from .settings import (ExecutorSettings, heartbeat_grace, local_max_workers, max_on_demand,
                        poll_interval, pool_machine_types, worker_memory_mb, zones)
+from .state import StateDir, read_jsonl
 
 AUTO = "auto"
-from .state import StateDir
 
 
 def max_workers(settings: ExecutorSettings) -> int:
@@ -132,10 +131,11 @@ def resolve_machine_types(settings: ExecutorSettings,
     if settings.engine != "gce" or AUTO not in (spot, on_demand):
         return settings
     table = prices.load(prices.region_of(zones(settings)[0]))
-    cap_h = parse_duration(settings.gce_max_run_duration, "--expocloud-gce-max-run-duration") / 3600
+    cap_h = parse_duration(settings.gce_max_run_duration,
+                           "--expocloud-gce-max-run-duration") / 3600
     models = preemption.load_models(state.root, cap_h=cap_h)
     history = [r for run in sorted((state.root / "runs").glob("*/jobs.jsonl"))
-               for r in _records(run)]
+               for r in read_jsonl(run)]
     workload = workload_of(shapes, measured_runtimes(history, rules))
     types = table.candidates(min_vcpus=2)  # a 1-vCPU worker shares its only core with its job
 
@@ -169,16 +169,6 @@ def resolve_machine_types(settings: ExecutorSettings,
         f"{table.label()}: " + "; ".join(lines) + f"; {slots} slots per worker")
     return dataclasses.replace(settings, gce_machine_type=spot,
                                gce_on_demand_machine_type=on_demand, slots_per_worker=slots)
-
-
-def _records(path: Path) -> list[dict]:
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            continue  # a torn last line of a killed run
-    return records
 
 
 def heartbeat(poll: float, grace: float) -> float:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .errors import ExpoError
+from .state import read_jsonl
 
 #: Fewer preemptions than this for a machine type and a four-parameter fit is noise: we keep
 #: the default prior instead (and say so).
@@ -450,12 +451,8 @@ def lifetimes(state_dir: Path) -> dict[str, tuple[list[float], list[bool]]]:
     """
     out: dict[str, tuple[list[float], list[bool]]] = {}
     for path in sorted((Path(state_dir) / "runs").glob(f"*/{VMS_FILE}")):
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(rec, dict) or rec.get("pool") != "spot" \
+        for rec in read_jsonl(path):
+            if rec.get("pool") != "spot" \
                     or rec.get("end") == "not created" or not rec.get("machine_type"):
                 continue
             created, ended = rec.get("created"), rec.get("ended")

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import heapq
 import itertools
-import json
 import math
 import random
 from dataclasses import dataclass, field, replace
@@ -49,6 +48,7 @@ from .errors import ExpoError
 from .fleet import WorkerView, decide, pools
 from .hardness import HardnessPoint
 from .scheduler import Cancel, Event, Finished, Outcome, Pool, Requeued, Scheduler, Skipped, Task
+from .state import read_jsonl
 
 #: What a worker's result says, as the coordinator reads it (``coordinator.RESULT_OUTCOME``).
 _RESULT_OUTCOME = {"ok": Outcome.SOLVED, "failed": Outcome.FAILED, "timeout": Outcome.TIMEOUT}
@@ -690,26 +690,13 @@ def ratios(results: Sequence[SimResult]) -> dict[str, float]:
 
 # -- I/O: past runs, the plot, the command line ---------------------------------------------
 
-def _read_jsonl(path: Path) -> list[dict]:
-    records = []
-    if path.exists():
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue  # a torn last line of a live run
-            if isinstance(record, dict):
-                records.append(record)
-    return records
-
-
 def load_run(run_dir: Path, scale: float = 1.0,
              rule: str | None = None) -> tuple[Workload, BootDelay | None]:
     """A past run's workload (``jobs.jsonl``) and its recorded boot delays (``vms.jsonl``)."""
     from .report import load_jobs
 
     workload = workload_from_jobs(load_jobs(run_dir), Path(run_dir).name, scale, rule)
-    return workload, boot_from_vms(_read_jsonl(Path(run_dir) / "vms.jsonl"))
+    return workload, boot_from_vms(read_jsonl(Path(run_dir) / "vms.jsonl"))
 
 
 def plot(results: Sequence[SimResult], path: Path, title: str = "") -> None:
