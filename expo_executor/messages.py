@@ -3,14 +3,20 @@
 Never pickle: whoever can write to the bucket must not be able to run code by writing a message.
 Assignments additionally carry an HMAC with a per-run key that reaches workers out of band (the
 environment locally, instance metadata on GCE), so write access to the bucket alone cannot make
-a worker run a command.
+a worker run a command. Workers, who hold the run key, sign their statuses and results the
+same way, so a bucket writer cannot forge a report either. Secret-bearing parts of an
+assignment (a CWL job's command line and environment with cwltool's secrets filled in) are
+sealed: encrypted with AES-256-GCM under a key derived from the run key, so the bucket holds
+only ciphertext of them (see docs/security.md).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
+import os
 from typing import Any
 
 VERSION = 1
@@ -47,12 +53,18 @@ def check(kind: str, body: Any) -> dict:
         if not isinstance(value, types):
             raise MessageError(f"{kind}: field {name!r} has the wrong type")
     if kind == "inbox":
+        # optional "to": the worker it is for, under the signature, so that a signed inbox
+        # copied to another worker's inbox is refused there (the coordinator always sets it)
+        if not isinstance(body.get("to", ""), str):
+            raise MessageError("inbox: field 'to' has the wrong type")
         for job in body["jobs"].values():
             check("job", job)
             if not all(isinstance(a, str) for a in job["argv"]) or not job["argv"]:
                 raise MessageError("job: argv must be a non-empty list of strings")
             if not isinstance(job.get("stage", {}), dict):  # optional: a staged command (CWL)
                 raise MessageError("job: field 'stage' has the wrong type")
+            if not isinstance(job.get("stage", {}).get("sealed", ""), str):
+                raise MessageError("job: field 'sealed' has the wrong type")
     if kind == "result" and body["outcome"] not in RESULT_OUTCOMES:
         raise MessageError(f"result: unknown outcome {body['outcome']!r}")
     return body
@@ -91,3 +103,49 @@ def decode(kind: str, data: bytes, key: bytes | None = None) -> dict:
         if not isinstance(mac, str) or not hmac.compare_digest(mac, expected):
             raise MessageError(f"{kind}: bad signature")
     return body
+
+
+# -- sealed parts of an assignment -----------------------------------------------------------
+SEALED_ARGV = ["expocloud-sealed"]  # what argv says in the bucket while the real one is sealed
+_SEAL_INFO = b"expocloud v1: sealed assignment parts"
+
+
+def _seal_key(run_key: bytes) -> bytes:
+    """A key of its own for encryption (HKDF-SHA256 of the run key), not the HMAC key itself."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_SEAL_INFO).derive(run_key)
+
+
+def seal(argv: list[str], env: dict[str, str], run_key: bytes, job_key: str) -> str:
+    """``argv`` and ``env`` encrypted for the run's workers (AES-256-GCM, bound to the job key,
+    so a sealed part cannot be moved to another job); base64 text for the JSON message."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    nonce = os.urandom(12)
+    plain = json.dumps({"argv": argv, "env": env}, separators=(",", ":")).encode()
+    sealed = AESGCM(_seal_key(run_key)).encrypt(nonce, plain, job_key.encode())
+    return base64.b64encode(nonce + sealed).decode()
+
+
+def unseal(text: str, run_key: bytes, job_key: str) -> tuple[list[str], dict[str, str]]:
+    """The ``argv`` and ``env`` of :func:`seal`; raises MessageError unless sealed for this
+    run and this job."""
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    try:
+        raw = base64.b64decode(text.encode(), validate=True)
+        plain = AESGCM(_seal_key(run_key)).decrypt(raw[:12], raw[12:], job_key.encode())
+        body = json.loads(plain)
+    except (ValueError, InvalidTag):
+        raise MessageError(f"job {job_key}: its sealed part does not open with this run's key") \
+            from None
+    argv, env = body.get("argv") if isinstance(body, dict) else None, \
+        body.get("env") if isinstance(body, dict) else None
+    if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)
+            and isinstance(env, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
+        raise MessageError(f"job {job_key}: its sealed part is malformed")
+    return argv, env

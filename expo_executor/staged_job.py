@@ -13,6 +13,7 @@ root is replaced by ours, so the command never sees a path of the runner's machi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -65,6 +66,11 @@ def materialise(bucket: Bucket, spec: dict, base: Path) -> None:
         blob = bucket.read(obj)
         if blob is None:
             raise FileNotFoundError(f"staged input {obj} is missing from the bucket")
+        # inputs are content-addressed and their names come signed in the assignment: a
+        # bucket writer who replaced one is caught here
+        digest = obj.rsplit("/", 1)[-1]
+        if len(digest) == 64 and hashlib.sha256(blob.data).hexdigest() != digest:
+            raise ValueError(f"staged input {obj} does not match its content hash")
         target.write_bytes(blob.data)
         target.chmod(int(mode) & 0o777)
 
@@ -106,7 +112,10 @@ def run(spec: dict, here: Path) -> tuple[str, int | None, str | None]:
     rebase = Rebase(stage.get("root"), base)
     bucket = open_bucket(spec["bucket"]) if stage.get("root") else None
     if bucket is not None:
-        materialise(bucket, stage, base)
+        try:
+            materialise(bucket, stage, base)
+        except Exception as exc:  # noqa: BLE001 - the verdict names it; the log has the trace
+            return "failed", None, f"fetching inputs from the bucket failed: {_one_line(exc)}"
     env = {k: rebase(v) for k, v in spec["env"].items()}
     # the worker's own Python first, as for every job (a VM has no runner's virtualenv)
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
@@ -141,9 +150,20 @@ def run(spec: dict, here: Path) -> tuple[str, int | None, str | None]:
     if outcome == "ok" and code != 0:
         outcome = "failed" if code not in stage.get("success_codes", [0]) else "ok"
     if bucket is not None:
-        upload_outputs(bucket, Path(rebase(stage["outdir"])),
-                       f"{stage['upload']}{spec['worker']}/", rebase)
+        try:
+            upload_outputs(bucket, Path(rebase(stage["outdir"])),
+                           f"{stage['upload']}{spec['worker']}/", rebase)
+        except Exception as exc:  # noqa: BLE001 - outputs that did not arrive fail the job
+            print(f"staged job: uploading outputs failed: {exc!r}", file=sys.stderr, flush=True)
+            why = f"uploading outputs to the bucket failed: {_one_line(exc)}"
+            return "failed", code, f"{reason}; {why}" if reason else why
     return outcome, code, reason
+
+
+def _one_line(exc: BaseException, limit: int = 400) -> str:
+    """An exception as one bounded line for a verdict (the google client's can be long)."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -174,8 +194,17 @@ def main(argv: list[str] | None = None) -> int:
         outcome, code, reason = "failed", None, f"staging failed: {exc}"
     verdict = {"outcome": outcome, "returncode": code, "reason": reason,
                "seconds": time.time() - started}
-    verdict_path(spec_path).write_text(json.dumps(verdict))
-    return EXIT_TIMEOUT if outcome == "timeout" else (code if code is not None else 1)
+    try:
+        verdict_path(spec_path).write_text(json.dumps(verdict))
+    except OSError as exc:  # a full disk: the worker finds no verdict and says why
+        print(f"staged job: cannot leave a verdict ({exc}); it was {verdict}", file=sys.stderr,
+              flush=True)
+        return 1
+    if outcome == "timeout":
+        return EXIT_TIMEOUT
+    if outcome == "failed" and not code:  # the command succeeded, its outputs did not arrive
+        return 1
+    return code if code is not None else 1
 
 
 if __name__ == "__main__":

@@ -12,17 +12,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import messages
 from .bucket import Bucket, PreconditionFailed, open_bucket
-from .procs import kill_session
+from .procs import kill_session, vm_mark
 from .staged_job import verdict_path
 
 LOG_TAIL_BYTES = 4000
@@ -32,6 +34,10 @@ RUN_KEY_ENV = "EXPOCLOUD_RUN_KEY"
 # A staged job enforces its command's time limit itself; this much more covers moving its
 # files before the worker steps in.
 STAGING_ALLOWANCE_S = 600.0
+DISK_FULL = "No space left on device"  # strerror(ENOSPC), what every tool prints
+REASON_DETAIL_CHARS = 400  # a reason is one line in jobs.jsonl, not a log
+# Snakemake's storage plugin gave up on an output: the line naming it, then its cause
+STORE_FAILED = re.compile(r"^Failed to (store output in|retrieve input from) storage \S+")
 
 
 @dataclass
@@ -89,6 +95,9 @@ class Worker:
         self.pending: dict[str, dict] = {}
         self.cancel: set[str] = set()
         self.drain = False
+        # results the bucket did not take yet (its retries ran out): sent again every poll,
+        # never dropped, so that a storage outage delays a report instead of losing it
+        self.unsent: dict[str, bytes] = {}
 
     # -- main loop ---------------------------------------------------------------------------
     def run(self) -> int:
@@ -99,14 +108,16 @@ class Worker:
             # Reading the inbox is a billed request, looking at our own processes is free:
             # jobs are reaped every tick, the inbox is read at the (adaptive) poll interval.
             if time.monotonic() >= self.next_read:
-                self._read_inbox()
+                if self.unsent:
+                    self._send_results()
+                self._storage("read the inbox", self._read_inbox)
                 self.next_read = time.monotonic() + self._inbox_interval()
             self._reap()
             self._kill_cancelled()
             self._start_pending()
             if time.monotonic() - self.last_contact > self.grace:
                 self.stop_reason = f"coordinator silent for more than {self.grace:.0f} s"
-            elif self.drain and not self.running:
+            elif self.drain and not self.running and not self.unsent:
                 self.stop_reason = "drained"
             elif time.monotonic() - self.last_status >= self.heartbeat:
                 self._write_status("ready")
@@ -117,10 +128,27 @@ class Worker:
         else:
             self._kill_all("cancelled", f"worker stopping: {self.stop_reason}")
         self._write_status("preempted" if self.stop_reason == "preempted" else "stopped")
+        if self.unsent:
+            print(f"worker {self.worker_id}: stopping with {len(self.unsent)} result(s) the "
+                  "bucket did not take; the coordinator re-runs those jobs",
+                  file=sys.stderr, flush=True)
         return 0 if self.stop_reason in ("drained", "terminated", "preempted") else 3
 
     def request_stop(self, reason: str) -> None:
         self.stop_reason = reason
+
+    def _storage(self, what: str, call: Callable[[], object]) -> bool:
+        """One bucket call from the loop. The bucket layer has retried transient errors with
+        backoff already; what still fails (an outage longer than those retries, a refusal) is
+        said in one line and tried again next time, not a crash that kills the running jobs:
+        the grace period bounds how long a worker goes on without its coordinator."""
+        try:
+            call()
+            return True
+        except Exception as exc:  # noqa: BLE001 - see above
+            print(f"worker {self.worker_id}: cannot {what} (trying again later): "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            return False
 
     def _inbox_interval(self) -> float:
         """Fast just after a change (an assignment is likely to follow), slow while the slots
@@ -150,8 +178,12 @@ class Worker:
         except messages.MessageError as exc:
             print(f"worker {self.worker_id}: ignoring inbox: {exc}", file=sys.stderr, flush=True)
             return
-        if body["seq"] <= self.seq:
+        if body.get("to", self.worker_id) != self.worker_id:
+            print(f"worker {self.worker_id}: ignoring an inbox for {body['to']!r}",
+                  file=sys.stderr, flush=True)
             return
+        if body["seq"] <= self.seq:
+            return  # a replay of an older assignment
         self.seq = body["seq"]
         self.last_contact = time.monotonic()
         if body["jobs"] or body["cancel"]:
@@ -176,6 +208,15 @@ class Worker:
 
     def _start(self, key: str, job: dict) -> None:
         log = self.scratch / "jobs" / f"{key}.log"
+        sealed = job.get("stage", {}).get("sealed")
+        if sealed is not None:  # secrets inside: open with the run key, here and only here
+            try:
+                argv, env = messages.unseal(sealed, self.run_key, key)
+            except messages.MessageError as exc:
+                self._write_result(key, "failed", None, time.time(), str(exc))
+                return
+            stage = {k: v for k, v in job["stage"].items() if k != "sealed"}
+            job = {**job, "argv": argv, "env": env, "stage": stage}
         cwd = job["cwd"] or str(self.scratch / "work")  # no shared file system: our own disk
         env = {**os.environ, **{str(k): str(v) for k, v in job["env"].items()}}
         env.pop(RUN_KEY_ENV, None)  # jobs never see the run key
@@ -186,6 +227,10 @@ class Worker:
         if "stage" in job:  # a fully evaluated command whose files travel with it (CWL)
             argv, deadline, verdict = self._staged(key, job)
             env, cwd = {k: v for k, v in os.environ.items() if k != RUN_KEY_ENV}, None
+        # The mark a powered-off "VM" finds its jobs by, should this worker die before it
+        # records the job's session (procs.power_off).
+        name, _, value = vm_mark(self.scratch).partition("=")
+        env[name] = value
         started = time.time()
         try:
             with open(log, "wb") as out:
@@ -223,6 +268,8 @@ class Worker:
                 reason = None if code == 0 else f"exit code {code}"
                 if job.verdict is not None:
                     outcome, code, reason = _read_verdict(job.verdict, outcome, code, reason)
+                if outcome == "failed":
+                    reason = self._explain(reason, job.log)
                 self._finish(job, outcome, code, reason)
             elif job.deadline_s is not None and now - job.started_mono >= job.deadline_s:
                 # the job ran until now; killing its session (up to a grace period for it to
@@ -255,12 +302,27 @@ class Worker:
         self._record_sessions()
         self._write_result(job.key, outcome, code, job.started, reason, job.log, ended)
 
+    def _explain(self, reason: str | None, log: Path) -> str | None:
+        """A failed job's reason with why, when its log or this disk says: "exit code 1" alone
+        does not tell a full disk or a refused upload from a bug in the job."""
+        why = explain_failure(_tail(log))
+        if why is None and DISK_FULL not in (reason or ""):
+            why = _disk_full((log.parent, self.scratch / "work"))
+        if why is None or why in (reason or ""):
+            return reason
+        return f"{reason}: {why}" if reason else why
+
     def _record_sessions(self) -> None:
-        """The VM's own disk: which job sessions are alive, for the local engine's teardown."""
+        """The VM's own disk: which job sessions are alive, for the local engine's teardown.
+        Best effort: a full disk must not crash the worker (its jobs could not be reported)."""
         text = "".join(f"{job.proc.pid}\n" for job in self.running.values())
         tmp = self.scratch / "sessions.tmp"
-        tmp.write_text(text)
-        os.replace(tmp, self.scratch / "sessions")
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, self.scratch / "sessions")
+        except OSError as exc:
+            print(f"worker {self.worker_id}: cannot record job sessions: {exc}",
+                  file=sys.stderr, flush=True)
 
     # -- reports -----------------------------------------------------------------------------
     def _write_result(self, key: str, outcome: str, code: int | None, started: float,
@@ -269,12 +331,23 @@ class Worker:
         body = {"key": key, "worker": self.worker_id, "outcome": outcome, "returncode": code,
                 "started": started, "ended": ended or time.time(), "reason": reason,
                 "log_tail": _tail(log) if log and outcome != "ok" else ""}
-        try:
-            self.bucket.write(result_key(key, self.worker_id), messages.encode("result", body),
-                              if_generation_match=0)
-        except PreconditionFailed:
-            pass  # reported already (a restarted agent): the first report stands
+        self.unsent[key] = messages.encode("result", body, self.run_key)
+        self._send_results()
         self._write_status("ready")  # a changed status is what sends the coordinator looking
+
+    def _send_results(self) -> None:
+        """Write the results not yet taken, oldest first; stop at the first failure."""
+        for key, data in list(self.unsent.items()):
+            def send(key: str = key, data: bytes = data) -> None:
+                try:
+                    self.bucket.write(result_key(key, self.worker_id), data,
+                                      if_generation_match=0)
+                except PreconditionFailed:
+                    pass  # reported already (a restarted agent): the first report stands
+
+            if not self._storage(f"report the result of {key}", send):
+                return
+            del self.unsent[key]
 
     def _write_status(self, state: str) -> None:
         body = {"worker": self.worker_id, "seq_seen": self.seq, "time": time.time(),
@@ -282,8 +355,13 @@ class Worker:
                 # this worker's storage operations so far (this write included), for the
                 # run's request budget
                 "ops": _ops_after_write(self.bucket)}
-        self.bucket.write(status_key(self.worker_id), messages.encode("status", body))
-        self.last_status = time.monotonic()
+        # signed like assignments: a bucket writer can delete a report but not forge one
+        written = self._storage("write its status", lambda: self.bucket.write(
+            status_key(self.worker_id), messages.encode("status", body, self.run_key)))
+        # a failed write is tried again after a slow poll, not at the next heartbeat (which
+        # on GCE is the grace period: the coordinator would learn of results only late)
+        self.last_status = time.monotonic() - (0.0 if written else
+                                               max(0.0, self.heartbeat - self.slow_poll))
 
 
 def _read_verdict(path: Path, outcome: str, code: int | None,
@@ -294,6 +372,40 @@ def _read_verdict(path: Path, outcome: str, code: int | None,
         return str(verdict["outcome"]), verdict["returncode"], verdict["reason"]
     except (OSError, ValueError, KeyError, TypeError):
         return outcome, code, reason or "the staged job left no verdict"
+
+
+def _clip(line: str) -> str:
+    line = " ".join(line.split())
+    return line if len(line) <= REASON_DETAIL_CHARS else line[:REASON_DETAIL_CHARS - 3] + "..."
+
+
+def explain_failure(tail: str) -> str | None:
+    """The line of a failed job's log that says why, or None: a full disk, or an output the
+    storage plugin could not store (with the cause it was given, e.g. 403 Forbidden)."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if DISK_FULL in line:
+            return _clip(line)
+    for i in range(len(lines) - 1, -1, -1):
+        if STORE_FAILED.match(lines[i]):
+            cause = next((line for line in lines[i + 1:]
+                          if not line.endswith(":") and not line.startswith("When running")),
+                         None)
+            return _clip(f"{lines[i]}: {cause}" if cause else lines[i])
+    return None
+
+
+def _disk_full(paths: tuple[Path, ...]) -> str | None:
+    """Say so when one of this worker's directories has no space left: a job whose log could
+    not even be written leaves nothing else to explain its failure."""
+    for path in paths:
+        try:
+            free = os.statvfs(path).f_bavail
+        except OSError:
+            continue
+        if free == 0:
+            return f"{DISK_FULL} on the worker ({path} is full)"
+    return None
 
 
 def _ops_after_write(bucket: Bucket) -> dict[str, int]:

@@ -48,3 +48,29 @@ def test_size_bound_and_garbage() -> None:
     for data in (b"\x80\x04pickle", b"[]", b'{"v": 2, "kind": "inbox", "body": {}}'):
         with pytest.raises(messages.MessageError):
             messages.decode("inbox", data)
+
+
+def test_an_inbox_names_its_worker_under_the_signature() -> None:
+    data = messages.encode("inbox", {**INBOX, "to": "w-1"}, KEY)
+    assert messages.decode("inbox", data, KEY)["to"] == "w-1"
+    moved = json.loads(data)
+    moved["body"]["to"] = "w-2"
+    with pytest.raises(messages.MessageError, match="bad signature"):
+        messages.decode("inbox", json.dumps(moved).encode(), KEY)
+    with pytest.raises(messages.MessageError, match="'to'"):
+        messages.encode("inbox", {**INBOX, "to": 2})
+
+
+def test_sealed_parts_open_only_with_their_run_key_and_job() -> None:
+    sealed = messages.seal(["tool", "--password", "hunter2"], {"TOKEN": "t0k"}, KEY, "c1")
+    assert "hunter2" not in sealed and "t0k" not in sealed
+    assert messages.unseal(sealed, KEY, "c1") == (["tool", "--password", "hunter2"],
+                                                 {"TOKEN": "t0k"})
+    assert messages.seal(["a"], {}, KEY, "c1") != messages.seal(["a"], {}, KEY, "c1")  # nonces
+    for key, job, text in ((b"x" * 32, "c1", sealed), (KEY, "c2", sealed),
+                           (KEY, "c1", "not base64!"), (KEY, "c1", sealed[:-8] + "AAAAAAA=")):
+        with pytest.raises(messages.MessageError):
+            messages.unseal(text, key, job)
+    job = {**INBOX["jobs"]["j1a1"], "stage": {"sealed": 5}}
+    with pytest.raises(messages.MessageError, match="'sealed'"):
+        messages.encode("inbox", {**INBOX, "jobs": {"j": job}})

@@ -31,6 +31,7 @@ from cwltool.loghandler import _logger
 from cwltool.process import Process, stage_files
 from cwltool.utils import CWLObjectType, bytes2str_in_dicts
 
+from .. import messages
 from ..coordinator import Coordinator, JobReport, JobRequest
 from ..errors import ExpoError
 from ..scheduler import Outcome, Task
@@ -118,6 +119,8 @@ class ExpoExecutor(JobExecutor):
         argv = [str(a) for a in job.command_line]
         shown = " ".join(argv)  # before secrets are filled in: a log never shows them
         env = dict(job.environment)
+        secret = rc.secret_store is not None and (rc.secret_store.has_secret(argv)
+                                                  or rc.secret_store.has_secret(env))
         if rc.secret_store is not None:
             argv = rc.secret_store.retrieve(argv)
             env = rc.secret_store.retrieve(env)
@@ -139,6 +142,9 @@ class ExpoExecutor(JobExecutor):
                     job.outdir, job.tmpdir))
             except (OSError, ValueError) as exc:
                 raise WorkflowException(f"[job {job.name}] cannot stage its files: {exc}") from None
+        if secret:  # the bucket holds only ciphertext of a command that carries secrets
+            stage["sealed"] = messages.seal(argv, env, self._started().run_key, key)
+            argv, env = list(messages.SEALED_ARGV), {}
         _logger.info("[job %s] %s on expocloud: %s", job.name, task.label, shown)
         return JobRequest(task=task, argv=argv, cwd=job.outdir, env=env, deadline_s=deadline,
                           family=family, meta=_meta(job, task), stage=stage)
@@ -219,7 +225,7 @@ class ExpoExecutor(JobExecutor):
                                       inplace_update=job.inplace_update)
             outputs = bytes2str_in_dicts(job.collect_outputs(job.outdir, -1 if rcode is None
                                                              else rcode))  # type: ignore
-        except (OSError, WorkflowException) as exc:
+        except (OSError, ValueError, WorkflowException) as exc:  # ValueError: a bad manifest
             _logger.error("[job %s] Job error:\n%s", job.name, exc)
             status = "permanentFail"
         _logger.log(logging.INFO if status == "success" else logging.WARNING,

@@ -15,6 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
+from .. import messages
 from ..bucket import Bucket, PreconditionFailed
 from ..staged_job import safe_relative
 
@@ -86,7 +87,9 @@ class Staging:
         blob = self.bucket.read(f"{prefix}manifest.json")
         if blob is None:
             raise FileNotFoundError(f"worker {worker} uploaded no outputs ({prefix}manifest.json)")
-        manifest = json.loads(blob.data)
+        manifest = _checked_manifest(blob.data, worker)
+        links = {rel: self._checked_link(rel, link, outdir)
+                 for rel, link in manifest["links"].items()}
         shutil.rmtree(outdir, ignore_errors=True)
         base = Path(outdir)
         base.mkdir(parents=True, exist_ok=True)
@@ -100,7 +103,42 @@ class Staging:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data.data)
             target.chmod(int(mode) & 0o777)
-        for rel, link in manifest["links"].items():
+        for rel, link in links.items():
             target = base / safe_relative(rel)
             target.parent.mkdir(parents=True, exist_ok=True)
             os.symlink(link, target)
+
+    def _checked_link(self, rel: str, link: str, outdir: str) -> str:
+        """A link the job made may point into its own tree (the run's staging root), never
+        elsewhere on this machine: a forged manifest must not turn an output into, say, a
+        private key that the next step would upload to the bucket."""
+        where = os.path.dirname(os.path.join(outdir, safe_relative(rel)))
+        resolved = os.path.normpath(os.path.join(where, link))
+        root = os.path.normpath(str(self.root))
+        if os.path.commonpath([resolved, root]) != root:
+            raise ValueError(f"output link {rel} -> {link} points outside the run's staging "
+                             "root")
+        return link
+
+
+def _checked_manifest(data: bytes, worker: str) -> dict:
+    """An output manifest from the bucket: JSON of the expected shape, bounded in size (it is
+    a message like any other: whoever can write to the bucket could have written it)."""
+    if len(data) > messages.MAX_BYTES:
+        raise ValueError(f"the output manifest of worker {worker} exceeds "
+                         f"{messages.MAX_BYTES} bytes")
+    try:
+        manifest = json.loads(data)
+    except ValueError:
+        raise ValueError(f"the output manifest of worker {worker} is not JSON") from None
+    ok = (isinstance(manifest, dict)
+          and isinstance(manifest.get("dirs"), list)
+          and all(isinstance(d, str) for d in manifest["dirs"])
+          and isinstance(manifest.get("files"), dict)
+          and all(isinstance(k, str) and type(v) is int for k, v in manifest["files"].items())
+          and isinstance(manifest.get("links"), dict)
+          and all(isinstance(k, str) and isinstance(v, str)
+                  for k, v in manifest["links"].items()))
+    if not ok:
+        raise ValueError(f"the output manifest of worker {worker} is malformed")
+    return manifest
