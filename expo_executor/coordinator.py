@@ -22,7 +22,8 @@ from .budget import BudgetConfig, Phase, affordable, meter_line, phase, vm_cost
 from .bucket import Bucket
 from .costs import CostReport, summarize
 from .engines.base import CreateFailed, Engine
-from .fleet import WorkerView, decide, pools
+from .fleet import (BootHistory, Booting, WorkerView, boot_check, booted, decide, pools,
+                    stranded, unrunnable)
 from .hardness import FrontierPoint
 from .scheduler import (Cancel, Event, Finished, Outcome, Pool, Requeued, Scheduler, Skipped,
                         Task)
@@ -33,6 +34,7 @@ RESULTS_BACKSTOP = 5.0  # seconds between reads of every worker's pending result
 GIVE_UP_AFTER = 10.0  # seconds of nothing but failed rounds before the run is failed
 RESULT_OUTCOME = {"ok": Outcome.SOLVED, "failed": Outcome.FAILED, "timeout": Outcome.TIMEOUT}
 CAPACITY_RETRY = 30.0  # seconds before asking again after every zone was out of capacity
+BOOT_TIMEOUT = 600.0  # seconds a new VM has to report ready (settings.boot_timeout sets it)
 
 
 @dataclass
@@ -88,6 +90,9 @@ class CoordinatorConfig:
     prices_label: str = ""
     budget: BudgetConfig | None = None
     max_run_s: float | None = None  # every VM's hard cap (GCE max_run_duration)
+    # A VM not ready this long after it was asked for is deleted and replaced; repeated
+    # failures stop its pool (fleet.boot_check).
+    boot_timeout: float = BOOT_TIMEOUT
 
 
 @dataclass
@@ -123,6 +128,9 @@ class Coordinator:
                             config.max_on_demand, config.idle_timeout, config.on_demand_min)
         self._stragglers = False  # the straggler rule is in force: nothing new goes on Spot
         self._no_growth: dict[Pool, float] = {}  # pool -> time before which nothing is created
+        self._stopped_why: dict[Pool, str] = {}  # pool -> why it may not grow any more
+        self._boots: dict[Pool, BootHistory] = {}  # failed boots in a row, per pool
+        self._stranded: str | None = None  # why queued work can never run (no VM, no growth)
         self._worker_ops: dict[str, dict[str, int]] = {}  # storage operations workers reported
         self._pool_of: dict[str, Pool] = {}  # every VM of the run, for the run record
         self._lists = 0  # the coordinator's listings, for the request budget
@@ -242,6 +250,7 @@ class Coordinator:
             changed = set(self._vms)
         self._read_results(changed)
         self._check_instances()
+        self._check_boots(now)
         self._meter(now)
         for assignment in ([] if self._phase >= Phase.LIMIT else
                            self.scheduler.assign(allow_spot=not self._stragglers)):
@@ -255,6 +264,7 @@ class Coordinator:
             vm.inbox_dirty = True
         self._write_inboxes(now)
         self._scale(now)
+        self._check_stranded()
         self._progress(now)
 
     # -- intake ------------------------------------------------------------------------------
@@ -265,11 +275,11 @@ class Coordinator:
         for request in submissions:
             key = request.task.key
             self._requests[key] = request
-            if self._budget_spent:  # nothing more runs; a dominated task is still skipped
-                events = self.scheduler.submit(request.task)
+            if self._budget_spent or self._stranded:  # nothing more runs; a dominated task
+                events = self.scheduler.submit(request.task)  # is still skipped
                 if not events:
                     self.scheduler.withdraw(key)
-                    self._fail_for_budget(key)
+                    self._fail_unrunnable(key)
                 self._handle(events)
                 continue
             family = request.task.family
@@ -299,7 +309,7 @@ class Coordinator:
             vm.status_generation = blob.generation
             changed.add(name)
             try:
-                status = messages.decode("status", blob.data)
+                status = messages.decode("status", blob.data, self.run_key)
             except messages.MessageError as exc:
                 self.log(f"expocloud: ignoring a malformed status of {name}: {exc}")
                 continue
@@ -308,6 +318,7 @@ class Coordinator:
                                           if isinstance(v, int)}
             if status["state"] == "ready" and not vm.ready:
                 vm.ready, vm.ready_at = True, now
+                self._boots = booted(self._boots, vm.pool)
                 vm.idle_since = now
                 self.scheduler.add_worker(name, self.config.slots_per_worker,
                                           self.config.worker_mem_mb, pool=vm.pool)
@@ -323,7 +334,7 @@ class Coordinator:
                 continue
             self._results_seen.add((key, worker))
             try:
-                result = messages.decode("result", blob.data)
+                result = messages.decode("result", blob.data, self.run_key)
             except messages.MessageError as exc:
                 self.log(f"expocloud: ignoring a malformed result of {key}: {exc}")
                 continue
@@ -364,6 +375,12 @@ class Coordinator:
         first in line; on Spot that counts as a preemption of each of them."""
         if name not in self._vms:
             return
+        # What it reported before it went stands: a job whose result object was written just
+        # before its VM died (the status write that would have sent us looking lost with it)
+        # ended, and must not be re-queued and run a second time.
+        self._read_results({name})
+        if name not in self._vms:  # its last breath said "preempted": handled already
+            return
         self.log(f"expocloud: worker {name} {how}; its jobs go back to the queue first")
         self._handle(self.scheduler.remove_worker(name, preempted=True))
         self._end_vm(name, end)
@@ -373,12 +390,80 @@ class Coordinator:
         for name in failure.names:
             self._end_vm(name, "not created")
         if failure.stop_growth:
-            if self._no_growth.get(failure.pool) != float("inf"):
-                self.log(f"expocloud: no more {failure.pool.value} VMs this run: {failure.message}")
-            self._no_growth[failure.pool] = float("inf")
+            self._stop_growth(failure.pool, failure.message)
         else:
             self.log(f"expocloud: {failure.message}; asking again in {CAPACITY_RETRY:g} s")
             self._no_growth[failure.pool] = now + CAPACITY_RETRY
+
+    def _stop_growth(self, pool: Pool, why: str) -> None:
+        """No more VMs in ``pool`` for the rest of the run; said once, in one line."""
+        if self._no_growth.get(pool) != float("inf"):
+            self.log(f"expocloud: no more {pool.value} VMs this run: {why}")
+            self._stopped_why[pool] = why
+        self._no_growth[pool] = float("inf")
+
+    def _stopped_pools(self) -> frozenset[Pool]:
+        """The pools that may not grow for the rest of the run (quota, failed boots)."""
+        return frozenset(p for p, until in self._no_growth.items() if until == float("inf"))
+
+    def _check_boots(self, now: float) -> None:
+        """Delete VMs that did not come up in time (the fleet replaces them); stop a pool
+        whose VMs keep failing to come up (fleet.boot_check decides)."""
+        booting = [Booting(name, vm.pool, vm.created) for name, vm in self._vms.items()
+                   if not vm.ready]
+        decision = boot_check(booting, now, self.config.boot_timeout, self._boots)
+        self._boots = decision.history
+        for name in decision.timed_out:
+            self.log(f"expocloud: worker {name} did not report ready within "
+                     f"{self.config.boot_timeout:g} s of its creation (--expocloud-boot-timeout); "
+                     "deleting it (replaced while its pool may grow)")
+            self._handle(self.scheduler.remove_worker(name))  # not ready: no jobs yet
+            self._end_vm(name, "never ready")
+            self.engine.delete(name)
+        for pool in decision.stop:
+            failed = self._boots[pool].failures_in_a_row
+            self._stop_growth(pool, (
+                f"{failed} VMs in a row never reported ready within "
+                f"{self.config.boot_timeout:g} s (--expocloud-boot-timeout); check the image "
+                "(--expocloud-gce-image), its startup script, the service account "
+                "(--expocloud-gce-service-account) and a VM's worker log (serial console: "
+                "gcloud compute instances get-serial-port-output NAME)"))
+
+    def _check_stranded(self) -> None:
+        """Queued work that no VM alive may run, in pools that cannot grow: fail it now, with
+        the reason, rather than wait forever for capacity that will not come. With no VM at
+        all and no pool left, the run is stranded: later jobs fail on arrival."""
+        if self._stranded is not None or self._stopping.is_set():
+            return
+        stopped = self._stopped_pools()
+        alive: dict[Pool, int] = {}
+        for vm in self._vms.values():
+            alive[vm.pool] = alive.get(vm.pool, 0) + 1
+        queued = self.scheduler.queued_demand()
+        dead = unrunnable(queued, alive, stopped, self.fleets)
+        if not dead:
+            return
+        why = "; ".join(f"{p.value}: {self._stopped_why[p]}" for p in sorted(
+            stopped & self.fleets.keys(), key=lambda p: p.value) if p in self._stopped_why)
+        why = why or "no pool may grow"
+        if stranded(queued, alive, stopped, self.fleets):
+            reason = self._stranded = f"no VM is left and no more can be created ({why})"
+        else:  # e.g. on-demand is gone while Spot VMs still run: non-preemptible work waits
+            reason = f"no VM that may run it is left and no more can be created ({why})"
+        keys = [k for k in self._requests if self.scheduler.state(k) == "queued"
+                and self.scheduler.demand_pool(k) in dead]
+        self.log(f"expocloud: failing {len(keys)} queued job(s): {reason}")
+        for key in keys:
+            self.scheduler.withdraw(key)
+            self._fail_unrunnable(key, reason)
+
+    def _fail_unrunnable(self, key: str, reason: str | None = None) -> None:
+        """Fail a job that will not run: the budget is spent, or no VM can be had."""
+        if self._budget_spent:
+            self._fail_for_budget(key)
+            return
+        self._report(JobReport(key, Outcome.FAILED, f"not run: {reason or self._stranded}"),
+                     None)
 
     # -- the budget --------------------------------------------------------------------------
     def spent(self, now: float) -> float:
@@ -524,7 +609,7 @@ class Coordinator:
                 continue
             self._seq += 1
             self._heartbeats += not vm.inbox_dirty
-            body = {"seq": self._seq, "jobs": vm.jobs, "cancel": sorted(vm.cancel),
+            body = {"seq": self._seq, "to": name, "jobs": vm.jobs, "cancel": sorted(vm.cancel),
                     "drain": False}
             self.bucket.write(inbox_key(name), messages.encode("inbox", body, self.run_key))
             vm.inbox_dirty = False
@@ -546,8 +631,9 @@ class Coordinator:
             views[vm.pool].append(WorkerView(name, not vm.ready, busy, vm.idle_since))
             running += busy
             running_on_spot += busy if vm.pool is Pool.SPOT else 0
+        stopped = self._stopped_pools()
         decision = decide(self.scheduler.queued_demand(), views, running, running_on_spot, now,
-                          self.fleets, self.config.pool, self.config.straggler_rule)
+                          self.fleets, self.config.pool, self.config.straggler_rule, stopped)
         self._stragglers = decision.stragglers
         plans = decision.plans
         for pool, decision in plans.items():

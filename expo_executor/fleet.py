@@ -10,7 +10,7 @@ for the stragglers at the end of a sweep.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .scheduler import Pool
 
@@ -119,23 +119,116 @@ class FleetDecision:
 
 def decide(queued: dict[Pool, int], views: dict[Pool, list[WorkerView]], running: int,
            running_on_spot: int, now: float, fleets: dict[Pool, FleetConfig], main_pool: Pool,
-           straggler_rule: bool) -> FleetDecision:
+           straggler_rule: bool, stopped: frozenset[Pool] = frozenset()) -> FleetDecision:
     """One scaling round, for the coordinator and the simulator alike.
 
     ``queued``: queued CPUs per pool they may use (the scheduler's ``queued_demand``);
     ``views``: every pool's workers; ``running``: busy CPUs everywhere. One pool (the local
     engine, or on-demand only) plans alone; with two, the straggler rule may hand the tail to
-    the on-demand pool.
+    the on-demand pool. ``stopped``: pools that may not grow any more (a quota, failing
+    boots); a stopped Spot pool with no VM left hands all work to the on-demand pool, else
+    the work queued for Spot would wait for VMs that will never come.
     """
     work_left = sum(queued.values()) + running > 0
     if len(fleets) == 1:  # every task fits the one pool
         return FleetDecision(False, {main_pool: plan(sum(queued.values()), views[main_pool],
                                                      now, fleets[main_pool], work_left)})
     od = fleets[Pool.ON_DEMAND]
+    if Pool.ON_DEMAND in stopped:  # only the VMs it has: the straggler rule must not wait for more
+        od = replace(od, max_workers=min(od.max_workers, len(views[Pool.ON_DEMAND])))
     remaining = sum(queued.values()) + running_on_spot
-    stragglers = straggler_rule and work_left \
-        and stragglers_fit(remaining, views[Pool.ON_DEMAND], od)
+    spot_gone = Pool.SPOT in stopped and not views[Pool.SPOT]
+    stragglers = work_left and (spot_gone or (
+        straggler_rule and stragglers_fit(remaining, views[Pool.ON_DEMAND], od)))
     spot_plan, od_plan = plan_pools(
         Demand(queued[Pool.SPOT], queued[Pool.ON_DEMAND]), views[Pool.SPOT],
         views[Pool.ON_DEMAND], now, fleets[Pool.SPOT], od, work_left, stragglers)
     return FleetDecision(stragglers, {Pool.SPOT: spot_plan, Pool.ON_DEMAND: od_plan})
+
+
+# -- boots that never finish ----------------------------------------------------------------------
+BOOT_FAILURES_TO_STOP = 3  # consecutive boot failures that stop a pool no VM of which came up
+BOOT_FAILURES_CAP = 3 * BOOT_FAILURES_TO_STOP  # ... and that stop even a pool that once worked
+
+
+@dataclass(frozen=True)
+class Booting:
+    """A VM that has not reported ``ready`` yet: when it was asked for, and in which pool."""
+
+    name: str
+    pool: Pool
+    created: float
+
+
+@dataclass(frozen=True)
+class BootHistory:
+    """A pool's boots so far: failures in a row (reset by a VM that came up) and whether any
+    VM of the pool ever came up (which proves its image, startup script and account work)."""
+
+    failures_in_a_row: int = 0
+    ever_ready: bool = False
+
+
+@dataclass(frozen=True)
+class BootDecision:
+    timed_out: tuple[str, ...]  # delete these: they are replaced like any missing capacity
+    history: dict[Pool, BootHistory]
+    stop: tuple[Pool, ...]  # pools whose growth these failures stop (newly)
+
+
+def boot_check(booting: list[Booting], now: float, boot_timeout: float,
+               history: dict[Pool, BootHistory]) -> BootDecision:
+    """Which booting VMs are overdue, and which pools to stop growing because of them.
+
+    A VM that is not ready ``boot_timeout`` s after it was asked for would otherwise count as
+    capacity forever, and the run would wait for it. One overdue VM is bad luck: it is replaced.
+    ``BOOT_FAILURES_TO_STOP`` in a row in a pool where none ever came up is a broken setup
+    (image, startup script, service account): replacing them would only bill boots forever.
+    A pool that worked once is stopped only after ``BOOT_FAILURES_CAP`` in a row, so that
+    even then the run cannot loop on failing boots.
+    """
+    timed_out = sorted((b for b in booting if now - b.created >= boot_timeout),
+                       key=lambda b: (b.created, b.name))
+    history = dict(history)
+    stop: list[Pool] = []
+    for vm in timed_out:
+        before = history.get(vm.pool, BootHistory())
+        after = BootHistory(before.failures_in_a_row + 1, before.ever_ready)
+        history[vm.pool] = after
+        limit = BOOT_FAILURES_CAP if after.ever_ready else BOOT_FAILURES_TO_STOP
+        if before.failures_in_a_row < limit <= after.failures_in_a_row:
+            stop.append(vm.pool)
+    return BootDecision(tuple(b.name for b in timed_out), history, tuple(stop))
+
+
+def booted(history: dict[Pool, BootHistory], pool: Pool) -> dict[Pool, BootHistory]:
+    """The history after a VM of ``pool`` reported ready."""
+    return {**history, pool: BootHistory(0, True)}
+
+
+def unrunnable(queued: dict[Pool, int], alive: dict[Pool, int], stopped: set[Pool],
+               fleets: dict[Pool, FleetConfig]) -> set[Pool]:
+    """The demand pools (keys of ``queued``) whose queued work can never run: every pool that
+    could run it has no VM alive and may not grow (stopped for good, or no room at all).
+
+    Work queued for Spot may run on either pool, work that must not be preempted on on-demand
+    only; a run with one pool (local, or on-demand only) runs everything there. Such work must
+    fail with the reason instead of waiting forever.
+    """
+    def dead(pool: Pool) -> bool:
+        return not alive.get(pool, 0) and (pool in stopped or fleets[pool].max_workers <= 0)
+
+    if len(fleets) == 1:
+        return {p for p, cpus in queued.items() if cpus} if dead(next(iter(fleets))) else set()
+    serving = {Pool.SPOT: (Pool.SPOT, Pool.ON_DEMAND), Pool.ON_DEMAND: (Pool.ON_DEMAND,)}
+    return {p for p, cpus in queued.items()
+            if cpus and all(dead(s) for s in serving.get(p, tuple(fleets)))}
+
+
+def stranded(queued: dict[Pool, int], alive: dict[Pool, int], stopped: set[Pool],
+             fleets: dict[Pool, FleetConfig]) -> bool:
+    """True when no queued work can ever run: no VM is alive in any pool and no pool may grow
+    any more. New work would not run either: the coordinator fails it on arrival."""
+    if not sum(queued.values()) or sum(alive.values()):
+        return False
+    return all(pool in stopped or config.max_workers <= 0 for pool, config in fleets.items())

@@ -12,6 +12,8 @@ import subprocess
 import time
 from pathlib import Path
 
+VM_ENV = "EXPOCLOUD_VM"  # in every job's environment: the scratch ("local disk") of its VM
+
 
 def session_members(sid: int, zombies: bool = False) -> list[int]:
     """PIDs whose session is ``sid`` (Linux /proc), including ones that changed group.
@@ -69,10 +71,39 @@ def recorded_sessions(scratch: Path) -> list[int]:
         return []
 
 
+def vm_mark(scratch: Path) -> str:
+    """The environment entry every job started on the "VM" ``scratch`` carries (``NAME=VALUE``)."""
+    return f"{VM_ENV}={Path(scratch).resolve()}"
+
+
+def marked_sessions(scratch: Path) -> set[int]:
+    """Sessions of live processes whose environment marks them as jobs of the VM ``scratch``
+    (Linux /proc; other users' processes are out of sight, and out of reach anyway)."""
+    mark = vm_mark(scratch).encode()
+    sids: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if mark not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        if len(fields) > 3 and fields[0] != "Z":
+            sids.add(int(fields[3]))
+    return sids
+
+
 def power_off(proc: subprocess.Popen, scratch: Path, grace: float = 0.5) -> None:
     """What pulling a VM's plug does to a worker process standing in for it: the worker and
-    every job session it started die (local engine, fake Compute server)."""
-    for sid in recorded_sessions(scratch):
+    every job session it started die (local engine, fake Compute server).
+
+    The worker's record of its sessions can miss one: a worker killed between starting a job
+    and recording it (or a job whose leader exited and left members behind). On a real VM
+    those die with the machine; here they would live on as orphans that write late, so the
+    sessions of every process carrying the VM's mark (``vm_mark``) die too."""
+    for sid in sorted(set(recorded_sessions(scratch)) | marked_sessions(scratch)):
         kill_session(sid, grace=grace)
     kill_session(proc.pid, grace=grace)
     proc.wait()

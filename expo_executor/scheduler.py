@@ -285,6 +285,10 @@ class Scheduler:
         """CPUs wanted by queued tasks, split by whether they may still run on Spot."""
         return dict(self._demand)
 
+    def demand_pool(self, key: str) -> Pool:
+        """The pool a queued task's demand counts in: ON_DEMAND if it must not run on Spot."""
+        return self._demand_pool(self._entries[key])
+
     def running_on(self, worker_id: str) -> set[str]:
         worker = self._workers.get(worker_id)
         return set(worker.running) if worker else set()

@@ -24,16 +24,16 @@ KEY = b"c" * 32
 def make(tmp_path: Path):
     made = []
 
-    def build(max_workers: int = 2, boot_delay: float = 0.0, idle: float = 30.0) -> Coordinator:
+    def build(max_workers: int = 2, boot_delay: float = 0.0, idle: float = 30.0,
+              boot_timeout: float = 120.0, log=lambda text: None) -> Coordinator:
         run_dir = tmp_path / "run"
         run_dir.mkdir()
         bucket = LocalBucket(run_dir / "bucket")
         engine = LocalEngine(LocalEngineConfig(bucket.root, run_dir / "vms", KEY, poll=0.05,
                                                grace=30, heartbeat=1, boot_delay=boot_delay))
         config = CoordinatorConfig("run", 1, max_workers, idle_timeout=idle, poll=0.05,
-                                   heartbeat=1, status_interval=60)
-        coordinator = Coordinator(config, engine, bucket, KEY, run_dir, StateDir(tmp_path),
-                                  lambda text: None)
+                                   heartbeat=1, status_interval=60, boot_timeout=boot_timeout)
+        coordinator = Coordinator(config, engine, bucket, KEY, run_dir, StateDir(tmp_path), log)
         coordinator.start()
         made.append(coordinator)
         return coordinator
@@ -124,3 +124,26 @@ def test_a_persistently_failing_round_fails_open_jobs_instead_of_hanging(tmp_pat
     assert report.outcome is Outcome.FAILED and "engine unreachable" in report.message
     assert sum("coordinator error" in line for line in lines) == 1, "logged once, not per round"
     assert any("giving up" in line for line in lines)
+
+
+def test_workers_that_never_come_up_stop_the_pool_and_the_queued_jobs_fail(
+        make, tmp_path: Path) -> None:
+    """Workers that take far longer than the boot timeout: each is deleted when it is overdue,
+    three in a row stop the pool, and the queued jobs fail with the reason instead of waiting
+    forever (no VM is left, and none can be created)."""
+    lines: list[str] = []
+    coordinator = make(max_workers=1, boot_delay=600, boot_timeout=0.5, log=lines.append)
+    keys = ["a", "b"]
+    coordinator.submit([_request(k, ["true"], tmp_path) for k in keys])
+    reports = _wait_reports(coordinator, keys, 60)
+    assert {r.outcome for r in reports.values()} == {Outcome.FAILED}
+    assert all("no VM is left and no more can be created" in r.message
+               and "never reported ready" in r.message for r in reports.values())
+    assert [vm["end"] for vm in _vms(coordinator.run_dir)] == ["never ready"] * 3
+    assert sum("did not report ready within 0.5 s" in line for line in lines) == 3
+    assert sum("no more local VMs this run" in line for line in lines) == 1
+    # a job submitted later fails at once, for the same reason
+    coordinator.submit([_request("c", ["true"], tmp_path)])
+    late = _wait_reports(coordinator, ["c"], 30)["c"]
+    assert late.outcome is Outcome.FAILED and "no VM is left" in late.message
+    assert len(_vms(coordinator.run_dir)) == 3

@@ -383,3 +383,50 @@ def test_main_serves_until_sigterm(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_instances_that_never_boot_or_never_start_their_worker(fake, clients, tmp_path):
+    """never_boot: PROVISIONING until deleted, never billed; silent_worker: RUNNING and billed,
+    but no worker process. Steered over HTTP like the other faults; served ones are counted."""
+    instances, _ = clients
+    request = urllib.request.Request(
+        f"{fake.endpoint}/_fake/fail_next", method="POST",
+        data=json.dumps({"kind": "never_boot", "zone": ZONE}).encode(),
+        headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=10).read()
+    fake.fail_next("silent_worker", 1, zone=ZONE_B)
+    assert is_done(insert(instances, instance("vm-1")))
+    assert is_done(insert(instances, instance("vm-2", zone=ZONE_B), zone=ZONE_B))
+    assert is_done(insert(instances, instance("vm-3")))  # the fault was used up: boots
+    assert wait_until(lambda: status(fake, "vm-2") == "RUNNING"
+                      and status(fake, "vm-3") == "RUNNING", 10)
+    assert status(fake, "vm-1") == "PROVISIONING"
+    assert not (tmp_path / "vms" / "vm-2" / "worker.log").exists()  # no worker ever started
+    assert (tmp_path / "vms" / "vm-3" / "worker.log").exists()
+    served = json.loads(urllib.request.urlopen(f"{fake.endpoint}/_fake/faults").read())
+    assert served == fake.faults_served() == {"never_boot": 1, "silent_worker": 1}
+    for name, zone in (("vm-1", ZONE), ("vm-2", ZONE_B), ("vm-3", ZONE)):
+        assert is_done(instances.delete_unary(project=PROJECT, zone=zone, instance=name))
+    assert fake.instances() == {}
+    ledger = {vm["name"]: vm for vm in fake.ledger()}
+    assert ledger["vm-1"]["running"] is None  # never RUNNING: nothing billed
+    assert ledger["vm-2"]["running"] is not None and ledger["vm-2"]["ended"] is not None
+    with pytest.raises(ValueError):
+        fake.fail_next("never_booting")
+
+
+def test_boot_faults_apply_per_instance_of_a_bulk_insert(fake, clients):
+    instances, _ = clients
+    fake.fail_next("never_boot", 2)
+    params = compute_v1.AttachedDiskInitializeParams(source_image=IMAGE, disk_size_gb=10)
+    resource = compute_v1.BulkInsertInstanceResource(
+        count=3, min_count=3, name_pattern="vm-#",
+        instance_properties=compute_v1.InstanceProperties(
+            machine_type="e2-small",
+            disks=[compute_v1.AttachedDisk(boot=True, auto_delete=True, initialize_params=params)],
+            network_interfaces=[compute_v1.NetworkInterface(network="global/networks/default")]))
+    instances.bulk_insert_unary(request=compute_v1.BulkInsertInstanceRequest(
+        project=PROJECT, zone=ZONE, bulk_insert_instance_resource_resource=resource))
+    assert wait_until(lambda: status(fake, "vm-3") == "RUNNING", 10)
+    assert status(fake, "vm-1") == status(fake, "vm-2") == "PROVISIONING"
+    assert fake.faults_served() == {"never_boot": 2}

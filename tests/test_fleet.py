@@ -1,6 +1,9 @@
 """Fleet policy: grow to cover queued work counting booting VMs, delete idle ones."""
 
-from expo_executor.fleet import Demand, FleetConfig, WorkerView, plan, plan_pools, stragglers_fit
+from expo_executor.fleet import (BOOT_FAILURES_CAP, BOOT_FAILURES_TO_STOP, BootHistory, Booting,
+                                 Demand, FleetConfig, WorkerView, boot_check, booted, decide, plan,
+                                 plan_pools, stranded, stragglers_fit, unrunnable)
+from expo_executor.scheduler import Pool
 
 CONFIG = FleetConfig(slots_per_worker=2, max_workers=3, idle_timeout=5.0)
 
@@ -50,3 +53,97 @@ def test_straggler_mode_sends_everything_queued_to_on_demand() -> None:
                                     True, stragglers=True)
     assert (spot_plan.create, od_plan.create) == (0, 2)
     assert not stragglers_fit(1, [], FleetConfig(2, 0, 5.0))
+
+
+# -- boots that never finish ----------------------------------------------------------------------
+
+
+def test_a_vm_not_ready_within_the_boot_timeout_is_timed_out_and_only_then() -> None:
+    booting = [Booting("w-2", Pool.SPOT, 5.0), Booting("w-1", Pool.SPOT, 0.0)]
+    assert boot_check(booting, 59.9, 60.0, {}).timed_out == ()
+    decision = boot_check(booting, 60.0, 60.0, {})
+    assert decision.timed_out == ("w-1",)
+    assert decision.history == {Pool.SPOT: BootHistory(1, False)}
+    assert decision.stop == ()
+    assert boot_check(booting, 65.0, 60.0, {}).timed_out == ("w-1", "w-2")  # oldest first
+
+
+def test_failures_in_a_row_in_a_pool_that_never_came_up_stop_it_once() -> None:
+    history: dict[Pool, BootHistory] = {}
+    stops = []
+    for i in range(BOOT_FAILURES_TO_STOP + 2):
+        decision = boot_check([Booting(f"w-{i}", Pool.SPOT, 0.0)], 100.0, 60.0, history)
+        history = decision.history
+        stops.append(decision.stop)
+    assert stops.index((Pool.SPOT,)) == BOOT_FAILURES_TO_STOP - 1
+    assert stops.count((Pool.SPOT,)) == 1  # said once
+    # several at once cross the limit in one round: still one stop
+    many = [Booting(f"w-{i}", Pool.ON_DEMAND, 0.0) for i in range(5)]
+    assert boot_check(many, 100.0, 60.0, {}).stop == (Pool.ON_DEMAND,)
+
+
+def test_a_ready_vm_resets_the_count_and_a_proven_pool_tolerates_more() -> None:
+    history = {Pool.SPOT: BootHistory(BOOT_FAILURES_TO_STOP - 1, False)}
+    history = booted(history, Pool.SPOT)
+    assert history[Pool.SPOT] == BootHistory(0, True)
+    for i in range(BOOT_FAILURES_CAP - 1):
+        decision = boot_check([Booting(f"w-{i}", Pool.SPOT, 0.0)], 100.0, 60.0, history)
+        assert decision.stop == ()
+        history = decision.history
+    last = boot_check([Booting("w-x", Pool.SPOT, 0.0)], 100.0, 60.0, history)
+    assert last.stop == (Pool.SPOT,)  # bounded even for a pool that once worked
+
+
+def test_stranded_only_when_work_is_queued_nothing_is_alive_and_no_pool_may_grow() -> None:
+    fleets = {Pool.SPOT: FleetConfig(1, 2, 5.0), Pool.ON_DEMAND: FleetConfig(1, 1, 5.0)}
+    queued = {Pool.SPOT: 3, Pool.ON_DEMAND: 0}
+    both = {Pool.SPOT, Pool.ON_DEMAND}
+    assert stranded(queued, {}, both, fleets)
+    assert not stranded({Pool.SPOT: 0, Pool.ON_DEMAND: 0}, {}, both, fleets)
+    assert not stranded(queued, {Pool.SPOT: 1}, both, fleets)
+    assert not stranded(queued, {}, {Pool.SPOT}, fleets)  # on-demand may still grow
+    no_room = {Pool.SPOT: FleetConfig(1, 2, 5.0), Pool.ON_DEMAND: FleetConfig(1, 0, 5.0)}
+    assert stranded(queued, {}, {Pool.SPOT}, no_room)
+
+
+def test_a_stopped_spot_pool_with_no_vm_hands_its_work_to_on_demand() -> None:
+    fleets = {Pool.SPOT: FleetConfig(1, 10, 5.0), Pool.ON_DEMAND: FleetConfig(1, 2, 5.0)}
+    queued = {Pool.SPOT: 8, Pool.ON_DEMAND: 0}
+    views: dict[Pool, list[WorkerView]] = {Pool.SPOT: [], Pool.ON_DEMAND: []}
+    normal = decide(queued, views, 0, 0, 0.0, fleets, Pool.SPOT, True)
+    assert not normal.stragglers and normal.plans[Pool.ON_DEMAND].create == 0
+    gone = decide(queued, views, 0, 0, 0.0, fleets, Pool.SPOT, True, frozenset({Pool.SPOT}))
+    assert gone.stragglers and gone.plans[Pool.ON_DEMAND].create == 2
+    # while a Spot VM is left it keeps working: no hand-over
+    views[Pool.SPOT] = [WorkerView("w-1", False, 1, None)]
+    kept = decide(queued, views, 1, 1, 0.0, fleets, Pool.SPOT, True, frozenset({Pool.SPOT}))
+    assert not kept.stragglers
+
+
+def test_a_stopped_on_demand_pool_turns_the_straggler_rule_off() -> None:
+    fleets = {Pool.SPOT: FleetConfig(1, 2, 5.0), Pool.ON_DEMAND: FleetConfig(1, 2, 5.0)}
+    views = {Pool.SPOT: [WorkerView("w-1", False, 1, None)], Pool.ON_DEMAND: []}
+    queued = {Pool.SPOT: 1, Pool.ON_DEMAND: 0}
+    assert decide(queued, views, 1, 1, 0.0, fleets, Pool.SPOT, True).stragglers
+    stopped = decide(queued, views, 1, 1, 0.0, fleets, Pool.SPOT, True,
+                     frozenset({Pool.ON_DEMAND}))
+    assert not stopped.stragglers  # else the Spot VM would sit idle, waiting for on-demand
+
+
+def test_unrunnable_work_is_what_no_live_or_growable_pool_may_run() -> None:
+    fleets = {Pool.SPOT: FleetConfig(1, 2, 5.0), Pool.ON_DEMAND: FleetConfig(1, 1, 5.0)}
+    queued = {Pool.SPOT: 2, Pool.ON_DEMAND: 1}
+    # on-demand stopped with none alive: non-preemptible work cannot run, the rest on Spot can
+    assert unrunnable(queued, {Pool.SPOT: 1}, {Pool.ON_DEMAND}, fleets) == {Pool.ON_DEMAND}
+    assert unrunnable(queued, {Pool.SPOT: 1, Pool.ON_DEMAND: 1}, {Pool.ON_DEMAND}, fleets) \
+        == set()
+    # Spot stopped: its work may still go on-demand
+    assert unrunnable(queued, {}, {Pool.SPOT}, fleets) == set()
+    assert unrunnable(queued, {}, {Pool.SPOT, Pool.ON_DEMAND}, fleets) == {Pool.SPOT,
+                                                                           Pool.ON_DEMAND}
+    assert unrunnable({Pool.SPOT: 0, Pool.ON_DEMAND: 0}, {}, {Pool.SPOT, Pool.ON_DEMAND},
+                      fleets) == set()
+    # one pool (local): it runs both kinds of demand
+    local = {Pool.LOCAL: FleetConfig(1, 2, 5.0)}
+    assert unrunnable(queued, {}, {Pool.LOCAL}, local) == {Pool.SPOT, Pool.ON_DEMAND}
+    assert unrunnable(queued, {Pool.LOCAL: 1}, {Pool.LOCAL}, local) == set()

@@ -13,9 +13,10 @@ instance TERMINATED, as a guest poweroff does.
 
 Tests and a separate process steer it through a control API, both as methods and as HTTP routes
 under ``/_fake/``: ``preempt``, ``fail_next`` (stockout, quota, rate limit, unavailable, a lost
-response), ``chaos`` (seeded exponential Spot lifetimes), ``requests`` (the request log) and
-``instances()``. ``python -m expo_executor.emulator.compute --port P --scratch DIR`` serves it
-until SIGTERM/SIGINT.
+response, an instance that never boots, one whose worker never reports), ``faults`` (how many
+of each were served), ``chaos`` (seeded exponential Spot lifetimes), ``requests`` (the request
+log) and ``instances()``. ``python -m expo_executor.emulator.compute --port P --scratch DIR``
+serves it until SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ METADATA_KEY_RE = re.compile(r"[a-zA-Z0-9_-]{1,128}")
 METADATA_MAX_BYTES = 512 * 1024
 OP_FAULTS = ("stockout", "stockout_details", "quota")
 HTTP_FAULTS = ("rate_limit", "unavailable", "lost_response")
+# Per instance, taken when it is inserted: ``never_boot`` stays PROVISIONING forever (nothing
+# billed, no worker); ``silent_worker`` boots to RUNNING (billed) but no worker starts, as with
+# a broken image or startup script, so its status never appears in the bucket.
+BOOT_FAULTS = ("never_boot", "silent_worker")
+FAULT_KINDS = OP_FAULTS + HTTP_FAULTS + BOOT_FAULTS
 
 CommandFn = Callable[[str, str, Path], list[str]]
 
@@ -369,6 +375,7 @@ class _Vm:
     scratch: Path
     status: str = "PROVISIONING"
     pending_op: str | None = None  # the insert operation, while it is not DONE
+    boot_fault: str | None = None  # one of BOOT_FAULTS, injected at insert
     stopping: str | None = None  # why we are powering it off: delete, preempt, max-run, guest
     proc: subprocess.Popen | None = None
     meta: FakeMetadata | None = None
@@ -504,6 +511,7 @@ class FakeCompute:
         self._ops: dict[tuple[str, str], dict[str, dict]] = {}  # (project, zone) -> name -> op
         self._by_request_id: dict[tuple[str, str], tuple[str, str]] = {}
         self._faults: list[_Fault] = []
+        self._served: dict[str, int] = {}  # fault kind -> faults actually served
         self._requests: list[dict] = []
         self._uids = itertools.count(1)
         self._chaos: tuple[float, int, int] | None = None  # mean life, seed, generation
@@ -587,7 +595,7 @@ class FakeCompute:
     def fail_next(self, kind: str, count: int = 1, zone: str | None = None, *,
                   op: str | None = None, http_status: int | None = None,
                   quota_metric: str = "CPUS") -> None:
-        """Make the next ``count`` matching calls fail.
+        """Make the next ``count`` matching calls (or instances) fail.
 
         stockout / stockout_details / quota: the next insert or bulkInsert operations in
         ``zone`` (any zone if None) end with ZONE_RESOURCE_POOL_EXHAUSTED[_WITH_DETAILS] or
@@ -595,13 +603,20 @@ class FakeCompute:
         unavailable (503) and lost_response (the request is applied, then answered 503): the
         next API requests in ``zone``, of API method ``op`` (insert, bulkInsert, get, list,
         delete, aggregatedList, operations.get, operations.list, operations.wait) if given.
+        never_boot / silent_worker: the next ``count`` instances inserted in ``zone`` (one
+        each, bulk inserts too) never leave PROVISIONING, or run with no worker.
         """
-        if kind not in OP_FAULTS + HTTP_FAULTS:
-            raise ValueError(f"unknown fault kind {kind!r}; one of {OP_FAULTS + HTTP_FAULTS}")
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; one of {FAULT_KINDS}")
         if count < 1:
             raise ValueError("count must be at least 1")
         with self._lock:
             self._faults.append(_Fault(kind, count, zone, op, http_status, quota_metric))
+
+    def faults_served(self) -> dict[str, int]:
+        """Fault kind -> how many were actually served (a request failed, an instance hung)."""
+        with self._lock:
+            return dict(self._served)
 
     def chaos(self, spot_mean_life_s: float, seed: int) -> None:
         """Preempt each RUNNING Spot instance after an exponential life (mean
@@ -690,6 +705,10 @@ class FakeCompute:
                 return
             vm.scratch.mkdir(parents=True, exist_ok=True)
             (vm.scratch / "sessions").unlink(missing_ok=True)  # a new VM has a fresh disk
+            if vm.boot_fault == "silent_worker":  # booted (and billed), but no worker runs
+                vm.status, vm.running_at = "RUNNING", time.time()
+                self._arm_expiry(vm)
+                return
             vm.meta = FakeMetadata(project=vm.project, zone=vm.zone, name=vm.name,
                                    attributes=vm.attributes, instance_id=int(vm.id)).start()
             env = {**os.environ, "GCE_METADATA_HOST": vm.meta.host}
@@ -699,12 +718,15 @@ class FakeCompute:
                                            start_new_session=True)
             vm.status, vm.running_at = "RUNNING", time.time()
             _spawn(self._watch, vm)
-            if "maxRunDuration" in vm.scheduling:
-                seconds = int(vm.scheduling["maxRunDuration"].get("seconds", 0))
-                self._timers.call_later(seconds * self.max_run_scale,
-                                        lambda: _spawn(self._expire, vm))
+            self._arm_expiry(vm)
             if self._chaos is not None and vm.spot:
                 self._arm_chaos(vm)
+
+    def _arm_expiry(self, vm: _Vm) -> None:
+        if "maxRunDuration" in vm.scheduling:
+            seconds = int(vm.scheduling["maxRunDuration"].get("seconds", 0))
+            self._timers.call_later(seconds * self.max_run_scale,
+                                    lambda: _spawn(self._expire, vm))
 
     def _watch(self, vm: _Vm) -> None:
         """A worker that exits on its own leaves its instance TERMINATED (guest poweroff)."""
@@ -806,8 +828,15 @@ class FakeCompute:
                 fault.count -= 1
                 if fault.count <= 0:
                     self._faults.remove(fault)
+                self._served[fault.kind] = self._served.get(fault.kind, 0) + 1
                 return fault
         return None
+
+    def _take_boot_faults(self, vms: list[_Vm]) -> None:
+        """Mark each new instance with the next boot fault of its zone, if one is armed."""
+        for vm in vms:
+            fault = self._take_fault(BOOT_FAULTS, vm.zone, "boot")
+            vm.boot_fault = fault.kind if fault else None
 
     def _remember_request(self, project: str, request_id: str | None) -> dict | None:
         if not request_id:
@@ -832,6 +861,8 @@ class FakeCompute:
             self._check_free(project, zone, [body["name"]])
             fault = self._take_fault(OP_FAULTS, zone, "insert")
             vm = self._make_vm(project, zone, body, machine)
+            if fault is None:
+                self._take_boot_faults([vm])
             op = self._new_op(project, zone, "insert", vm.name, target_id=vm.id, done=False)
             self._record_request(project, zone, request_id, op)
             self._launch([vm], op, fault)
@@ -854,6 +885,8 @@ class FakeCompute:
             self._check_free(project, zone, names)
             fault = self._take_fault(OP_FAULTS, zone, "bulkInsert")
             vms = [self._make_vm(project, zone, b, m) for b, m in zip(bodies, machines)]
+            if fault is None:
+                self._take_boot_faults(vms)
             op = self._new_op(project, zone, "bulkInsert", "", done=False)
             op["instancesBulkInsertOperationMetadata"] = {"perLocationStatus": {
                 f"zones/{zone}": {"targetVmCount": len(vms),
@@ -915,7 +948,8 @@ class FakeCompute:
                 self._finish_op(op, error)
             if error is None:
                 for vm in vms:
-                    self._timers.call_later(self.boot_delay, lambda vm=vm: self._boot(vm))
+                    if vm.boot_fault != "never_boot":  # else PROVISIONING until deleted
+                        self._timers.call_later(self.boot_delay, lambda vm=vm: self._boot(vm))
 
         if self.op_delay > 0:
             for vm in vms:
@@ -1089,6 +1123,8 @@ class FakeCompute:
                 return 200, self.instances()
             if method == "GET" and what == "requests":
                 return 200, self.requests
+            if method == "GET" and what == "faults":
+                return 200, self.faults_served()
             if method == "POST" and what == "preempt":
                 done = self.preempt(body["name"], body.get("action"), zone=body.get("zone"))
                 return 200, {"preempted": done}

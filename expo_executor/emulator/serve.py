@@ -12,20 +12,37 @@ import threading
 from pathlib import Path
 
 from .compute import FakeCompute
+from .faulty_proxy import FaultyProxy
 from .gcs import EmulatorProcess, fresh_bucket
 
 
 def serve(compute_port: int, storage_port: int, scratch: Path, boot_delay: float,
-          spot_mean_life: float | None, seed: int, bucket: str = "expocloud-emulated") -> int:
+          spot_mean_life: float | None, seed: int, bucket: str = "expocloud-emulated",
+          storage_fault_rate: float = 0.0) -> int:
+    """Serve until SIGINT/SIGTERM. With ``storage_fault_rate`` the emulator listens on a free
+    port and a :class:`FaultyProxy` on ``storage_port``: clients see only the faulty one."""
+    proxy: FaultyProxy | None = None
     try:
-        storage = EmulatorProcess(port=storage_port)
+        storage = EmulatorProcess(port=0 if storage_fault_rate else storage_port)
     except RuntimeError as exc:
         print(f"expocloud emulator: cannot serve on port {storage_port}: {exc}; fix: stop what "
               "uses it or pass --storage-port", flush=True)
         return 2
+    if storage_fault_rate:
+        try:
+            proxy = FaultyProxy(storage.endpoint, rate=storage_fault_rate, seed=seed,
+                                port=storage_port).start()
+        except OSError as exc:
+            storage.stop()
+            print(f"expocloud emulator: cannot serve on port {storage_port}: {exc}; fix: stop "
+                  "what uses it or pass --storage-port", flush=True)
+            return 2
+    storage_endpoint = proxy.endpoint if proxy else storage.endpoint
     try:
         compute = FakeCompute(scratch.resolve(), port=compute_port, boot_delay=boot_delay).start()
     except OSError as exc:
+        if proxy:
+            proxy.stop()
         storage.stop()
         print(f"expocloud emulator: cannot serve on port {compute_port}: {exc}; fix: stop what "
               "uses it or pass --compute-port", flush=True)
@@ -36,8 +53,11 @@ def serve(compute_port: int, storage_port: int, scratch: Path, boot_delay: float
     # run expects it, as on GCS)
     fresh_bucket(storage.endpoint, bucket)
     print(f"fake Compute Engine: {compute.endpoint} (VM disks in {scratch})", flush=True)
-    print(f"GCS emulator:        {storage.endpoint} (bucket gs://{bucket})", flush=True)
-    print(f"export STORAGE_EMULATOR_HOST={storage.endpoint}", flush=True)
+    print(f"GCS emulator:        {storage_endpoint} (bucket gs://{bucket})", flush=True)
+    if proxy:
+        print(f"storage faults:      {storage_fault_rate:.0%} of the calls (503, 429, dropped "
+              f"connections; seed {seed}) in front of {storage.endpoint}", flush=True)
+    print(f"export STORAGE_EMULATOR_HOST={storage_endpoint}", flush=True)
     if spot_mean_life:
         print(f"Spot VMs are preempted after {spot_mean_life:g} s on average (seed {seed})",
               flush=True)
@@ -49,5 +69,9 @@ def serve(compute_port: int, storage_port: int, scratch: Path, boot_delay: float
         done.wait()
     finally:
         compute.stop()
+        if proxy:
+            proxy.stop()
+            print(f"storage faults injected: {proxy.total_injected} of {proxy.requests} calls "
+                  f"({dict(sorted(proxy.injected.items()))})", flush=True)
         storage.stop()
     return 0

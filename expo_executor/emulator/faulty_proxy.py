@@ -1,0 +1,274 @@
+"""A fault-injecting HTTP proxy in front of the GCS emulator: storage faults on demand.
+
+Real Cloud Storage throttles (429), has bad moments (503) and loses connections, sometimes
+after it has applied a request: a create-only write (``ifGenerationMatch=0``) whose response
+was lost meets 412 on its retry although the first attempt won. The emulator never does any of
+this, so this proxy does, on a seeded random fraction of the storage requests it forwards:
+
+- ``503-before`` / ``429-before``: answered at once, the request never reaches the emulator;
+- ``drop-before``: the request is read, then the connection is closed without an answer;
+- ``503-after`` / ``429-after`` / ``drop-after``: the request is applied by the emulator, and
+  its answer replaced by the error (or by a closed connection).
+
+It also refuses chosen requests permanently (:meth:`FaultyProxy.refuse`, e.g. 403 for every
+upload under an object prefix), for tests of what a run does when outputs cannot be stored.
+
+The proxy reads each request whole (``Content-Length`` or chunked), forwards it on a fresh
+connection with the client's ``Host`` header (so the emulator's resumable-upload ``Location``
+points back at the proxy), and answers with the whole response, keeping the client's
+connection alive (HTTP/1.1). It serves on loopback from threads of this process, so a test
+reads :attr:`FaultyProxy.injected` directly; ``expocloud emulator --storage-fault-rate`` puts
+one in front of the emulator it serves.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import socket
+import sys
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote, urlsplit
+
+KINDS = ("503-before", "429-before", "drop-before", "503-after", "429-after", "drop-after")
+# Only the storage API is faulted; the health check and the emulator's /wipe are not.
+FAULTED_PREFIXES = ("/storage/", "/upload/", "/download/", "/batch/")
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-encoding",
+                        "te", "trailer", "upgrade", "content-length"})
+MESSAGES = {503: ("backendError", "We encountered an internal error. Please try again."),
+            429: ("rateLimitExceeded", "The rate of change requests to the object is too high."),
+            403: ("forbidden", "Access denied by the fault-injecting proxy.")}
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a refusal rule sees of a request: the path and query decoded, and the body."""
+
+    method: str
+    target: str  # unquoted path and query, e.g. /upload/storage/v1/b/b/o?uploadType=multipart
+    body: bytes
+
+
+Rule = tuple[Callable[[Request], bool], int]
+
+
+def error_body(status: int, message: str | None = None) -> bytes:
+    """GCS's JSON error shape, so the google clients raise the matching exception."""
+    reason, default = MESSAGES.get(status, ("error", http.client.responses.get(status, "error")))
+    text = message or default
+    return json.dumps({"error": {"code": status, "message": text,
+                                 "errors": [{"domain": "global", "reason": reason,
+                                             "message": text}]}}).encode()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that hangs up on a kept-alive connection is normal, not worth a trace."""
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
+class FaultyProxy:
+    """Forward to ``upstream`` (``http://host:port``), faulting a ``rate`` fraction of calls."""
+
+    def __init__(self, upstream: str, rate: float = 0.1, seed: int = 0,
+                 kinds: Iterable[str] = KINDS, port: int = 0,
+                 upstream_timeout: float = 120.0) -> None:
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"fault rate must be between 0 and 1, not {rate}")
+        self.kinds = tuple(kinds)
+        unknown = set(self.kinds) - set(KINDS)
+        if unknown or not self.kinds:
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(KINDS)}")
+        parts = urlsplit(upstream if "://" in upstream else f"http://{upstream}")
+        self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
+        self.rate = rate
+        self.upstream_timeout = upstream_timeout
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+        self.injected: Counter[str] = Counter()  # faults by kind
+        self.refused: Counter[int] = Counter()  # permanent refusals by status
+        self.forwarded = 0  # requests that reached the emulator
+        self.requests = 0  # storage requests seen (faulted or not)
+        self._rules: list[Rule] = []
+        self._script: list[str] = []  # faults for the next storage requests, in order
+        self._server = _Server(("127.0.0.1", port), self._handler_class())
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread: threading.Thread | None = None
+
+    # -- control -----------------------------------------------------------------------------
+    def start(self) -> FaultyProxy:
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.1},
+                                        name="faulty-proxy", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> FaultyProxy:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def set_rate(self, rate: float) -> None:
+        with self._lock:
+            self.rate = rate
+
+    def inject_next(self, *kinds: str) -> None:
+        """Fault the next storage requests with these kinds, in order, before any random
+        fault: for tests that need one exact fault (a lost create-only write)."""
+        unknown = set(kinds) - set(KINDS)
+        if unknown:
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}")
+        with self._lock:
+            self._script.extend(kinds)
+
+    def refuse(self, predicate: Callable[[Request], bool], status: int = 403) -> None:
+        """Answer ``status`` to every request ``predicate`` accepts, before forwarding: a
+        permanent refusal (a missing permission, a policy), not a fault that retries cure."""
+        with self._lock:
+            self._rules.append((predicate, status))
+
+    def refuse_uploads(self, object_prefix: str, status: int = 403) -> None:
+        """Refuse every upload of an object whose name starts with ``object_prefix``."""
+        def is_upload(request: Request) -> bool:
+            if request.method not in ("POST", "PUT") or not request.target.startswith("/upload/"):
+                return False
+            # the name is in the query (media), the multipart metadata or the resumable
+            # initiation's JSON body
+            return (f"name={object_prefix}" in request.target
+                    or f'"name": "{object_prefix}'.encode() in request.body[:65536]
+                    or f'"name":"{object_prefix}'.encode() in request.body[:65536])
+
+        self.refuse(is_upload, status)
+
+    @property
+    def total_injected(self) -> int:
+        return sum(self.injected.values())
+
+    def _decide(self, request: Request) -> tuple[str | None, int | None]:
+        """(fault kind or None, refusal status or None) for one request, under the lock."""
+        with self._lock:
+            self.requests += 1
+            for predicate, status in self._rules:
+                if predicate(request):
+                    self.refused[status] += 1
+                    return None, status
+            if self._script:
+                kind = self._script.pop(0)
+                self.injected[kind] += 1
+                return kind, None
+            if self.rate and self._random.random() < self.rate:
+                kind = self._random.choice(self.kinds)
+                self.injected[kind] += 1
+                return kind, None
+            return None, None
+
+    # -- serving -----------------------------------------------------------------------------
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_: object) -> None:  # quiet: tests read the counters
+                pass
+
+            def _body(self) -> bytes:
+                if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                    chunks = []
+                    while True:
+                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                        if size == 0:
+                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                                pass
+                            return b"".join(chunks)
+                        chunks.append(self.rfile.read(size))
+                        self.rfile.readline()
+                length = int(self.headers.get("Content-Length") or 0)
+                return self.rfile.read(length) if length else b""
+
+            def _drop(self) -> None:
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+            def _answer(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+                self.send_response(status)
+                for name, value in headers:
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def _error(self, status: int, message: str | None = None) -> None:
+                self._answer(status, [("Content-Type", "application/json; charset=UTF-8")],
+                             error_body(status, message))
+
+            def _handle(self) -> None:
+                body = self._body()
+                target = self.path
+                faulted = target.startswith(FAULTED_PREFIXES)
+                kind, refusal = (proxy._decide(Request(self.command, unquote(target), body))
+                                 if faulted else (None, None))
+                if refusal is not None:
+                    self._error(refusal)
+                    return
+                if kind == "drop-before":
+                    self._drop()
+                    return
+                if kind in ("503-before", "429-before"):
+                    self._error(int(kind[:3]))
+                    return
+                try:
+                    status, headers, answer = self._forward(body)
+                except OSError as exc:  # the emulator is gone or stuck: say so, as a 502
+                    self._error(502, f"the proxy could not reach the emulator: {exc}")
+                    return
+                if kind == "drop-after":
+                    self._drop()
+                    return
+                if kind in ("503-after", "429-after"):
+                    self._error(int(kind[:3]))
+                    return
+                self._answer(status, headers, answer)
+
+            def _forward(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+                conn = http.client.HTTPConnection(*proxy.upstream,
+                                                  timeout=proxy.upstream_timeout)
+                try:
+                    headers = {k: v for k, v in self.headers.items()
+                               if k.lower() not in HOP_BY_HOP}
+                    if body or self.command in ("POST", "PUT", "PATCH"):
+                        headers["Content-Length"] = str(len(body))
+                    conn.request(self.command, self.path, body=body or None, headers=headers)
+                    response = conn.getresponse()
+                    answer = response.read()
+                    kept = [(k, v) for k, v in response.getheaders()
+                            if k.lower() not in HOP_BY_HOP]
+                    with proxy._lock:
+                        proxy.forwarded += 1
+                    return response.status, kept, answer
+                finally:
+                    conn.close()
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
+
+        return Handler

@@ -1,0 +1,233 @@
+"""SIGKILL the coordinator (the snakemake process) mid-run, on the local engine and on emulated
+GCE: every worker (and its VM) is gone within the heartbeat grace period, with every job it
+ran, and nothing of the run is left; then a rerun completes and starts no job that had
+finished in the first run.
+
+What a user does after the coordinator died (both engines):
+
+1. ``snakemake --unlock`` (with the same arguments): the killed run left Snakemake's lock on
+   the working directory, and a rerun stops at "Directory cannot be locked" (checked).
+2. Run again with ``--rerun-incomplete`` if Snakemake stops with IncompleteFilesException
+   (it checks this before the lock, so it may be the first error; adding the flag always is
+   harmless). Jobs that were running when the coordinator died are marked incomplete in
+   ``.snakemake/``; if one of them wrote its output before its worker's dead man's switch
+   killed it (on GCE the VM's job process cannot clear the coordinator host's marker),
+   Snakemake refuses to start until told to re-run those. The tests record whether it was
+   needed (so far: on GCE yes, locally no).
+
+Finished jobs (complete outputs) are not run again. A job the coordinator reported in the
+last moment before the kill, before Snakemake's next status check took it, is incomplete to
+Snakemake and is run again: counted (``not_taken``), not forbidden. Hardness timeouts stored
+by the first run (``.expocloud/frontiers``) keep skipping what they dominate; this sweep has
+no hopeless job, so that the rerun can complete (exit 0).
+
+No cleanup of VMs is needed: each worker's dead man's switch deletes its own VM after
+``--expocloud-heartbeat-grace`` seconds of silence (``expocloud cleanup`` finds none left).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from ..emulated_gce import PROJECT, ZONES, emulated_args, emulated_env, fake_compute  # noqa: F401
+from ..gcs_emulator import gcs_emulator  # noqa: F401
+from ..helpers import EXPOCLOUD, SNAKEMAKE, processes_under, run_dirs, wait_until
+from .sweep import (Grid, bucket_outputs, grid, read_ledger, sweep_args, worker_pids,
+                    write_workflow)
+
+# Even a: half a second; odd a: eight seconds, so some are always running at the kill. No
+# hopeless job: the rerun must complete (exit 0).
+GRID: Grid = grid((10, 0, True), (20, 0, True))
+DEADLINE_S = 60
+SLACK_S = 5.0  # a poll or two, the SIGTERM grace of a job session, and load
+
+
+def _reported(workdir: Path) -> dict[str, dict]:
+    runs = run_dirs(workdir)
+    path = runs[-1] / "jobs.jsonl" if runs else None
+    if path is None or not path.exists():
+        return {}
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {"/".join(r["wildcards"][k] for k in ("a", "b", "i")): r for r in records
+            if r.get("rule") == "sweep"}
+
+
+def _running(ledger: Path) -> set[str]:
+    """Jobs whose script started and has not ended (in the ledger)."""
+    state: dict[str, str] = {}
+    for entry in read_ledger(ledger):
+        if entry["event"] in ("start", "end"):
+            state[entry["job"]] = entry["event"]
+    return {job for job, event in state.items() if event == "start"}
+
+
+def _kill_mid_run(workdir: Path, args: list[str], env: dict | None, ledger: Path,
+                  ) -> tuple[float, dict[str, dict]]:
+    """Start the run in a session of its own; SIGKILL it once some jobs are reported and a slow
+    one is running. Returns when it was killed and what it had reported by then."""
+    proc = subprocess.Popen([SNAKEMAKE, *args], cwd=workdir, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: len(_reported(workdir)) >= 3 and any(
+            Grid.is_slow(j) for j in _running(ledger)), timeout=300, interval=0.2), \
+            "the run never got going"
+        proc.send_signal(signal.SIGKILL)
+        killed = time.time()
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return killed, _reported(workdir)
+
+
+def _rerun(workdir: Path, args: list[str], env: dict | None,
+           ) -> tuple[subprocess.CompletedProcess, bool]:
+    """What the user does, step by step, each step only when Snakemake asks for it: the lock
+    ("--unlock"), incomplete files (add --rerun-incomplete; Snakemake checks these first).
+    The lock must have been there (SIGKILL leaves it). Returns the last run and whether
+    --rerun-incomplete was needed."""
+    def snakemake(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([SNAKEMAKE, *args, *extra], cwd=workdir, env=env,
+                              capture_output=True, text=True, timeout=600)
+
+    extra: list[str] = []
+    unlocked = False
+    for _ in range(3):
+        result = snakemake(*extra)
+        if "IncompleteFilesException" in result.stderr and not extra:
+            extra = ["--rerun-incomplete"]
+        elif "LockException" in result.stderr and not unlocked:
+            unlock = snakemake("--unlock")
+            assert unlock.returncode == 0, unlock.stderr[-3000:]
+            unlocked = True
+        else:
+            break
+    assert unlocked, "the killed run left no lock?"
+    return result, bool(extra)
+
+
+def _incomplete(workdir: Path) -> set[str]:
+    """Jobs whose output Snakemake marks incomplete (``.snakemake/incomplete/``: one file per
+    output, named by its path in base64): what --rerun-incomplete will run again."""
+    jobs = set()
+    for marker in (workdir / ".snakemake" / "incomplete").glob("*"):
+        try:
+            path = base64.urlsafe_b64decode(marker.name.encode()).decode()
+        except ValueError:
+            continue
+        if (match := re.search(r"out/(\d+/\d+/\d+)\.txt$", path)):
+            jobs.add(match.group(1))
+    return jobs
+
+
+def _check_rerun(ledger: Path, killed: float, first: dict[str, dict],
+                 incomplete: set[str]) -> tuple[int, int, int]:
+    """No job that had finished in the first run starts again. Finished: reported solved
+    by the coordinator *and* taken by Snakemake (its output not marked incomplete). A job
+    reported in the last moment before the kill, before Snakemake's next status check took
+    it, is incomplete to Snakemake and rightly run again: counted, not forbidden. Returns
+    (jobs started by the rerun, finished jobs, reported but not taken)."""
+    entries = read_ledger(ledger)
+    second = {e["job"] for e in entries if e["event"] == "start" and e["t"] > killed}
+    solved = {j for j, r in first.items() if r["outcome"] == "solved"}
+    finished = solved - incomplete
+    again = finished & second
+    assert not again, f"finished in the first run, started again: {sorted(again)}"
+    return len(second), len(finished), len(solved & incomplete)
+
+
+def _check_quiet(ledger: Path, killed: float, grace: float) -> int:
+    """No job of the first run ran past the grace period (+ the session's SIGTERM grace and
+    load): each worker killed its jobs as it stopped. Returns the jobs that were orphaned by
+    the kill (still ticking after it) and so killed by their worker's dead man's switch."""
+    entries = read_ledger(ledger)
+    late = [e for e in entries if e["t"] > killed + grace + SLACK_S]
+    assert not late, f"jobs ran on after the grace period: {late[:5]}"
+    return len({e["job"] for e in entries if e["t"] > killed and e["event"] == "tick"})
+
+
+def test_sigkilled_coordinator_local(tmp_path: Path, fault_figures) -> None:
+    workdir = tmp_path / "wf"
+    ledger = tmp_path / "ledger.jsonl"
+    write_workflow(workdir, GRID, ledger)
+    grace = 4.0
+    args = sweep_args(DEADLINE_S, "--expocloud-max-workers", "2",
+                      "--expocloud-poll-interval", "0.1",
+                      "--expocloud-heartbeat-grace", str(grace))
+    killed, first = _kill_mid_run(workdir, args, None, ledger)
+    workers = worker_pids(workdir / ".expocloud")
+    assert wait_until(lambda: not worker_pids(workdir / ".expocloud"), timeout=grace + 20)
+    stopped_after = time.time() - killed
+    # gone by their dead man's switch: within the grace period and a poll or two (+ load)
+    assert stopped_after < grace + 10, stopped_after
+    assert wait_until(lambda: not processes_under(workdir), timeout=20), \
+        processes_under(workdir)
+    orphaned = _check_quiet(ledger, killed, grace)
+    marked = _incomplete(workdir)
+    result, incomplete = _rerun(workdir, args, None)
+    assert result.returncode == 0, result.stderr[-4000:]
+    restarted, finished, not_taken = _check_rerun(ledger, killed, first, marked)
+    for job in GRID.jobs:
+        assert (workdir / "out" / f"{job}.txt").read_text() == Grid.text(job)
+    assert not processes_under(workdir)
+    fault_figures("SIGKILL the coordinator (local engine)", injected=1, survived=1,
+                  jobs=len(GRID.jobs), jobs_lost=0, orphan_vms=0,
+                  detail=f"{len(workers)} workers stopped {stopped_after:.1f} s after the kill "
+                  f"(grace {grace:g} s); rerun: {restarted} jobs started, none of the "
+                  f"{finished} that had finished", workers=len(workers), not_taken=not_taken,
+                  stopped_after_s=stopped_after, restarted=restarted, orphaned=orphaned,
+                  rerun_incomplete_needed=incomplete)
+
+
+def test_sigkilled_coordinator_gce(tmp_path: Path, fake_compute,  # noqa: F811
+                                   gcs_emulator, fault_figures) -> None:  # noqa: F811
+    """The same on emulated GCE (moved here from tests/test_e2e_gce.py, and extended with the
+    rerun): each worker's dead man's switch deletes its own VM within the grace period, and
+    ``expocloud cleanup`` finds nothing left. The rerun uses the same bucket prefix."""
+    workdir = tmp_path / "wf"
+    ledger = tmp_path / "ledger.jsonl"
+    write_workflow(workdir, GRID, ledger)
+    grace = 8.0
+    args = emulated_args(fake_compute, gcs_emulator, None,
+                         *sweep_args(DEADLINE_S, "--expocloud-heartbeat-grace", str(grace),
+                                     "--expocloud-poll-interval", "0.2",
+                                     "--expocloud-slow-poll-interval", "1"))
+    env = emulated_env(gcs_emulator)
+    killed, first = _kill_mid_run(workdir, args, env, ledger)
+    vms = len(fake_compute.instances())
+    assert wait_until(lambda: not fake_compute.instances(), timeout=grace + 30), \
+        fake_compute.instances()
+    stopped_after = time.time() - killed
+    # gone by the dead man's switch, not by a timeout of ours: within grace + a poll or two
+    assert stopped_after < grace + 10, stopped_after
+    assert wait_until(lambda: not worker_pids(fake_compute.scratch_root), timeout=20)
+    assert wait_until(lambda: not processes_under(workdir), timeout=20)
+    orphaned = _check_quiet(ledger, killed, grace)
+    cleanup = subprocess.run([EXPOCLOUD, "cleanup", "--project", PROJECT, "--zones", ZONES,
+                              "--endpoint", fake_compute.endpoint], cwd=workdir,
+                             capture_output=True, text=True, timeout=60)
+    assert cleanup.returncode == 0, cleanup.stderr
+    assert "no expocloud VMs found" in cleanup.stdout
+
+    marked = _incomplete(workdir)
+    result, incomplete = _rerun(workdir, args, env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    restarted, finished, not_taken = _check_rerun(ledger, killed, first, marked)
+    outputs = bucket_outputs(gcs_emulator, args[args.index("--default-storage-prefix") + 1])
+    assert {name: text for name, (text, _) in outputs.items()} == \
+        {f"out/{job}.txt": Grid.text(job) for job in GRID.jobs}
+    assert wait_until(lambda: not fake_compute.instances(), timeout=60)
+    fault_figures("SIGKILL the coordinator (emulated GCE)", injected=1, survived=1,
+                  jobs=len(GRID.jobs), jobs_lost=0, orphan_vms=len(fake_compute.instances()),
+                  detail=f"{vms} VMs deleted themselves {stopped_after:.1f} s after the kill "
+                  f"(grace {grace:g} s); rerun: {restarted} jobs started, none of the "
+                  f"{finished} that had finished", vms=vms, not_taken=not_taken,
+                  stopped_after_s=stopped_after, restarted=restarted, orphaned=orphaned,
+                  rerun_incomplete_needed=incomplete)
