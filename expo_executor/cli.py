@@ -81,7 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     emu.add_argument("--boot-delay", type=float, default=1.0, help="seconds a fake VM boots")
     emu.add_argument("--spot-mean-life", type=float, default=None, metavar="S",
                      help="preempt each Spot VM after an exponential life of mean S seconds")
-    emu.add_argument("--seed", type=int, default=1, help="seed of the preemptions")
+    emu.add_argument("--seed", type=int, default=1,
+                     help="seed of the preemptions and of the storage faults")
+    emu.add_argument("--storage-fault-rate", type=float, default=0.0, metavar="R",
+                     help="answer 503 or 429 or drop the connection, before or after the "
+                     "emulator applies it, on a fraction R of the storage calls (e.g. 0.1)")
     emu.add_argument("--bucket", default="expocloud-emulated",
                      help="a bucket to create at start (the one the emulated profiles use)")
     for module in _PLUGGED:
@@ -243,8 +247,14 @@ def _cleanup(args: argparse.Namespace) -> int:
 def _emulator(args: argparse.Namespace) -> int:
     from .emulator.serve import serve
 
+    if not 0.0 <= args.storage_fault_rate <= 1.0:
+        print(f"expocloud emulator: --storage-fault-rate {args.storage_fault_rate:g} is not a "
+              "fraction; fix: pass a number between 0 and 1 (0.1: one call in ten)",
+              file=sys.stderr)
+        return 2
     return serve(args.compute_port, args.storage_port, args.dir, args.boot_delay,
-                 args.spot_mean_life, args.seed, args.bucket)
+                 args.spot_mean_life, args.seed, args.bucket,
+                 storage_fault_rate=args.storage_fault_rate)
 
 
 COMMANDS = {"report": _report, "status": _status, "forget": _forget, "runs": _runs,

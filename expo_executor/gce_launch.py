@@ -16,8 +16,8 @@ from .errors import ExpoError
 from .guest import RUN_KEY_ATTRIBUTE, WORKER_ATTRIBUTE
 from .hardness import parse_duration
 from .scheduler import Pool
-from .settings import (ExecutorSettings, heartbeat_grace, labels, poll_interval,
-                       pool_machine_types, slow_poll_interval, zones)
+from .settings import (ExecutorSettings, check_bucket_url, heartbeat_grace, labels,
+                       poll_interval, pool_machine_types, slow_poll_interval, zones)
 from .startup import render, stage
 
 HALT_ATTRIBUTE = "expocloud-halt"
@@ -35,12 +35,14 @@ def vm_prefix(run_id: str) -> str:
 
 def coordination_url(settings: ExecutorSettings, default_storage_prefix: str | None,
                      run_id: str) -> str:
+    """The run's coordination prefix; raises ExpoError on a missing or invalid bucket name."""
     base = settings.bucket or (f"{default_storage_prefix.rstrip('/')}/.expocloud"
                                if default_storage_prefix else None)
     if not base or not base.startswith("gs://"):
         raise ExpoError("--expocloud-bucket", "the GCE engine needs a gs:// bucket for "
                         "coordination", "set expocloud-bucket or default-storage-prefix to "
                         "gs://BUCKET/PREFIX")
+    check_bucket_url(base, "--expocloud-bucket" if settings.bucket else "default-storage-prefix")
     return f"{base.rstrip('/')}/{run_label(run_id)}"
 
 

@@ -23,8 +23,9 @@ from .errors import ExpoError
 from .hardness import parse_duration
 from .machine_choice import candidates, choose, measured_runtimes, workload_of
 from .scheduler import Pool, Scheduler
-from .settings import (ExecutorSettings, heartbeat_grace, local_max_workers, max_on_demand,
-                       poll_interval, pool_machine_types, worker_memory_mb, zones)
+from .settings import (ExecutorSettings, boot_timeout, check_credentials, heartbeat_grace,
+                       local_max_workers, max_on_demand, needs_credentials, poll_interval,
+                       pool_machine_types, worker_memory_mb, zones)
 from .state import StateDir, read_jsonl
 
 AUTO = "auto"
@@ -49,7 +50,7 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
         run_id=run_id, slots_per_worker=settings.slots_per_worker, max_workers=workers,
         worker_mem_mb=worker_memory_mb(settings, workers),
         idle_timeout=settings.idle_timeout, poll=poll, heartbeat=heartbeat(poll, grace),
-        status_interval=settings.status_interval)
+        status_interval=settings.status_interval, boot_timeout=boot_timeout(settings))
     if settings.engine == "gce":
         bucket, engine = _gce(settings, config, run_key, run_dir, default_storage_prefix, log)
     else:
@@ -71,6 +72,8 @@ def _gce(settings: ExecutorSettings, config: CoordinatorConfig, run_key: bytes, 
     from .gce_launch import build_engine, coordination_url, vm_prefix
 
     url = coordination_url(settings, default_storage_prefix, config.run_id)
+    if needs_credentials(settings):
+        check_credentials()  # the real GCS or Compute API: credentials first, in one line
     bucket = open_bucket(url)
     on_demand = max_on_demand(settings, config.max_workers)
     if settings.on_demand_only:  # one pool: the on-demand one

@@ -4,6 +4,7 @@ Each field becomes ``--expocloud-<field>`` on Snakemake's command line and ``exp
 in a profile.
 """
 
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ DEFAULT_MACHINE_TYPE = "e2-standard-2"
 LOCAL_POLL, GCE_POLL = 0.05, 2.0
 LOCAL_GRACE, GCE_GRACE = 60.0, 300.0
 GCE_SLOW_POLL = 15.0
+# A real VM boots in a minute or two, and the 'pip' worker software installs for a few more.
+LOCAL_BOOT_TIMEOUT, GCE_BOOT_TIMEOUT = 120.0, 600.0
 _ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
 _LABEL = re.compile(r"[a-z][a-z0-9_-]{0,62}=[a-z0-9_-]{0,63}")
 DEFAULT_PLACEHOLDER = '{"expocloud_outcome": "$outcome"}\n'
@@ -61,6 +64,11 @@ class ExecutorSettings(ExecutorSettingsBase):
     heartbeat_grace: Optional[float] = field(default=None, metadata=_opt(
         f"A worker that hears nothing from the coordinator for this many seconds kills its jobs "
         f"and deletes its VM (default {LOCAL_GRACE:g} local, {GCE_GRACE:g} on GCE).", type=float))
+    boot_timeout: Optional[str] = field(default=None, metadata=_opt(
+        f"A new worker that has not reported ready this long after its VM was asked for (90s, "
+        f"10m, ...) is deleted and replaced; 3 such failures in a row in a pool where none came "
+        f"up stop that pool (default {LOCAL_BOOT_TIMEOUT:g} s local, {GCE_BOOT_TIMEOUT:g} s on "
+        f"GCE: a boot plus the startup script's installation)."))
     on_skip: str = field(default="error", metadata=_opt(
         "What Snakemake sees for skipped and timed-out jobs: 'error', or 'placeholder' (their "
         "outputs are written with the placeholder text and reported as success, so an unchanged "
@@ -163,6 +171,14 @@ def validate(settings: ExecutorSettings) -> None:
     positive("poll_interval", poll)
     positive("heartbeat_grace", grace)
     positive("status_interval", settings.status_interval)
+    boot = boot_timeout(settings)
+    if boot < 5 * poll:
+        raise ExpoError("--expocloud-boot-timeout", f"{boot:g} s is too short for a poll "
+                        f"interval of {poll:g} s", "make it at least 5 poll intervals")
+    if settings.engine == "local" and boot <= settings.boot_delay:
+        raise ExpoError("--expocloud-boot-timeout", f"{boot:g} s is not longer than "
+                        f"--expocloud-boot-delay {settings.boot_delay:g} s",
+                        "make it longer than the boot delay")
     slow = slow_poll_interval(settings)
     positive("slow_poll_interval", slow)
     if settings.engine == "gce" and grace < 5 * slow:
@@ -240,6 +256,13 @@ def heartbeat_grace(settings: ExecutorSettings) -> float:
     return GCE_GRACE if settings.engine == "gce" else LOCAL_GRACE
 
 
+def boot_timeout(settings: ExecutorSettings) -> float:
+    """Seconds a new worker has to report ready (ExpoError if the value is not a duration)."""
+    if settings.boot_timeout is None:
+        return GCE_BOOT_TIMEOUT if settings.engine == "gce" else LOCAL_BOOT_TIMEOUT
+    return parse_duration(settings.boot_timeout, "--expocloud-boot-timeout")
+
+
 def zones(settings: ExecutorSettings) -> list[str]:
     return [z.strip() for z in (settings.gce_zones or "").split(",") if z.strip()]
 
@@ -278,10 +301,8 @@ def _validate_gce(settings: ExecutorSettings) -> None:
             raise ExpoError("--expocloud-gce-labels", f"{pair!r} is not a valid label",
                             "write key=value with lowercase letters, digits, '_' and '-' "
                             "(expocloud-* keys are reserved)")
-    if settings.bucket is not None and not re.fullmatch(r"gs://[a-z0-9][a-z0-9._-]{1,221}(/.*)?",
-                                                        settings.bucket):
-        raise ExpoError("--expocloud-bucket", f"{settings.bucket!r} is not a gs:// URL",
-                        "write gs://BUCKET/PREFIX")
+    if settings.bucket is not None:
+        check_bucket_url(settings.bucket, "--expocloud-bucket")
     if settings.gce_worker_software not in WORKER_SOFTWARE_CHOICES:
         raise ExpoError("--expocloud-gce-worker-software",
                         f"unknown value {settings.gce_worker_software!r}",
@@ -315,3 +336,83 @@ def pool_machine_types(settings: ExecutorSettings) -> tuple[str, str]:
     on_demand = settings.gce_on_demand_machine_type or settings.gce_machine_type \
         or settings.machine_type or DEFAULT_MACHINE_TYPE
     return spot, on_demand
+
+
+_BUCKET_CHARS = re.compile(r"[a-z0-9][a-z0-9._-]*[a-z0-9]")
+_IPV4 = re.compile(r"[0-9]{1,3}(\.[0-9]{1,3}){3}")
+_GOOGLE_LIKE = re.compile(r"g(o|0)(o|0)g(l|1)e")
+BUCKET_FIX = ("name the bucket per GCS rules: 3-63 lowercase letters, digits, '-', '_' and '.', "
+              "starting and ending with a letter or digit, as gs://BUCKET/PREFIX")
+CREDENTIALS_SETTING = "GOOGLE_APPLICATION_CREDENTIALS"
+CREDENTIALS_FIX = ("run 'gcloud auth application-default login', or point "
+                   "GOOGLE_APPLICATION_CREDENTIALS at a valid service-account key file")
+
+
+def bucket_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a valid GCS bucket name (None: it is), by GCS's naming rules.
+
+    Checked here, before anything starts, because GCS would only refuse it at the first
+    request, after staging had begun."""
+    if not name:
+        return "no bucket name"
+    parts = name.split(".")
+    if len(name) < 3 or len(name) > (222 if len(parts) > 1 else 63):
+        return f"bucket name {name!r} has {len(name)} characters (GCS allows 3 to 63)"
+    if not _BUCKET_CHARS.fullmatch(name):
+        return (f"bucket name {name!r} has characters GCS refuses (only lowercase letters, "
+                "digits, '-', '_' and '.', starting and ending with a letter or digit)")
+    if any(not part or len(part) > 63 for part in parts):
+        return f"bucket name {name!r} has an empty or over-long dot-separated part"
+    if _IPV4.fullmatch(name):
+        return f"bucket name {name!r} is an IP address, which GCS refuses"
+    if name.startswith("goog") or _GOOGLE_LIKE.search(name):
+        return f"bucket name {name!r} starts with 'goog' or contains 'google', which GCS refuses"
+    return None
+
+
+def check_bucket_url(url: str, setting: str) -> None:
+    """Raise ExpoError naming ``setting`` unless ``url`` is gs://BUCKET[/PREFIX] with a valid
+    bucket name."""
+    if not url.startswith("gs://"):
+        raise ExpoError(setting, f"{url!r} is not a gs:// URL", "write gs://BUCKET/PREFIX")
+    problem = bucket_name_problem(url[len("gs://"):].split("/", 1)[0])
+    if problem:
+        raise ExpoError(setting, problem, BUCKET_FIX)
+
+
+def needs_credentials(settings: ExecutorSettings) -> bool:
+    """A GCE run talks to the real GCS or Compute API (not only to the local fakes)."""
+    return settings.engine == "gce" and (settings.gce_endpoint is None
+                                         or not os.environ.get("STORAGE_EMULATOR_HOST"))
+
+
+def check_credentials() -> None:
+    """Raise a one-line ExpoError when Google's Application Default Credentials cannot load.
+
+    Called before the bucket, staging or any VM is touched, so a bad key file is a clear error
+    and not a traceback from deep inside google-auth after work began. A key file named by
+    GOOGLE_APPLICATION_CREDENTIALS is read locally: failing needs no network call.
+    """
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    path = os.environ.get(CREDENTIALS_SETTING)
+    try:
+        if path:
+            if not os.path.isfile(path):
+                raise ExpoError(CREDENTIALS_SETTING, f"{path!r} is not a file", CREDENTIALS_FIX)
+            try:  # google-auth itself fails on some shapes with an AttributeError
+                with open(path, encoding="utf-8") as handle:
+                    info = json.load(handle)
+            except (OSError, ValueError) as exc:
+                raise DefaultCredentialsError(f"not readable JSON: {exc}") from None
+            if not isinstance(info, dict):
+                raise DefaultCredentialsError("not a JSON object")
+            google.auth.load_credentials_from_file(path)
+        else:
+            google.auth.default()
+    except DefaultCredentialsError as exc:
+        detail = " ".join(str(exc).split())[:200]
+        where = f"{path!r} is not a usable credentials file" if path else \
+            "no Application Default Credentials were found"
+        raise ExpoError(CREDENTIALS_SETTING, f"{where} ({detail})", CREDENTIALS_FIX) from None

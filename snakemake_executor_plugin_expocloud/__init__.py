@@ -1,6 +1,31 @@
 """Snakemake discovers ``--executor expocloud`` here; the code lives in ``expo_executor``."""
 
-from expo_executor.settings import ExecutorSettings
+from dataclasses import dataclass
+
+from snakemake_interface_common.exceptions import WorkflowError
+
+from expo_executor.errors import ExpoError
+from expo_executor.settings import ExecutorSettings as _Settings
+from expo_executor.settings import check_credentials, needs_credentials, validate
 from expo_executor.snakemake_executor import Executor, common_settings
+
+
+@dataclass
+class ExecutorSettings(_Settings):
+    """The settings as Snakemake builds them from its command line and profiles.
+
+    Snakemake builds these before any storage provider: a GCE run's credentials are checked
+    here, so a bad key file is our one-line error and not a traceback from the GCS storage
+    plugin (which asks google-auth first otherwise).
+    """
+
+    def __post_init__(self) -> None:
+        if needs_credentials(self):
+            try:
+                validate(self)  # a wrong setting is the first thing to fix
+                check_credentials()
+            except ExpoError as exc:
+                raise WorkflowError(str(exc)) from None
+
 
 __all__ = ["ExecutorSettings", "Executor", "common_settings"]

@@ -27,7 +27,8 @@ from cwltool.main import main as cwltool_main
 
 from ..errors import ExpoError
 from ..launch import max_workers, start_coordinator
-from ..settings import ExecutorSettings, pool_machine_types, validate, worker_memory_mb
+from ..settings import (ExecutorSettings, check_credentials, needs_credentials,
+                        pool_machine_types, validate, worker_memory_mb)
 from ..state import StateDir
 from .executor import ExpoExecutor
 from .hints import make_tool, register_schema
@@ -99,7 +100,8 @@ def profile_defaults(path: str, parser: argparse.ArgumentParser) -> dict:
     except (OSError, yaml.YAMLError) as exc:
         raise ExpoError("--expocloud-profile", f"cannot read {config}: {exc}",
                         "give a profile directory holding a config.yaml") from None
-    dests = {a.dest for a in parser._actions}
+    actions = {a.dest: a for a in parser._actions}
+    dests = set(actions)
     defaults = {}
     for key, value in data.items():
         dest = str(key).replace("-", "_")
@@ -109,8 +111,32 @@ def profile_defaults(path: str, parser: argparse.ArgumentParser) -> dict:
                                      or key == "default-storage-prefix"):
             raise ExpoError(f"{key} in {config}", "is not a setting expocloud-cwl knows",
                             "remove it or correct its name (expocloud-cwl --help lists them)")
-        defaults[dest] = value
+        defaults[dest] = _profile_value(f"{key} in {config}", value, actions[dest])
     return defaults
+
+
+def _profile_value(setting: str, value: object, action: argparse.Action) -> object:
+    """A profile value checked as its command-line flag would be, with the fix in one line
+    (argparse would check a default only if it were a string, and then without the file)."""
+    if value is None:
+        return None
+    if action.nargs == 0:  # a flag
+        if not isinstance(value, bool):
+            raise ExpoError(setting, f"{value!r} is not true or false", "write true or false")
+        return value
+    if isinstance(value, (list, dict, bool)):
+        raise ExpoError(setting, f"{value!r} is not a single value",
+                        "give one value, as on the command line")
+    kind = action.type if callable(action.type) else str
+    try:
+        converted = kind(str(value))
+    except (TypeError, ValueError):
+        word = {int: "a whole number", float: "a number"}.get(kind, "a valid value")
+        raise ExpoError(setting, f"{value!r} is not {word}", f"give {word}") from None
+    if action.choices is not None and converted not in action.choices:
+        raise ExpoError(setting, f"{value!r} is not one of {', '.join(map(str, action.choices))}",
+                        f"use one of {', '.join(map(str, action.choices))}")
+    return converted
 
 
 def settings_from(args: argparse.Namespace) -> ExecutorSettings:
@@ -152,6 +178,8 @@ def check(args: argparse.Namespace, settings: ExecutorSettings) -> None:
         raise ExpoError("--expocloud-machine-type", "'auto' needs the jobs before the run, and "
                         "a CWL workflow reveals them only as it runs", "name a machine type "
                         "(see 'expocloud prices'; a Snakemake run's log shows what auto chose)")
+    if needs_credentials(settings):  # last: every setting's own error comes first
+        check_credentials()
 
 
 def main(argv: list[str] | None = None) -> int:
