@@ -18,8 +18,9 @@ REPO = Path(__file__).parent.parent
 SWEEP = REPO / "workflows" / "cwl" / "sweep.cwl"
 EXPOCLOUD_CWL = str(Path(sys.executable).parent / "expocloud-cwl")
 RANK = {"heuristic": 0, "brute": 2}
-# brute at (10, 18) runs for days: it times out at the hint's 6 s deadline on any machine,
-# and brute (18, 18), dispatched last, is then skipped (or killed while running).
+# brute at (10, 18) runs for days: it times out at the hint's 6 s deadline on any machine (or is
+# skipped, when a loaded machine stretched brute (10, 10)'s 1.8 s of search past 6 s first), and
+# brute (18, 18), dispatched last, is then skipped (or killed while running).
 JOB = """variants: [heuristic, brute]
 n_tasks: [6, 10, 18]
 n_agents: [10, 18]
@@ -54,11 +55,16 @@ def _check_sweep(tmp_path: Path, result: subprocess.CompletedProcess) -> list[di
     assert len(solves) == 10
     outcome = {(r["wildcards"]["variant"], int(r["wildcards"]["n_tasks"]),
                 int(r["wildcards"]["n_agents"])): r["outcome"] for r in solves}
-    assert outcome[("brute", 10, 18)] == "timeout"
+    # Only what holds under any load (CI once saw brute (10, 10) take > 6 s on 2 busy cores):
+    # the brute points that search for days never count as solved, the first to be tried
+    # of them times out and the hardest is skipped, never run to its deadline.
+    assert outcome[("brute", 10, 18)] in ("timeout", "skipped")
     assert outcome[("brute", 18, 18)] == "skipped"
+    assert outcome[("brute", 6, 10)] == "solved"  # 0.03 s of search
     assert all(outcome[("heuristic", t, a)] == "solved" for t, a in
                ((6, 10), (6, 18), (10, 10), (10, 18), (18, 18)))
     timed_out = [_vector(r["wildcards"]) for r in solves if r["outcome"] == "timeout"]
+    assert any(all(t <= p for t, p in zip(t_out, (2, 10, 18))) for t_out in timed_out), outcome
     for record in solves:
         if record["outcome"] == "skipped":  # each skip justified by a timeout it dominates
             assert any(all(t <= p for t, p in zip(t_out, _vector(record["wildcards"])))
@@ -175,7 +181,7 @@ def test_bad_settings_fail_in_one_line_before_loading(tmp_path: Path) -> None:
     assert "expocloud-colour" in result.stderr and "fix:" in result.stderr, result.stderr
     result = _run(tmp_path, "--expocloud-engine", "gce", "--expocloud-gce-project", "p",
                   "--expocloud-gce-zones", "us-central1-a", "--expocloud-max-workers", "2",
-                  "--default-storage-prefix", "gs://b/p", "--expocloud-machine-type", "auto",
+                  "--default-storage-prefix", "gs://bkt/p", "--expocloud-machine-type", "auto",
                   "nothing.cwl", timeout=120)
     assert result.returncode == 2
     assert "--expocloud-machine-type" in result.stderr and "fix:" in result.stderr, result.stderr
