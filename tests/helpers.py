@@ -12,6 +12,21 @@ from pathlib import Path
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 EXPOCLOUD = str(Path(sys.executable).parent / "expocloud")
 
+# A CWL tool with a hardness hint (HINT is replaced by the hint's body) whose command makes a
+# marker file: a rejected tool leaves no "ran" behind.
+HINTED_TOOL = """cwlVersion: v1.2
+class: CommandLineTool
+$namespaces: {expo: "https://expocloud.dev/cwl#"}
+hints:
+  expo:Hardness:
+HINT
+inputs:
+  variant: {type: string, inputBinding: {position: 1}}
+  size: {type: int, inputBinding: {position: 2}}
+baseCommand: [touch, ran]
+outputs: []
+"""
+
 
 def run_snakemake(workdir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True,

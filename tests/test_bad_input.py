@@ -24,7 +24,7 @@ import pytest
 
 from expo_executor.emulator.compute import FakeCompute
 
-from .helpers import SNAKEMAKE, processes_under
+from .helpers import HINTED_TOOL, SNAKEMAKE, processes_under
 
 EXPOCLOUD_CWL = str(Path(sys.executable).parent / "expocloud-cwl")
 
@@ -38,20 +38,7 @@ rule work:
     shell: "echo > {output}"
 """
 
-# A tool with a hardness hint (HINT is replaced per case) and one that makes a marker file:
-# if a CWL case ran any command, out/ would hold something.
-CWL_TOOL = """cwlVersion: v1.2
-class: CommandLineTool
-$namespaces: {expo: "https://expocloud.dev/cwl#"}
-hints:
-  expo:Hardness:
-HINT
-inputs:
-  variant: {type: string, inputBinding: {position: 1}}
-  size: {type: int, inputBinding: {position: 2}}
-baseCommand: [touch, ran]
-outputs: []
-"""
+# A tool without hints; it too makes a marker file if it runs.
 PLAIN_TOOL = """cwlVersion: v1.2
 class: CommandLineTool
 inputs:
@@ -198,26 +185,26 @@ CASES = [
          ["--expocloud-profile", f"{TMP}/prof", "tool.cwl", "--size", "1"],
          "expocloud-engine in", "'moon' is not", front="cwl",
          files={"prof/config.yaml": "expocloud-engine: moon\n", "tool.cwl": PLAIN_TOOL}),
-    # -- CWL hints (more in tests/test_cwl.py) ----------------------------------------------
+    # -- CWL hints (schema-salad's own multi-line errors: tests/test_cwl.py) -------------------------------------------
     Case("cwl hint: unknown input", "cwl-hint", ["tool.cwl", "--variant", "a", "--size", "3"],
          "expo:Hardness", "unknown input 'width'", front="cwl",
-         files={"tool.cwl": CWL_TOOL.replace("HINT", "    dimensions: [width]")}),
+         files={"tool.cwl": HINTED_TOOL.replace("HINT", "    dimensions: [width]")}),
     Case("cwl hint: non-numeric without order", "cwl-hint",
          ["tool.cwl", "--variant", "a", "--size", "3"], "expo:Hardness",
          "input 'variant' is not numeric (string) and has no declared order", front="cwl",
-         files={"tool.cwl": CWL_TOOL.replace("HINT", "    dimensions: [variant, size]")}),
+         files={"tool.cwl": HINTED_TOOL.replace("HINT", "    dimensions: [variant, size]")}),
     Case("cwl hint: order of a non-dimension", "cwl-hint",
          ["tool.cwl", "--variant", "a", "--size", "3"], "expo:Hardness",
-         "'variant', which is not a dimension", front="cwl", files={"tool.cwl": CWL_TOOL.replace(
+         "'variant', which is not a dimension", front="cwl", files={"tool.cwl": HINTED_TOOL.replace(
              "HINT", "    dimensions: [size]\n    orders: {variant: [a, b]}")}),
     Case("cwl hint: value missing from its order", "cwl-hint",
          ["tool.cwl", "--variant", "c", "--size", "3"], "expo:Hardness",
          "value 'c' of 'variant' is missing from its declared order a<b", front="cwl",
-         files={"tool.cwl": CWL_TOOL.replace(
+         files={"tool.cwl": HINTED_TOOL.replace(
              "HINT", "    dimensions: [variant, size]\n    orders: {variant: [a, b]}")}),
     Case("cwl hint: unparsable deadline", "cwl-hint",
          ["tool.cwl", "--variant", "a", "--size", "3"], "expo:Hardness", "deadline",
-         front="cwl", files={"tool.cwl": CWL_TOOL.replace(
+         front="cwl", files={"tool.cwl": HINTED_TOOL.replace(
              "HINT", "    dimensions: [size]\n    deadline: soon")}),
     # -- credentials (the real GCE path: no endpoint, no emulator, no route out) -----------
     Case("credentials: missing key file", "credentials", REAL_GCE, CRED, "is not a file",
