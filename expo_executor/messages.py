@@ -17,7 +17,7 @@ import hashlib
 import hmac
 import json
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 VERSION = 1
 MAX_BYTES = 4 * 1024 * 1024
@@ -118,20 +118,43 @@ def _seal_key(run_key: bytes) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_SEAL_INFO).derive(run_key)
 
 
-def seal(argv: list[str], env: dict[str, str], run_key: bytes, job_key: str) -> str:
-    """``argv`` and ``env`` encrypted for the run's workers (AES-256-GCM, bound to the job key,
-    so a sealed part cannot be moved to another job); base64 text for the JSON message."""
+class Sealed(NamedTuple):
+    """What a sealed part holds: the real command, its environment, and the secret values a
+    worker must blank out of anything it reports (a failed job's log tail, its reason)."""
+    argv: list[str]
+    env: dict[str, str]
+    redact: list[str]
+
+
+REDACTED = "********"
+
+
+def redacted(text: str | None, secrets: list[str]) -> str | None:
+    """``text`` with every secret blanked out, longest first (one secret may contain another)."""
+    if text is None:
+        return None
+    for secret in sorted(secrets, key=len, reverse=True):
+        if secret:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def seal(argv: list[str], env: dict[str, str], run_key: bytes, job_key: str,
+         redact: list[str] | tuple[str, ...] = ()) -> str:
+    """``argv``, ``env`` and the secrets to ``redact`` encrypted for the run's workers
+    (AES-256-GCM, bound to the job key, so a sealed part cannot be moved to another job);
+    base64 text for the JSON message."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     nonce = os.urandom(12)
-    plain = json.dumps({"argv": argv, "env": env}, separators=(",", ":")).encode()
+    plain = json.dumps({"argv": argv, "env": env, "redact": list(redact)},
+                       separators=(",", ":")).encode()
     sealed = AESGCM(_seal_key(run_key)).encrypt(nonce, plain, job_key.encode())
     return base64.b64encode(nonce + sealed).decode()
 
 
-def unseal(text: str, run_key: bytes, job_key: str) -> tuple[list[str], dict[str, str]]:
-    """The ``argv`` and ``env`` of :func:`seal`; raises MessageError unless sealed for this
-    run and this job."""
+def unseal(text: str, run_key: bytes, job_key: str) -> Sealed:
+    """What :func:`seal` sealed; raises MessageError unless sealed for this run and this job."""
     from cryptography.exceptions import InvalidTag
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -142,10 +165,11 @@ def unseal(text: str, run_key: bytes, job_key: str) -> tuple[list[str], dict[str
     except (ValueError, InvalidTag):
         raise MessageError(f"job {job_key}: its sealed part does not open with this run's key") \
             from None
-    argv, env = body.get("argv") if isinstance(body, dict) else None, \
-        body.get("env") if isinstance(body, dict) else None
+    body = body if isinstance(body, dict) else {}
+    argv, env, redact = body.get("argv"), body.get("env"), body.get("redact", [])
     if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)
             and isinstance(env, dict)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+            and isinstance(redact, list) and all(isinstance(r, str) for r in redact)):
         raise MessageError(f"job {job_key}: its sealed part is malformed")
-    return argv, env
+    return Sealed(argv, env, redact)

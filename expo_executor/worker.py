@@ -98,6 +98,7 @@ class Worker:
         # results the bucket did not take yet (its retries ran out): sent again every poll,
         # never dropped, so that a storage outage delays a report instead of losing it
         self.unsent: dict[str, bytes] = {}
+        self.secrets: dict[str, list[str]] = {}  # job -> secret values its report must not hold
 
     # -- main loop ---------------------------------------------------------------------------
     def run(self) -> int:
@@ -211,7 +212,7 @@ class Worker:
         sealed = job.get("stage", {}).get("sealed")
         if sealed is not None:  # secrets inside: open with the run key, here and only here
             try:
-                argv, env = messages.unseal(sealed, self.run_key, key)
+                argv, env, self.secrets[key] = messages.unseal(sealed, self.run_key, key)
             except messages.MessageError as exc:
                 self._write_result(key, "failed", None, time.time(), str(exc))
                 return
@@ -328,9 +329,12 @@ class Worker:
     def _write_result(self, key: str, outcome: str, code: int | None, started: float,
                       reason: str | None, log: Path | None = None,
                       ended: float | None = None) -> None:
+        secrets = self.secrets.pop(key, [])  # a sealed job's own: blanked out of its report
         body = {"key": key, "worker": self.worker_id, "outcome": outcome, "returncode": code,
-                "started": started, "ended": ended or time.time(), "reason": reason,
-                "log_tail": _tail(log) if log and outcome != "ok" else ""}
+                "started": started, "ended": ended or time.time(),
+                "reason": messages.redacted(reason, secrets),
+                "log_tail": messages.redacted(_tail(log), secrets)
+                if log and outcome != "ok" else ""}
         self.unsent[key] = messages.encode("result", body, self.run_key)
         self._send_results()
         self._write_status("ready")  # a changed status is what sends the coordinator looking

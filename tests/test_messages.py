@@ -65,7 +65,9 @@ def test_sealed_parts_open_only_with_their_run_key_and_job() -> None:
     sealed = messages.seal(["tool", "--password", "hunter2"], {"TOKEN": "t0k"}, KEY, "c1")
     assert "hunter2" not in sealed and "t0k" not in sealed
     assert messages.unseal(sealed, KEY, "c1") == (["tool", "--password", "hunter2"],
-                                                 {"TOKEN": "t0k"})
+                                                 {"TOKEN": "t0k"}, [])
+    with_secrets = messages.seal(["tool"], {}, KEY, "c1", ["hunter2", "t0k"])
+    assert messages.unseal(with_secrets, KEY, "c1").redact == ["hunter2", "t0k"]
     assert messages.seal(["a"], {}, KEY, "c1") != messages.seal(["a"], {}, KEY, "c1")  # nonces
     for key, job, text in ((b"x" * 32, "c1", sealed), (KEY, "c2", sealed),
                            (KEY, "c1", "not base64!"), (KEY, "c1", sealed[:-8] + "AAAAAAA=")):
@@ -74,3 +76,11 @@ def test_sealed_parts_open_only_with_their_run_key_and_job() -> None:
     job = {**INBOX["jobs"]["j1a1"], "stage": {"sealed": 5}}
     with pytest.raises(messages.MessageError, match="'sealed'"):
         messages.encode("inbox", {**INBOX, "jobs": {"j": job}})
+
+
+def test_redaction_blanks_every_secret_longest_first() -> None:
+    text = "pw=hunter2 and hunter2x and t0k"
+    assert messages.redacted(text, ["hunter2", "hunter2x", ""]) == \
+        "pw=******** and ******** and t0k"
+    assert messages.redacted(None, ["x"]) is None
+    assert messages.redacted("nothing", []) == "nothing"

@@ -7,7 +7,8 @@
   (older seq), oversized or pickled inbox is ignored by a real worker, and a command it names
   never runs; a malformed or oversized status or result is ignored by the coordinator;
 - the run key appears in no log, no run directory, no worker's disk and no bucket object;
-  a CWL secret appears in no bucket object and no log, yet the job gets it;
+  a CWL secret appears in no bucket object and no log, yet the job gets it, and a failing
+  job that prints it reports it blanked out;
 - no command is built by string interpolation for a shell, and the startup script quotes every
   rendered value.
 """
@@ -394,6 +395,25 @@ def test_a_sealed_part_opens_only_for_its_run_and_job(
         "the sealed job did not get its environment"
 
 
+def test_a_sealed_job_that_prints_its_secret_reports_it_blanked_out(
+        tmp_path: Path, worker: tuple[Worker, LocalBucket]) -> None:
+    """A failing command that echoes what it was given: its log tail and reason travel through
+    the bucket, so the secrets the runner named are blanked out before the result is written."""
+    argv = ["/bin/sh", "-c", 'echo "token is $TOKEN, arg is $1" >&2; exit 3', "x", "s3cr3t-arg"]
+    stage = {"sealed": messages.seal(argv, {"TOKEN": "hunter2"}, KEY, "s1",
+                                     ["hunter2", "s3cr3t-arg"])}
+    job = {**_job(tmp_path / "unused"), "argv": messages.SEALED_ARGV, "stage": stage}
+    _deliver(agent := worker[0], bucket := worker[1],
+             messages.encode("inbox", _inbox(1, {"s1": job}), KEY))
+    assert wait_until(lambda: bucket.read(result_key("s1", "w1")) is not None, timeout=20)
+    data = bucket.read(result_key("s1", "w1")).data
+    result = messages.decode("result", data, KEY)
+    assert result["outcome"] == "failed" and result["returncode"] == 3
+    assert "token is ********, arg is ********" in result["log_tail"], result
+    assert b"hunter2" not in data and b"s3cr3t-arg" not in data
+    assert agent.secrets == {}  # forgotten once reported
+
+
 # -- statuses and results the coordinator must ignore -------------------------------------------
 def test_the_coordinator_ignores_malformed_or_oversized_statuses_and_results(
         tmp_path: Path) -> None:
@@ -548,6 +568,28 @@ def test_a_cwl_secret_travels_sealed_and_reaches_the_job(tmp_path: Path) -> None
     assert _holding(needles, run_dir, skip=("bucket", "vms")) == []
     logs = list((run_dir / "vms").rglob("*.log"))
     assert logs and [str(p) for p in logs if secret.encode() in p.read_bytes()] == []
+
+
+def test_a_cwl_job_that_prints_its_secret_and_fails_shows_it_blanked_out(
+        tmp_path: Path) -> None:
+    """cwltool prints a failed job's output; ours comes from the worker's report, whose log
+    tail the worker blanked out with the secrets the runner sealed with the job."""
+    secret = "pw-" + os.urandom(8).hex()
+    (tmp_path / "tool.cwl").write_text(SECRET_TOOL.replace(
+        "'sleep 2; printf \"%s %s\" \"$1\" \"$PASSWORD_ENV\" | sha256sum | cut -c1-64 > digest'",
+        "'echo \"given $1 and $PASSWORD_ENV\"; exit 4'"))
+    assert "exit 4" in (tmp_path / "tool.cwl").read_text()
+    (tmp_path / "job.yml").write_text(f"password: {secret}\n")
+    result = subprocess.run([EXPOCLOUD_CWL, "--outdir", str(tmp_path / "out"),
+                             "--expocloud-state-dir", str(tmp_path / "state"), "tool.cwl",
+                             "job.yml"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output[-3000:]
+    assert "exited with status: 4" in output and "given ******** and ********" in output, \
+        output[-3000:]
+    assert secret not in output
+    assert _holding([secret.encode()], tmp_path / "state", skip=("vms",)) == []
 
 
 # -- commands are never strings for a shell --------------------------------------------------------

@@ -119,11 +119,14 @@ class ExpoExecutor(JobExecutor):
         argv = [str(a) for a in job.command_line]
         shown = " ".join(argv)  # before secrets are filled in: a log never shows them
         env = dict(job.environment)
-        secret = rc.secret_store is not None and (rc.secret_store.has_secret(argv)
-                                                  or rc.secret_store.has_secret(env))
-        if rc.secret_store is not None:
-            argv = rc.secret_store.retrieve(argv)
-            env = rc.secret_store.retrieve(env)
+        store, secrets = rc.secret_store, []
+        if store is not None and (store.has_secret(argv) or store.has_secret(env)):
+            # the values behind this command's placeholders: its worker blanks them out of the
+            # log tail and reason it reports (a command may print what it was given)
+            parts = [*argv, *env.values()]
+            secrets = sorted({value for placeholder, value in store.secrets.items()
+                              if any(placeholder in part for part in parts)})
+            argv, env = store.retrieve(argv), store.retrieve(env)
         if not argv:
             raise WorkflowException(f"[job {job.name}] an empty command line: give the tool a "
                                     "baseCommand, arguments or a bound input")
@@ -142,8 +145,8 @@ class ExpoExecutor(JobExecutor):
                     job.outdir, job.tmpdir))
             except (OSError, ValueError) as exc:
                 raise WorkflowException(f"[job {job.name}] cannot stage its files: {exc}") from None
-        if secret:  # the bucket holds only ciphertext of a command that carries secrets
-            stage["sealed"] = messages.seal(argv, env, self._started().run_key, key)
+        if secrets:  # the bucket holds only ciphertext of a command that carries secrets
+            stage["sealed"] = messages.seal(argv, env, self._started().run_key, key, secrets)
             argv, env = list(messages.SEALED_ARGV), {}
         _logger.info("[job %s] %s on expocloud: %s", job.name, task.label, shown)
         return JobRequest(task=task, argv=argv, cwd=job.outdir, env=env, deadline_s=deadline,
