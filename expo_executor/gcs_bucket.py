@@ -5,8 +5,9 @@ cheap and works where the library is not installed.
 
 Retries are ours, not the client's: every call passes ``retry=None`` and goes through
 :func:`expo_executor.retry.retry_call` (exponential backoff, full jitter). Transient: 429, 500,
-502, 503, 504, connection errors, timeouts. Not transient: everything else (403, 404 on write,
-412 ...).
+502, 503, 504, connection errors, timeouts, and a download whose body fails the client's CRC32C
+check against ``x-goog-hash`` (corrupted on the way: read again). Not transient: everything
+else (403, 404 on write, 412 ...).
 
 A conditional write whose response was lost may have landed: its retry then meets 412. When a
 write had an earlier, transiently failed attempt and then gets 412, the object is read back;
@@ -59,6 +60,12 @@ def is_transient(err: BaseException) -> bool:
         (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
          requests.exceptions.ChunkedEncodingError),
     ):
+        return True
+    try:
+        from google.resumable_media.common import DataCorruption
+    except ImportError:  # pragma: no cover
+        DataCorruption = ()  # type: ignore[assignment,misc]
+    if isinstance(err, DataCorruption):  # the body failed its checksum on the way: fetch again
         return True
     try:
         from google.auth.exceptions import TransportError

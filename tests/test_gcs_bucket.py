@@ -141,10 +141,11 @@ def test_lost_response_of_create_only_write_counts_as_success(
 
 def test_errors_classified() -> None:
     from google.api_core import exceptions as gexc
+    from google.resumable_media.common import DataCorruption
 
     for err in (gexc.TooManyRequests("x"), gexc.InternalServerError("x"), gexc.BadGateway("x"),
                 gexc.ServiceUnavailable("x"), gexc.GatewayTimeout("x"), ConnectionResetError(),
-                TimeoutError()):
+                TimeoutError(), DataCorruption(None, "checksum mismatch")):
         assert is_transient(err), err
     for err in (gexc.Forbidden("x"), gexc.NotFound("x"), gexc.PreconditionFailed("x"),
                 gexc.BadRequest("x"), ValueError()):

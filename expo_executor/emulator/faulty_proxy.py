@@ -10,6 +10,11 @@ this, so this proxy does, on a seeded random fraction of the storage requests it
 - ``503-after`` / ``429-after`` / ``drop-after``: the request is applied by the emulator, and
   its answer replaced by the error (or by a closed connection).
 
+``corrupt`` (only when asked for: by :meth:`FaultyProxy.inject_next` or ``kinds``) flips one
+byte of a whole-object download's body and keeps its ``x-goog-hash`` header: a bit flipped on
+the way, which only the client's checksum can catch. Other requests it lets through untouched,
+uncounted.
+
 It also refuses chosen requests permanently (:meth:`FaultyProxy.refuse`, e.g. 403 for every
 upload under an object prefix), for tests of what a run does when outputs cannot be stored.
 
@@ -36,6 +41,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
 KINDS = ("503-before", "429-before", "drop-before", "503-after", "429-after", "drop-after")
+CORRUPT = "corrupt"  # not among the random defaults: Snakemake's storage plugin does not retry it
 # Only the storage API is faulted; the health check and the emulator's /wipe are not.
 FAULTED_PREFIXES = ("/storage/", "/upload/", "/download/", "/batch/")
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "transfer-encoding",
@@ -66,6 +72,12 @@ def error_body(status: int, message: str | None = None) -> bytes:
                                              "message": text}]}}).encode()
 
 
+def _whole_download(request: Request) -> bool:
+    """A GET of an object's media without a range (the emulator sends its hash then)."""
+    return request.method == "GET" and ("alt=media" in request.target
+                                        or request.target.startswith("/download/"))
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
@@ -85,9 +97,10 @@ class FaultyProxy:
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"fault rate must be between 0 and 1, not {rate}")
         self.kinds = tuple(kinds)
-        unknown = set(self.kinds) - set(KINDS)
+        unknown = set(self.kinds) - {*KINDS, CORRUPT}
         if unknown or not self.kinds:
-            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(KINDS)}")
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: "
+                             f"{', '.join((*KINDS, CORRUPT))}")
         parts = urlsplit(upstream if "://" in upstream else f"http://{upstream}")
         self.upstream = (parts.hostname or "127.0.0.1", parts.port or 80)
         self.rate = rate
@@ -131,7 +144,7 @@ class FaultyProxy:
     def inject_next(self, *kinds: str) -> None:
         """Fault the next storage requests with these kinds, in order, before any random
         fault: for tests that need one exact fault (a lost create-only write)."""
-        unknown = set(kinds) - set(KINDS)
+        unknown = set(kinds) - {*KINDS, CORRUPT}
         if unknown:
             raise ValueError(f"unknown fault kinds {sorted(unknown)}")
         with self._lock:
@@ -168,15 +181,16 @@ class FaultyProxy:
                 if predicate(request):
                     self.refused[status] += 1
                     return None, status
-            if self._script:
+            if self._script and (self._script[0] != CORRUPT or _whole_download(request)):
                 kind = self._script.pop(0)
-                self.injected[kind] += 1
-                return kind, None
-            if self.rate and self._random.random() < self.rate:
+            elif self.rate and self._random.random() < self.rate:
                 kind = self._random.choice(self.kinds)
-                self.injected[kind] += 1
-                return kind, None
-            return None, None
+            else:
+                return None, None
+            if kind == CORRUPT and not _whole_download(request):
+                return None, None  # nothing to corrupt here: not a fault
+            self.injected[kind] += 1
+            return kind, None
 
     # -- serving -----------------------------------------------------------------------------
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
@@ -248,6 +262,9 @@ class FaultyProxy:
                 if kind in ("503-after", "429-after"):
                     self._error(int(kind[:3]))
                     return
+                if kind == CORRUPT and status == 200 and answer:
+                    flip = len(answer) // 2
+                    answer = answer[:flip] + bytes([answer[flip] ^ 0x01]) + answer[flip + 1:]
                 self._answer(status, headers, answer)
 
             def _forward(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
