@@ -35,6 +35,7 @@ GIVE_UP_AFTER = 10.0  # seconds of nothing but failed rounds before the run is f
 RESULT_OUTCOME = {"ok": Outcome.SOLVED, "failed": Outcome.FAILED, "timeout": Outcome.TIMEOUT}
 CAPACITY_RETRY = 30.0  # seconds before asking again after every zone was out of capacity
 BOOT_TIMEOUT = 600.0  # seconds a new VM has to report ready (settings.boot_timeout sets it)
+CAPACITY_TIMEOUT = 1800.0  # seconds of stockouts, with no VM in the pool, before it stops
 
 
 @dataclass
@@ -93,6 +94,9 @@ class CoordinatorConfig:
     # A VM not ready this long after it was asked for is deleted and replaced; repeated
     # failures stop its pool (fleet.boot_check).
     boot_timeout: float = BOOT_TIMEOUT
+    # A pool with no ready VM whose every zone has been out of capacity this long stops
+    # growing (its work moves to the other pool, or fails with the reason): never a silent wait.
+    capacity_timeout: float = CAPACITY_TIMEOUT
 
 
 @dataclass
@@ -130,6 +134,7 @@ class Coordinator:
         self._no_growth: dict[Pool, float] = {}  # pool -> time before which nothing is created
         self._stopped_why: dict[Pool, str] = {}  # pool -> why it may not grow any more
         self._boots: dict[Pool, BootHistory] = {}  # failed boots in a row, per pool
+        self._short_since: dict[Pool, float] = {}  # pool -> first stockout since it had a VM
         self._stranded: str | None = None  # why queued work can never run (no VM, no growth)
         self._worker_ops: dict[str, dict[str, int]] = {}  # storage operations workers reported
         self._pool_of: dict[str, Pool] = {}  # every VM of the run, for the run record
@@ -251,6 +256,7 @@ class Coordinator:
         self._read_results(changed)
         self._check_instances()
         self._check_boots(now)
+        self._check_capacity(now)
         self._meter(now)
         for assignment in ([] if self._phase >= Phase.LIMIT else
                            self.scheduler.assign(allow_spot=not self._stragglers)):
@@ -394,6 +400,7 @@ class Coordinator:
         else:
             self.log(f"expocloud: {failure.message}; asking again in {CAPACITY_RETRY:g} s")
             self._no_growth[failure.pool] = now + CAPACITY_RETRY
+            self._short_since.setdefault(failure.pool, now)
 
     def _stop_growth(self, pool: Pool, why: str) -> None:
         """No more VMs in ``pool`` for the rest of the run; said once, in one line."""
@@ -403,7 +410,8 @@ class Coordinator:
         self._no_growth[pool] = float("inf")
 
     def _stopped_pools(self) -> frozenset[Pool]:
-        """The pools that may not grow for the rest of the run (quota, failed boots)."""
+        """The pools that may not grow for the rest of the run (quota, failed boots, no
+        capacity for too long)."""
         return frozenset(p for p, until in self._no_growth.items() if until == float("inf"))
 
     def _check_boots(self, now: float) -> None:
@@ -428,6 +436,22 @@ class Coordinator:
                 "(--expocloud-gce-image), its startup script, the service account "
                 "(--expocloud-gce-service-account) and a VM's worker log (serial console: "
                 "gcloud compute instances get-serial-port-output NAME)"))
+
+    def _check_capacity(self, now: float) -> None:
+        """Stop a pool that has found no capacity in any zone for ``capacity_timeout`` while it
+        had no ready VM: waiting on would be a silent hang. The clock starts at its first
+        stockout and starts again once one of its VMs is ready (then the run goes on)."""
+        for pool, since in list(self._short_since.items()):
+            if any(vm.pool is pool and vm.ready for vm in self._vms.values()):
+                del self._short_since[pool]
+            elif now - since >= self.config.capacity_timeout:
+                del self._short_since[pool]
+                machine = self.config.machine_types.get(pool, "its machine type")
+                self._stop_growth(pool, (
+                    f"no capacity for {machine} in any of its zones for "
+                    f"{self.config.capacity_timeout:g} s (--expocloud-capacity-timeout); fix: "
+                    "add zones (--expocloud-gce-zones), choose another machine type, or wait "
+                    "longer (--expocloud-capacity-timeout never)"))
 
     def _check_stranded(self) -> None:
         """Queued work that no VM alive may run, in pools that cannot grow: fail it now, with

@@ -23,9 +23,9 @@ from .errors import ExpoError
 from .hardness import parse_duration
 from .machine_choice import candidates, choose, measured_runtimes, workload_of
 from .scheduler import Pool, Scheduler
-from .settings import (ExecutorSettings, boot_timeout, check_credentials, heartbeat_grace,
-                       local_max_workers, max_on_demand, needs_credentials, poll_interval,
-                       pool_machine_types, worker_memory_mb, zones)
+from .settings import (ExecutorSettings, boot_timeout, capacity_timeout, check_credentials,
+                       heartbeat_grace, local_max_workers, max_on_demand, needs_credentials,
+                       poll_interval, pool_machine_types, worker_memory_mb, zones)
 from .state import StateDir, read_jsonl
 
 AUTO = "auto"
@@ -50,7 +50,8 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
         run_id=run_id, slots_per_worker=settings.slots_per_worker, max_workers=workers,
         worker_mem_mb=worker_memory_mb(settings, workers),
         idle_timeout=settings.idle_timeout, poll=poll, heartbeat=heartbeat(poll, grace),
-        status_interval=settings.status_interval, boot_timeout=boot_timeout(settings))
+        status_interval=settings.status_interval, boot_timeout=boot_timeout(settings),
+        capacity_timeout=capacity_timeout(settings))
     if settings.engine == "gce":
         bucket, engine = _gce(settings, config, run_key, run_dir, default_storage_prefix, log)
     else:

@@ -5,6 +5,7 @@ in a profile.
 """
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ LOCAL_GRACE, GCE_GRACE = 60.0, 300.0
 GCE_SLOW_POLL = 15.0
 # A real VM boots in a minute or two, and the 'pip' worker software installs for a few more.
 LOCAL_BOOT_TIMEOUT, GCE_BOOT_TIMEOUT = 120.0, 600.0
+CAPACITY_TIMEOUT = 1800.0  # seconds of stockouts in every zone, with no VM, before a pool stops
 _ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
 _LABEL = re.compile(r"[a-z][a-z0-9_-]{0,62}=[a-z0-9_-]{0,63}")
 DEFAULT_PLACEHOLDER = '{"expocloud_outcome": "$outcome"}\n'
@@ -69,6 +71,11 @@ class ExecutorSettings(ExecutorSettingsBase):
         f"10m, ...) is deleted and replaced; 3 such failures in a row in a pool where none came "
         f"up stop that pool (default {LOCAL_BOOT_TIMEOUT:g} s local, {GCE_BOOT_TIMEOUT:g} s on "
         f"GCE: a boot plus the startup script's installation)."))
+    capacity_timeout: Optional[str] = field(default=None, metadata=_opt(
+        f"GCE: how long a pool with no VM may find every zone out of capacity (stockouts) "
+        f"before it stops growing for the run (its work moves to the other pool, or fails with "
+        f"the reason if no VM can run it); 'never' waits for capacity however long (default "
+        f"{CAPACITY_TIMEOUT / 60:g}m)."))
     on_skip: str = field(default="error", metadata=_opt(
         "What Snakemake sees for skipped and timed-out jobs: 'error', or 'placeholder' (their "
         "outputs are written with the placeholder text and reported as success, so an unchanged "
@@ -179,6 +186,7 @@ def validate(settings: ExecutorSettings) -> None:
         raise ExpoError("--expocloud-boot-timeout", f"{boot:g} s is not longer than "
                         f"--expocloud-boot-delay {settings.boot_delay:g} s",
                         "make it longer than the boot delay")
+    capacity_timeout(settings)
     slow = slow_poll_interval(settings)
     positive("slow_poll_interval", slow)
     if settings.engine == "gce" and grace < 5 * slow:
@@ -261,6 +269,21 @@ def boot_timeout(settings: ExecutorSettings) -> float:
     if settings.boot_timeout is None:
         return GCE_BOOT_TIMEOUT if settings.engine == "gce" else LOCAL_BOOT_TIMEOUT
     return parse_duration(settings.boot_timeout, "--expocloud-boot-timeout")
+
+
+def capacity_timeout(settings: ExecutorSettings) -> float:
+    """Seconds a pool with no VM may meet stockouts in every zone before it stops growing;
+    infinite for 'never' (ExpoError if the value is neither a duration nor 'never')."""
+    if settings.capacity_timeout is None:
+        return CAPACITY_TIMEOUT
+    value = settings.capacity_timeout
+    if str(value).strip().lower() == "never":
+        return math.inf
+    try:
+        return parse_duration(value, "--expocloud-capacity-timeout")
+    except ExpoError:
+        raise ExpoError("--expocloud-capacity-timeout", f"cannot read the duration {value!r}",
+                        "give a positive duration such as 90s, 30m or 2h, or never") from None
 
 
 def zones(settings: ExecutorSettings) -> list[str]:

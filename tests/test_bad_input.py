@@ -113,6 +113,8 @@ CASES = [
     # -- settings ---------------------------------------------------------------------------
     Case("gce bad boot timeout", "settings", [*GCE, "--expocloud-boot-timeout", "soon"],
          "--expocloud-boot-timeout", "cannot read the duration 'soon'"),
+    Case("gce bad capacity timeout", "settings", [*GCE, "--expocloud-capacity-timeout", "forever"],
+         "--expocloud-capacity-timeout", "cannot read the duration 'forever'"),
     Case("boot timeout within the boot delay", "settings",
          ["--expocloud-boot-delay", "30", "--expocloud-boot-timeout", "10s"],
          "--expocloud-boot-timeout", "is not longer than --expocloud-boot-delay"),

@@ -168,6 +168,18 @@ def test_stockout_moves_to_next_zone_and_is_remembered(engine, fake, clock):
     assert fake.instances()["z-3"]["zone"] == ZONES[0]
 
 
+def test_a_spot_stockout_does_not_keep_on_demand_out_of_the_zone(engine, fake):
+    """Spot and on-demand capacity run out separately: a zone Spot avoids is still tried for
+    an on-demand VM, and the fake's Spot-only stockout leaves it be."""
+    fake.fail_next("stockout", count=10, zone=ZONES[0], spot=True)
+    engine.create(["s-1"], Pool.SPOT, 1)
+    assert fake.instances()["s-1"]["zone"] == ZONES[1]
+    fake.clear_requests()
+    engine.create(["o-1"], Pool.ON_DEMAND, 1)
+    assert [r["zone"] for r in inserts(fake)] == [ZONES[0]]
+    assert fake.instances()["o-1"]["zone"] == ZONES[0]
+
+
 def test_stockout_with_details_also_moves_on(engine, fake):
     fake.fail_next("stockout_details", zone=ZONES[0])
     engine.create(["zd-1", "zd-2"], Pool.SPOT, 1)

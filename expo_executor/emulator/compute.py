@@ -435,6 +435,7 @@ class _Fault:
     op: str | None  # only requests of this API method (insert, get, list, ...)
     http_status: int | None
     quota_metric: str
+    spot: bool | None = None  # insert faults: only Spot (True) or only on-demand (False) VMs
 
 
 class _Timers:
@@ -594,7 +595,7 @@ class FakeCompute:
 
     def fail_next(self, kind: str, count: int = 1, zone: str | None = None, *,
                   op: str | None = None, http_status: int | None = None,
-                  quota_metric: str = "CPUS") -> None:
+                  quota_metric: str = "CPUS", spot: bool | None = None) -> None:
         """Make the next ``count`` matching calls (or instances) fail.
 
         stockout / stockout_details / quota: the next insert or bulkInsert operations in
@@ -604,14 +605,16 @@ class FakeCompute:
         next API requests in ``zone``, of API method ``op`` (insert, bulkInsert, get, list,
         delete, aggregatedList, operations.get, operations.list, operations.wait) if given.
         never_boot / silent_worker: the next ``count`` instances inserted in ``zone`` (one
-        each, bulk inserts too) never leave PROVISIONING, or run with no worker.
+        each, bulk inserts too) never leave PROVISIONING, or run with no worker. ``spot``
+        (True or False) limits a fault on inserts to Spot or to on-demand instances, as a
+        stockout of Spot capacity alone.
         """
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; one of {FAULT_KINDS}")
         if count < 1:
             raise ValueError("count must be at least 1")
         with self._lock:
-            self._faults.append(_Fault(kind, count, zone, op, http_status, quota_metric))
+            self._faults.append(_Fault(kind, count, zone, op, http_status, quota_metric, spot))
 
     def faults_served(self) -> dict[str, int]:
         """Fault kind -> how many were actually served (a request failed, an instance hung)."""
@@ -821,10 +824,11 @@ class FakeCompute:
                        f"resources available to fulfill the request.  '(resource type:"
                        f"compute)'. Try a different zone, or try again later. ({machine})"}}
 
-    def _take_fault(self, kinds: tuple[str, ...], zone: str | None, op: str) -> _Fault | None:
+    def _take_fault(self, kinds: tuple[str, ...], zone: str | None, op: str,
+                    spot: bool | None = None) -> _Fault | None:
         for fault in self._faults:
             if (fault.kind in kinds and fault.zone in (None, zone)
-                    and fault.op in (None, op)):
+                    and fault.op in (None, op) and fault.spot in (None, spot)):
                 fault.count -= 1
                 if fault.count <= 0:
                     self._faults.remove(fault)
@@ -859,8 +863,8 @@ class FakeCompute:
                 return seen
             machine = validate_instance(body, zone)
             self._check_free(project, zone, [body["name"]])
-            fault = self._take_fault(OP_FAULTS, zone, "insert")
             vm = self._make_vm(project, zone, body, machine)
+            fault = self._take_fault(OP_FAULTS, zone, "insert", vm.spot)
             if fault is None:
                 self._take_boot_faults([vm])
             op = self._new_op(project, zone, "insert", vm.name, target_id=vm.id, done=False)
@@ -883,8 +887,8 @@ class FakeCompute:
             bodies = [{**copy.deepcopy(props), "name": name} for name in names]
             machines = [validate_instance(b, zone, bulk=True) for b in bodies]
             self._check_free(project, zone, names)
-            fault = self._take_fault(OP_FAULTS, zone, "bulkInsert")
             vms = [self._make_vm(project, zone, b, m) for b, m in zip(bodies, machines)]
+            fault = self._take_fault(OP_FAULTS, zone, "bulkInsert", vms[0].spot)
             if fault is None:
                 self._take_boot_faults(vms)
             op = self._new_op(project, zone, "bulkInsert", "", done=False)

@@ -11,7 +11,7 @@ plugin stays cheap. What it guarantees, and why:
   retried call whose first answer was lost is not applied twice.
 - Rate limits (403 rateLimitExceeded, 429) and transient errors back off with full jitter
   (``retry.retry_call``); a stockout moves on to the next zone, and the zone is avoided for a
-  while; a quota error stops growth with a message naming the quota, the region and the fix.
+  while by that pool (Spot and on-demand capacity run out separately); a quota error stops growth with a message naming the quota, the region and the fix.
 - ``op.result()`` is never called: for an unfinished operation it polls through an operations
   client built without our ``client_options``, i.e. against Google itself. Unfinished inserts are
   tracked and checked (without blocking) by ``list()``, which re-places a late stockout.
@@ -282,7 +282,8 @@ class GceEngine:
         self._zone_of: dict[str, str] = {}
         self._created_at: dict[str, float] = {}  # wall-clock time of our insert, per name
         self._ids: set[int] = set()
-        self._exhausted: dict[str, float] = {}  # zone -> clock() until which it is avoided
+        # (zone, pool) -> clock() until which the pool avoids the zone
+        self._exhausted: dict[tuple[str, Pool], float] = {}
         self._failures: list[CreateFailed] = []
         self._seen_ops: set[str] = set()
         self._closed = False
@@ -388,7 +389,7 @@ class GceEngine:
     def _place(self, names: list[str], pool: Pool, slots: int, tried: list[str]) -> None:
         """Create ``names`` in the first zones with capacity; raise CreateFailed if none has."""
         left = names
-        for zone in self._candidate_zones(tried):
+        for zone in self._candidate_zones(tried, pool):
             tried = [*tried, zone]
             left = self._try_zone(zone, left, pool, slots, tried, bulk=True)
             if not left:
@@ -399,11 +400,11 @@ class GceEngine:
                                        f"VM(s) of type {machine} in zone(s) {zones} (resource "
                                        "pool exhausted); trying again later", stop_growth=False)
 
-    def _candidate_zones(self, tried: list[str]) -> list[str]:
+    def _candidate_zones(self, tried: list[str], pool: Pool) -> list[str]:
         now = self._clock()
         with self._lock:
             return [z for z in self.config.zones
-                    if z not in tried and self._exhausted.get(z, 0.0) <= now]
+                    if z not in tried and self._exhausted.get((z, pool), 0.0) <= now]
 
     def _try_zone(self, zone: str, names: list[str], pool: Pool, slots: int,
                   tried: list[str], bulk: bool) -> list[str]:
@@ -420,7 +421,7 @@ class GceEngine:
             except Exception as err:
                 kind = classify_error(err)
                 if kind == "stockout":
-                    self._mark_exhausted(zone)
+                    self._mark_exhausted(zone, pool)
                     return rest
                 if kind == "conflict" and use_bulk:  # someone holds a name: one by one
                     return self._try_zone(zone, rest, pool, slots, tried, bulk=False)
@@ -462,7 +463,7 @@ class GceEngine:
         if not codes:
             return "ok"
         if codes & STOCKOUT_CODES:
-            self._mark_exhausted(zone)
+            self._mark_exhausted(zone, pool)
             return "stockout"
         if codes & QUOTA_CODES:
             raise CreateFailed(pool, names, quota_message(text, self.config.project, pool, zone),
@@ -473,9 +474,9 @@ class GceEngine:
         raise CreateFailed(pool, names, f"GCE could not create VMs in {zone}: {text}; fix the "
                                         "--expocloud GCE settings", stop_growth=True)
 
-    def _mark_exhausted(self, zone: str) -> None:
+    def _mark_exhausted(self, zone: str, pool: Pool) -> None:
         with self._lock:
-            self._exhausted[zone] = self._clock() + self.config.exhausted_ttl_s
+            self._exhausted[(zone, pool)] = self._clock() + self.config.exhausted_ttl_s
 
     def _submit(self, zone: str, names: list[str], pool: Pool, slots: int, bulk: bool) -> Any:
         """One logical insert or bulk insert: every retry reuses its request_id."""

@@ -175,6 +175,53 @@ def test_a_quota_error_stops_growth_and_the_run_completes_on_what_it_has(
                          f"run {run.seconds:.0f} s")
 
 
+def test_endless_spot_stockouts_stop_the_pool_and_on_demand_finishes_the_work(
+        tmp_path: Path, fake_compute: FakeCompute, gcs_emulator: str,  # noqa: F811
+        fault_figures) -> None:
+    """No Spot capacity in any zone, ever: after the capacity timeout the Spot pool stops
+    (one line, with the fix) and the on-demand pool does the work, instead of a run that waits
+    for capacity that does not come."""
+    jobs = size(3, 30)
+    fake_compute.fail_next("stockout", 1000, spot=True)
+    run = _run(tmp_path, fake_compute, gcs_emulator, jobs, "--expocloud-capacity-timeout", "5s")
+    lost, orphans = _completed(run, fake_compute, gcs_emulator, jobs)
+    stopped = [line for line in run.log.splitlines()
+               if "no more spot VMs this run: no capacity for" in line]
+    assert len(stopped) == 1, run.log[-4000:]
+    assert "--expocloud-capacity-timeout" in stopped[0] and "fix:" in stopped[0], stopped[0]
+    assert {r["pool"] for r in run.jobs()} == {"on_demand"}
+    injected = fake_compute.faults_served().get("stockout", 0)
+    assert injected >= 2  # every zone, at least once
+    fault_figures("stockouts of Spot in every zone, without end", injected=injected,
+                  survived=injected, jobs=jobs, jobs_lost=lost, orphan_vms=orphans,
+                  detail=f"Spot stopped after the 5 s capacity timeout; every job ran on "
+                         f"on-demand; run {run.seconds:.0f} s")
+
+
+def test_endless_stockouts_everywhere_fail_the_run_with_the_reason(
+        tmp_path: Path, fake_compute: FakeCompute, gcs_emulator: str,  # noqa: F811
+        fault_figures) -> None:
+    jobs = size(2, 20)
+    fake_compute.fail_next("stockout", 1000)
+    run = _run(tmp_path, fake_compute, gcs_emulator, jobs, "--keep-going",
+               "--expocloud-capacity-timeout", "5s")
+    assert run.result.returncode != 0
+    assert run.seconds < 180, f"took {run.seconds:.0f} s to give up"
+    records = run.jobs()
+    assert len(records) == jobs and {r["outcome"] for r in records} == {"failed"}
+    assert all("no VM is left" in r["reason"] and "--expocloud-capacity-timeout" in r["reason"]
+               for r in records), records
+    assert fake_compute.ledger() == [] or all(vm["running"] is None
+                                              for vm in fake_compute.ledger())
+    orphans = _orphans(fake_compute)
+    assert orphans == 0, fake_compute.instances()
+    injected = fake_compute.faults_served().get("stockout", 0)
+    fault_figures("stockouts in every zone for every pool, without end", injected=injected,
+                  survived=injected, jobs=jobs, jobs_lost=0, orphan_vms=orphans,
+                  detail=f"both pools stopped after the 5 s capacity timeout; every job failed "
+                         f"with the reason after {run.seconds:.0f} s")
+
+
 CORE = """
 rule all:
     input: expand("out/{{i}}.txt", i=range({n})), "core.txt"
