@@ -1,9 +1,10 @@
 """Compute Engine faults end to end: snakemake --executor expocloud with the real
 google-cloud-compute client against the fake Compute Engine, files through the GCS emulator.
 
-Stockouts, quota errors, rate limits, 503s, lost answers, VMs that never boot and VMs whose
-worker never reports are injected by the fake; each run must either complete with every output
-right or end with a clear one-line reason in bounded time, and never leave a VM behind.
+Stockouts (brief or without end), quota errors, rate limits, 503s, lost answers, VMs that never
+boot and VMs whose worker never reports are injected by the fake; each run must either complete
+with every output right or end with a clear one-line reason in bounded time, and never leave a
+VM behind.
 """
 
 from __future__ import annotations
@@ -124,6 +125,20 @@ def _completed(run: Run, fake: FakeCompute, gcs: str, jobs: int) -> tuple[int, i
     return jobs - right, orphans
 
 
+def _failed_with_the_reason(run: Run, fake: FakeCompute, jobs: int, *words: str) -> int:
+    """Assert a run that could get no VM ended in bounded time with every job failed, its
+    reason holding ``words``; return the orphan VMs (asserted 0)."""
+    assert run.result.returncode != 0
+    assert run.seconds < 180, f"took {run.seconds:.0f} s to give up"
+    records = run.jobs()
+    assert len(records) == jobs and {r["outcome"] for r in records} == {"failed"}
+    assert all("no VM is left" in r["reason"] and all(w in r["reason"] for w in words)
+               for r in records), records
+    orphans = _orphans(fake)
+    assert orphans == 0, fake.instances()
+    return orphans
+
+
 def test_stockouts_in_the_first_zone_move_the_vms_to_the_next(
         tmp_path: Path, fake_compute: FakeCompute, gcs_emulator: str,  # noqa: F811
         fault_figures) -> None:
@@ -205,16 +220,8 @@ def test_endless_stockouts_everywhere_fail_the_run_with_the_reason(
     fake_compute.fail_next("stockout", 1000)
     run = _run(tmp_path, fake_compute, gcs_emulator, jobs, "--keep-going",
                "--expocloud-capacity-timeout", "5s")
-    assert run.result.returncode != 0
-    assert run.seconds < 180, f"took {run.seconds:.0f} s to give up"
-    records = run.jobs()
-    assert len(records) == jobs and {r["outcome"] for r in records} == {"failed"}
-    assert all("no VM is left" in r["reason"] and "--expocloud-capacity-timeout" in r["reason"]
-               for r in records), records
-    assert fake_compute.ledger() == [] or all(vm["running"] is None
-                                              for vm in fake_compute.ledger())
-    orphans = _orphans(fake_compute)
-    assert orphans == 0, fake_compute.instances()
+    orphans = _failed_with_the_reason(run, fake_compute, jobs, "--expocloud-capacity-timeout")
+    assert all(vm["running"] is None for vm in fake_compute.ledger())  # nothing billed
     injected = fake_compute.faults_served().get("stockout", 0)
     fault_figures("stockouts in every zone for every pool, without end", injected=injected,
                   survived=injected, jobs=jobs, jobs_lost=0, orphan_vms=orphans,
@@ -271,16 +278,10 @@ def test_quota_with_no_vm_at_all_fails_the_run_clearly_and_in_bounded_time(
     jobs = size(2, 20)
     fake_compute.fail_next("quota", 10)
     run = _run(tmp_path, fake_compute, gcs_emulator, jobs, "--keep-going")
-    assert run.result.returncode != 0
-    assert run.seconds < 180, f"took {run.seconds:.0f} s to give up"
     failing = [line for line in run.log.splitlines()
                if "no VM is left and no more can be created" in line and "quota" in line]
     assert failing, run.log[-4000:]
-    records = run.jobs()
-    assert len(records) == jobs and {r["outcome"] for r in records} == {"failed"}
-    assert all("no VM is left" in r["reason"] for r in records), records
-    orphans = _orphans(fake_compute)
-    assert orphans == 0, fake_compute.instances()
+    orphans = _failed_with_the_reason(run, fake_compute, jobs, "quota")
     injected = fake_compute.faults_served().get("quota", 0)
     assert injected == 2  # Spot's, then on-demand's (which took over the work)
     fault_figures("quota on every pool, no VM", injected=injected, survived=injected, jobs=jobs,
@@ -358,18 +359,12 @@ def test_when_no_vm_ever_boots_the_run_ends_with_the_reason(
     run = _run(tmp_path, fake_compute, gcs_emulator, jobs, "--keep-going",
                "--expocloud-boot-timeout", "8s", "--expocloud-on-demand-only",
                "--expocloud-max-on-demand", "3")
-    assert run.result.returncode != 0
-    assert run.seconds < 180, f"took {run.seconds:.0f} s to give up"
     stop = [line for line in run.log.splitlines()
             if re.search(r"no more on_demand VMs this run: \d+ VMs in a row never reported "
                          "ready", line)]
     assert len(stop) == 1, run.log[-4000:]
     assert "check the image" in stop[0] and "serial" in stop[0]
-    records = run.jobs()
-    assert len(records) == jobs and {r["outcome"] for r in records} == {"failed"}
-    assert all("no VM is left" in r["reason"] for r in records), records
-    orphans = _orphans(fake_compute)
-    assert orphans == 0, fake_compute.instances()
+    orphans = _failed_with_the_reason(run, fake_compute, jobs, "never reported ready")
     injected = fake_compute.faults_served().get("never_boot", 0)
     never = [vm for vm in run.vms() if vm["end"] == "never ready"]
     # 3 in a row stop the pool; VMs asked for together fail together (up to 3 at once)
