@@ -14,6 +14,7 @@ from typing import Optional
 
 from snakemake_interface_executor_plugins.settings import ExecutorSettingsBase
 
+from .coordinator import CAPACITY_TIMEOUT
 from .errors import ExpoError
 from .hardness import parse_duration
 from .machines import machine_memory_mb  # noqa: F401
@@ -30,7 +31,6 @@ LOCAL_GRACE, GCE_GRACE = 60.0, 300.0
 GCE_SLOW_POLL = 15.0
 # A real VM boots in a minute or two, and the 'pip' worker software installs for a few more.
 LOCAL_BOOT_TIMEOUT, GCE_BOOT_TIMEOUT = 120.0, 600.0
-CAPACITY_TIMEOUT = 1800.0  # seconds of stockouts in every zone, with no VM, before a pool stops
 _ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
 _LABEL = re.compile(r"[a-z][a-z0-9_-]{0,62}=[a-z0-9_-]{0,63}")
 DEFAULT_PLACEHOLDER = '{"expocloud_outcome": "$outcome"}\n'
