@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -50,6 +51,7 @@ class _Running:
     cpus: int
     log: Path
     verdict: Path | None = None  # a staged job's own account of how it ended
+    workdir: Path | None = None  # the directory made for it on this disk, removed after it
 
 
 def inbox_key(worker_id: str) -> str:
@@ -218,7 +220,7 @@ class Worker:
                 return
             stage = {k: v for k, v in job["stage"].items() if k != "sealed"}
             job = {**job, "argv": argv, "env": env, "stage": stage}
-        cwd = job["cwd"] or str(self.scratch / "work")  # no shared file system: our own disk
+        cwd, workdir = job["cwd"], None
         env = {**os.environ, **{str(k): str(v) for k, v in job["env"].items()}}
         env.pop(RUN_KEY_ENV, None)  # jobs never see the run key
         # Jobs find the worker's own Python environment first (Snakemake's remote command
@@ -228,22 +230,32 @@ class Worker:
         if "stage" in job:  # a fully evaluated command whose files travel with it (CWL)
             argv, deadline, verdict = self._staged(key, job)
             env, cwd = {k: v for k, v in os.environ.items() if k != RUN_KEY_ENV}, None
+        elif cwd is None:
+            # No shared file system: a directory of its own on this disk, removed once the job
+            # has ended. Jobs sharing a VM in one directory race: each unpacks the workflow's
+            # sources there (Snakemake's --deploy-sources), and one reads the tarball while
+            # another is still writing it ("Checksum of retrieved sources ... does not match").
+            workdir = self.scratch / "work" / key
+            cwd = str(workdir)
         # The mark a powered-off "VM" finds its jobs by, should this worker die before it
         # records the job's session (procs.power_off).
         name, _, value = vm_mark(self.scratch).partition("=")
         env[name] = value
         started = time.time()
         try:
+            if workdir is not None:
+                workdir.mkdir(parents=True, exist_ok=True)
             with open(log, "wb") as out:
                 proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out,
                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         start_new_session=True)
         except OSError as exc:
             self._write_result(key, "failed", None, started, f"could not start the job: {exc}")
+            _remove(workdir)
             return
         self.running[key] = _Running(key, proc, started, time.monotonic(),
                                      float(deadline) if deadline is not None else None,
-                                     job["cpus"], log, verdict)
+                                     job["cpus"], log, verdict, workdir)
         self._record_sessions()  # no status write: the coordinator knows what it assigned
 
     def _staged(self, key: str, job: dict) -> tuple[list[str], float | None, Path]:
@@ -302,6 +314,7 @@ class Worker:
         self.next_read = min(self.next_read, self.last_change + self.poll)
         self._record_sessions()
         self._write_result(job.key, outcome, code, job.started, reason, job.log, ended)
+        _remove(job.workdir)  # its outputs went to the bucket; its inputs were copies
 
     def _explain(self, reason: str | None, log: Path) -> str | None:
         """A failed job's reason with why, when its log or this disk says: "exit code 1" alone
@@ -416,6 +429,12 @@ def _ops_after_write(bucket: Bucket) -> dict[str, int]:
     ops = dict(getattr(bucket, "ops", {}))
     ops["A"] = ops.get("A", 0) + 1
     return ops
+
+
+def _remove(directory: Path | None) -> None:
+    """Best effort: a directory that cannot be removed must not stop the worker."""
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _tail(path: Path) -> str:

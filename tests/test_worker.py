@@ -139,3 +139,25 @@ def test_busy_worker_reads_its_inbox_slowly_but_reports_a_finished_job_at_once(
         assert wait_until(lambda: rig.result("j2") is not None, 5)
     finally:
         rig.stop()
+
+
+def test_jobs_without_a_shared_directory_each_get_their_own_and_it_is_removed(
+        rig: Rig, tmp_path: Path) -> None:
+    """Two jobs on one VM with no shared file system (cwd None) both write the same relative
+    file (as each unpacks the workflow's sources): each in a directory of its own, never the
+    other's, and the directory is gone once the job has ended."""
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    script = (f'echo "$1" > sources.txt; sleep 0.5; cat sources.txt > "{seen}/$1"; '
+              f'pwd >> "{seen}/$1"')
+    rig.send({key: _job(["sh", "-c", script, "x", key], cwd=None) for key in ("a", "b")})
+    assert wait_until(lambda: rig.result("a") is not None and rig.result("b") is not None, 10)
+    assert rig.result("a")["outcome"] == rig.result("b")["outcome"] == "ok"
+    work = tmp_path / "vm" / "work"
+    dirs = {}
+    for key in ("a", "b"):
+        content, directory = (seen / key).read_text().splitlines()
+        assert content == key  # nobody else wrote its file
+        dirs[key] = Path(directory)
+    assert dirs["a"] != dirs["b"] and {d.parent for d in dirs.values()} == {work.resolve()}
+    assert not dirs["a"].exists() and not dirs["b"].exists()
