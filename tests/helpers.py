@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -11,6 +12,16 @@ from pathlib import Path
 
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 EXPOCLOUD = str(Path(sys.executable).parent / "expocloud")
+
+
+
+def interruptible() -> None:
+    """``preexec_fn`` for a child a test will Ctrl-C: SIGINT back to its default. A parent that
+    ignores SIGINT (any background job of a non-interactive shell, as a CI runner may be)
+    passes SIG_IGN on through exec, and Python then never raises KeyboardInterrupt: the test
+    would measure the harness, not Snakemake and us."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 
 # A CWL tool with a hardness hint (HINT is replaced by the hint's body) whose command makes a
 # marker file: a rejected tool leaves no "ran" behind.

@@ -7,7 +7,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from .helpers import SNAKEMAKE, processes_under, run_dirs, wait_until
+from .helpers import SNAKEMAKE, interruptible, processes_under, run_dirs, wait_until
 
 SNAKEFILE = """
 rule all:
@@ -31,7 +31,8 @@ def test_sigint_leaves_no_worker_and_no_job_process(tmp_path: Path) -> None:
     (tmp_path / "Snakefile").write_text(SNAKEFILE)
     proc = subprocess.Popen([SNAKEMAKE, "--executor", "expocloud", "-j", "100",
                              "--expocloud-status-interval", "0.5"],
-                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=interruptible)
     try:
         assert wait_until(lambda: _running(tmp_path) >= 2, timeout=60), "jobs never started"
         # the jobs' own processes (both sleeps of each job) are up

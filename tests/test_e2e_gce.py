@@ -15,7 +15,7 @@ from google.cloud import storage
 
 from .emulated_gce import PROJECT, emulated_args, emulated_env, fake_compute  # noqa: F401
 from .gcs_emulator import gcs_emulator  # noqa: F401
-from .helpers import SNAKEMAKE, job_records, run_dirs, wait_until
+from .helpers import SNAKEMAKE, interruptible, job_records, run_dirs, wait_until
 from .test_e2e_agent_assignment import RANK, WORKFLOW, _vector
 
 
@@ -101,7 +101,8 @@ def test_ctrl_c_deletes_every_vm_at_once(tmp_path: Path, fake_compute,  # noqa: 
     args = emulated_args(fake_compute, gcs_emulator, None, "--expocloud-heartbeat-grace", "300",
                          "--expocloud-slow-poll-interval", "1")
     proc = subprocess.Popen([SNAKEMAKE, *args], cwd=tmp_path, env=emulated_env(gcs_emulator),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=interruptible)
     try:
         assert wait_until(lambda: _running_jobs(fake_compute) >= 2, timeout=120), \
             fake_compute.instances()
