@@ -220,7 +220,7 @@ class Worker:
                 return
             stage = {k: v for k, v in job["stage"].items() if k != "sealed"}
             job = {**job, "argv": argv, "env": env, "stage": stage}
-        cwd, workdir = job["cwd"], None
+        cwd, workdir = job["cwd"] or None, None  # "" or None: no shared directory
         env = {**os.environ, **{str(k): str(v) for k, v in job["env"].items()}}
         env.pop(RUN_KEY_ENV, None)  # jobs never see the run key
         # Jobs find the worker's own Python environment first (Snakemake's remote command

@@ -179,7 +179,7 @@ class SmallDiskWorker:
         return messages.decode("result", blob.data) if blob else None
 
     def run(self, key: str, script: str) -> dict:
-        """Run one job in the worker's own work directory, on the small disk."""
+        """Run one job in a directory the worker makes for it, on the small disk."""
         self.send({key: {"argv": ["sh", "-c", script], "cwd": "", "env": {},
                          "deadline_s": 60, "cpus": 1}})
         assert wait_until(lambda: self.result(key) is not None, 60), \
@@ -203,10 +203,16 @@ def test_full_disk_fails_the_job_with_the_reason_and_the_worker_carries_on(
     """A job fills the worker's disk (a real ENOSPC), a second job's output cannot reach its
     log: both fail saying "No space left on device"; the worker keeps going (its own
     bookkeeping survives the full disk), runs jobs again once space is freed, and drains
-    cleanly."""
+    cleanly. A job that fills the disk inside its own directory gives the space back as it
+    ends (the worker removes the directory)."""
     worker = SmallDiskWorker(tmp_path)
     try:
-        filled = worker.run("fill", "head -c 4M /dev/zero > big")
+        own = worker.run("own", "head -c 4M /dev/zero > big")
+        assert own["outcome"] == "failed" and "No space left on device" in own["reason"], own
+        after = worker.run("after", "head -c 100k /dev/zero > small && echo fine")
+        assert after["outcome"] == "ok", after  # its directory went, and the space with it
+        # outside its own directory (cwd is work/<key> on the scratch disk): the disk stays full
+        filled = worker.run("fill", "head -c 4M /dev/zero > ../../big")
         assert filled["outcome"] == "failed", filled
         assert "No space left on device" in filled["reason"], filled
         # its output goes to its log, on the same full disk (a few pages may come free as
@@ -214,15 +220,15 @@ def test_full_disk_fails_the_job_with_the_reason_and_the_worker_carries_on(
         silent = worker.run("chatty", "head -c 256k /dev/zero")
         assert silent["outcome"] == "failed", silent
         assert "No space left on device" in silent["reason"], silent
-        assert worker.run("free", "rm -f big")["outcome"] == "ok"
+        assert worker.run("free", "rm -f ../../big")["outcome"] == "ok"
         again = worker.run("again", "head -c 100k /dev/zero > small && echo fine")
         assert again["outcome"] == "ok", again
         worker.send({}, drain=True)
         assert worker.proc.wait(timeout=60) == 0, Path(worker.log.name).read_text()
     finally:
         worker.stop()
-    fault_figures("worker disk full (ENOSPC on a 1 MiB tmpfs)", injected=2, survived=2,
-                  jobs=4, detail=f"reasons: {filled['reason']!r}; {silent['reason']!r}")
+    fault_figures("worker disk full (ENOSPC on a 1 MiB tmpfs)", injected=3, survived=3,
+                  jobs=6, detail=f"reasons: {filled['reason']!r}; {silent['reason']!r}")
 
 
 @needs_tmpfs
