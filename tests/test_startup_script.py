@@ -406,9 +406,11 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
         print(f"first boot: worker ready after {first_boot:.1f} s")
 
         # Plain "python" must be the pinned venv's, as Snakemake's remote command expects.
+        # cwd null: a directory of its own on the worker's disk (work/j1, removed after the
+        # job), so the report goes one level up, where it outlives the job
         job = {"argv": ["/bin/sh", "-c",
                         ("{ id -un; python -c 'import snakemake, google.cloud.compute_v1; "
-                         "print(\"snakemake\", snakemake.__version__)'; } > out.txt")],
+                         "print(\"snakemake\", snakemake.__version__)'; pwd; } > ../out.txt")],
                "cwd": None, "env": {}, "deadline_s": 120, "cpus": 1}
         bucket.write(inbox_key(name), messages.encode(
             "inbox", {"seq": 1, "jobs": {"j1": job}, "cancel": [], "drain": False}, run_key))
@@ -424,9 +426,11 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
         log = vm.file(startup.LOG).read_text()
         assert "expocloud-startup: installed\n" in log
         assert "expocloud-worker exited with status 0" in log
-        out = vm.file(startup.SCRATCH + "/work/out.txt")  # cwd null: the worker's own disk
+        out = vm.file(startup.SCRATCH + "/work/out.txt")
         snakemake_version = importlib.metadata.version("snakemake")
-        assert out.read_text() == f"expocloud\nsnakemake {snakemake_version}\n"
+        assert out.read_text() == \
+            f"expocloud\nsnakemake {snakemake_version}\n{startup.SCRATCH}/work/j1\n"
+        assert not vm.file(startup.SCRATCH + "/work/j1").exists()  # removed after the job
         assert out.stat().st_uid != 0  # the unprivileged user, not root
 
         # A reboot: the venv is there with the right versions, so no reinstall.
