@@ -28,7 +28,8 @@ def size(quick: int, full: int) -> int:
 @pytest.fixture
 def fault_figures(request: pytest.FixtureRequest) -> Callable[..., None]:
     """Record one test's figures: ``kind`` (what was injected, in a few words), ``injected``
-    (how many faults), ``survived`` (how many the run came through), ``jobs`` (jobs in the
+    (how many faults), ``survived`` (how many were handled as designed: the run came through, or
+    the job failed with the reason and nothing hung), ``jobs`` (jobs in the
     run), ``jobs_lost`` and ``orphan_vms`` (both must be 0), and anything else worth a column
     (``detail``: one sentence). Recorded only when EXPOCLOUD_FAULTS_RECORD is set; the test's
     own assertions are what make it pass or fail."""

@@ -76,8 +76,9 @@ def test_refused_output_upload_is_a_job_error_with_its_reason(
     assert refused > 0
     assert wait_until(lambda: not fake_compute.instances(), timeout=60), \
         fake_compute.instances()
-    fault_figures("output upload refused (403)", injected=refused, survived=jobs - 1,
-                  jobs=jobs, detail=f"reason: {failed['reason'][:200]}")
+    fault_figures("output upload refused (403)", injected=refused, survived=refused,
+                  jobs=jobs, detail=f"a job error with the reason, the other {jobs - 1} jobs "
+                                    f"finished; reason: {failed['reason'][:200]}")
 
 
 def test_staged_job_whose_outputs_are_refused_says_why(
@@ -118,7 +119,8 @@ def test_staged_job_whose_outputs_are_refused_says_why(
     assert (here / "c1" / "root" / "out1" / "answer.txt").read_text() == "result\n"
     assert GcsBucket(url, endpoint=gcs_emulator).list("stage/out/") == {}
     fault_figures("staged (CWL) job's output upload refused (403)", injected=refused,
-                  survived=0, jobs=1, detail=f"verdict: {verdict['reason'][:200]}")
+                  survived=refused, jobs=1,
+                  detail=f"a job error with the reason; verdict: {verdict['reason'][:200]}")
 
 
 # -- a full disk ----------------------------------------------------------------------------------
@@ -263,5 +265,6 @@ def test_job_filling_a_vm_disk_is_a_job_error_in_snakemake(
         assert wait_until(lambda: not fake.instances(), timeout=60), fake.instances()
     finally:
         fake.stop()
-    fault_figures("VM work disk full (ENOSPC on a tmpfs)", injected=1, survived=jobs - 1,
-                  jobs=jobs, detail=f"reason: {failed['reason'][:200]}")
+    fault_figures("VM work disk full (ENOSPC on a tmpfs)", injected=1, survived=1,
+                  jobs=jobs, detail=f"a job error with the reason, the other {jobs - 1} jobs "
+                                    f"finished; reason: {failed['reason'][:200]}")
