@@ -181,13 +181,14 @@ class FaultyProxy:
                 if predicate(request):
                     self.refused[status] += 1
                     return None, status
-            if self._script and (self._script[0] != CORRUPT or _whole_download(request)):
+            whole = _whole_download(request)
+            if self._script and (self._script[0] != CORRUPT or whole):
                 kind = self._script.pop(0)
             elif self.rate and self._random.random() < self.rate:
                 kind = self._random.choice(self.kinds)
             else:
                 return None, None
-            if kind == CORRUPT and not _whole_download(request):
+            if kind == CORRUPT and not whole:
                 return None, None  # nothing to corrupt here: not a fault
             self.injected[kind] += 1
             return kind, None
