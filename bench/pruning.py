@@ -127,7 +127,7 @@ def minimal_points(points: list[tuple[tuple, tuple]]) -> list[tuple[tuple, tuple
 
 
 def oracle(recs_b: list[dict], spec_text: str, deadline_s: float, rule: str) -> dict:
-    from expo_executor.hardness import HardnessSpec  # read-only use of the spec parser
+    from expo_executor.core.hardness import HardnessSpec  # read-only use of the spec parser
     spec = HardnessSpec.parse(spec_text)
     solve = [r for r in recs_b if r.get("rule") == rule]
     solved = [r for r in solve if r.get("outcome") == "solved"]
@@ -190,7 +190,7 @@ def main() -> int:
     profile = load_profile(with_dir)
     res = rule_resources(profile, RULE)
     spec_text = str(res.get("hardness"))
-    from expo_executor.hardness import parse_duration
+    from expo_executor.core.hardness import parse_duration
     deadline_s = parse_duration(res.get("deadline"), "deadline")
     removed = strip_hardness(without_dir)
     print(f"hardness {spec_text!r}, deadline {deadline_s:g} s; removed in (b): {removed}",

@@ -26,9 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, machine_line, versions, write_section  # noqa: E402
 
-from expo_executor import prices  # noqa: E402
-from expo_executor.preemption import Bathtub, default_model  # noqa: E402
-from expo_executor.simulate import (POLICIES, BootDelay, Lifetimes, SimConfig,  # noqa: E402
+from expo_executor.cost import prices  # noqa: E402
+from expo_executor.cost.preemption import Bathtub, default_model  # noqa: E402
+from expo_executor.simulate.simulation import (POLICIES, BootDelay, Lifetimes, SimConfig,  # noqa: E402
                                     SimResult, Workload, compare, load_run, plot, policy,
                                     ratios, simulate, synthetic, table)
 

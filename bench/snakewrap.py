@@ -37,8 +37,8 @@ _stats = {"coordinator_cpu_s": None, "coordinator_ticks": 0, "frontend_cpu_s": 0
 
 
 def _instrument_expocloud() -> None:
-    from expo_executor import coordinator as coord_mod
-    from expo_executor import snakemake_executor as front
+    from expo_executor.coordinator import loop as coord_mod
+    from expo_executor.frontends.snakemake import executor as front
 
     orig_loop = coord_mod.Coordinator._loop
     orig_tick = coord_mod.Coordinator.tick

@@ -14,8 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-from . import preemption, prices, simulate
-from .errors import ExpoError
+from expo_executor.cost import preemption
+from expo_executor.cost import prices
+from expo_executor.simulate import simulation as simulate
+from expo_executor.core.errors import ExpoError
 
 _PLUGGED = (prices, preemption, simulate)  # modules that bring their own subcommand
 
@@ -103,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from . import report  # matplotlib and friends load only when a report is asked for
+    from expo_executor.report import results as report  # matplotlib and friends load only when a report is asked for
 
     run_dir = report.find_run(args.state_dir, args.run)
     best = None
@@ -127,8 +129,8 @@ def _report(args: argparse.Namespace) -> int:
 
 def _cost(run_dir: Path):  # -> CostReport | None
     """The run's cost report, from its own records (None: the run was not priced)."""
-    from .costs import summarize
-    from .report import load_jobs
+    from expo_executor.cost.cost_report import summarize
+    from expo_executor.report.results import load_jobs
 
     path = run_dir / "vms.jsonl"
     vms = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] \
@@ -143,7 +145,7 @@ def _cost(run_dir: Path):  # -> CostReport | None
 
 
 def _status(args: argparse.Namespace) -> int:
-    from .report import find_run
+    from expo_executor.report.results import find_run
 
     run_dir = find_run(args.state_dir, args.run)
     info = json.loads((run_dir / "run.json").read_text())
@@ -168,7 +170,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _forget(args: argparse.Namespace) -> int:
-    from .state import StateDir
+    from expo_executor.coordinator.state import StateDir
 
     frontiers, placeholders = StateDir(args.state_dir).forget(args.rule)
     what = f"rule {args.rule}" if args.rule else "all rules"
@@ -193,7 +195,7 @@ def _runs_here(state_dir: Path) -> tuple[set[str], set[str]]:
     import os
     import socket
 
-    from .gce_launch import run_label
+    from expo_executor.engines.gce.launch import run_label
 
     known, live = set(), set()
     for path in (state_dir / "runs").glob("*/run.json"):
@@ -216,8 +218,8 @@ def _runs_here(state_dir: Path) -> tuple[set[str], set[str]]:
 
 
 def _cleanup(args: argparse.Namespace) -> int:
-    from .engines.gce import delete_instances, find_instances
-    from .gce_launch import run_label
+    from expo_executor.engines.gce.engine import delete_instances, find_instances
+    from expo_executor.engines.gce.launch import run_label
 
     zones = _csv(args.zones) or []
     wanted = run_label(args.run) if args.run else None
@@ -245,7 +247,7 @@ def _cleanup(args: argparse.Namespace) -> int:
 
 
 def _emulator(args: argparse.Namespace) -> int:
-    from .emulator.serve import serve
+    from expo_executor.emulator.serve import serve
 
     if not 0.0 <= args.storage_fault_rate <= 1.0:
         print(f"expocloud emulator: --storage-fault-rate {args.storage_fault_rate:g} is not a "

@@ -5,7 +5,7 @@
 #                                 GCE's debian-12 image has and the script relies on: python3,
 #                                 curl, ca-certificates. Not python3-venv: the script installs it
 #                                 with apt-get, so its .debs (and the apt lists) are fetched now.
-#   ROOT_DIR/srv/wheelhouse       wheels of the host's exact pins (expo_executor.startup
+#   ROOT_DIR/srv/wheelhouse       wheels of the host's exact pins (expo_executor.engines.gce.startup
 #                                 .host_pins), for pip install --no-index --find-links.
 # Then: EXPOCLOUD_DEBIAN_ROOT=ROOT_DIR pytest tests/test_startup_script.py
 #
@@ -102,7 +102,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from expo_executor.startup import host_pins
+from expo_executor.engines.gce.startup import host_pins
 
 store, target = Path(sys.argv[1]), Path(sys.argv[2])
 

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parent.parent  # the repository's root
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 EXPOCLOUD = str(Path(sys.executable).parent / "expocloud")
 

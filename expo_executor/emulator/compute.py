@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..procs import power_off
-from .metadata import FakeMetadata
+from expo_executor.worker.procs import power_off
+from expo_executor.emulator.metadata import FakeMetadata
 
 GOOGLE = "https://www.googleapis.com/compute/v1/"
 API_PREFIX = "/compute/v1/projects/"
@@ -698,7 +698,7 @@ class FakeCompute:
     def _argv(self, vm: _Vm, host: str) -> list[str]:
         if self.command is not None:
             return list(self.command(vm.name, host, vm.scratch))
-        return [self.python, "-m", "expo_executor.worker", "--from-metadata",
+        return [self.python, "-m", "expo_executor.worker.agent", "--from-metadata",
                 "--scratch", str(vm.scratch)]
 
     def _boot(self, vm: _Vm) -> None:

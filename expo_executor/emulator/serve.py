@@ -11,9 +11,9 @@ import signal
 import threading
 from pathlib import Path
 
-from .compute import FakeCompute
-from .faulty_proxy import FaultyProxy
-from .gcs import EmulatorProcess, fresh_bucket
+from expo_executor.emulator.compute import FakeCompute
+from expo_executor.emulator.faulty_proxy import FaultyProxy
+from expo_executor.emulator.gcs import EmulatorProcess, fresh_bucket
 
 
 def serve(compute_port: int, storage_port: int, scratch: Path, boot_delay: float,

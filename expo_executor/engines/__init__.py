@@ -1,5 +1,10 @@
-"""Engines create, delete and list a run's VMs: the paper's engine interface, nothing more."""
+"""Engines create, delete and list a run's VMs: the paper's engine interface, nothing more.
 
-from .base import Engine, Instance
+``base`` is the contract, ``local`` runs workers as local processes, ``gce`` is the Compute
+Engine provider package. Engines may import the core and the protocol (and ``local`` the worker's
+process control); never the coordinator's loop or the front ends.
+"""
+
+from expo_executor.engines.base import Engine, Instance
 
 __all__ = ["Engine", "Instance"]

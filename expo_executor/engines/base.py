@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..scheduler import Pool
+from expo_executor.core.scheduler import Pool
 
 
 @dataclass(frozen=True)

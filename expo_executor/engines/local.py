@@ -19,10 +19,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..procs import power_off
-from ..scheduler import Pool
-from ..worker import RUN_KEY_ENV
-from .base import CreateFailed, Instance
+from expo_executor.worker.procs import power_off
+from expo_executor.core.scheduler import Pool
+from expo_executor.protocol.keys import RUN_KEY_ENV
+from expo_executor.engines.base import CreateFailed, Instance
 
 
 @dataclass
@@ -70,7 +70,7 @@ class LocalEngine:
         scratch.mkdir(parents=True, exist_ok=True)
         log = scratch / "worker.log"
         argv = [
-            sys.executable, "-m", "expo_executor.worker",
+            sys.executable, "-m", "expo_executor.worker.agent",
             "--bucket", str(self.config.bucket_root), "--worker-id", name,
             "--slots", str(slots), "--scratch", str(scratch),
             "--poll", str(self.config.poll), "--grace", str(self.config.grace),

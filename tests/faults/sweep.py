@@ -40,7 +40,7 @@ from pathlib import Path
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
-from ..emulated_gce import PROJECT
+from tests.emulated_gce import PROJECT
 from .conftest import size
 
 TICK_S = 0.2
@@ -235,7 +235,7 @@ def worker_pids(scratch_root: Path) -> list[int]:
         except OSError:
             continue
         args = [a.decode(errors="replace") for a in argv]
-        if state == "Z" or "expo_executor.worker" not in args or "--scratch" not in args:
+        if state == "Z" or "expo_executor.worker.agent" not in args or "--scratch" not in args:
             continue
         scratch = args[args.index("--scratch") + 1] if args.index("--scratch") + 1 < len(args) \
             else ""

@@ -23,9 +23,9 @@ from google.cloud import storage
 
 from expo_executor.emulator.compute import FakeCompute
 
-from ..emulated_gce import PROJECT, emulated_args, emulated_env, fake_compute  # noqa: F401
-from ..gcs_emulator import gcs_emulator  # noqa: F401
-from ..helpers import SNAKEMAKE, job_records, run_dirs, wait_until
+from tests.emulated_gce import PROJECT, emulated_args, emulated_env, fake_compute  # noqa: F401
+from tests.gcs_emulator import gcs_emulator  # noqa: F401
+from tests.helpers import SNAKEMAKE, job_records, run_dirs, wait_until
 from .conftest import FULL, size
 
 SWEEP = """

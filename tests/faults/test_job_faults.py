@@ -19,9 +19,9 @@ pytest.importorskip("gcp_storage_emulator")
 from expo_executor.emulator.compute import FakeCompute  # noqa: E402
 from expo_executor.emulator.faulty_proxy import FaultyProxy  # noqa: E402
 
-from ..emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401,E402
-from ..gcs_emulator import fresh_bucket, gcs_emulator  # noqa: F401,E402
-from ..helpers import SNAKEMAKE, run_dirs, wait_until  # noqa: E402
+from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401,E402
+from tests.gcs_emulator import fresh_bucket, gcs_emulator  # noqa: F401,E402
+from tests.helpers import SNAKEMAKE, run_dirs, wait_until  # noqa: E402
 from .conftest import size  # noqa: E402
 
 SWEEP = """
@@ -87,10 +87,10 @@ def test_staged_job_whose_outputs_are_refused_says_why(
     """A CWL job's command succeeds but the bucket refuses its outputs (403): its verdict is
     ``failed`` and says that uploading the outputs failed, and why; no manifest appears, so
     the runner cannot take partial outputs for the job's."""
-    from expo_executor.cwl.staging import Staging
-    from expo_executor.gcs_bucket import GcsBucket
-    from expo_executor.staged_job import main as staged_main
-    from expo_executor.staged_job import verdict_path
+    from expo_executor.frontends.cwl.staging import Staging
+    from expo_executor.protocol.gcs_bucket import GcsBucket
+    from expo_executor.worker.staged_job import main as staged_main
+    from expo_executor.worker.staged_job import verdict_path
 
     url = f"gs://{fresh_bucket(gcs_emulator)}/run"
     root = tmp_path / "runner"
@@ -148,7 +148,7 @@ class SmallDiskWorker:
     mount namespace; the bucket (a directory) is outside it, as GCS is outside a VM."""
 
     def __init__(self, tmp_path: Path, size: str = "1m") -> None:
-        from expo_executor.bucket import LocalBucket
+        from expo_executor.protocol.bucket import LocalBucket
 
         self.key = b"k" * 32
         self.bucket = LocalBucket(tmp_path / "bucket")
@@ -158,24 +158,24 @@ class SmallDiskWorker:
         self.log = open(tmp_path / "worker.log", "wb")
         self.proc = subprocess.Popen(
             ["unshare", "-m", "sh", "-c", MOUNT_SCRIPT.format(size=size), "sh",
-             str(self.scratch), sys.executable, "-m", "expo_executor.worker",
+             str(self.scratch), sys.executable, "-m", "expo_executor.worker.agent",
              "--bucket", str(self.bucket.root), "--worker-id", "w-1", "--slots", "1",
              "--scratch", str(self.scratch), "--poll", "0.05", "--grace", "120",
              "--heartbeat", "1"],
             env={**os.environ, "EXPOCLOUD_RUN_KEY": self.key.hex()}, stdout=self.log,
             stderr=subprocess.STDOUT, start_new_session=True)
 
-    def send(self, jobs: dict, drain: bool = False) -> None:
-        from expo_executor import messages
-        from expo_executor.worker import inbox_key
+    def send(self, jobs: dict) -> None:
+        from expo_executor.protocol import messages
+        from expo_executor.protocol.keys import inbox_key
 
         self.seq += 1
-        body = {"seq": self.seq, "jobs": jobs, "cancel": [], "drain": drain}
+        body = {"seq": self.seq, "jobs": jobs, "cancel": []}
         self.bucket.write(inbox_key("w-1"), messages.encode("inbox", body, self.key))
 
     def result(self, key: str) -> dict | None:
-        from expo_executor import messages
-        from expo_executor.worker import result_key
+        from expo_executor.protocol import messages
+        from expo_executor.protocol.keys import result_key
 
         blob = self.bucket.read(result_key(key, "w-1"))
         return messages.decode("result", blob.data) if blob else None
@@ -204,7 +204,7 @@ def test_full_disk_fails_the_job_with_the_reason_and_the_worker_carries_on(
         tmp_path: Path, fault_figures) -> None:
     """A job fills the worker's disk (a real ENOSPC), a second job's output cannot reach its
     log: both fail saying "No space left on device"; the worker keeps going (its own
-    bookkeeping survives the full disk), runs jobs again once space is freed, and drains
+    bookkeeping survives the full disk), runs jobs again once space is freed, and stops
     cleanly. A job that fills the disk inside its own directory gives the space back as it
     ends (the worker removes the directory)."""
     worker = SmallDiskWorker(tmp_path)
@@ -212,7 +212,7 @@ def test_full_disk_fails_the_job_with_the_reason_and_the_worker_carries_on(
         own = worker.run("own", "head -c 4M /dev/zero > big")
         assert own["outcome"] == "failed" and "No space left on device" in own["reason"], own
         after = worker.run("after", "head -c 100k /dev/zero > small && echo fine")
-        assert after["outcome"] == "ok", after  # its directory went, and the space with it
+        assert after["outcome"] == "solved", after  # its directory went, and the space with it
         # outside its own directory (cwd is work/<key> on the scratch disk): the disk stays full
         filled = worker.run("fill", "head -c 4M /dev/zero > ../../big")
         assert filled["outcome"] == "failed", filled
@@ -222,10 +222,10 @@ def test_full_disk_fails_the_job_with_the_reason_and_the_worker_carries_on(
         silent = worker.run("chatty", "head -c 256k /dev/zero")
         assert silent["outcome"] == "failed", silent
         assert "No space left on device" in silent["reason"], silent
-        assert worker.run("free", "rm -f ../../big")["outcome"] == "ok"
+        assert worker.run("free", "rm -f ../../big")["outcome"] == "solved"
         again = worker.run("again", "head -c 100k /dev/zero > small && echo fine")
-        assert again["outcome"] == "ok", again
-        worker.send({}, drain=True)
+        assert again["outcome"] == "solved", again
+        worker.proc.send_signal(signal.SIGTERM)
         assert worker.proc.wait(timeout=60) == 0, Path(worker.log.name).read_text()
     finally:
         worker.stop()
@@ -245,7 +245,7 @@ def test_job_filling_a_vm_disk_is_a_job_error_in_snakemake(
         work = scratch / "work"
         work.mkdir(parents=True, exist_ok=True)
         return ["unshare", "-m", "sh", "-c", MOUNT_SCRIPT.format(size="24m"), "sh", str(work),
-                sys.executable, "-m", "expo_executor.worker", "--from-metadata",
+                sys.executable, "-m", "expo_executor.worker.agent", "--from-metadata",
                 "--scratch", str(scratch)]
 
     fake = FakeCompute(tmp_path / "fake-vms", boot_delay=0.3, notice_s=0.5,

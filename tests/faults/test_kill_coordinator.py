@@ -35,9 +35,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..emulated_gce import PROJECT, ZONES, emulated_args, emulated_env, fake_compute  # noqa: F401
-from ..gcs_emulator import gcs_emulator  # noqa: F401
-from ..helpers import EXPOCLOUD, SNAKEMAKE, processes_under, run_dirs, wait_until
+from tests.emulated_gce import PROJECT, ZONES, emulated_args, emulated_env, fake_compute  # noqa: F401
+from tests.gcs_emulator import gcs_emulator  # noqa: F401
+from tests.helpers import EXPOCLOUD, SNAKEMAKE, processes_under, run_dirs, wait_until
 from .sweep import (Grid, bucket_outputs, grid, read_ledger, sweep_args, worker_pids,
                     write_workflow)
 

@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 
 import pytest
-from ..emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
-from ..gcs_emulator import gcs_emulator  # noqa: F401
-from ..helpers import SNAKEMAKE, processes_under, run_dirs, wait_until
+from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
+from tests.gcs_emulator import gcs_emulator  # noqa: F401
+from tests.helpers import SNAKEMAKE, processes_under, run_dirs, wait_until
 from .conftest import size
 from .sweep import (Grid, Killer, bucket_outputs, classes, final_records, grid,
                     overlapping_attempts, read_ledger, requeued_lines, sweep_args, worker_pids,

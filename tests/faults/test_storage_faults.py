@@ -20,13 +20,13 @@ pytest.importorskip("gcp_storage_emulator")
 from google.auth.credentials import AnonymousCredentials  # noqa: E402
 from google.cloud import storage  # noqa: E402
 
-from expo_executor.bucket import PreconditionFailed  # noqa: E402
+from expo_executor.protocol.bucket import PreconditionFailed  # noqa: E402
 from expo_executor.emulator.faulty_proxy import CORRUPT, KINDS, FaultyProxy  # noqa: E402
-from expo_executor.gcs_bucket import GcsBucket  # noqa: E402
+from expo_executor.protocol.gcs_bucket import GcsBucket  # noqa: E402
 
-from ..emulated_gce import PROJECT, emulated_args, emulated_env, fake_compute  # noqa: F401,E402
-from ..gcs_emulator import fresh_bucket, gcs_emulator  # noqa: F401,E402
-from ..helpers import SNAKEMAKE, job_records, run_dirs, wait_until  # noqa: E402
+from tests.emulated_gce import PROJECT, emulated_args, emulated_env, fake_compute  # noqa: F401,E402
+from tests.gcs_emulator import fresh_bucket, gcs_emulator  # noqa: F401,E402
+from tests.helpers import SNAKEMAKE, job_records, run_dirs, wait_until  # noqa: E402
 from .conftest import size  # noqa: E402
 
 RATE = 0.1
@@ -224,7 +224,7 @@ def test_emulated_sweep_completes_through_storage_faults(tmp_path: Path, fake_co
 def test_emulator_command_serves_storage_through_faults(tmp_path: Path) -> None:
     """``expocloud emulator --storage-fault-rate``: the exported endpoint is the faulty proxy,
     the bucket layer comes through it, and Ctrl-C says what was injected."""
-    from ..helpers import EXPOCLOUD
+    from tests.helpers import EXPOCLOUD
 
     proc = subprocess.Popen([EXPOCLOUD, "emulator", "--compute-port", "0", "--storage-port",
                              "0", "--dir", str(tmp_path / "vms"), "--storage-fault-rate",
@@ -255,7 +255,7 @@ def test_emulator_command_serves_storage_through_faults(tmp_path: Path) -> None:
 
 
 def test_emulator_refuses_a_fault_rate_that_is_not_a_fraction() -> None:
-    from ..helpers import EXPOCLOUD
+    from tests.helpers import EXPOCLOUD
 
     result = subprocess.run([EXPOCLOUD, "emulator", "--storage-fault-rate", "10"],
                             capture_output=True, text=True, timeout=60)
@@ -273,11 +273,12 @@ def test_worker_outlives_a_storage_outage_and_reports_afterwards(
         capfd: pytest.CaptureFixture[str]) -> None:
     """Every storage call fails for a while (longer than the bucket's own retries): the worker
     keeps its job running, says in one line per call what it could not do, and reports the
-    result once the bucket answers again; nothing is lost, it drains cleanly."""
+    result once the bucket answers again; nothing is lost, and it stops cleanly."""
     import threading
 
-    from expo_executor import messages
-    from expo_executor.worker import Worker, inbox_key, result_key
+    from expo_executor.protocol import messages
+    from expo_executor.worker.agent import Worker
+    from expo_executor.protocol.keys import inbox_key, result_key
 
     key = b"k" * 32
     url = f"gs://{fresh_bucket(gcs_emulator)}/run"
@@ -289,8 +290,8 @@ def test_worker_outlives_a_storage_outage_and_reports_afterwards(
     thread = threading.Thread(target=lambda: codes.append(worker.run()), daemon=True)
     thread.start()
 
-    def send(seq: int, jobs: dict, drain: bool = False) -> None:
-        body = {"seq": seq, "jobs": jobs, "cancel": [], "drain": drain}
+    def send(seq: int, jobs: dict) -> None:
+        body = {"seq": seq, "jobs": jobs, "cancel": []}
         direct.write(inbox_key("w-1"), messages.encode("inbox", body, key))
 
     try:
@@ -305,9 +306,9 @@ def test_worker_outlives_a_storage_outage_and_reports_afterwards(
         proxy.set_rate(0.0)
         assert wait_until(lambda: direct.read(result_key("j", "w-1")) is not None, 30)
         result = messages.decode("result", direct.read(result_key("j", "w-1")).data)
-        assert result["outcome"] == "ok"
+        assert result["outcome"] == "solved"
         assert thread.is_alive()
-        send(2, {}, drain=True)
+        worker.request_stop("terminated")
         thread.join(timeout=30)
         assert codes == [0]
     finally:

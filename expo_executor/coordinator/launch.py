@@ -1,0 +1,183 @@
+"""One run's coordinator on the configured engine: shared by the Snakemake and CWL front ends.
+
+Both hand over validated settings and get back a started coordinator whose scheduler, fleet,
+engine and bucket are configured identically, so a CWL job and a Snakemake job with the same
+settings are provisioned, polled and billed the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Callable
+
+from expo_executor.cost import machines
+from expo_executor.cost import preemption
+from expo_executor.cost import prices
+from expo_executor.core.budget import BudgetConfig
+from expo_executor.protocol.bucket import Bucket, LocalBucket, open_bucket
+from expo_executor.coordinator.loop import RESULTS_BACKSTOP, Coordinator, CoordinatorConfig
+from expo_executor.engines.base import Engine
+from expo_executor.engines.local import LocalEngine, LocalEngineConfig
+from expo_executor.core.errors import ExpoError
+from expo_executor.core.hardness import parse_duration
+from expo_executor.cost.machine_choice import candidates, choose, measured_runtimes, workload_of
+from expo_executor.core.scheduler import Pool, Scheduler
+from expo_executor.coordinator.settings import (ExecutorSettings, boot_timeout, capacity_timeout, check_credentials,
+                       heartbeat_grace, local_max_workers, max_on_demand, needs_credentials,
+                       poll_interval, pool_machine_types, worker_memory_mb, zones)
+from expo_executor.coordinator.state import StateDir, read_jsonl
+
+AUTO = "auto"
+
+
+def max_workers(settings: ExecutorSettings) -> int:
+    return local_max_workers(settings) if settings.engine == "local" else settings.max_workers
+
+
+def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir,
+                      log: Callable[[str], None],
+                      default_storage_prefix: str | None = None) -> Coordinator:
+    """Build the engine and bucket for ``settings`` and start the coordinator's loop.
+
+    Raises ExpoError (before anything is provisioned) on a setting the engine cannot use.
+    """
+    run_id = run_dir.name
+    run_key = secrets.token_bytes(32)
+    poll, grace = poll_interval(settings), heartbeat_grace(settings)
+    workers = max_workers(settings)
+    config = CoordinatorConfig(
+        run_id=run_id, slots_per_worker=settings.slots_per_worker, max_workers=workers,
+        worker_mem_mb=worker_memory_mb(settings, workers),
+        idle_timeout=settings.idle_timeout, poll=poll, heartbeat=heartbeat(poll, grace),
+        status_interval=settings.status_interval, boot_timeout=boot_timeout(settings),
+        capacity_timeout=capacity_timeout(settings))
+    if settings.engine == "gce":
+        bucket, engine = _gce(settings, config, run_key, run_dir, default_storage_prefix, log)
+    else:
+        bucket = LocalBucket(run_dir / "bucket")
+        engine = LocalEngine(LocalEngineConfig(
+            bucket_root=bucket.root, scratch_root=run_dir / "vms", run_key=run_key,
+            poll=poll, grace=grace, heartbeat=heartbeat(poll, grace),
+            boot_delay=settings.boot_delay))
+    coordinator = Coordinator(config, engine, bucket, run_key, run_dir, state, log,
+                              Scheduler(spot_attempts=settings.spot_attempts))
+    coordinator.start()
+    return coordinator
+
+
+def _gce(settings: ExecutorSettings, config: CoordinatorConfig, run_key: bytes, run_dir: Path,
+         default_storage_prefix: str | None,
+         log: Callable[[str], None]) -> tuple[Bucket, Engine]:
+    """The coordination prefix, the worker software and the pools of a GCE run."""
+    from expo_executor.engines.gce.launch import build_engine, coordination_url, vm_prefix
+
+    url = coordination_url(settings, default_storage_prefix, config.run_id)
+    if needs_credentials(settings):
+        check_credentials()  # the real GCS or Compute API: credentials first, in one line
+    bucket = open_bucket(url)
+    on_demand = max_on_demand(settings, config.max_workers)
+    if settings.on_demand_only:  # one pool: the on-demand one
+        config.pool, config.max_workers, config.max_on_demand = Pool.ON_DEMAND, on_demand, 0
+    else:
+        config.pool, config.max_on_demand = Pool.SPOT, on_demand
+    config.on_demand_min = settings.on_demand_min
+    config.straggler_rule = not settings.no_straggler_rule
+    config.vm_prefix = vm_prefix(config.run_id)
+    config.results_backstop = max(RESULTS_BACKSTOP, 30 * config.poll)
+    _price(settings, config, log)
+    log(f"expocloud: coordinating through {url}")
+    return bucket, build_engine(settings, config.run_id, run_key, bucket, url, run_dir)
+
+
+def _price(settings: ExecutorSettings, config: CoordinatorConfig,
+           log: Callable[[str], None]) -> None:
+    """Price both pools from the price snapshot, for the meter, the budget and the report.
+
+    An unpriced machine type leaves the run unmetered (said once) unless a budget needs the
+    meter: then it is an error, before any VM exists.
+    """
+    spot_type, on_demand_type = pool_machine_types(settings)
+    config.machine_types = {Pool.SPOT: spot_type, Pool.ON_DEMAND: on_demand_type}
+    config.max_run_s = parse_duration(settings.gce_max_run_duration,
+                                      "--expocloud-gce-max-run-duration")
+    try:
+        table = prices.load(prices.region_of(zones(settings)[0]))
+        config.hourly = {Pool.SPOT: table.hourly(spot_type, spot=True),
+                         Pool.ON_DEMAND: table.hourly(on_demand_type, spot=False)}
+        config.on_demand_hourly = {Pool.SPOT: table.hourly(spot_type, spot=False),
+                                   Pool.ON_DEMAND: config.hourly[Pool.ON_DEMAND]}
+    except ExpoError as exc:
+        if settings.budget is not None:
+            raise
+        log(f"expocloud: this run is not metered: {exc}")
+        return
+    config.prices_label = table.label()
+    if settings.budget is not None:
+        # Deleting a real VM takes up to a minute; the emulator's take a few polls.
+        margin = 60.0 if settings.gce_endpoint is None else max(2.0, 3 * config.poll)
+        config.budget = BudgetConfig(settings.budget, settings.budget_action,
+                                     horizon_s=5 * margin, margin_s=margin)
+    log(f"expocloud: Spot {spot_type} ${config.hourly[Pool.SPOT]:.4f}/h, on-demand "
+        f"{on_demand_type} ${config.hourly[Pool.ON_DEMAND]:.4f}/h ({config.prices_label})"
+        + (f"; budget ${settings.budget:g}, then {settings.budget_action}"
+           if settings.budget is not None else ""))
+
+
+def resolve_machine_types(settings: ExecutorSettings,
+                          shapes: Sequence[tuple[int, int, float | None]], state: StateDir,
+                          rules: set[str] | None, log: Callable[[str], None]) -> ExecutorSettings:
+    """Settings with every 'auto' machine type replaced by the cheapest per job (see
+    machine_choice.py), from the planned jobs' ``shapes`` (threads, mem_mb, runtime resource in
+    s), earlier runs' measured runtimes, the price snapshot and the preemption models. Both
+    pools get the same vCPU count (one slot count per run); slots become that count."""
+    spot, on_demand = pool_machine_types(settings)
+    if settings.engine != "gce" or AUTO not in (spot, on_demand):
+        return settings
+    table = prices.load(prices.region_of(zones(settings)[0]))
+    cap_h = parse_duration(settings.gce_max_run_duration,
+                           "--expocloud-gce-max-run-duration") / 3600
+    models = preemption.load_models(state.root, cap_h=cap_h)
+    history = [r for run in sorted((state.root / "runs").glob("*/jobs.jsonl"))
+               for r in read_jsonl(run)]
+    workload = workload_of(shapes, measured_runtimes(history, rules))
+    types = table.candidates(min_vcpus=2)  # a 1-vCPU worker shares its only core with its job
+
+    def shape(machine_type: str) -> tuple[int, int] | None:
+        dims = machines.shape(machine_type)
+        return (dims.vcpus, dims.memory_mb) if dims else None
+
+    def vcpus_of(machine_type: str) -> int | None:
+        dims = shape(machine_type)
+        return dims[0] if dims else None
+
+    lines = []
+    if spot == AUTO and not settings.on_demand_only:
+        pick = choose(workload, candidates(
+            types, shape, lambda t: table.hourly(t, spot=True), models.for_type,
+            vcpus=None if on_demand == AUTO else vcpus_of(on_demand)),
+            "--expocloud-machine-type")
+        spot = pick.machine_type
+        lines.append(pick.line("Spot") + f" [{models.source(spot)}]")
+    if on_demand == AUTO:
+        same = None if settings.on_demand_only or spot == AUTO else vcpus_of(spot)
+        pick = choose(workload, candidates(types, shape, lambda t: table.hourly(t, spot=False),
+                                           None, vcpus=same), "--expocloud-machine-type")
+        on_demand = pick.machine_type
+        lines.append(pick.line("on-demand"))
+    if spot == AUTO:  # on-demand only: the Spot type is never used
+        spot = on_demand
+    slots = vcpus_of(on_demand if settings.on_demand_only else spot) or settings.slots_per_worker
+    log(f"expocloud: machine type auto, for jobs of {workload.cpus} thread(s), "
+        f"{workload.mem_mb} MB, {workload.runtime_s:.0f} s ({workload.runtime_source}); "
+        f"{table.label()}: " + "; ".join(lines) + f"; {slots} slots per worker")
+    return dataclasses.replace(settings, gce_machine_type=spot,
+                               gce_on_demand_machine_type=on_demand, slots_per_worker=slots)
+
+
+def heartbeat(poll: float, grace: float) -> float:
+    """Refresh inboxes often enough that a healthy worker never trips its dead man's switch
+    (each refresh is a billed write on GCE, hence not more often than needed)."""
+    return max(poll, grace / 4 if grace > 60 else min(10.0, grace / 4))

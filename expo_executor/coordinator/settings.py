@@ -1,0 +1,441 @@
+"""Executor settings: one typed dataclass, validated once, before anything is provisioned.
+
+Each field becomes ``--expocloud-<field>`` on Snakemake's command line and ``expocloud-<field>``
+in a profile.
+"""
+
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from string import Template
+from typing import Optional
+
+from snakemake_interface_executor_plugins.settings import ExecutorSettingsBase
+
+from expo_executor.coordinator.loop import CAPACITY_TIMEOUT
+from expo_executor.core.errors import ExpoError
+from expo_executor.core.hardness import parse_duration
+from expo_executor.cost.machines import machine_memory_mb  # noqa: F401
+
+ON_SKIP_CHOICES = ("error", "placeholder")
+ENGINE_CHOICES = ("local", "gce")
+WORKER_SOFTWARE_CHOICES = ("pip", "image")
+BUDGET_ACTIONS = ("drain", "cancel")
+DEFAULT_MACHINE_TYPE = "e2-standard-2"
+# The cloud polls the bucket far less often: every storage operation is billed
+# (see request_budget.py).
+LOCAL_POLL, GCE_POLL = 0.05, 2.0
+LOCAL_GRACE, GCE_GRACE = 60.0, 300.0
+GCE_SLOW_POLL = 15.0
+# A real VM boots in a minute or two, and the 'pip' worker software installs for a few more.
+LOCAL_BOOT_TIMEOUT, GCE_BOOT_TIMEOUT = 120.0, 600.0
+_ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
+_LABEL = re.compile(r"[a-z][a-z0-9_-]{0,62}=[a-z0-9_-]{0,63}")
+DEFAULT_PLACEHOLDER = '{"expocloud_outcome": "$outcome"}\n'
+
+
+def _opt(help: str, **extra) -> dict:
+    return {"help": help, "env_var": False, "required": False, **extra}
+
+
+@dataclass
+class ExecutorSettings(ExecutorSettingsBase):
+    engine: str = field(default="local", metadata=_opt(
+        "Where workers run: 'local' (processes on this machine standing in for VMs) or 'gce' "
+        "(Google Compute Engine VMs; see docs/gce.md).", choices=list(ENGINE_CHOICES)))
+    slots_per_worker: int = field(default=1, metadata=_opt(
+        "Job slots (cores) per worker VM.", type=int))
+    max_workers: Optional[int] = field(default=None, metadata=_opt(
+        "Most workers at once (local default: as many as fit in this machine's cores).", type=int))
+    oversubscribe: bool = field(default=False, metadata=_opt(
+        "Local engine: allow more slots in total than this machine has cores (distorts "
+        "deadlines)."))
+    boot_delay: float = field(default=0.0, metadata=_opt(
+        "Local engine: seconds a new worker takes to boot, to exercise autoscaling.", type=float))
+    idle_timeout: float = field(default=5.0, metadata=_opt(
+        "Seconds an idle worker is kept before it is deleted.", type=float))
+    poll_interval: Optional[float] = field(default=None, metadata=_opt(
+        f"Seconds between the coordinator's rounds and the workers' inbox reads (default "
+        f"{LOCAL_POLL:g} local, {GCE_POLL:g} on GCE, where each read is billed).", type=float))
+    slow_poll_interval: Optional[float] = field(default=None, metadata=_opt(
+        f"GCE: seconds between a worker's inbox reads while its slots are all busy or nothing "
+        f"has changed for a while (default {GCE_SLOW_POLL:g}); the fast rate resumes after "
+        f"each change. Inbox reads dominate a large fleet's storage bill.", type=float))
+    heartbeat_grace: Optional[float] = field(default=None, metadata=_opt(
+        f"A worker that hears nothing from the coordinator for this many seconds kills its jobs "
+        f"and deletes its VM (default {LOCAL_GRACE:g} local, {GCE_GRACE:g} on GCE).", type=float))
+    boot_timeout: Optional[str] = field(default=None, metadata=_opt(
+        f"A new worker that has not reported ready this long after its VM was asked for (90s, "
+        f"10m, ...) is deleted and replaced; 3 such failures in a row in a pool where none came "
+        f"up stop that pool (default {LOCAL_BOOT_TIMEOUT:g} s local, {GCE_BOOT_TIMEOUT:g} s on "
+        f"GCE: a boot plus the startup script's installation)."))
+    capacity_timeout: Optional[str] = field(default=None, metadata=_opt(
+        f"GCE: how long a pool with no VM may find every zone out of capacity (stockouts) "
+        f"before it stops growing for the run (its work moves to the other pool, or fails with "
+        f"the reason if no VM can run it); 'never' waits for capacity however long (default "
+        f"{CAPACITY_TIMEOUT / 60:g}m)."))
+    on_skip: str = field(default="error", metadata=_opt(
+        "What Snakemake sees for skipped and timed-out jobs: 'error', or 'placeholder' (their "
+        "outputs are written with the placeholder text and reported as success, so an unchanged "
+        "aggregate rule still runs).", choices=list(ON_SKIP_CHOICES)))
+    placeholder_text: str = field(default=DEFAULT_PLACEHOLDER, metadata=_opt(
+        "Content of placeholder outputs; $outcome, $rule, $reason and the job's wildcards as "
+        "$name are substituted."))
+    status_interval: float = field(default=10.0, metadata=_opt(
+        "Seconds between progress lines.", type=float))
+    run_id: Optional[str] = field(default=None, metadata=_opt(
+        "Name of the run directory under .expocloud/runs (default: a time stamp)."))
+    state_dir: str = field(default=".expocloud", metadata=_opt(
+        "Where runs, frontiers and placeholder records are kept, relative to the workdir."))
+    # -- pools (GCE) ---------------------------------------------------------------------------
+    # (booleans default to False: Snakemake cannot name a default-True flag of a plugin)
+    on_demand_only: bool = field(default=False, metadata=_opt(
+        "GCE: no Spot VMs; every job runs on on-demand VMs."))
+    spot_attempts: int = field(default=2, metadata=_opt(
+        "GCE: a job preempted this many times runs on on-demand VMs from then on.", type=int))
+    on_demand_min: int = field(default=0, metadata=_opt(
+        "GCE: on-demand VMs kept while work is left, a reliable core.", type=int))
+    max_on_demand: Optional[int] = field(default=None, metadata=_opt(
+        "GCE: most on-demand VMs at once (default: a quarter of --expocloud-max-workers, at "
+        "least 1 and at least --expocloud-on-demand-min).", type=int))
+    budget: Optional[float] = field(default=None, metadata=_opt(
+        "GCE: spending cap in USD for the run's VMs, priced from the price snapshot "
+        "('expocloud prices'): near it no VM is created; at it the run drains or cancels "
+        "(--expocloud-budget-action); the run never knowingly overspends it.", type=float))
+    budget_action: str = field(default="drain", metadata=_opt(
+        "GCE: at the budget, 'drain' (running jobs may finish, queued ones do not run; all "
+        "stops if even that would overrun) or 'cancel' (everything stops at once).",
+        choices=list(BUDGET_ACTIONS)))
+    no_straggler_rule: bool = field(default=False, metadata=_opt(
+        "GCE: turn off the straggler rule (once the remaining work fits the on-demand pool, "
+        "queued jobs go there, so preemptions cannot hold the end of a sweep hostage)."))
+    # -- GCE -----------------------------------------------------------------------------------
+    bucket: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: coordination bucket gs://BUCKET/PREFIX (default: the default storage prefix "
+        "followed by /.expocloud)."))
+    gce_project: Optional[str] = field(default=None, metadata=_opt("GCE: project id."))
+    gce_zones: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: zones in order of preference, comma separated; a stockout moves to the next."))
+    machine_type: Optional[str] = field(default=None, metadata=_opt(
+        f"GCE: machine type of the workers (default {DEFAULT_MACHINE_TYPE}), or 'auto': per "
+        "pool, the type with the lowest expected cost per job, from the jobs' threads, memory "
+        "and runtime, the price snapshot and the preemption model (docs/cost.md)."))
+    gce_machine_type: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: machine type of Spot workers, or 'auto' (default: --expocloud-machine-type)."))
+    gce_on_demand_machine_type: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: machine type of on-demand workers, or 'auto' (default: the Spot one)."))
+    gce_image: str = field(default="projects/debian-cloud/global/images/family/debian-12",
+                           metadata=_opt("GCE: boot image or image family URL."))
+    gce_worker_software: str = field(default="pip", metadata=_opt(
+        "GCE: 'pip' (the startup script installs the host's exact versions) or 'image' (the "
+        "image already has them).", choices=list(WORKER_SOFTWARE_CHOICES)))
+    gce_pip_index_url: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: package index the workers install from (default PyPI)."))
+    gce_disk_gb: int = field(default=20, metadata=_opt("GCE: boot disk size in GB.", type=int))
+    gce_disk_type: str = field(default="pd-balanced", metadata=_opt("GCE: boot disk type."))
+    gce_network: str = field(default="global/networks/default", metadata=_opt(
+        "GCE: VPC network."))
+    gce_subnetwork: Optional[str] = field(default=None, metadata=_opt("GCE: subnetwork."))
+    gce_internal_ip_only: bool = field(default=False, metadata=_opt(
+        "GCE: no external IP on workers (then they need Cloud NAT or Private Google Access to "
+        "reach GCS and the package index). Workers listen on no port either way."))
+    gce_service_account: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: the workers' service account (default: the project's default one)."))
+    gce_scopes: str = field(default="https://www.googleapis.com/auth/devstorage.read_write,"
+                                    "https://www.googleapis.com/auth/compute", metadata=_opt(
+        "GCE: OAuth scopes of the workers, comma separated (least privilege: storage and "
+        "compute for deleting themselves)."))
+    gce_labels: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: extra labels key=value,key=value on every VM."))
+    gce_max_run_duration: str = field(default="24h", metadata=_opt(
+        "GCE: hard cap on each VM's life, the last resort against runaway cost."))
+    gce_endpoint: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: Compute API endpoint (only for the local fake: profiles/gce-emulated)."))
+
+
+def validate(settings: ExecutorSettings) -> None:
+    """Raise ExpoError naming the setting and the fix for the first bad value."""
+    def positive(name: str, value: float, allow_zero: bool = False) -> None:
+        if value is None or value < 0 or (value == 0 and not allow_zero):
+            bound = "zero or more" if allow_zero else "a positive number"
+            raise ExpoError(f"--expocloud-{name.replace('_', '-')}", f"{value!r} is not valid",
+                            f"give {bound}")
+
+    if settings.engine not in ENGINE_CHOICES:
+        raise ExpoError("--expocloud-engine", f"unknown engine {settings.engine!r}",
+                        f"use one of {', '.join(ENGINE_CHOICES)}")
+    if settings.on_skip not in ON_SKIP_CHOICES:
+        raise ExpoError("--expocloud-on-skip", f"unknown value {settings.on_skip!r}",
+                        f"use one of {', '.join(ON_SKIP_CHOICES)}")
+    positive("slots_per_worker", settings.slots_per_worker)
+    if settings.max_workers is not None:
+        positive("max_workers", settings.max_workers)
+    positive("boot_delay", settings.boot_delay, allow_zero=True)
+    positive("idle_timeout", settings.idle_timeout, allow_zero=True)
+    poll, grace = poll_interval(settings), heartbeat_grace(settings)
+    positive("poll_interval", poll)
+    positive("heartbeat_grace", grace)
+    positive("status_interval", settings.status_interval)
+    boot = boot_timeout(settings)
+    if boot < 5 * poll:
+        raise ExpoError("--expocloud-boot-timeout", f"{boot:g} s is too short for a poll "
+                        f"interval of {poll:g} s", "make it at least 5 poll intervals")
+    if settings.engine == "local" and boot <= settings.boot_delay:
+        raise ExpoError("--expocloud-boot-timeout", f"{boot:g} s is not longer than "
+                        f"--expocloud-boot-delay {settings.boot_delay:g} s",
+                        "make it longer than the boot delay")
+    capacity_timeout(settings)
+    slow = slow_poll_interval(settings)
+    positive("slow_poll_interval", slow)
+    if settings.engine == "gce" and grace < 5 * slow:
+        raise ExpoError("--expocloud-heartbeat-grace",
+                        f"{grace:g} s is too short for a slow poll interval of {slow:g} s",
+                        "make it at least 5 slow poll intervals")
+    if grace < 5 * poll:
+        raise ExpoError("--expocloud-heartbeat-grace",
+                        f"{grace:g} s is too short for a poll interval of "
+                        f"{poll:g} s", "make it at least 5 poll intervals")
+    positive("spot_attempts", settings.spot_attempts, allow_zero=True)
+    positive("on_demand_min", settings.on_demand_min, allow_zero=True)
+    if settings.max_on_demand is not None:
+        positive("max_on_demand", settings.max_on_demand, allow_zero=True)
+        if settings.max_on_demand < settings.on_demand_min:
+            raise ExpoError("--expocloud-max-on-demand",
+                            f"{settings.max_on_demand} is below --expocloud-on-demand-min "
+                            f"{settings.on_demand_min}", "raise it or lower the minimum")
+    if settings.engine == "gce":
+        _validate_gce(settings)
+    if settings.budget is not None:
+        if settings.engine != "gce":
+            raise ExpoError("--expocloud-budget", "local workers cost nothing to cap",
+                            "drop it, or run with --expocloud-engine gce")
+        positive("budget", settings.budget)
+    if settings.budget_action not in BUDGET_ACTIONS:
+        raise ExpoError("--expocloud-budget-action", f"unknown value {settings.budget_action!r}",
+                        f"use one of {', '.join(BUDGET_ACTIONS)}")
+    if settings.run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}",
+                                                        settings.run_id):
+        raise ExpoError("--expocloud-run-id", f"{settings.run_id!r} is not a valid run name",
+                        "use letters, digits, '.', '_' and '-' (at most 64)")
+    if not Template(settings.placeholder_text).is_valid():
+        raise ExpoError("--expocloud-placeholder-text", "it is not a valid $-template",
+                        "write $name for substitutions and $$ for a literal dollar sign")
+    cores = os.cpu_count() or 1
+    if (settings.engine == "local" and not settings.oversubscribe
+            and settings.slots_per_worker > cores):
+        raise ExpoError("--expocloud-slots-per-worker",
+                        f"{settings.slots_per_worker} slots exceed this machine's {cores} cores",
+                        "lower it or set --expocloud-oversubscribe")
+
+
+def local_max_workers(settings: ExecutorSettings) -> int:
+    """Never more local slots in total than cores, unless the user asks to oversubscribe."""
+    cores = os.cpu_count() or 1
+    fitting = max(1, cores // settings.slots_per_worker)
+    if settings.max_workers is None:
+        return fitting
+    if settings.oversubscribe:
+        return settings.max_workers
+    if settings.max_workers > fitting:
+        raise ExpoError("--expocloud-max-workers",
+                        f"{settings.max_workers} workers x {settings.slots_per_worker} slots "
+                        f"exceed this machine's {cores} cores",
+                        f"use at most {fitting} or set --expocloud-oversubscribe")
+    return settings.max_workers
+
+
+def poll_interval(settings: ExecutorSettings) -> float:
+    if settings.poll_interval is not None:
+        return settings.poll_interval
+    return GCE_POLL if settings.engine == "gce" else LOCAL_POLL
+
+
+def slow_poll_interval(settings: ExecutorSettings) -> float:
+    if settings.slow_poll_interval is not None:
+        return settings.slow_poll_interval
+    return max(poll_interval(settings), GCE_SLOW_POLL)
+
+
+def heartbeat_grace(settings: ExecutorSettings) -> float:
+    if settings.heartbeat_grace is not None:
+        return settings.heartbeat_grace
+    return GCE_GRACE if settings.engine == "gce" else LOCAL_GRACE
+
+
+def boot_timeout(settings: ExecutorSettings) -> float:
+    """Seconds a new worker has to report ready (ExpoError if the value is not a duration)."""
+    if settings.boot_timeout is None:
+        return GCE_BOOT_TIMEOUT if settings.engine == "gce" else LOCAL_BOOT_TIMEOUT
+    return parse_duration(settings.boot_timeout, "--expocloud-boot-timeout")
+
+
+def capacity_timeout(settings: ExecutorSettings) -> float:
+    """Seconds a pool with no VM may meet stockouts in every zone before it stops growing;
+    infinite for 'never' (ExpoError if the value is neither a duration nor 'never')."""
+    if settings.capacity_timeout is None:
+        return CAPACITY_TIMEOUT
+    value = settings.capacity_timeout
+    if str(value).strip().lower() == "never":
+        return math.inf
+    try:
+        return parse_duration(value, "--expocloud-capacity-timeout")
+    except ExpoError:
+        raise ExpoError("--expocloud-capacity-timeout", f"cannot read the duration {value!r}",
+                        "give a positive duration such as 90s, 30m or 2h, or never") from None
+
+
+def zones(settings: ExecutorSettings) -> list[str]:
+    return [z.strip() for z in (settings.gce_zones or "").split(",") if z.strip()]
+
+
+def labels(settings: ExecutorSettings) -> dict[str, str]:
+    pairs = [p.strip() for p in (settings.gce_labels or "").split(",") if p.strip()]
+    return dict(p.split("=", 1) for p in pairs)
+
+
+def max_on_demand(settings: ExecutorSettings, max_workers: int) -> int:
+    if settings.max_on_demand is not None:
+        return settings.max_on_demand
+    return max(1, settings.on_demand_min, -(-max_workers // 4))
+
+
+def _validate_gce(settings: ExecutorSettings) -> None:
+    """Everything a GCE run needs, checked before a VM exists."""
+    if not settings.gce_project:
+        raise ExpoError("--expocloud-gce-project", "the GCE engine needs a project",
+                        "set expocloud-gce-project in the profile")
+    if settings.max_workers is None:
+        raise ExpoError("--expocloud-max-workers", "the GCE engine needs a cap on workers",
+                        "set expocloud-max-workers (it bounds what a run can cost)")
+    if not zones(settings):
+        raise ExpoError("--expocloud-gce-zones", "no zone given",
+                        "set expocloud-gce-zones, e.g. us-central1-a,us-central1-b")
+    for zone in zones(settings):
+        if not _ZONE.fullmatch(zone):
+            raise ExpoError("--expocloud-gce-zones", f"{zone!r} is not a zone name",
+                            "write zones like us-central1-a, comma separated")
+    if len({z.rsplit("-", 1)[0] for z in zones(settings)}) > 1:
+        raise ExpoError("--expocloud-gce-zones", "the zones span several regions",
+                        "keep the workers in the bucket's region: one region's zones only")
+    for pair in [p.strip() for p in (settings.gce_labels or "").split(",") if p.strip()]:
+        if not _LABEL.fullmatch(pair) or pair.startswith("expocloud-"):
+            raise ExpoError("--expocloud-gce-labels", f"{pair!r} is not a valid label",
+                            "write key=value with lowercase letters, digits, '_' and '-' "
+                            "(expocloud-* keys are reserved)")
+    if settings.bucket is not None:
+        check_bucket_url(settings.bucket, "--expocloud-bucket")
+    if settings.gce_worker_software not in WORKER_SOFTWARE_CHOICES:
+        raise ExpoError("--expocloud-gce-worker-software",
+                        f"unknown value {settings.gce_worker_software!r}",
+                        f"use one of {', '.join(WORKER_SOFTWARE_CHOICES)}")
+    if settings.gce_disk_gb is None or settings.gce_disk_gb < 10:
+        raise ExpoError("--expocloud-gce-disk-gb", f"{settings.gce_disk_gb!r} is too small",
+                        "give at least 10 (GB)")
+    parse_duration(settings.gce_max_run_duration, "--expocloud-gce-max-run-duration")
+    if not settings.on_demand_only and max_on_demand(settings, settings.max_workers) == 0:
+        raise ExpoError("--expocloud-max-on-demand", "0 leaves no VM for jobs preempted "
+                        f"{settings.spot_attempts} times", "allow at least 1 on-demand VM")
+
+
+def worker_memory_mb(settings: ExecutorSettings, workers: int) -> int:
+    """The memory every worker of the run has for its jobs (0: unknown, not tracked).
+
+    Locally, this machine's memory shared among its workers; on GCE, the smaller of the two
+    pools' machine types, so that a job fits wherever the scheduler sends it.
+    """
+    if settings.engine == "local":
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+        return int(total // max(1, workers))
+    types = set(pool_machine_types(settings))
+    sizes = [machine_memory_mb(t) for t in types]
+    return 0 if None in sizes else min(s for s in sizes if s is not None)
+
+
+def pool_machine_types(settings: ExecutorSettings) -> tuple[str, str]:
+    """(Spot, on-demand) machine types as configured; either may be 'auto'."""
+    spot = settings.gce_machine_type or settings.machine_type or DEFAULT_MACHINE_TYPE
+    on_demand = settings.gce_on_demand_machine_type or settings.gce_machine_type \
+        or settings.machine_type or DEFAULT_MACHINE_TYPE
+    return spot, on_demand
+
+
+_BUCKET_CHARS = re.compile(r"[a-z0-9][a-z0-9._-]*[a-z0-9]")
+_IPV4 = re.compile(r"[0-9]{1,3}(\.[0-9]{1,3}){3}")
+_GOOGLE_LIKE = re.compile(r"g(o|0)(o|0)g(l|1)e")
+BUCKET_FIX = ("name the bucket per GCS rules: 3-63 lowercase letters, digits, '-', '_' and '.', "
+              "starting and ending with a letter or digit, as gs://BUCKET/PREFIX")
+CREDENTIALS_SETTING = "GOOGLE_APPLICATION_CREDENTIALS"
+CREDENTIALS_FIX = ("run 'gcloud auth application-default login', or point "
+                   "GOOGLE_APPLICATION_CREDENTIALS at a valid service-account key file")
+
+
+def bucket_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a valid GCS bucket name (None: it is), by GCS's naming rules.
+
+    Checked here, before anything starts, because GCS would only refuse it at the first
+    request, after staging had begun."""
+    if not name:
+        return "no bucket name"
+    parts = name.split(".")
+    if len(name) < 3 or len(name) > (222 if len(parts) > 1 else 63):
+        return f"bucket name {name!r} has {len(name)} characters (GCS allows 3 to 63)"
+    if not _BUCKET_CHARS.fullmatch(name):
+        return (f"bucket name {name!r} has characters GCS refuses (only lowercase letters, "
+                "digits, '-', '_' and '.', starting and ending with a letter or digit)")
+    if any(not part or len(part) > 63 for part in parts):
+        return f"bucket name {name!r} has an empty or over-long dot-separated part"
+    if _IPV4.fullmatch(name):
+        return f"bucket name {name!r} is an IP address, which GCS refuses"
+    if name.startswith("goog") or _GOOGLE_LIKE.search(name):
+        return f"bucket name {name!r} starts with 'goog' or contains 'google', which GCS refuses"
+    return None
+
+
+def check_bucket_url(url: str, setting: str) -> None:
+    """Raise ExpoError naming ``setting`` unless ``url`` is gs://BUCKET[/PREFIX] with a valid
+    bucket name."""
+    if not url.startswith("gs://"):
+        raise ExpoError(setting, f"{url!r} is not a gs:// URL", "write gs://BUCKET/PREFIX")
+    problem = bucket_name_problem(url[len("gs://"):].split("/", 1)[0])
+    if problem:
+        raise ExpoError(setting, problem, BUCKET_FIX)
+
+
+def needs_credentials(settings: ExecutorSettings) -> bool:
+    """A GCE run talks to the real GCS or Compute API (not only to the local fakes)."""
+    return settings.engine == "gce" and (settings.gce_endpoint is None
+                                         or not os.environ.get("STORAGE_EMULATOR_HOST"))
+
+
+def check_credentials() -> None:
+    """Raise a one-line ExpoError when Google's Application Default Credentials cannot load.
+
+    Called before the bucket, staging or any VM is touched, so a bad key file is a clear error
+    and not a traceback from deep inside google-auth after work began. A key file named by
+    GOOGLE_APPLICATION_CREDENTIALS is read locally: failing needs no network call.
+    """
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    path = os.environ.get(CREDENTIALS_SETTING)
+    try:
+        if path:
+            if not os.path.isfile(path):
+                raise ExpoError(CREDENTIALS_SETTING, f"{path!r} is not a file", CREDENTIALS_FIX)
+            try:  # google-auth itself fails on some shapes with an AttributeError
+                with open(path, encoding="utf-8") as handle:
+                    info = json.load(handle)
+            except (OSError, ValueError) as exc:
+                raise DefaultCredentialsError(f"not readable JSON: {exc}") from None
+            if not isinstance(info, dict):
+                raise DefaultCredentialsError("not a JSON object")
+            google.auth.load_credentials_from_file(path)
+        else:
+            google.auth.default()
+    except DefaultCredentialsError as exc:
+        detail = " ".join(str(exc).split())[:200]
+        where = f"{path!r} is not a usable credentials file" if path else \
+            "no Application Default Credentials were found"
+        raise ExpoError(CREDENTIALS_SETTING, f"{where} ({detail})", CREDENTIALS_FIX) from None

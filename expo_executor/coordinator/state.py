@@ -1,0 +1,157 @@
+"""What outlives a run, under ``.expocloud/``: run directories, frontiers, placeholders.
+
+The frontier is stored per workflow, rule, hardness spec and deadline so that a rerun skips
+known-hopeless combinations at once. A timeout recorded with a deadline at least as long as
+today's still holds (it would time out again); one recorded with a shorter deadline does not,
+so raising the deadline explores again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from expo_executor.core.hardness import Frontier, HardnessPoint
+
+
+def _write_json(path: Path, data: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """A run's records (``jobs.jsonl``, ``vms.jsonl``); a torn last line of a run that was
+    killed mid-write is skipped, a missing file is no records."""
+    records = []
+    if path.exists():
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+    return records
+
+
+def _read_json(path: Path, default: object) -> object:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return default
+
+
+@dataclass(frozen=True)
+class FamilyRef:
+    """Which frontier a task belongs to: tasks of one rule, spec and deadline share one."""
+
+    workflow: str
+    rule: str
+    spec: str
+    deadline_s: float
+
+    @property
+    def key(self) -> str:
+        return f"{self.rule} [{self.spec}] @{self.deadline_s:g}s"
+
+    @property
+    def digest(self) -> str:
+        text = "\0".join((self.workflow, self.rule, self.spec))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class StateDir:
+    """The ``.expocloud`` directory of a workflow's working directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    # -- runs --------------------------------------------------------------------------------
+    def new_run(self, run_id: str | None = None) -> Path:
+        if run_id is None:
+            stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+            run_id = f"{stamp}-{secrets.token_hex(2)}"
+        run_dir = self.root / "runs" / run_id
+        run_dir.mkdir(parents=True, exist_ok=False)
+        return run_dir
+
+    # -- frontiers ---------------------------------------------------------------------------
+    def _frontier_path(self, ref: FamilyRef) -> Path:
+        return self.root / "frontiers" / f"{ref.digest}.json"
+
+    def load_frontier(self, ref: FamilyRef) -> Frontier:
+        """Timeouts recorded with a deadline at least as long as ``ref``'s."""
+        data = _read_json(self._frontier_path(ref), {})
+        frontier = Frontier()
+        for entry in data.get("timeouts", []) if isinstance(data, dict) else []:
+            try:
+                if float(entry["deadline_s"]) >= ref.deadline_s:
+                    point = HardnessPoint(tuple(entry["scope"]), tuple(entry["vector"]))
+                    frontier.add(point, str(entry["label"]))
+            except (KeyError, TypeError, ValueError):
+                continue
+        return frontier
+
+    def add_timeout(self, ref: FamilyRef, point: HardnessPoint, label: str, run_id: str) -> None:
+        path = self._frontier_path(ref)
+        data = _read_json(path, {})
+        if not isinstance(data, dict):
+            data = {}
+        data.update({"v": 1, "workflow": ref.workflow, "rule": ref.rule, "spec": ref.spec})
+        data.setdefault("timeouts", []).append({
+            "deadline_s": ref.deadline_s, "scope": list(point.scope),
+            "vector": list(point.vector), "label": label, "run": run_id,
+        })
+        _write_json(path, data)
+
+    # -- placeholders ------------------------------------------------------------------------
+    @property
+    def _placeholders_path(self) -> Path:
+        return self.root / "placeholders.json"
+
+    def add_placeholders(self, contents: dict[str, bytes], rule: str, outcome: str,
+                         run_id: str) -> None:
+        """Remember placeholder outputs (path -> bytes written) so that forget can remove them."""
+        data = _read_json(self._placeholders_path, {})
+        if not isinstance(data, dict):
+            data = {}
+        for path, content in contents.items():
+            data[path] = {"rule": rule, "outcome": outcome, "run": run_id,
+                          "sha256": hashlib.sha256(content).hexdigest()}
+        _write_json(self._placeholders_path, data)
+
+    def forget(self, rule: str | None = None, workdir: Path | None = None) -> tuple[int, int]:
+        """Drop stored frontiers and delete placeholder outputs (of one rule, or all).
+
+        Returns (frontiers dropped, placeholder files deleted).
+        """
+        dropped = 0
+        for path in sorted((self.root / "frontiers").glob("*.json")):
+            data = _read_json(path, {})
+            if rule is None or (isinstance(data, dict) and data.get("rule") == rule):
+                path.unlink()
+                dropped += 1
+        placeholders = _read_json(self._placeholders_path, {})
+        if not isinstance(placeholders, dict):
+            placeholders = {}
+        deleted = 0
+        kept = {}
+        base = Path(workdir) if workdir else self.root.parent
+        for path, info in placeholders.items():
+            if rule is not None and info.get("rule") != rule:
+                kept[path] = info
+                continue
+            target = base / path
+            # Only a file still holding our placeholder: a real result written since stays.
+            if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == info.get("sha256"):
+                target.unlink()
+                deleted += 1
+        _write_json(self._placeholders_path, kept)
+        return dropped, deleted

@@ -1,0 +1,8 @@
+"""The pure core: hardness, the scheduler, the fleet policy, budget phases, and the typed records
+that cross module borders.
+
+Owns every scheduling decision of a run; it is driven by events and answers with decisions, so
+the coordinator and the simulator run the same code. It may import only the standard library's
+pure parts and itself: no files, sockets, clocks, threads, subprocesses, clouds or front ends
+(tests/unit/test_architecture.py holds it to that).
+"""

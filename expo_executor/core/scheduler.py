@@ -1,0 +1,413 @@
+"""The scheduling core: task table, easiest-first dispatch, the domino effect, re-queueing.
+
+Pure and deterministic: no I/O, no clock, no threads. The coordinator feeds it events (a task
+was submitted, a worker joined or vanished, a task ended) and carries out what it answers
+(assignments to send, running tasks to kill, tasks to report as skipped). The same code runs
+under Snakemake, under cwltool and inside a simulator.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass, field
+from enum import Enum
+
+from expo_executor.core.hardness import Frontier, FrontierPoint, HardnessPoint
+from expo_executor.core.records import Outcome
+
+
+class Pool(str, Enum):
+    """Where a worker's slots come from; local workers count as reliable."""
+
+    LOCAL = "local"
+    SPOT = "spot"
+    ON_DEMAND = "on_demand"
+
+
+@dataclass(frozen=True)
+class Task:
+    """What the scheduler needs to know about a job; the front end keeps everything else."""
+
+    key: str
+    label: str
+    family: str | None = None  # frontier partition (rule, spec, deadline); None: never pruned
+    point: HardnessPoint | None = None
+    cpus: int = 1
+    mem_mb: int = 0
+    priority: int = 0  # higher runs earlier, before hardness order
+    preemptible: bool = True
+    spot_attempts: int | None = None  # preemptions before on-demand only; None: the run's
+
+
+@dataclass(frozen=True)
+class Assignment:
+    key: str
+    worker_id: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A task that will not run (or was killed) because an easier one timed out."""
+
+    key: str
+    dominator: FrontierPoint
+    killed: bool = False
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """A running task to kill: the coordinator tells its worker, then calls ``cancelled``."""
+
+    key: str
+    worker_id: str
+    dominator: FrontierPoint
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A task ended; for a timeout, ``harder`` counts the tasks it skipped or cancelled."""
+
+    key: str
+    outcome: Outcome
+    harder: int = 0
+
+
+@dataclass(frozen=True)
+class Requeued:
+    """A task whose worker vanished goes back to the queue, ahead of fresh tasks."""
+
+    key: str
+    worker_id: str
+    preemptions: int
+    on_demand_only: bool
+
+
+Event = Skipped | Cancel | Finished | Requeued
+
+
+@dataclass
+class _Worker:
+    worker_id: str
+    cpus: int
+    mem_mb: int
+    pool: Pool
+    free_cpus: int = 0
+    free_mem_mb: int = 0
+    running: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Entry:
+    task: Task
+    seq: int
+    requeued: bool = False
+    preemptions: int = 0
+    worker_id: str | None = None
+    cancelling: FrontierPoint | None = None
+
+    def order(self) -> tuple:
+        hardness = self.task.point.sort_key() if self.task.point else (0.0, ())
+        return (not self.requeued, -self.task.priority, hardness, self.seq)
+
+
+class Scheduler:
+    """Task table and dispatch policy. ``spot_attempts``: preemptions before on-demand only."""
+
+    def __init__(self, frontiers: dict[str, Frontier] | None = None, spot_attempts: int = 2):
+        self.frontiers: dict[str, Frontier] = dict(frontiers or {})
+        self.spot_attempts = spot_attempts
+        self.outcomes: dict[str, Outcome] = {}
+        self._entries: dict[str, _Entry] = {}
+        self._queue: list[tuple[tuple, str]] = []  # heap of (order, key); stale keys skipped
+        self._queued: set[str] = set()
+        self._demand = {Pool.SPOT: 0, Pool.ON_DEMAND: 0}  # queued CPUs, kept as tasks move
+        self._workers: dict[str, _Worker] = {}
+        self._seq = itertools.count()
+        # Indexes that keep each decision from scanning every worker or task (the simulator
+        # runs 100,000 tasks on 1,000 workers): workers with free CPUs, per kind (Spot or
+        # not) and free CPU count, as heaps of ids with stale entries dropped when met; and the
+        # undecided tasks of each frontier partition (family, scope), for the domino effect.
+        self._free: dict[tuple[bool, int], list[str]] = {}
+        self._with_free = {True: 0, False: 0}  # Spot? -> workers with a free CPU
+        self._most_cpus = 0
+        self._open: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+
+    # -- events in ---------------------------------------------------------------------------
+    def submit(self, task: Task) -> list[Event]:
+        """Queue a task, or skip it at once when a known timeout already dominates it."""
+        if task.key in self._entries:
+            raise ValueError(f"task {task.key} submitted twice")
+        entry = _Entry(task, next(self._seq))
+        self._entries[task.key] = entry
+        dominator = self._dominator(task)
+        if dominator is not None:
+            self.outcomes[task.key] = Outcome.SKIPPED
+            return [Skipped(task.key, dominator)]
+        if task.family is not None and task.point is not None:
+            self._open.setdefault((task.family, task.point.scope), []).append(task.key)
+        self._push(entry)
+        return []
+
+    def add_worker(self, worker_id: str, cpus: int, mem_mb: int = 0,
+                   pool: Pool = Pool.LOCAL) -> None:
+        """A worker is ready for work (mem_mb 0: memory is not tracked for it).
+
+        An idle worker may register again (its capacity is replaced); a busy one may not, since
+        replacing it would orphan its running tasks: ``remove_worker`` it first.
+        """
+        known = self._workers.get(worker_id)
+        if known is not None and known.running:
+            raise ValueError(f"worker {worker_id} added twice while it runs "
+                             f"{len(known.running)} task(s); remove_worker it first")
+        if known is not None:
+            self._unindex(known)
+        worker = _Worker(worker_id, cpus, mem_mb, pool, cpus, mem_mb)
+        self._workers[worker_id] = worker
+        self._most_cpus = max(self._most_cpus, cpus)
+        self._index(worker)
+
+    def remove_worker(self, worker_id: str, preempted: bool = False) -> list[Event]:
+        """A worker is gone: its unfinished tasks go back to the front of the queue."""
+        worker = self._workers.pop(worker_id, None)
+        if worker is None:
+            return []
+        self._unindex(worker)
+        events: list[Event] = []
+        for key in sorted(worker.running, key=lambda k: self._entries[k].seq):
+            entry = self._entries[key]
+            entry.worker_id = None
+            if entry.cancelling is not None:  # it was being killed anyway
+                self.outcomes[key] = Outcome.SKIPPED
+                events.append(Skipped(key, entry.cancelling, killed=True))
+                continue
+            if preempted and worker.pool is Pool.SPOT:
+                entry.preemptions += 1
+            entry.requeued = True
+            self._push(entry)
+            events.append(Requeued(key, worker_id, entry.preemptions, self._on_demand_only(entry)))
+        return events
+
+    def finish(self, key: str, outcome: Outcome) -> list[Event]:
+        """A running task ended. A timeout moves the frontier and sets off the domino effect."""
+        entry = self._entries[key]
+        if key in self.outcomes or entry.worker_id is None:
+            return []  # a late or duplicate report: the first one stands
+        self._release(entry)
+        if entry.cancelling is not None and outcome is not Outcome.SOLVED:
+            self.outcomes[key] = Outcome.SKIPPED  # killed by the domino effect on the way
+            return [Skipped(key, entry.cancelling, killed=True)]
+        self.outcomes[key] = outcome
+        if outcome is not Outcome.TIMEOUT or entry.task.family is None or entry.task.point is None:
+            return [Finished(key, outcome)]
+        frontier = self.frontiers.setdefault(entry.task.family, Frontier())
+        frontier.add(entry.task.point, entry.task.label)
+        consequences = self._domino(entry.task.family, frontier, entry.task.point)
+        return [Finished(key, outcome, harder=len(consequences)), *consequences]
+
+    def cancelled(self, key: str) -> list[Event]:
+        """The worker confirmed that it killed a task we cancelled."""
+        entry = self._entries[key]
+        if key in self.outcomes or entry.cancelling is None:
+            return []
+        self._release(entry)
+        self.outcomes[key] = Outcome.SKIPPED
+        return [Skipped(key, entry.cancelling, killed=True)]
+
+    def withdraw(self, key: str) -> str | None:
+        """Forget a task the front end cancelled; returns the worker still running it, if any."""
+        entry = self._entries.get(key)
+        if entry is None or key in self.outcomes:
+            return None
+        self._dequeue(key)
+        self.outcomes[key] = Outcome.FAILED
+        worker_id = entry.worker_id
+        if worker_id is not None:
+            self._release(entry)
+        return worker_id
+
+    # -- decisions out -----------------------------------------------------------------------
+    def assign(self, allow_spot: bool = True) -> list[Assignment]:
+        """Fill free worker slots, easiest first; a task that fits nowhere waits its turn.
+
+        ``allow_spot=False`` (the straggler rule at the end of a sweep) places nothing on Spot.
+        """
+        with_free = self._with_free
+        assignments: list[Assignment] = []
+        deferred: list[tuple[tuple, str]] = []
+        while self._queue and (with_free[False] or with_free[True]):
+            order, key = heapq.heappop(self._queue)
+            if key not in self._queued:
+                continue  # stale heap entry
+            entry = self._entries[key]
+            worker = self._fit(entry, allow_spot)
+            if worker is None:
+                deferred.append((order, key))
+                continue
+            self._dequeue(key)
+            entry.worker_id = worker.worker_id
+            worker.running.add(key)
+            self._resize(worker, -entry.task.cpus, -entry.task.mem_mb if worker.mem_mb else 0)
+            assignments.append(Assignment(key, worker.worker_id))
+        for item in deferred:
+            heapq.heappush(self._queue, item)
+        return assignments
+
+    # -- queries -----------------------------------------------------------------------------
+    def state(self, key: str) -> str:
+        """``queued``, ``running``, ``cancelling`` or the outcome's value."""
+        if key in self.outcomes:
+            return self.outcomes[key].value
+        entry = self._entries[key]
+        if entry.worker_id is None:
+            return "queued"
+        return "cancelling" if entry.cancelling else "running"
+
+    def counts(self) -> dict[str, int]:
+        """Tasks per state, for the progress line and the fleet."""
+        counts = {"queued": len(self._queued), "running": 0}
+        counts.update({o.value: 0 for o in Outcome})
+        for worker in self._workers.values():
+            counts["running"] += len(worker.running)
+        for outcome in self.outcomes.values():
+            counts[outcome.value] += 1
+        return counts
+
+    def queued_demand(self) -> dict[Pool, int]:
+        """CPUs wanted by queued tasks, split by whether they may still run on Spot."""
+        return dict(self._demand)
+
+    def demand_pool(self, key: str) -> Pool:
+        """The pool a queued task's demand counts in: ON_DEMAND if it must not run on Spot."""
+        return self._demand_pool(self._entries[key])
+
+    def running_on(self, worker_id: str) -> set[str]:
+        worker = self._workers.get(worker_id)
+        return set(worker.running) if worker else set()
+
+    def workers(self) -> dict[str, tuple[int, int]]:
+        """worker id -> (cpus, free cpus)."""
+        return {w.worker_id: (w.cpus, w.free_cpus) for w in self._workers.values()}
+
+    def task(self, key: str) -> Task:
+        return self._entries[key].task
+
+    def preemptions(self, key: str) -> int:
+        """Spot preemptions this task has suffered so far."""
+        return self._entries[key].preemptions
+
+    # -- internals ---------------------------------------------------------------------------
+    def _push(self, entry: _Entry) -> None:
+        self._queued.add(entry.task.key)
+        self._demand[self._demand_pool(entry)] += entry.task.cpus
+        heapq.heappush(self._queue, (entry.order(), entry.task.key))
+
+    def _dequeue(self, key: str) -> None:
+        if key in self._queued:
+            self._queued.discard(key)
+            entry = self._entries[key]
+            self._demand[self._demand_pool(entry)] -= entry.task.cpus
+
+    def _demand_pool(self, entry: _Entry) -> Pool:
+        """Fixed while a task waits: preemptions are only counted before it is re-queued."""
+        return Pool.ON_DEMAND if self._on_demand_only(entry) else Pool.SPOT
+
+    def _dominator(self, task: Task) -> FrontierPoint | None:
+        if task.family is None or task.point is None or task.family not in self.frontiers:
+            return None
+        return self.frontiers[task.family].dominator(task.point)
+
+    def _on_demand_only(self, entry: _Entry) -> bool:
+        attempts = entry.task.spot_attempts
+        return not entry.task.preemptible or entry.preemptions >= (
+            self.spot_attempts if attempts is None else attempts)
+
+    def _fit(self, entry: _Entry, allow_spot: bool = True) -> _Worker | None:
+        """Best fit: the worker with the fewest free CPUs that still holds the task."""
+        on_demand_only = self._on_demand_only(entry) or not allow_spot
+        if entry.task.cpus >= 1 and entry.task.mem_mb <= 0:  # memory cannot rule a worker out
+            best = self._best(False, entry.task.cpus)
+            if not on_demand_only:
+                spot = self._best(True, entry.task.cpus)
+                if spot is not None and (best is None or (spot.free_cpus, spot.worker_id)
+                                         < (best.free_cpus, best.worker_id)):
+                    best = spot
+            return best
+        fits = [
+            w for w in self._workers.values()
+            if w.free_cpus >= entry.task.cpus
+            and (not w.mem_mb or w.free_mem_mb >= entry.task.mem_mb)
+            and not (on_demand_only and w.pool is Pool.SPOT)
+        ]
+        return min(fits, key=lambda w: (w.free_cpus, w.worker_id), default=None)
+
+    def _best(self, spot: bool, cpus: int) -> _Worker | None:
+        """The (free CPUs, id)-smallest worker of one kind with at least ``cpus`` free."""
+        for free in range(cpus, self._most_cpus + 1):
+            heap = self._free.get((spot, free))
+            while heap:
+                worker = self._workers.get(heap[0])
+                if worker is not None and worker.free_cpus == free \
+                        and (worker.pool is Pool.SPOT) == spot:
+                    return worker
+                heapq.heappop(heap)  # stale: the worker left, or its free CPUs changed
+        return None
+
+    def _index(self, worker: _Worker) -> None:
+        if worker.free_cpus > 0:
+            spot = worker.pool is Pool.SPOT
+            self._with_free[spot] += 1
+            heapq.heappush(self._free.setdefault((spot, worker.free_cpus), []),
+                           worker.worker_id)
+
+    def _unindex(self, worker: _Worker) -> None:
+        if worker.free_cpus > 0:  # its heap entry goes stale and is dropped when met
+            self._with_free[worker.pool is Pool.SPOT] -= 1
+
+    def _resize(self, worker: _Worker, cpus: int, mem_mb: int) -> None:
+        """Change a worker's free capacity, keeping the indexes right."""
+        self._unindex(worker)
+        worker.free_cpus += cpus
+        worker.free_mem_mb += mem_mb
+        self._index(worker)
+
+    def _release(self, entry: _Entry) -> None:
+        worker = self._workers.get(entry.worker_id or "")
+        if worker is not None and entry.task.key in worker.running:
+            worker.running.discard(entry.task.key)
+            self._resize(worker, entry.task.cpus, entry.task.mem_mb if worker.mem_mb else 0)
+        entry.worker_id = None
+
+    def _domino(self, family: str, frontier: Frontier, newest: HardnessPoint) -> list[Event]:
+        """Skip queued tasks and cancel running ones that the new frontier dominates.
+
+        Only the new timeout ``newest`` can catch anything new: every undecided task that an
+        older frontier point dominates was skipped or is being cancelled already (at that
+        point's timeout, or at its own submission). So only the undecided tasks of ``newest``'s
+        partition are scanned, in submission order, and those it dominates get their (first)
+        dominator, as a scan of every task would give.
+        """
+        events: list[Event] = []
+        keys = self._open.get((family, newest.scope), [])
+        still_open: list[str] = []
+        for key in keys:
+            if key in self.outcomes:
+                continue
+            still_open.append(key)
+            entry = self._entries[key]
+            point = entry.task.point
+            if point is None or not newest.as_easy_as(point):
+                continue
+            dominator = frontier.dominator(point)
+            if dominator is None:
+                continue
+            if key in self._queued:
+                self._dequeue(key)
+                self.outcomes[key] = Outcome.SKIPPED
+                events.append(Skipped(key, dominator))
+                still_open.pop()
+            elif entry.worker_id is not None and entry.cancelling is None:
+                entry.cancelling = dominator
+                events.append(Cancel(key, entry.worker_id, dominator))
+        self._open[(family, newest.scope)] = still_open
+        return events

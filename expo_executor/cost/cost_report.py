@@ -1,0 +1,111 @@
+"""What a run cost: VM-hours per pool and machine type, dollars, dollars per solved job, and the
+saving against paying on-demand prices for the same VM-hours. Pure: built from the run's own
+records (``vms.jsonl`` carries each VM's prices, ``cost.json`` the price snapshot's label), so a
+report reads the same whatever prices are loaded later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from expo_executor.core.budget import vm_cost
+
+
+@dataclass(frozen=True)
+class CostRow:
+    pool: str
+    machine_type: str
+    vms: int
+    preempted: int
+    vm_hours: float
+    cost_usd: float
+    on_demand_usd: float  # the same VM-hours at this type's on-demand price
+
+
+@dataclass(frozen=True)
+class CostReport:
+    rows: tuple[CostRow, ...]
+    solved: int
+    prices: str  # which snapshot priced it
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(r.cost_usd for r in self.rows)
+
+    @property
+    def vm_hours(self) -> float:
+        return sum(r.vm_hours for r in self.rows)
+
+    @property
+    def on_demand_usd(self) -> float:
+        return sum(r.on_demand_usd for r in self.rows)
+
+    @property
+    def per_solved_usd(self) -> float | None:
+        return self.cost_usd / self.solved if self.solved else None
+
+    @property
+    def saving(self) -> float | None:
+        """1 - cost / on-demand cost of the same VM-hours. An upper bound of what Spot saved:
+        on on-demand VMs the work lost to preemptions would not have been redone."""
+        return 1 - self.cost_usd / self.on_demand_usd if self.on_demand_usd > 0 else None
+
+    def to_dict(self) -> dict:
+        return {"prices": self.prices, "cost_usd": self.cost_usd, "vm_hours": self.vm_hours,
+                "on_demand_usd": self.on_demand_usd, "solved": self.solved,
+                "per_solved_usd": self.per_solved_usd, "saving": self.saving,
+                "rows": [r.__dict__ for r in self.rows]}
+
+    def lines(self) -> list[str]:
+        """The cost report as a few log lines."""
+        out = [f"cost: ${self.cost_usd:.4f} for {self.vm_hours:.3f} VM-hours ({self.prices})"]
+        for r in self.rows:
+            out.append(f"  {r.pool} {r.machine_type}: {r.vms} VM(s), {r.vm_hours:.3f} VM-hours, "
+                       f"${r.cost_usd:.4f}" + (f", {r.preempted} preempted" if r.preempted else ""))
+        if self.per_solved_usd is not None:
+            out.append(f"  ${self.per_solved_usd:.5f} per solved job ({self.solved} solved)")
+        if self.saving is not None:
+            out.append(f"  {100 * self.saving:.0f}% below on-demand prices for the same VM-hours "
+                       f"(${self.on_demand_usd:.4f})")
+        return out
+
+    def to_markdown(self) -> str:
+        head = "| pool | machine type | VMs | preempted | VM-hours | cost (USD) | on-demand (USD) |"
+        rows = [head, "|" + "---|" * 7]
+        rows += [f"| {r.pool} | {r.machine_type} | {r.vms} | {r.preempted} | {r.vm_hours:.3f} | "
+                 f"{r.cost_usd:.4f} | {r.on_demand_usd:.4f} |" for r in self.rows]
+        rows.append(f"| **total** | | {sum(r.vms for r in self.rows)} | "
+                    f"{sum(r.preempted for r in self.rows)} | {self.vm_hours:.3f} | "
+                    f"{self.cost_usd:.4f} | {self.on_demand_usd:.4f} |")
+        return "\n".join(rows)
+
+
+def vm_seconds(record: Mapping, now: float) -> float:
+    """A VM's billed life in our accounting: creation request to deletion (or ``now``)."""
+    if record.get("end") == "not created":
+        return 0.0
+    ended = record.get("ended")
+    return max(0.0, (ended if ended is not None else now) - float(record["created"]))
+
+
+def summarize(vms: Iterable[Mapping], jobs: Iterable[Mapping], prices: str,
+              now: float) -> CostReport:
+    """Group the VM records by pool and machine type; price each VM by its own record."""
+    groups: dict[tuple[str, str], list[Mapping]] = {}
+    for record in vms:
+        if record.get("end") == "not created":
+            continue
+        groups.setdefault((str(record.get("pool")), str(record.get("machine_type", "?"))),
+                          []).append(record)
+    rows = []
+    for (pool, machine_type), records in sorted(groups.items()):
+        seconds = [vm_seconds(r, now) for r in records]
+        rows.append(CostRow(
+            pool, machine_type, len(records),
+            sum(1 for r in records if r.get("end") == "preempted"), sum(seconds) / 3600,
+            sum(vm_cost(float(r.get("hourly", 0.0)), s) for r, s in zip(records, seconds)),
+            sum(vm_cost(float(r.get("on_demand_hourly", r.get("hourly", 0.0))), s)
+                for r, s in zip(records, seconds))))
+    solved = sum(1 for j in jobs if j.get("outcome") == "solved")
+    return CostReport(tuple(rows), solved, prices)

@@ -1,0 +1,567 @@
+"""The software of a worker VM: pins, this package's wheel, and the GCE startup script.
+
+A worker must run exactly the code the submitting host runs, or a sweep silently mixes
+versions. So the host computes the transitive closure of this distribution's requirements as
+``name==version`` pins of what it has installed, ships its own copy of this package (which is
+not on PyPI) as a wheel in the run's bucket, and renders a startup script that installs exactly
+that closure with ``pip install --no-deps`` into a venv: no resolver runs on the VM, so nothing
+can drift. In "image" mode the user's image already holds the venv and the script only checks
+the versions.
+
+The script (metadata key ``startup-script``) re-runs on every boot. It installs once (a stamp
+in the venv records what was installed), starts ``expocloud-worker --from-metadata`` as the
+unprivileged user ``expocloud``, and halts the VM with the metadata attribute
+``expocloud-halt`` (default ``poweroff``) when the worker exits or the setup fails, so that a
+broken VM does not keep billing. It holds no secret: the worker reads the run key from
+metadata itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import shlex
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit
+
+from expo_executor.protocol.bucket import Bucket, PreconditionFailed
+from expo_executor.core.errors import ExpoError
+
+DIST = "snakemake-executor-plugin-expocloud"
+DEFAULT_STORAGE_HOST = "https://storage.googleapis.com"
+SOFTWARE_PREFIX = "software"  # bucket keys of staged wheels: software/<sha256[:16]>/<wheel>
+MODES = ("pip", "image")
+VENV = "/opt/expocloud/venv"  # image mode: the image must hold the venv here
+HOME_DIR = "/var/lib/expocloud"  # the worker user's home
+SCRATCH = "/var/lib/expocloud/scratch"
+LOG = "/var/log/expocloud-startup.log"
+LOCK = "/run/expocloud-startup.lock"
+# Needed where the run is driven, never on a worker: CWL jobs reach workers fully evaluated,
+# models are fitted and prices refreshed on the user's machine.
+RUNNER_ONLY = {"cwltool", "scipy", "google-cloud-billing"}
+_PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed timestamps: the same tree gives the same sha256
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _own_distribution() -> importlib.metadata.Distribution:
+    """The installed metadata of this package.
+
+    A source tree on ``sys.path`` (editable install, or the current directory) may also carry a
+    stale ``*.egg-info``; the first ``*.dist-info`` that pip wrote (it has a RECORD, an
+    egg-info has not) describes what is installed, so it wins.
+    """
+    found = list(importlib.metadata.distributions(name=DIST))
+    if not found:
+        raise ExpoError("worker software", f"{DIST} is not installed in {sys.prefix}",
+                        "install it with pip install '.[gce]' (or pip install -e '.[gce]')")
+    for dist in found:
+        if dist.read_text("RECORD") is not None:
+            return dist
+    return found[0]
+
+
+def host_pins(extra: str | None = "gce") -> list[str]:
+    """``name==version`` for every distribution this package needs (with ``extra``), as installed
+    here, sorted; this package itself is left out (workers get it as a wheel).
+
+    Markers are evaluated for this host; the VM runs the same Python major.minor, and the
+    script checks that. A requirement that is not installed here is an error: pinning
+    something the host does not run would defeat the purpose.
+    """
+    from packaging.requirements import Requirement  # a dependency of snakemake
+
+    own = _own_distribution()
+    provided = {_canonical(e) for e in (own.metadata.get_all("Provides-Extra") or [])}
+    if extra is not None and _canonical(extra) not in provided:
+        raise ExpoError(
+            "worker software",
+            f"the installed metadata of {DIST} {own.version} declares no extra {extra!r} "
+            f"(it declares {sorted(provided) or 'none'}); an install older than setup.cfg?",
+            f"reinstall: pip install -e '.[{extra}]' (or without -e for a regular install)",
+        )
+    versions: dict[str, str] = {}
+    done: dict[str, set[str]] = {}
+    todo: list[tuple[str, set[str], str]] = [(DIST, {extra} if extra else set(), "")]
+    while todo:
+        name, extras, wanted_by = todo.pop()
+        key = _canonical(name)
+        if key in done and extras <= done[key]:
+            continue
+        if key == _canonical(DIST):
+            dist = own
+        else:
+            try:
+                dist = importlib.metadata.distribution(name)
+            except importlib.metadata.PackageNotFoundError:
+                raise ExpoError(
+                    "worker software",
+                    f"{name} (required by {wanted_by}) is not installed on this host, so there "
+                    "is no version to pin for the workers",
+                    f"install it here, e.g. pip install -e '.[{extra or ''}]'",
+                ) from None
+        versions[key] = dist.version
+        done[key] = done.get(key, set()) | extras
+        environments = [{"extra": e} for e in ("", *sorted(extras))]
+        for line in dist.requires or []:
+            req = Requirement(line)
+            if key == _canonical(DIST) and _canonical(req.name) in RUNNER_ONLY:
+                continue
+            if req.marker is None or any(req.marker.evaluate(env) for env in environments):
+                todo.append((req.name, set(req.extras), f"{dist.metadata['Name']} {dist.version}"))
+    versions.pop(_canonical(DIST), None)
+    return [f"{name}=={version}" for name, version in sorted(versions.items())]
+
+
+# -- the wheel ---------------------------------------------------------------------------------
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def _wanted(rel: str) -> bool:
+    parts = rel.split("/")
+    return not (any(p == "__pycache__" or p.startswith(".") for p in parts)
+                or rel.endswith((".pyc", ".pyo", "~")))
+
+
+def _editable_root(dist: importlib.metadata.Distribution) -> Path | None:
+    """The source tree of an editable install (from PEP 610's direct_url.json), else None."""
+    raw = dist.read_text("direct_url.json")
+    if not raw:
+        return None
+    info = json.loads(raw)
+    if not info.get("dir_info", {}).get("editable"):
+        return None
+    url = urlsplit(info.get("url", ""))
+    if url.scheme != "file":
+        return None
+    root = Path(unquote(url.path))
+    if not root.is_dir():
+        raise ExpoError("worker software",
+                        f"the editable install of {DIST} points at {root}, which is gone",
+                        "reinstall from the source tree: pip install -e '.[gce]'")
+    return root
+
+
+def _package_files(dist: importlib.metadata.Distribution) -> dict[str, Path]:
+    """Archive name -> file for the modules this host imports.
+
+    Editable install: the top-level packages as Python finds them, which must lie in the source
+    tree that direct_url.json names. Regular install: the files pip recorded (RECORD), that is
+    the installed copy, which is what runs here even if a source checkout has moved on.
+    """
+    files: dict[str, Path] = {}
+    root = _editable_root(dist)
+    if root is not None:
+        tops = (dist.read_text("top_level.txt") or "").split()
+        if not tops:
+            raise ExpoError("worker software", f"the editable install of {DIST} has no "
+                            "top_level.txt", "reinstall: pip install -e '.[gce]'")
+        for top in tops:
+            spec = importlib.util.find_spec(top)
+            locations = list(spec.submodule_search_locations or []) if spec else []
+            if not locations and spec and spec.origin:
+                locations = [spec.origin]
+            if not locations:
+                raise ExpoError("worker software", f"package {top} of {DIST} is not importable",
+                                f"reinstall from {root}: pip install -e '.[gce]'")
+            path = Path(locations[0]).resolve()
+            if not path.is_relative_to(root.resolve()):
+                raise ExpoError("worker software",
+                                f"Python imports {top} from {path}, not from the editable "
+                                f"source {root}", "run from elsewhere or reinstall")
+            if path.is_file():
+                files[path.name] = path
+                continue
+            for file in sorted(path.rglob("*")):
+                rel = f"{top}/{file.relative_to(path).as_posix()}"
+                if file.is_file() and _wanted(rel):
+                    files[rel] = file
+        return files
+    recorded = dist.files
+    if not recorded:
+        raise ExpoError("worker software", f"{DIST} has no RECORD and no editable source, so "
+                        "there is nothing to ship to the workers",
+                        "install it with pip (pip install '.[gce]' or pip install -e '.[gce]')")
+    tops = set((dist.read_text("top_level.txt") or "").split())
+    for entry in recorded:
+        rel = entry.as_posix()
+        first = rel.split("/")[0]
+        if tops and first not in tops and first.removesuffix(".py") not in tops:
+            continue  # console scripts (pip regenerates them), metadata (below)
+        if rel.startswith("../") or first.endswith(".dist-info") or not _wanted(rel):
+            continue
+        path = Path(str(entry.locate()))
+        if not path.is_file():
+            raise ExpoError("worker software", f"the installed file {path} of {DIST} is missing",
+                            "reinstall: pip install --force-reinstall '.[gce]'")
+        files[rel] = path
+    return files
+
+
+def build_wheel(dest_dir: Path) -> Path:
+    """A wheel of this package as the host runs it, in ``dest_dir``; returns its path.
+
+    Packed directly from the imported modules and the installed metadata rather than by a
+    PEP 517 backend: no build backend or index is needed at submit time, the source tree is not
+    written to, and the wheel's metadata is the one the pins were computed from. Reproducible:
+    the same files give the same bytes, so the same sha256 and bucket key.
+    """
+    dist = _own_distribution()
+    name = re.sub(r"[-_.]+", "_", dist.metadata["Name"]).lower()
+    version = dist.version.replace("-", "_")
+    info_dir = f"{name}-{version}.dist-info"
+    entries: dict[str, bytes] = {rel: path.read_bytes()
+                                 for rel, path in sorted(_package_files(dist).items())}
+    for meta in ("METADATA", "entry_points.txt", "top_level.txt"):
+        text = dist.read_text(meta)
+        if text is not None:
+            entries[f"{info_dir}/{meta}"] = text.encode()
+    if f"{info_dir}/METADATA" not in entries:
+        raise ExpoError("worker software", f"{DIST} has no METADATA", "reinstall it with pip")
+    entries[f"{info_dir}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: expo_executor.engines.gce.startup\n"
+                                    b"Root-Is-Purelib: true\nTag: py3-none-any\n")
+    record = "".join(f"{rel},{_record_hash(data)},{len(data)}\n" for rel, data in entries.items())
+    entries[f"{info_dir}/RECORD"] = (record + f"{info_dir}/RECORD,,\n").encode()
+    dest_dir = Path(dest_dir)
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    wheel = dest_dir / f"{name}-{version}-py3-none-any.whl"
+    tmp = wheel.with_name(wheel.name + ".part")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
+        for rel, data in entries.items():
+            info = zipfile.ZipInfo(rel, date_time=_ZIP_TIME)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+    os.replace(tmp, wheel)
+    return wheel
+
+
+# -- staging -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkerSoftware:
+    """Everything the startup script needs to give a VM the host's software.
+
+    ``wheel_bucket``/``wheel_object`` name the staged wheel in GCS (the full object name,
+    including the run's prefix); image mode has no wheel. ``find_links`` (a directory or URL
+    of wheels, used with ``--no-index``) and ``index_url`` are alternatives to PyPI.
+    """
+
+    mode: str
+    pins: tuple[str, ...]
+    wheel_object: str | None
+    wheel_sha256: str | None
+    index_url: str | None = None
+    find_links: str | None = None
+    storage_host: str = DEFAULT_STORAGE_HOST
+    python_version: str = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    wheel_bucket: str | None = None
+    package_version: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pins", tuple(self.pins))
+        if self.mode not in MODES:
+            raise ExpoError("worker software", f"unknown mode {self.mode!r}",
+                            f"use one of {', '.join(MODES)}")
+        bad = [pin for pin in self.pins if not _PIN.match(pin)]
+        if bad:
+            raise ExpoError("worker software", f"pins must be exact name==version, not {bad}",
+                            "compute them with host_pins()")
+        if not re.fullmatch(r"\d+\.\d+", self.python_version):
+            raise ExpoError("worker software", f"python_version {self.python_version!r} is not "
+                            "major.minor", "use e.g. 3.11")
+        if self.index_url and self.find_links:
+            raise ExpoError("worker software", "both index_url and find_links are set",
+                            "choose one: find_links installs with --no-index")
+        if self.mode == "pip":
+            if not (self.wheel_bucket and self.wheel_object):
+                raise ExpoError("worker software", "pip mode needs the staged wheel's bucket and "
+                                "object", "use stage()")
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*\.whl", self.wheel_file):
+                raise ExpoError("worker software", f"{self.wheel_object!r} does not name a wheel",
+                                "use stage()")
+            if not re.fullmatch(r"[0-9a-f]{64}", self.wheel_sha256 or ""):
+                raise ExpoError("worker software", "wheel_sha256 must be 64 hex digits",
+                                "use stage()")
+
+    @property
+    def wheel_file(self) -> str:
+        return (self.wheel_object or "").rsplit("/", 1)[-1]
+
+
+def stage(bucket: Bucket, software_dir: Path, *, mode: str = "pip", extra: str | None = "gce",
+          index_url: str | None = None, find_links: str | None = None,
+          storage_host: str | None = None) -> WorkerSoftware:
+    """Pin the host's software and, in pip mode, build the wheel in ``software_dir`` and upload
+    it to ``software/<sha256[:16]>/<wheel>`` in the run's bucket (content-addressed: a re-run
+    finds it there). ``storage_host`` defaults to ``STORAGE_EMULATOR_HOST`` when that is set
+    (the coordinator then talks to an emulator, so must the VMs), else to GCS.
+    """
+    if mode not in MODES:
+        raise ExpoError("worker software", f"unknown mode {mode!r}",
+                        f"use one of {', '.join(MODES)}")
+    pins = tuple(host_pins(extra))
+    version = _own_distribution().version
+    host = storage_host or os.environ.get("STORAGE_EMULATOR_HOST") or DEFAULT_STORAGE_HOST
+    common = {"index_url": index_url, "find_links": find_links,
+              "storage_host": host.rstrip("/"), "package_version": version}
+    if mode == "image":
+        return WorkerSoftware(mode="image", pins=pins, wheel_object=None, wheel_sha256=None,
+                              **common)
+    bucket_name = getattr(bucket, "bucket_name", None)
+    if not bucket_name:
+        raise ExpoError("worker software", "VMs download the wheel from GCS, but the run's bucket "
+                        f"is {type(bucket).__name__}", "use a gs:// bucket for VM engines")
+    wheel = build_wheel(Path(software_dir))
+    data = wheel.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    key = f"{SOFTWARE_PREFIX}/{digest[:16]}/{wheel.name}"
+    try:
+        bucket.write(key, data, if_generation_match=0)
+    except PreconditionFailed:
+        pass  # content-addressed: already staged by an earlier attempt; the VM checks sha256
+    return WorkerSoftware(mode="pip", pins=pins, wheel_object=getattr(bucket, "prefix", "") + key,
+                          wheel_sha256=digest, wheel_bucket=bucket_name, **common)
+
+
+# -- the script --------------------------------------------------------------------------------
+
+_BODY = r"""
+readonly VENV=__VENV__
+readonly HOME_DIR=__HOME_DIR__ SCRATCH=__SCRATCH__ USER_NAME=expocloud
+readonly LOG=__LOG__ LOCK=__LOCK__
+readonly METADATA="http://${GCE_METADATA_HOST:-metadata.google.internal}/computeMetadata/v1"
+readonly DOWNLOADS="${VENV%/*}/downloads"
+export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+HALT=poweroff
+HALT_ON_EXIT=1
+TEE_PID=
+
+log() { printf '%s expocloud-startup: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
+die() { log "ERROR: $*"; exit 1; }
+
+# Whatever happens, the VM halts when this script ends: a VM whose setup failed must not bill.
+finish() {
+  local status=$?
+  set +e
+  log "exit status $status"
+  if [ -n "$TEE_PID" ]; then  # let the log catch up before the VM goes down
+    exec 1>&3 2>&3 3>&-
+    wait "$TEE_PID"
+  fi
+  if [ "$HALT_ON_EXIT" = 1 ] && [ -n "$HALT" ]; then
+    local -a halt_argv
+    read -r -a halt_argv <<<"$HALT"
+    log "halting: $HALT" | tee -a "$LOG"
+    sync
+    "${halt_argv[@]}"
+  fi
+  exit "$status"
+}
+
+metadata() {
+  curl -fsS --retry 10 --retry-connrefused --retry-delay 1 --connect-timeout 5 \
+    -H 'Metadata-Flavor: Google' "$METADATA/$1"
+}
+
+attribute() {  # attribute NAME DEFAULT: an instance metadata attribute, or DEFAULT if absent
+  local value
+  if value=$(metadata "instance/attributes/$1" 2>/dev/null); then
+    printf '%s' "$value"
+  else
+    printf '%s' "$2"
+  fi
+}
+
+apt_install() {
+  command -v apt-get >/dev/null || die "$* missing and no apt-get: use an image that has them"
+  log "apt-get install $*"
+  if ! apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends "$@"; then
+    apt-get -o DPkg::Lock::Timeout=300 update
+    apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends "$@"
+  fi
+}
+
+python_minor() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])'; }
+
+# The wanted installation, as one line: it is stored in the venv once the install completed.
+stamp() {
+  printf '%s\n' "$PYTHON_VERSION" "$WHEEL_SHA256" "${PINS[@]}" | sha256sum | cut -d' ' -f1
+}
+
+check_versions() {  # check_versions PYTHON: every pin and this package at the pinned version
+  "$1" - "$PACKAGE==$PACKAGE_VERSION" "${PINS[@]}" <<'PY'
+import importlib.metadata, sys
+bad = []
+for pin in sys.argv[1:]:
+    name, _, want = pin.partition("==")
+    try:
+        have = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        have = "missing"
+    if have != want:
+        bad.append(f"{name}: want {want}, have {have}")
+if bad:
+    print("version mismatch: " + "; ".join(bad), file=sys.stderr)
+    sys.exit(1)
+PY
+}
+
+ensure_python() {
+  command -v python3 >/dev/null || apt_install python3 python3-venv
+  local have
+  have=$(python_minor python3)
+  [ "$have" = "$PYTHON_VERSION" ] || die "this VM has Python $have but the submitting host" \
+    "runs $PYTHON_VERSION: use an image whose python3 is $PYTHON_VERSION, or image mode"
+  # Debian splits ensurepip out of python3 into python3-venv; GCE's debian-12 lacks it.
+  python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv
+}
+
+fetch_wheel() {  # fetch_wheel DEST: the staged wheel from GCS, checked against its sha256
+  local token url
+  token=$(metadata instance/service-accounts/default/token |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])') ||
+    die "no access token from the metadata server"
+  url="$STORAGE_HOST/storage/v1/b/$WHEEL_BUCKET/o/$WHEEL_OBJECT?alt=media"
+  log "downloading $url"
+  # The token goes through stdin, not argv, so other processes cannot read it.
+  printf 'Authorization: Bearer %s\n' "$token" |
+    curl -fsS --retry 10 --retry-connrefused --retry-delay 2 --connect-timeout 10 \
+      -H @- -o "$1.part" "$url" || die "could not download the wheel from $url"
+  local have
+  have=$(sha256sum "$1.part" | cut -d' ' -f1)
+  if [ "$have" != "$WHEEL_SHA256" ]; then
+    rm -f "$1.part"
+    die "wheel checksum mismatch: want $WHEEL_SHA256, got $have"
+  fi
+  mv "$1.part" "$1"
+}
+
+install_venv() {
+  if [ -f "$VENV/.expocloud-stamp" ] && [ "$(cat "$VENV/.expocloud-stamp")" = "$(stamp)" ] &&
+    check_versions "$VENV/bin/python"; then
+    log "pinned software already installed in $VENV"
+    return
+  fi
+  mkdir -p "$DOWNLOADS"
+  local wheel="$DOWNLOADS/$WHEEL_FILE"
+  if ! [ -f "$wheel" ] || [ "$(sha256sum "$wheel" | cut -d' ' -f1)" != "$WHEEL_SHA256" ]; then
+    fetch_wheel "$wheel"
+  fi
+  log "installing ${#PINS[@]} pinned distributions and $WHEEL_FILE into $VENV"
+  rm -rf "$VENV"
+  mkdir -p "$(dirname "$VENV")"
+  python3 -m venv "$VENV"
+  local -a source=()
+  if [ -n "$FIND_LINKS" ]; then
+    source=(--no-index --find-links "$FIND_LINKS")
+  elif [ -n "$INDEX_URL" ]; then
+    source=(--index-url "$INDEX_URL")
+  fi
+  # --no-deps: exactly the host's closure and no resolver. A pin published only as an sdist
+  # (connection-pool) is built by pip in an isolated, throw-away build environment.
+  "$VENV/bin/python" -m pip install --no-cache-dir --no-deps "${source[@]}" "${PINS[@]}" \
+    "$wheel"
+  check_versions "$VENV/bin/python" || die "the venv does not hold the pinned versions"
+  "$VENV/bin/python" -m pip check || log "warning: pip check reports inconsistencies (above)"
+  stamp >"$VENV/.expocloud-stamp"
+  log "installed"
+}
+
+check_image() {
+  [ -x "$VENV/bin/python" ] || die "image mode: the image has no venv at $VENV"
+  local have
+  have=$(python_minor "$VENV/bin/python")
+  [ "$have" = "$PYTHON_VERSION" ] || die "image mode: $VENV has Python $have, the host" \
+    "runs $PYTHON_VERSION"
+  check_versions "$VENV/bin/python" || die "image mode: the image's $VENV differs from the host"
+  log "image software matches the host"
+}
+
+ensure_user() {
+  id -u "$USER_NAME" >/dev/null 2>&1 ||
+    useradd --system --user-group --home-dir "$HOME_DIR" --shell /usr/sbin/nologin "$USER_NAME"
+  install -d -o "$USER_NAME" -g "$USER_NAME" -m 0750 "$HOME_DIR" "$SCRATCH"
+}
+
+run_worker() {
+  [ -x "$VENV/bin/expocloud-worker" ] || die "$VENV/bin/expocloud-worker is missing"
+  log "starting expocloud-worker as $USER_NAME"
+  cd /
+  local status=0
+  # A clean environment: nothing of the script runner's leaks into the worker and its jobs.
+  runuser -u "$USER_NAME" -- env -i \
+    PATH="$VENV/bin:/usr/local/bin:/usr/bin:/bin" HOME="$HOME_DIR" LANG=C.UTF-8 \
+    ${GCE_METADATA_HOST:+GCE_METADATA_HOST="$GCE_METADATA_HOST"} \
+    "$VENV/bin/expocloud-worker" --from-metadata --scratch "$SCRATCH" 3>&- 9>&- || status=$?
+  log "expocloud-worker exited with status $status"
+  return "$status"
+}
+
+main() {
+  [ "$(id -u)" = 0 ] || { HALT_ON_EXIT=0; die "run me as root"; }
+  mkdir -p "$(dirname "$LOG")"
+  exec 3>&1 > >(tee -a "$LOG") 2>&1
+  TEE_PID=$!
+  mkdir -p "${LOCK%/*}"
+  exec 9>"$LOCK"
+  # A second copy (someone re-running the script by hand) must not halt the VM under us.
+  flock -n 9 || { HALT_ON_EXIT=0; die "another expocloud startup script is running"; }
+  HALT=$(attribute expocloud-halt poweroff)
+  log "mode $MODE, Python $PYTHON_VERSION, $PACKAGE $PACKAGE_VERSION, ${#PINS[@]} pins"
+  case "$MODE" in
+    pip) ensure_python; install_venv ;;
+    image) check_image ;;
+  esac
+  ensure_user
+  run_worker
+}
+
+trap finish EXIT
+main "$@"
+"""
+
+
+def _q(value: str | None) -> str:
+    return shlex.quote(value or "")
+
+
+def render(software: WorkerSoftware) -> str:
+    """The bash startup script for ``software``; every rendered value is shell-quoted."""
+    config = "\n".join([
+        f"readonly MODE={_q(software.mode)}",
+        f"readonly PYTHON_VERSION={_q(software.python_version)}",
+        f"readonly PACKAGE={_q(DIST)} PACKAGE_VERSION={_q(software.package_version)}",
+        "readonly PINS=(\n" + "".join(f"  {_q(pin)}\n" for pin in software.pins) + ")",
+        f"readonly WHEEL_BUCKET={_q(quote(software.wheel_bucket or '', safe=''))}",
+        f"readonly WHEEL_OBJECT={_q(quote(software.wheel_object or '', safe=''))}",
+        f"readonly WHEEL_FILE={_q(software.wheel_file)}",
+        f"readonly WHEEL_SHA256={_q(software.wheel_sha256)}",
+        f"readonly INDEX_URL={_q(software.index_url)} FIND_LINKS={_q(software.find_links)}",
+        f"readonly STORAGE_HOST={_q(software.storage_host.rstrip('/'))}",
+    ])
+    body = _BODY
+    paths = {"VENV": VENV, "SCRATCH": SCRATCH, "HOME_DIR": HOME_DIR, "LOG": LOG, "LOCK": LOCK}
+    for name, path in paths.items():  # module globals, read now: tests point them elsewhere
+        body = body.replace(f"__{name}__", _q(path))
+    return ("#!/bin/bash\n"
+            "# expocloud worker startup script, generated by expo_executor.engines.gce.startup: installs the\n"
+            "# submitting host's pinned software once, runs expocloud-worker as user expocloud,\n"
+            "# then halts the VM (metadata attribute expocloud-halt, default poweroff).\n"
+            "set -euo pipefail\n\n"
+            "# -- rendered configuration --\n" + config + "\n" + body)

@@ -1,0 +1,278 @@
+"""cwltool's executor for expocloud: every command-line job goes through the coordinator.
+
+cwltool keeps what it does well (expressions, scatter, conditionals, output collection); this
+executor only changes where commands run. It walks cwltool's job generator like the stock
+executors, but a command-line job is prepared here (directories, staged inputs), handed to the
+coordinator as a fully evaluated command, and finished here when its report comes back. All
+jobs cwltool yields before it pauses (``None``) go to the scheduler together, so a scatter is
+ordered by hardness, not by generation order.
+
+Outcomes map onto CWL's: a job skipped because an easier one timed out is reported as CWL
+v1.2 reports an element whose ``when`` is false (every output null, status ``skipped``), so the
+workflow succeeds and ``pickValue: all_non_null`` drops it; a timed-out job of a swept tool is
+skipped too unless ``--expocloud-on-timeout permanentFail``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from cwltool.context import RuntimeContext
+from cwltool.errors import WorkflowException
+from cwltool.executors import JobExecutor
+from cwltool.job import relink_initialworkdir
+from cwltool.loghandler import _logger
+from cwltool.process import Process, stage_files
+from cwltool.utils import CWLObjectType, bytes2str_in_dicts
+
+from expo_executor.protocol import messages
+from expo_executor.coordinator.loop import Coordinator, JobReport, JobRequest
+from expo_executor.core.errors import ExpoError
+from expo_executor.core.scheduler import Outcome, Task
+from expo_executor.coordinator.state import FamilyRef
+from expo_executor.frontends.cwl.hints import SweepJob
+from expo_executor.frontends.cwl.staging import Staging
+
+WAIT_S = 1.0  # longest wait for reports before looking at the job generator again
+
+
+class ExpoExecutor(JobExecutor):
+    """Runs a CWL process with its command-line jobs on expocloud workers."""
+
+    def __init__(self, start: Callable[[], Coordinator], workflow: str, slots_per_worker: int,
+                 staging_root: Path | None, on_timeout: str = "skipped",
+                 worker_mem_mb: int = 0) -> None:
+        super().__init__()
+        self._start = start  # the coordinator starts with the first command: no VM before
+        self.coordinator: Coordinator | None = None
+        self.workflow = workflow
+        self.slots = slots_per_worker
+        self.worker_mem_mb = worker_mem_mb  # 0: memory not tracked
+        self.staging_root = staging_root  # None: workers share this machine's file system
+        self.staging: Staging | None = None
+        self.on_timeout = on_timeout
+        self._pending: dict[str, tuple[SweepJob, JobRequest]] = {}
+        self._keys = itertools.count(1)  # job keys; cwltool's walk is single-threaded
+
+    # -- the generator walk ------------------------------------------------------------------
+    def run_jobs(self, process: Process, job_order_object: CWLObjectType,
+                 logger: logging.Logger, runtime_context: RuntimeContext) -> None:
+        batch: list[tuple[SweepJob, JobRequest]] = []
+        for job in process.job(job_order_object, self.output_callback, runtime_context):
+            if job is None:  # cwltool waits for outstanding jobs: send the batch, take reports
+                self._submit(batch)
+                batch = []
+                if not self._pending:
+                    raise WorkflowException("the workflow cannot make progress: no job runs "
+                                            "and none is ready")
+                self._take_reports(runtime_context)
+                continue
+            if getattr(job, "outdir", None):
+                self.output_dirs.add(job.outdir)
+            if isinstance(job, SweepJob):
+                batch.append((job, self._prepare(job, runtime_context)))
+            else:  # workflow bookkeeping and expressions run here, as in cwltool
+                job.run(runtime_context)
+        self._submit(batch)
+        while self._pending:
+            self._take_reports(runtime_context)
+
+    def _started(self) -> Coordinator:
+        if self.coordinator is None:
+            self.coordinator = self._start()
+            if self.staging_root is not None:
+                self.staging = Staging(self.coordinator.bucket, self.staging_root)
+        return self.coordinator
+
+    def _submit(self, batch: list[tuple[SweepJob, JobRequest]]) -> None:
+        if not batch:
+            return
+        for job, request in batch:
+            self._pending[request.task.key] = (job, request)
+        self._started().submit([request for _, request in batch])
+
+    def _take_reports(self, runtime_context: RuntimeContext) -> None:
+        assert self.coordinator is not None
+        for report in self.coordinator.wait_reports(set(self._pending), WAIT_S):
+            job, request = self._pending.pop(report.key)
+            self._finish(job, request, report, runtime_context)
+
+    # -- one job -----------------------------------------------------------------------------
+    def _prepare(self, job: SweepJob, rc: RuntimeContext) -> JobRequest:
+        """Lay out the job as cwltool would before running it, and describe it for the
+        coordinator; raises WorkflowException on a bad annotation, before the batch runs."""
+        os.makedirs(job.tmpdir, exist_ok=True)
+        job._setup(rc)
+        stage_files(job.pathmapper, ignore_writable=True, symlink=True,
+                    secret_store=rc.secret_store)
+        if job.generatemapper is not None:
+            stage_files(job.generatemapper, ignore_writable=job.inplace_update, symlink=True,
+                        secret_store=rc.secret_store)
+            relink_initialworkdir(job.generatemapper, job.outdir, job.builder.outdir,
+                                  inplace_update=job.inplace_update)
+        argv = [str(a) for a in job.command_line]
+        shown = " ".join(argv)  # before secrets are filled in: a log never shows them
+        env = dict(job.environment)
+        store, secrets = rc.secret_store, []
+        if store is not None and (store.has_secret(argv) or store.has_secret(env)):
+            # the values behind this command's placeholders: its worker blanks them out of the
+            # log tail and reason it reports (a command may print what it was given)
+            parts = [*argv, *env.values()]
+            secrets = sorted({value for placeholder, value in store.secrets.items()
+                              if any(placeholder in part for part in parts)})
+            argv, env = store.retrieve(argv), store.retrieve(env)
+        if not argv:
+            raise WorkflowException(f"[job {job.name}] an empty command line: give the tool a "
+                                    "baseCommand, arguments or a bound input")
+        key = f"c{next(self._keys)}"
+        task, family, deadline = self._describe(job, key)
+        self._started()
+        stage = {"stdin": _stdin_path(job, self.staging is not None),
+                 "stdout": os.path.join(job.base_path_logs, job.stdout) if job.stdout else None,
+                 "stderr": os.path.join(job.base_path_logs, job.stderr) if job.stderr else None,
+                 "outdir": job.outdir, "timelimit": deadline,
+                 "success_codes": sorted({0, *job.successCodes})}
+        if self.staging is not None:
+            try:
+                stage.update(self.staging.manifest(
+                    key, [(entry.target, entry.staged) for _, entry in _mapped(job)],
+                    job.outdir, job.tmpdir))
+            except (OSError, ValueError) as exc:
+                raise WorkflowException(f"[job {job.name}] cannot stage its files: {exc}") from None
+        if secrets:  # the bucket holds only ciphertext of a command that carries secrets
+            stage["sealed"] = messages.seal(argv, env, self._started().run_key, key, secrets)
+            argv, env = list(messages.SEALED_ARGV), {}
+        _logger.info("[job %s] %s on expocloud: %s", job.name, task.label, shown)
+        return JobRequest(task=task, argv=argv, cwd=job.outdir, env=env, deadline_s=deadline,
+                          family=family, meta=_meta(job, task), stage=stage)
+
+    def _describe(self, job: SweepJob, key: str) -> tuple[Task, FamilyRef | None, float | None]:
+        tool = job.tool
+        values = job.builder.job
+        limit = job.timelimit if job.timelimit and job.timelimit > 0 else None
+        deadline = float(limit) if limit else (tool.sweep.deadline_s if tool.sweep else None)
+        cores = math.ceil(float(job.builder.resources.get("cores", 1)))
+        if cores > self.slots:
+            raise WorkflowException(
+                f"[job {job.name}] ResourceRequirement asks for {cores} cores but workers have "
+                f"{self.slots} slots; fix: set --expocloud-slots-per-worker {cores} or lower "
+                "coresMin")
+        ram = math.ceil(float(job.builder.resources.get("ram", 0)))
+        if self.worker_mem_mb and ram > self.worker_mem_mb:
+            raise WorkflowException(
+                f"[job {job.name}] ResourceRequirement asks for {ram} MiB of RAM but workers "
+                f"have {self.worker_mem_mb} MiB; fix: lower ramMin or give workers more memory "
+                "(--expocloud-gce-machine-type)")
+        point = family = None
+        label = job.name
+        if tool.sweep is not None:
+            setting = f"hint expo:Hardness of {tool.name}"
+            try:
+                point = tool.sweep.point(values, setting)
+            except ExpoError as exc:
+                raise WorkflowException(str(exc)) from None
+            label = f"{tool.name} {tool.sweep.describe(values)}"
+            if deadline is not None:
+                family = FamilyRef(self.workflow, tool.name, tool.sweep.spec.text, deadline)
+        attempts = tool.spot_attempts
+        task = Task(key=key, label=label, family=family.key if family else None,
+                    point=point if family else None, cpus=max(1, cores), mem_mb=ram,
+                    preemptible=attempts != 0, spot_attempts=attempts)
+        return task, family, deadline
+
+    def _finish(self, job: SweepJob, request: JobRequest, report: JobReport,
+                rc: RuntimeContext) -> None:
+        """Bring the outputs back, collect them as cwltool would, and tell the workflow."""
+        skipped = report.outcome is Outcome.SKIPPED or (
+            report.outcome is Outcome.TIMEOUT and job.tool.sweep is not None
+            and self.on_timeout == "skipped")
+        if skipped:
+            _logger.info("[job %s] %s: %s", job.name, request.task.label, report.message)
+            outputs: CWLObjectType = {name: None for name in job.tool.output_names}
+            status = "skipped"
+        else:
+            outputs, status = self._collect(job, request, report, rc)
+        with rc.workflow_eval_lock:  # type: ignore[union-attr]
+            job.output_callback(outputs, status)  # type: ignore[misc]
+        if rc.rm_tmpdir:
+            for path in (job.stagedir, job.tmpdir):
+                if path:
+                    shutil.rmtree(path, True)
+
+    def _collect(self, job: SweepJob, request: JobRequest, report: JobReport,
+                 rc: RuntimeContext) -> tuple[CWLObjectType, str]:
+        rcode = report.returncode
+        if report.outcome is Outcome.TIMEOUT:
+            _logger.warning("[job %s] exceeded time limit: %s", job.name, report.message)
+            status = "permanentFail"
+        elif rcode is None:
+            _logger.error("[job %s] %s", job.name, report.message)
+            status = "permanentFail"
+        else:
+            status = _status(job, rcode)
+            if status != "success":
+                _logger.warning("[job %s] exited with status: %d\n%s", job.name, rcode,
+                                report.log_tail)
+        outputs: CWLObjectType = {}
+        try:
+            if self.staging is not None and report.worker is not None:
+                self.staging.fetch(request.stage["upload"], report.worker, job.outdir)
+            if job.generatemapper is not None:
+                relink_initialworkdir(job.generatemapper, job.outdir, job.builder.outdir,
+                                      inplace_update=job.inplace_update)
+            outputs = bytes2str_in_dicts(job.collect_outputs(job.outdir, -1 if rcode is None
+                                                             else rcode))  # type: ignore
+        except (OSError, ValueError, WorkflowException) as exc:  # ValueError: a bad manifest
+            _logger.error("[job %s] Job error:\n%s", job.name, exc)
+            status = "permanentFail"
+        _logger.log(logging.INFO if status == "success" else logging.WARNING,
+                    "[job %s] completed %s", job.name, status)
+        return outputs, status
+
+
+def _status(job: SweepJob, rcode: int) -> str:
+    """CWL's reading of an exit code (successCodes, temporaryFailCodes, permanentFailCodes)."""
+    if rcode in job.successCodes:
+        return "success"
+    if rcode in job.temporaryFailCodes:
+        return "temporaryFail"
+    if rcode in job.permanentFailCodes:
+        return "permanentFail"
+    return "success" if rcode == 0 else "permanentFail"
+
+
+def _stdin_path(job: SweepJob, staged: bool) -> str | None:
+    """cwltool reads stdin from the file's source; a worker reads the copy staged for it."""
+    if job.stdin is None:
+        return None
+    entry = job.pathmapper.reversemap(job.stdin)
+    if entry is None:
+        raise WorkflowException(f"{job.stdin} missing from pathmapper")
+    return job.stdin if staged else entry[1]
+
+
+def _mapped(job: SweepJob) -> list:
+    items = list(job.pathmapper.items())
+    if job.generatemapper is not None:
+        items += list(job.generatemapper.items())
+    return items
+
+
+def _meta(job: SweepJob, task: Task) -> dict:
+    """The run record of a job, in the Snakemake front end's terms (its simple inputs as
+    wildcards), so that ``expocloud report`` reads CWL runs too."""
+    sweep = job.tool.sweep
+    values = job.builder.job
+    return {"rule": job.tool.name, "job": job.name, "outputs": [], "placeholder": False,
+            "wildcards": {k: str(v) for k, v in values.items()
+                          if isinstance(v, (str, int, float, bool))},
+            "hardness": None if sweep is None or task.point is None else {
+                "spec": sweep.spec.text, "dims": [d.name for d in sweep.spec.dimensions],
+                "vector": list(task.point.vector), "scope": list(task.point.scope)}}
+

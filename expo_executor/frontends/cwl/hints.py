@@ -1,0 +1,173 @@
+"""Our CWL hints: the schema extension, and what a tool's hints say about each of its jobs.
+
+``expo:Hardness`` names the input parameters forming ordered dimensions (numbers, or declared
+orders for categorical values), an optional scope and a deadline for tools without
+``ToolTimeLimit``. ``expo:Preemptible`` says how many Spot preemptions a job may suffer before
+it runs on-demand (0: never on Spot); the Arvados ``arv:UsePreemptible`` hint is honoured as
+other runners honour it. Hints usually sit on a workflow step, so a published tool is swept
+without being edited.
+
+A hint is checked twice before any job runs: its shape by schema salad when the document loads
+(``extensions.yml``), its meaning (known inputs, a declared order for non-numeric ones) when
+cwltool builds the tool (``SweepTool``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from importlib.resources import files
+from typing import Any, Mapping
+
+from cwltool.command_line_tool import CommandLineTool
+from cwltool.context import LoadingContext, RuntimeContext
+from cwltool.errors import WorkflowException
+from cwltool.job import CommandLineJob, JobBase
+from cwltool.process import shortname, use_custom_schema
+from cwltool.update import ALLUPDATES
+from cwltool.workflow import default_make_tool
+from schema_salad.exceptions import ValidationException
+
+from expo_executor.core.errors import ExpoError
+from expo_executor.core.hardness import Dimension, HardnessPoint, HardnessSpec, parse_duration
+
+NAMESPACE = "https://expocloud.dev/cwl"
+HARDNESS = f"{NAMESPACE}#Hardness"
+PREEMPTIBLE = f"{NAMESPACE}#Preemptible"
+ARV_PREEMPTIBLE = "http://arvados.org/cwl#UsePreemptible"
+NUMERIC = {"int", "long", "float", "double"}
+
+
+def register_schema() -> None:
+    """cwltool's ``custom_schema_callback``: our extension, for every CWL version it accepts."""
+    text = files("expo_executor.frontends.cwl").joinpath("extensions.yml").read_text("utf-8")
+    for version in ALLUPDATES:
+        use_custom_schema(version, NAMESPACE, text)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A tool's hardness hint, resolved against its inputs."""
+
+    spec: HardnessSpec
+    deadline_s: float | None
+
+    def point(self, values: Mapping[str, Any], setting: str) -> HardnessPoint:
+        return self.spec.point({name: _text(values.get(name)) for name in self.spec.names},
+                               setting)
+
+    def describe(self, values: Mapping[str, Any]) -> str:
+        return self.spec.describe({n: _text(values.get(n)) for n in self.spec.names})
+
+
+def _text(value: Any) -> str:
+    """A parameter value as a dimension reads it (integral floats as integers)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _hint(hints: list[dict], cls: str) -> dict | None:
+    """The last matching hint: a tool's own hints come after its step's and win."""
+    found = [h for h in hints if h.get("class") == cls]
+    return found[-1] if found else None
+
+
+def read_sweep(tool_id: str, inputs: list[dict], hints: list[dict]) -> Sweep | None:
+    """The tool's Hardness hint, checked against its inputs; raises ExpoError on a defect."""
+    hint = _hint(hints, HARDNESS)
+    if hint is None:
+        return None
+    setting = f"hint expo:Hardness of {tool_id}"
+    types = {shortname(i["id"]): i["type"] for i in inputs}
+    orders = {o["parameter"]: tuple(str(v) for v in o["easiestFirst"])
+              for o in hint.get("orders") or []}
+    dims = []
+    for name in hint["dimensions"]:
+        if name not in types:
+            raise _unknown(setting, name, types)
+        if name not in orders and not _numeric(types[name]):
+            raise ExpoError(setting, f"input '{name}' is not numeric ({_type_text(types[name])}) "
+                            "and has no declared order",
+                            f"add orders: {{{name}: [easiest, ..., hardest]}}")
+        dims.append(Dimension(name, orders.get(name)))
+    for name in list(orders) + list(hint.get("scope") or []):
+        if name not in types:
+            raise _unknown(setting, name, types)
+    for name in orders:
+        if name not in hint["dimensions"]:
+            raise ExpoError(setting, f"orders names '{name}', which is not a dimension",
+                            f"add '{name}' to dimensions or remove its order")
+    spec = HardnessSpec(tuple(dims), tuple(hint.get("scope") or ()))
+    HardnessSpec.parse(spec.text, setting)  # the same checks as a Snakemake spec (names, repeats)
+    deadline = hint.get("deadline")
+    return Sweep(spec, parse_duration(deadline, f"{setting}: deadline")
+                 if deadline is not None else None)
+
+
+def spot_attempts(hints: list[dict]) -> int | None:
+    """Preemptions allowed before on-demand: 0 never on Spot, None the run's default."""
+    ours = _hint(hints, PREEMPTIBLE)
+    if ours is not None:
+        return max(0, int(ours["spotAttempts"]))
+    arvados = _hint(hints, ARV_PREEMPTIBLE)
+    if arvados is not None and not arvados.get("usePreemptible", True):
+        return 0
+    return None
+
+
+def _numeric(cwl_type: Any) -> bool:
+    if isinstance(cwl_type, list):  # e.g. ["null", "int"]
+        kinds = [t for t in cwl_type if t != "null"]
+        return bool(kinds) and all(_numeric(t) for t in kinds)
+    return isinstance(cwl_type, str) and cwl_type in NUMERIC
+
+
+def _type_text(cwl_type: Any) -> str:
+    if isinstance(cwl_type, dict):
+        return str(cwl_type.get("type", "record"))
+    if isinstance(cwl_type, list):
+        return "|".join(_type_text(t) for t in cwl_type)
+    return str(cwl_type)
+
+
+def _unknown(setting: str, name: str, types: Mapping[str, Any]) -> ExpoError:
+    return ExpoError(setting, f"names the unknown input '{name}' (the tool's inputs: "
+                     f"{', '.join(sorted(types)) or 'none'})", "use the tool's own input names")
+
+
+class SweepTool(CommandLineTool):
+    """A CommandLineTool whose sweep hints are checked as it is built, before any job runs."""
+
+    def __init__(self, toolpath_object: Any, loadingContext: LoadingContext) -> None:
+        super().__init__(toolpath_object, loadingContext)
+        try:
+            self.sweep = read_sweep(shortname(self.tool["id"]), self.tool["inputs"], self.hints)
+        except ExpoError as exc:
+            raise ValidationException(str(exc)) from None
+        self.spot_attempts = spot_attempts(self.hints)
+        self.output_names = [shortname(o["id"]) for o in self.tool["outputs"]]
+        self.name = shortname(self.tool["id"])
+        self._job_class = type("SweepJob", (SweepJob,), {"tool": self})
+
+    def make_job_runner(self, runtimeContext: RuntimeContext) -> type[JobBase]:
+        """Our job class, which knows its tool; commands run without containers."""
+        if super().make_job_runner(runtimeContext) is not CommandLineJob:
+            raise WorkflowException("expocloud-cwl runs commands without containers: pass "
+                                    "--no-container (software must be on the workers' image)")
+        return self._job_class
+
+
+class SweepJob(CommandLineJob):
+    """A command-line job that knows the tool (and so the hints) it came from."""
+
+    tool: SweepTool
+
+
+def make_tool(toolpath_object: Any, loadingContext: LoadingContext) -> Any:
+    """cwltool's ``construct_tool_object``: our CommandLineTool, everything else as usual."""
+    if isinstance(toolpath_object, dict) and toolpath_object.get("class") == "CommandLineTool":
+        return SweepTool(toolpath_object, loadingContext)
+    return default_make_tool(toolpath_object, loadingContext)

@@ -1,0 +1,269 @@
+"""The Snakemake front end: ``snakemake --executor expocloud``.
+
+Thin by design: it turns Snakemake jobs into ``JobRequest``s (the command Snakemake would run
+remotely, plus hardness and deadline from the job's resources) and turns the coordinator's
+reports back into Snakemake's two outcomes, success and error. Snakemake has no "skipped":
+a skipped or timed-out job is an error naming the timeout that dominates it, or, with
+``--expocloud-on-skip placeholder``, a success whose outputs hold a placeholder text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import dataclasses
+import datetime as dt
+import json
+import os
+import socket
+import threading
+from pathlib import Path
+from string import Template
+from typing import AsyncGenerator, List
+
+from snakemake_interface_common.exceptions import WorkflowError
+from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
+from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
+from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
+from snakemake_interface_executor_plugins.settings import CommonSettings, SharedFSUsage
+
+from expo_executor.cost.request_budget import at_scale
+from expo_executor.coordinator.loop import JobReport, JobRequest
+from expo_executor.core.errors import ExpoError
+from expo_executor.frontends.snakemake.describe import JobDescriber
+from expo_executor.coordinator.launch import max_workers, resolve_machine_types, start_coordinator
+from expo_executor.core.scheduler import Outcome
+from expo_executor.coordinator.settings import ExecutorSettings, validate, worker_memory_mb
+from expo_executor.coordinator.state import StateDir
+
+common_settings = CommonSettings(
+    non_local_exec=True,
+    implies_no_shared_fs=False,
+    job_deploy_sources=True,
+    pass_default_storage_provider_args=True,
+    pass_default_resources_args=True,
+    pass_envvar_declarations_to_cmd=False,  # given to the job's environment instead
+    auto_deploy_default_storage_provider=False,  # no unpinned installs on workers
+    # Snakemake's status thread starts before __post_init__ and would sleep its default 10 s
+    # before reading our shorter interval; one second covers __post_init__.
+    init_seconds_before_status_checks=1,
+)
+
+LOG_TAIL_LINES = 20
+
+
+class Executor(RemoteExecutor):
+    def __post_init__(self) -> None:
+        settings = self.workflow.executor_settings or ExecutorSettings()
+        self.state = StateDir(Path(settings.state_dir).resolve())
+        try:
+            validate(settings)
+            settings = self._resolve_machine_types(settings)
+            self.settings: ExecutorSettings = settings
+            self.worker_mem_mb = worker_memory_mb(settings, max_workers(settings))
+            self.describer = JobDescriber(os.path.abspath(self.workflow.main_snakefile))
+            self._check_planned_jobs(settings.slots_per_worker)
+        except ExpoError as exc:
+            raise WorkflowError(str(exc)) from None
+        try:
+            self.run_dir = self.state.new_run(settings.run_id)
+        except FileExistsError:
+            raise WorkflowError(str(ExpoError("--expocloud-run-id", f"run {settings.run_id!r} "
+                                              "exists already", "choose a new run id"))) from None
+        self.run_id = self.run_dir.name
+        self._write_run_record(ended=None)
+        storage = self.workflow.storage_settings
+        try:
+            if settings.engine == "gce" and SharedFSUsage.INPUT_OUTPUT in storage.shared_fs_usage:
+                raise ExpoError("shared-fs-usage", "GCE workers share no file system with this "
+                                "machine", "set shared-fs-usage: none, default-storage-provider: "
+                                "gcs and default-storage-prefix: gs://BUCKET/PREFIX "
+                                "(profiles/gce-spot)")
+            self.coordinator = start_coordinator(settings, self.run_dir, self.state,
+                                                 self.logger.info,
+                                                 storage.default_storage_prefix)
+        except ExpoError as exc:
+            raise WorkflowError(str(exc)) from None
+        atexit.register(self.coordinator.stop)  # a last resort; shutdown() is the normal path
+        self.next_seconds_between_status_checks = min(1.0, self.coordinator.config.poll)
+        self.logger.info(f"expocloud: run {self.run_id} on the {settings.engine} engine, up to "
+                         f"{max_workers(settings)} workers x {settings.slots_per_worker} slots "
+                         f"(state in {self.run_dir})")
+
+    def _resolve_machine_types(self, settings: ExecutorSettings) -> ExecutorSettings:
+        """'auto' machine types, chosen for the planned jobs (threads, mem_mb, runtime)."""
+        needrun = getattr(self.workflow.dag, "needrun_jobs", None)
+        jobs = list(needrun()) if needrun else []
+        shapes = []
+        for job in jobs:
+            runtime = job.resources.get("runtime")
+            shapes.append((max(1, int(job.threads)), int(job.resources.get("mem_mb", 0) or 0),
+                           float(runtime) * 60 if isinstance(runtime, (int, float)) else None))
+        rules = {JobDescriber.rule(job) for job in jobs}
+        return resolve_machine_types(settings, shapes, self.state, rules or None,
+                                     self.logger.info)
+
+    def _check_planned_jobs(self, slots: int) -> None:
+        """Reject bad hardness specs and deadlines in any planned job before a worker starts."""
+        needrun = getattr(self.workflow.dag, "needrun_jobs", None)
+        for job in needrun() if needrun else []:
+            self.describer.describe(job, slots, self.worker_mem_mb)
+
+    def _write_run_record(self, ended: str | None) -> None:
+        record = {
+            "v": 1, "run_id": self.run_id, "created": dt.datetime.now().isoformat(),
+            "workdir": os.getcwd(), "engine": self.settings.engine,
+            "pid": os.getpid(), "host": socket.gethostname(),
+            "snakefile": os.path.abspath(self.workflow.main_snakefile),
+            "settings": dataclasses.asdict(self.settings), "ended": ended,
+        }
+        path = self.run_dir / "run.json"
+        if ended is not None and path.exists():
+            record = {**json.loads(path.read_text()), "ended": ended}
+        path.write_text(json.dumps(record, indent=1))
+
+    # -- Snakemake's calls -------------------------------------------------------------------
+    def run_jobs(self, jobs: List[JobExecutorInterface]) -> None:
+        """Validate the whole batch first, then hand it over; the scheduler orders it."""
+        try:
+            described = [(job, self.describer.describe(job, self.settings.slots_per_worker,
+                                                        self.worker_mem_mb))
+                         for job in jobs]
+        except ExpoError as exc:
+            raise WorkflowError(str(exc)) from None
+        requests = []
+        for job, description in described:
+            self.run_job_pre(job)
+            request = JobRequest(task=description.task,
+                                 argv=["/bin/sh", "-c", self.format_job_exec(job)],
+                                 cwd=None if self.settings.engine == "gce" else os.getcwd(),
+                                 env=dict(self.envvars()),
+                                 deadline_s=description.deadline_s, family=description.family,
+                                 meta=description.meta)
+            self.report_job_submission(SubmittedJobInfo(job, external_jobid=description.task.key))
+            requests.append(request)
+        self.coordinator.submit(requests)
+
+    def additional_general_args(self) -> str:
+        """Arguments for each job's own snakemake process.
+
+        Its job-rate limiter (default 100 jobs per 1 s) leaves a one-second ``threading.Timer``
+        running after the job's single job is done, keeping the process alive: more than half
+        of a short job's wall time. Inside a one-job process the limit means nothing. (``0s``,
+        not ``1ms``: Snakemake's pattern reads ``1ms`` as one minute.)
+        """
+        return "--max-jobs-per-timespan 1000/0s"
+
+    def run_job(self, job: JobExecutorInterface) -> None:
+        self.run_jobs([job])
+
+    async def check_active_jobs(
+        self, active_jobs: List[SubmittedJobInfo]
+    ) -> AsyncGenerator[SubmittedJobInfo, None]:
+        """Hand over finished jobs; nothing may escape, or Snakemake aborts without cleanup."""
+        for job_info in active_jobs:
+            try:
+                report = self.coordinator.take_report(job_info.external_jobid)
+            except Exception as exc:  # pragma: no cover - defensive
+                self.logger.warning(f"expocloud: status check failed, will retry: {exc}")
+                report = None
+            if report is None:
+                yield job_info
+                continue
+            try:
+                self._deliver(job_info, report)
+            except Exception as exc:
+                self.logger.error(f"expocloud: could not report job {report.key}: {exc}")
+                try:
+                    self.report_job_error(job_info, msg=f"expocloud: {exc}")
+                except Exception:
+                    pass
+
+    def _deliver(self, job_info: SubmittedJobInfo, report: JobReport) -> None:
+        if report.outcome is Outcome.SOLVED:
+            self.report_job_success(job_info)
+        elif report.outcome is Outcome.FAILED:
+            tail = "\n".join(report.log_tail.splitlines()[-LOG_TAIL_LINES:])
+            self.report_job_error(job_info, msg=f"{report.message}\n{tail}\n" if tail
+                                  else f"{report.message}\n")
+        elif self.settings.on_skip == "placeholder":
+            self._write_placeholders(job_info.job, report)
+            self.logger.info(f"expocloud: {self.describer.label(job_info.job)}: {report.message} "
+                             "(placeholder outputs written)")
+            self.report_job_success(job_info)
+        else:
+            self.report_job_error(job_info, msg=f"{report.message}\n")
+
+    def _write_placeholders(self, job: JobExecutorInterface, report: JobReport) -> None:
+        wildcards = self.describer.wildcards(job)
+        text = Template(self.settings.placeholder_text).safe_substitute(
+            wildcards, outcome=report.outcome.value, rule=self.describer.rule(job),
+            reason=report.message)
+        written: dict[str, bytes] = {}
+        for output in job.output:
+            path = Path(str(output))
+            if getattr(output, "is_directory", False):
+                path.mkdir(parents=True, exist_ok=True)
+                path = path / ".expocloud-placeholder"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            written[str(path)] = text.encode()
+            if getattr(output, "is_storage", False):
+                _run_async(output.store_in_storage())  # no shared file system: upload it
+        self.state.add_placeholders(written, self.describer.rule(job), report.outcome.value,
+                                    self.run_id)
+
+    def _log_budget(self) -> None:
+        """The request budget figure, from this run's own counts (requests.json)."""
+        try:
+            record = json.loads((self.run_dir / "requests.json").read_text())
+            seconds = sum(record["vm_seconds"].values())
+            config = self.coordinator.config
+            if config.pool not in config.hourly:
+                raise ValueError(f"{config.machine_types.get(config.pool)} is not priced")
+            counts = self.coordinator.scheduler.counts()
+            budget = at_scale(record["workers"], seconds, record["coordinator"],
+                              record["coordinator_lists"], record["run_seconds"],
+                              counts["solved"] + counts["failed"] + counts["timeout"],
+                              self.settings.slots_per_worker,
+                              config.hourly[config.pool],
+                              coordinator_heartbeats=record.get("coordinator_heartbeats", 0))
+        except (OSError, ValueError, KeyError) as exc:
+            self.logger.warning(f"expocloud: no request budget figure: {exc}")
+            return
+        (self.run_dir / "request_budget.json").write_text(json.dumps(
+            {**dataclasses.asdict(budget), "ratio": budget.ratio,
+             "overhead_ratio": budget.overhead_ratio,
+             "break_even_job_s": budget.break_even_job_s}, indent=1))
+        self.logger.info(f"expocloud: {budget.line()} ({config.prices_label})")
+
+    def cancel_jobs(self, active_jobs: List[SubmittedJobInfo]) -> None:
+        """Ctrl-C: every VM of the run goes, and every job on it."""
+        self.coordinator.stop()
+
+    def shutdown(self) -> None:
+        self.coordinator.stop()
+        if self.settings.engine == "gce":
+            self._log_budget()
+        self._write_run_record(ended=dt.datetime.now().isoformat())
+        super().shutdown()
+
+
+def _run_async(coroutine) -> None:
+    """Run a coroutine to completion from inside Snakemake's status loop (which already runs
+    an event loop in this thread) by giving it a thread and a loop of its own."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(coroutine)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+
+

@@ -1,0 +1,240 @@
+"""The bucket contract over a ``gs://bucket/prefix`` URL, with google-cloud-storage.
+
+google-cloud-storage is imported lazily (in the constructor), so importing expo_executor stays
+cheap and works where the library is not installed.
+
+Retries are ours, not the client's: every call passes ``retry=None`` and goes through
+:func:`expo_executor.engines.gce.retry.retry_call` (exponential backoff, full jitter). Transient: 429, 500,
+502, 503, 504, connection errors, timeouts, and a download whose body fails the client's CRC32C
+check against ``x-goog-hash`` (corrupted on the way: read again). Not transient: everything
+else (403, 404 on write, 412 ...).
+
+A conditional write whose response was lost may have landed: its retry then meets 412. When a
+write had an earlier, transiently failed attempt and then gets 412, the object is read back;
+if it holds exactly our bytes the write counts as ours (identical bytes from another writer
+are indistinguishable, and the outcome is the same).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import os
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+from expo_executor.protocol.bucket import Blob, PreconditionFailed
+from expo_executor.engines.gce.retry import retry_call
+
+TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+DEFAULT_TIMEOUT = (10.0, 60.0)  # (connect, read) seconds, per request
+
+
+def parse_gs_url(url: str) -> tuple[str, str]:
+    """``gs://bucket/some/prefix`` -> ("bucket", "some/prefix/") (prefix "" for the bucket root)."""
+    if not url.startswith("gs://"):
+        raise ValueError(f"not a gs:// URL: {url!r}")
+    rest = url[len("gs://"):]
+    name, _, prefix = rest.partition("/")
+    if not name:
+        raise ValueError(f"no bucket name in {url!r}")
+    prefix = prefix.strip("/")
+    return name, (prefix + "/") if prefix else ""
+
+
+def is_transient(err: BaseException) -> bool:
+    """True for errors worth retrying: throttling, server errors, broken connections, timeouts."""
+    code = getattr(err, "code", None)
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code in TRANSIENT_STATUS
+    if isinstance(err, (ConnectionError, TimeoutError)):
+        return True
+    try:
+        import requests
+    except ImportError:  # pragma: no cover
+        requests = None  # type: ignore[assignment]
+    if requests is not None and isinstance(
+        err,
+        (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
+         requests.exceptions.ChunkedEncodingError),
+    ):
+        return True
+    try:
+        from google.resumable_media.common import DataCorruption
+    except ImportError:  # pragma: no cover
+        DataCorruption = ()  # type: ignore[assignment,misc]
+    if isinstance(err, DataCorruption):  # the body failed its checksum on the way: fetch again
+        return True
+    try:
+        from google.auth.exceptions import TransportError
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(err, TransportError)
+
+
+class GcsBucket:
+    """A GCS prefix; keys are relative to it. Same contract as :class:`LocalBucket`."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        project: str | None = None,
+        endpoint: str | None = None,
+        client: Any = None,
+        attempts: int = 8,
+        base: float = 0.1,
+        cap: float = 30.0,
+        timeout: float | tuple[float, float] = DEFAULT_TIMEOUT,
+        page_size: int | None = None,
+        sleep: Callable[[float], object] = time.sleep,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        from google.api_core import exceptions as gexc
+        from google.cloud import storage
+
+        self._gexc = gexc
+        self.url = url
+        self.bucket_name, self.prefix = parse_gs_url(url)
+        if client is None:
+            endpoint = endpoint or os.environ.get("STORAGE_EMULATOR_HOST") or None
+            if endpoint:
+                from google.auth.credentials import AnonymousCredentials
+
+                client = storage.Client(
+                    project=project or "expocloud-test",
+                    credentials=AnonymousCredentials(),
+                    client_options={"api_endpoint": endpoint},
+                )
+            else:
+                client = storage.Client(project=project)
+        self.client = client
+        self._bucket = client.bucket(self.bucket_name)
+        self._retry = {"is_transient": is_transient, "attempts": attempts, "base": base,
+                       "cap": cap, "sleep": sleep, "rand": rand}
+        self.timeout = timeout
+        self.page_size = page_size  # None: the server's default (1000 objects per page on GCS)
+        # storage operations by GCS price class, one per HTTP attempt (retries cost too)
+        self.ops: Counter[str] = Counter()
+
+    # -- helpers -------------------------------------------------------------------------
+
+    @property
+    def requests(self) -> int:
+        return sum(self.ops.values())
+
+    def _name(self, key: str) -> str:
+        if not key or key.startswith("/") or ".." in key.split("/"):
+            raise ValueError(f"bad bucket key {key!r}")
+        return self.prefix + key
+
+    def _call(self, fn: Callable[[], Any]) -> Any:
+        return retry_call(fn, **self._retry)
+
+    def _download(self, name: str) -> Blob | None:
+        """One attempt: data and generation in one GET (the generation comes from headers)."""
+        blob = self._bucket.blob(name)
+        self.ops["B"] += 1
+        try:
+            data = blob.download_as_bytes(retry=None, timeout=self.timeout)
+        except self._gexc.NotFound:
+            return None
+        if blob.generation is None:
+            # A server that does not send x-goog-generation (real GCS does): pin the generation
+            # from the metadata, then fetch exactly that generation.
+            return self._download_pinned(name)
+        return Blob(data, int(blob.generation))
+
+    def _download_pinned(self, name: str) -> Blob | None:
+        while True:
+            self.ops["B"] += 1
+            meta = self._bucket.get_blob(name, retry=None, timeout=self.timeout)
+            if meta is None:
+                return None
+            generation = int(meta.generation)
+            self.ops["B"] += 1
+            try:
+                data = self._bucket.blob(name, generation=generation).download_as_bytes(
+                    retry=None, timeout=self.timeout
+                )
+            except self._gexc.NotFound:
+                continue  # replaced or deleted in between: look again
+            return Blob(data, generation)
+
+    def _upload(self, name: str, data: bytes, if_generation_match: int | None) -> int:
+        """One upload attempt; returns the new generation. Separate so tests can inject faults."""
+        blob = self._bucket.blob(name)
+        self.ops["A"] += 1
+        blob.upload_from_string(
+            data,
+            content_type="application/octet-stream",
+            if_generation_match=if_generation_match,
+            retry=None,
+            timeout=self.timeout,
+        )
+        return int(blob.generation)
+
+    # -- the contract ----------------------------------------------------------------------
+
+    def read(self, key: str) -> Blob | None:
+        name = self._name(key)
+        return self._call(lambda: self._download(name))
+
+    def write(self, key: str, data: bytes, if_generation_match: int | None = None) -> int:
+        name = self._name(key)
+        data = bytes(data)
+        tries = 0
+
+        def attempt() -> int:
+            nonlocal tries
+            tries += 1
+            try:
+                return self._upload(name, data, if_generation_match)
+            except self._gexc.PreconditionFailed:
+                if if_generation_match is not None and tries > 1:
+                    # An earlier attempt failed transiently; it may have landed.
+                    current = self._download(name)
+                    if current is not None and current.data == data:
+                        return current.generation
+                raise PreconditionFailed(key) from None
+
+        return self._call(attempt)
+
+    def list(self, prefix: str) -> dict[str, int]:
+        if prefix and (prefix.startswith("/") or ".." in prefix.split("/")):
+            raise ValueError(f"bad bucket prefix {prefix!r}")
+        full = self.prefix + prefix
+
+        def attempt() -> dict[str, int]:
+            found: dict[str, int] = {}
+            iterator = self.client.list_blobs(
+                self._bucket, prefix=full or None, page_size=self.page_size,
+                retry=None, timeout=self.timeout,
+            )
+            pages = iterator.pages
+            while True:
+                self.ops["A"] += 1
+                try:
+                    page = next(pages)
+                except StopIteration:
+                    self.ops["A"] -= 1  # the end of the pages costs no request
+                    break
+                for blob in page:
+                    found[blob.name[len(self.prefix):]] = int(blob.generation)
+            return found
+
+        return self._call(attempt)
+
+    def delete(self, key: str) -> None:
+        name = self._name(key)
+
+        def attempt() -> None:
+            self.ops["free"] += 1
+            try:
+                self._bucket.blob(name).delete(retry=None, timeout=self.timeout)
+            except self._gexc.NotFound:
+                pass
+
+        self._call(attempt)

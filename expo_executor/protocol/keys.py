@@ -1,0 +1,41 @@
+"""Every key of the bucket's layout, and the names under which the run key reaches a worker.
+
+One place for the layout, so the coordinator, the workers, the CWL staging and the tools that
+count storage operations cannot drift apart:
+
+- ``workers/<worker>/inbox.json``: the coordinator's assignments to one worker (single writer:
+  the coordinator);
+- ``workers/<worker>/status.json``: the worker's heartbeat and state (single writer: the worker);
+- ``results/<job>/<worker>.json``: one attempt's result (single writer: that worker; written
+  once, first writer wins);
+- ``stage/in/<sha256>`` and ``stage/out/<job>/``: a CWL job's staged files (content-addressed
+  inputs; outputs written by the job's worker);
+- ``software/<digest>/<wheel>``: this package's wheel for GCE workers (content-addressed).
+"""
+
+from __future__ import annotations
+
+WORKERS_PREFIX = "workers/"
+RESULTS_PREFIX = "results/"
+STAGE_PREFIX = "stage/"
+SOFTWARE_PREFIX = "software"
+
+#: The environment variable that carries the run key to a local worker (hex).
+RUN_KEY_ENV = "EXPOCLOUD_RUN_KEY"
+#: Instance metadata attributes of a GCE worker: its settings (JSON) and the run key (hex).
+WORKER_ATTRIBUTE = "expocloud-worker"
+RUN_KEY_ATTRIBUTE = "expocloud-run-key"
+
+
+def inbox_key(worker_id: str) -> str:
+    return f"{WORKERS_PREFIX}{worker_id}/inbox.json"
+
+
+def status_key(worker_id: str) -> str:
+    return f"{WORKERS_PREFIX}{worker_id}/status.json"
+
+
+def result_key(job_key: str, worker_id: str) -> str:
+    """One result object per job and worker: each has a single writer, and a job re-run
+    elsewhere (its first worker lost or stopped) reports afresh."""
+    return f"{RESULTS_PREFIX}{job_key}/{worker_id}.json"

@@ -1,0 +1,182 @@
+"""Messages through the bucket: versioned JSON, bounded in size, checked against a schema.
+
+Never pickle: whoever can write to the bucket must not be able to run code by writing a message.
+Assignments additionally carry an HMAC with a per-run key that reaches workers out of band (the
+environment locally, instance metadata on GCE), so write access to the bucket alone cannot make
+a worker run a command. Workers, who hold the run key, sign their statuses and results the
+same way, so a bucket writer cannot forge a report either. Secret-bearing parts of an
+assignment (a CWL job's command line and environment with cwltool's secrets filled in) are
+sealed: encrypted with AES-256-GCM under a key derived from the run key, so the bucket holds
+only ciphertext of them (see docs/security.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+from typing import Any, NamedTuple
+
+from expo_executor.core.records import AttemptEnd, WorkerState
+
+VERSION = 2  # 2: one outcome vocabulary (a result says "solved", not "ok"); no inbox drain
+MAX_BYTES = 4 * 1024 * 1024
+
+# kind -> field -> accepted types; every listed field is required.
+SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
+    "inbox": {"seq": (int,), "jobs": (dict,), "cancel": (list,)},
+    "job": {"argv": (list,), "cwd": (str, type(None)), "env": (dict,), "deadline_s": (float, int, type(None)),
+            "cpus": (int,)},
+    "status": {"worker": (str,), "seq_seen": (int,), "time": (float, int), "running": (list,),
+               "slots": (int,), "state": (str,)},
+    "result": {"key": (str,), "worker": (str,), "outcome": (str,), "returncode": (int, type(None)),
+               "started": (float, int), "ended": (float, int), "reason": (str, type(None)),
+               "log_tail": (str,)},
+}
+RESULT_OUTCOMES = tuple(end.value for end in AttemptEnd)
+WORKER_STATES = tuple(state.value for state in WorkerState)
+
+
+class MessageError(ValueError):
+    """A message that is not ours: malformed, too large, of another version, or forged."""
+
+
+def check(kind: str, body: Any) -> dict:
+    """Raise MessageError unless ``body`` has every field of ``kind`` with an accepted type."""
+    if not isinstance(body, dict):
+        raise MessageError(f"{kind}: not an object")
+    for name, types in SCHEMAS[kind].items():
+        if name not in body:
+            raise MessageError(f"{kind}: missing field {name!r}")
+        value = body[name]
+        if isinstance(value, bool) and bool not in types:
+            raise MessageError(f"{kind}: field {name!r} has the wrong type")
+        if not isinstance(value, types):
+            raise MessageError(f"{kind}: field {name!r} has the wrong type")
+    if kind == "inbox":
+        # optional "to": the worker it is for, under the signature, so that a signed inbox
+        # copied to another worker's inbox is refused there (the coordinator always sets it)
+        if not isinstance(body.get("to", ""), str):
+            raise MessageError("inbox: field 'to' has the wrong type")
+        for job in body["jobs"].values():
+            check("job", job)
+            if not all(isinstance(a, str) for a in job["argv"]) or not job["argv"]:
+                raise MessageError("job: argv must be a non-empty list of strings")
+            if not isinstance(job.get("stage", {}), dict):  # optional: a staged command (CWL)
+                raise MessageError("job: field 'stage' has the wrong type")
+            if not isinstance(job.get("stage", {}).get("sealed", ""), str):
+                raise MessageError("job: field 'sealed' has the wrong type")
+    if kind == "inbox" and not all(isinstance(key, str) for key in body["cancel"]):
+        raise MessageError("inbox: field 'cancel' must list job keys")
+    if kind == "result" and body["outcome"] not in RESULT_OUTCOMES:
+        raise MessageError(f"result: unknown outcome {body['outcome']!r}")
+    if kind == "status" and body["state"] not in WORKER_STATES:
+        raise MessageError(f"status: unknown state {body['state']!r}")
+    return body
+
+
+def _canonical(body: dict) -> bytes:
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
+def encode(kind: str, body: dict, key: bytes | None = None) -> bytes:
+    """Serialise a checked message; signed when a run key is given."""
+    check(kind, body)
+    envelope: dict[str, Any] = {"v": VERSION, "kind": kind, "body": body}
+    if key is not None:
+        envelope["mac"] = hmac.new(key, _canonical(body), hashlib.sha256).hexdigest()
+    data = json.dumps(envelope, separators=(",", ":")).encode()
+    if len(data) > MAX_BYTES:
+        raise MessageError(f"{kind}: {len(data)} bytes exceeds the {MAX_BYTES} byte limit")
+    return data
+
+
+def decode(kind: str, data: bytes, key: bytes | None = None) -> dict:
+    """Parse and check a message; with a key, reject anything not signed with it."""
+    if len(data) > MAX_BYTES:
+        raise MessageError(f"{kind}: {len(data)} bytes exceeds the {MAX_BYTES} byte limit")
+    try:
+        envelope = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MessageError(f"{kind}: not JSON ({exc})") from None
+    if not isinstance(envelope, dict) or envelope.get("v") != VERSION or envelope.get("kind") != kind:
+        raise MessageError(f"{kind}: wrong version or kind")
+    body = check(kind, envelope.get("body"))
+    if key is not None:
+        expected = hmac.new(key, _canonical(body), hashlib.sha256).hexdigest()
+        mac = envelope.get("mac")
+        if not isinstance(mac, str) or not hmac.compare_digest(mac, expected):
+            raise MessageError(f"{kind}: bad signature")
+    return body
+
+
+# -- sealed parts of an assignment -----------------------------------------------------------
+SEALED_ARGV = ["expocloud-sealed"]  # what argv says in the bucket while the real one is sealed
+_SEAL_INFO = b"expocloud v1: sealed assignment parts"
+
+
+def _seal_key(run_key: bytes) -> bytes:
+    """A key of its own for encryption (HKDF-SHA256 of the run key), not the HMAC key itself."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_SEAL_INFO).derive(run_key)
+
+
+class Sealed(NamedTuple):
+    """What a sealed part holds: the real command, its environment, and the secret values a
+    worker must blank out of anything it reports (a failed job's log tail, its reason)."""
+    argv: list[str]
+    env: dict[str, str]
+    redact: list[str]
+
+
+REDACTED = "********"
+
+
+def redacted(text: str | None, secrets: list[str]) -> str | None:
+    """``text`` with every secret blanked out, longest first (one secret may contain another)."""
+    if text is None:
+        return None
+    for secret in sorted(secrets, key=len, reverse=True):
+        if secret:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def seal(argv: list[str], env: dict[str, str], run_key: bytes, job_key: str,
+         redact: list[str] | tuple[str, ...] = ()) -> str:
+    """``argv``, ``env`` and the secrets to ``redact`` encrypted for the run's workers
+    (AES-256-GCM, bound to the job key, so a sealed part cannot be moved to another job);
+    base64 text for the JSON message."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    nonce = os.urandom(12)
+    plain = json.dumps({"argv": argv, "env": env, "redact": list(redact)},
+                       separators=(",", ":")).encode()
+    sealed = AESGCM(_seal_key(run_key)).encrypt(nonce, plain, job_key.encode())
+    return base64.b64encode(nonce + sealed).decode()
+
+
+def unseal(text: str, run_key: bytes, job_key: str) -> Sealed:
+    """What :func:`seal` sealed; raises MessageError unless sealed for this run and this job."""
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    try:
+        raw = base64.b64decode(text.encode(), validate=True)
+        plain = AESGCM(_seal_key(run_key)).decrypt(raw[:12], raw[12:], job_key.encode())
+        body = json.loads(plain)
+    except (ValueError, InvalidTag):
+        raise MessageError(f"job {job_key}: its sealed part does not open with this run's key") \
+            from None
+    body = body if isinstance(body, dict) else {}
+    argv, env, redact = body.get("argv"), body.get("env"), body.get("redact", [])
+    if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)
+            and isinstance(env, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+            and isinstance(redact, list) and all(isinstance(r, str) for r in redact)):
+        raise MessageError(f"job {job_key}: its sealed part is malformed")
+    return Sealed(argv, env, redact)

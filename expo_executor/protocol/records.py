@@ -1,0 +1,122 @@
+"""The messages of the bucket channel as typed records: an inbox and its jobs, a worker's status,
+one attempt's result.
+
+Each record turns into a signed message (:mod:`messages` checks the schema, signs and seals)
+and back; nothing else in the package builds or reads these messages as dicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from expo_executor.core.records import AttemptEnd, WorkerState
+from expo_executor.protocol import messages
+
+
+@dataclass(frozen=True)
+class InboxJob:
+    """One assignment: the command, where it runs, its environment and its limits."""
+
+    argv: list[str]
+    cwd: str | None  # None: the worker's own disk (no shared file system)
+    env: dict[str, str]
+    deadline_s: float | None
+    cpus: int = 1
+    stage: dict | None = None  # a staged command's files and streams (worker/staged_job.py)
+
+    def to_wire(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"argv": self.argv, "cwd": self.cwd, "env": self.env,
+                                "deadline_s": self.deadline_s, "cpus": self.cpus}
+        if self.stage is not None:
+            body["stage"] = self.stage
+        return body
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> InboxJob:
+        return cls(list(body["argv"]), body["cwd"], dict(body["env"]), body["deadline_s"],
+                   int(body["cpus"]), body.get("stage"))
+
+
+@dataclass(frozen=True)
+class Inbox:
+    """What the coordinator wants of one worker now: its jobs (running or to start) and the
+    keys to cancel. ``seq`` grows with every write, so a worker can tell a new inbox."""
+
+    seq: int
+    to: str  # the worker it is for, under the signature: a copied inbox is refused elsewhere
+    jobs: dict[str, InboxJob] = field(default_factory=dict)
+    cancel: list[str] = field(default_factory=list)
+
+    def encode(self, run_key: bytes) -> bytes:
+        return messages.encode("inbox", {
+            "seq": self.seq, "to": self.to, "cancel": list(self.cancel),
+            "jobs": {key: job.to_wire() for key, job in self.jobs.items()}}, run_key)
+
+    @classmethod
+    def decode(cls, data: bytes, run_key: bytes) -> Inbox:
+        body = messages.decode("inbox", data, run_key)
+        return cls(body["seq"], body.get("to", ""),
+                   {key: InboxJob.from_wire(job) for key, job in body["jobs"].items()},
+                   [str(key) for key in body["cancel"]])
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """A worker's heartbeat: its state, the inbox it has seen, its running jobs, and the
+    storage operations it has made (for the run's request budget)."""
+
+    worker: str
+    seq_seen: int
+    time: float
+    running: list[str]
+    slots: int
+    state: WorkerState
+    ops: dict[str, int] = field(default_factory=dict)
+
+    def encode(self, run_key: bytes) -> bytes:
+        return messages.encode("status", {
+            "worker": self.worker, "seq_seen": self.seq_seen, "time": self.time,
+            "running": list(self.running), "slots": self.slots, "state": self.state.value,
+            "ops": dict(self.ops)}, run_key)
+
+    @classmethod
+    def decode(cls, data: bytes, run_key: bytes) -> WorkerStatus:
+        body = messages.decode("status", data, run_key)
+        ops = body.get("ops")
+        ops = {str(k): v for k, v in ops.items() if isinstance(v, int)} \
+            if isinstance(ops, dict) else {}
+        return cls(body["worker"], body["seq_seen"], float(body["time"]),
+                   [str(k) for k in body["running"]], body["slots"],
+                   WorkerState(body["state"]), ops)
+
+
+@dataclass(frozen=True)
+class WorkerResult:
+    """How one attempt of a job ended on one worker."""
+
+    key: str
+    worker: str
+    end: AttemptEnd
+    returncode: int | None  # the command's exit code, when it ran to its end
+    started: float
+    ended: float
+    reason: str | None = None
+    log_tail: str = ""
+
+    @property
+    def runtime_s(self) -> float:
+        return self.ended - self.started
+
+    def encode(self, run_key: bytes) -> bytes:
+        return messages.encode("result", {
+            "key": self.key, "worker": self.worker, "outcome": self.end.value,
+            "returncode": self.returncode, "started": self.started, "ended": self.ended,
+            "reason": self.reason, "log_tail": self.log_tail}, run_key)
+
+    @classmethod
+    def decode(cls, data: bytes, run_key: bytes) -> WorkerResult:
+        body = messages.decode("result", data, run_key)
+        return cls(body["key"], body["worker"], AttemptEnd(body["outcome"]), body["returncode"],
+                   float(body["started"]), float(body["ended"]), body["reason"],
+                   body["log_tail"])

@@ -1,0 +1,7 @@
+"""The worker agent (``expocloud-worker``) and what it runs: jobs in their own process groups,
+staged commands, and process-group control.
+
+Runs on each VM (or as a local process standing in for one) and talks to the coordinator only
+through the bucket. It may import the core's records, the protocol and, lazily, the GCE guest
+side; never the coordinator, the engines' VM code or the front ends.
+"""

@@ -1,0 +1,515 @@
+"""``expocloud-worker``: the agent on each VM (or local process standing in for one).
+
+It pulls its assignments from one bucket object (its inbox), runs each job in its own session
+with its deadline, kills what the coordinator cancels, and reports outcomes as create-only
+result objects, one per job and worker. It listens on no port. When the
+coordinator stops refreshing the inbox for longer than the grace period it kills its jobs and
+shuts down: a dead man's switch, so that a crashed coordinator does not leave VMs billing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from expo_executor.core.records import AttemptEnd, WorkerState
+from expo_executor.protocol import messages
+from expo_executor.protocol.bucket import Bucket, PreconditionFailed, open_bucket
+from expo_executor.protocol.keys import RUN_KEY_ENV, inbox_key, result_key, status_key
+from expo_executor.protocol.records import Inbox, InboxJob, WorkerResult, WorkerStatus
+from expo_executor.worker.procs import kill_session, vm_mark
+from expo_executor.worker.staged_job import verdict_path
+
+LOG_TAIL_BYTES = 4000
+FAST_WINDOW = 10  # polls at the fast rate after each change, before slowing down
+REAP_TICK = 0.1  # seconds between looks at running jobs (free: no request)
+# A staged job enforces its command's time limit itself; this much more covers moving its
+# files before the worker steps in.
+STAGING_ALLOWANCE_S = 600.0
+DISK_FULL = "No space left on device"  # strerror(ENOSPC), what every tool prints
+REASON_DETAIL_CHARS = 400  # a reason is one line in jobs.jsonl, not a log
+# Snakemake's storage plugin gave up on an output: the line naming it, then its cause
+STORE_FAILED = re.compile(r"^Failed to (store output in|retrieve input from) storage \S+")
+
+
+@dataclass
+class _Running:
+    key: str
+    proc: subprocess.Popen
+    started: float  # wall clock, for reports
+    started_mono: float
+    deadline_s: float | None
+    cpus: int
+    log: Path
+    verdict: Path | None = None  # a staged job's own account of how it ended
+    workdir: Path | None = None  # the directory made for it on this disk, removed after it
+
+
+class Worker:
+    """One worker agent; ``run`` returns the process exit code."""
+
+    def __init__(self, bucket: Bucket, worker_id: str, slots: int, run_key: bytes,
+                 scratch: Path, poll: float = 0.2, grace: float = 60.0,
+                 heartbeat: float = 10.0, slow_poll: float | None = None) -> None:
+        self.bucket = bucket
+        self.worker_id = worker_id
+        self.slots = slots
+        self.run_key = run_key
+        self.scratch = scratch
+        self.poll = poll
+        # Every inbox read is a billed storage operation: read often only while an answer is
+        # likely (just after a change), slowly while the slots are busy or nothing comes.
+        self.slow_poll = max(poll, slow_poll if slow_poll is not None else poll)
+        self.last_change = time.monotonic()
+        self.next_read = 0.0  # when the inbox is read next (monotonic clock)
+        self.grace = grace
+        self.heartbeat = heartbeat
+        self.running: dict[str, _Running] = {}
+        self.seen: set[str] = set()  # job keys ever started here: never run one twice
+        self.seq = -1
+        self.last_contact = time.monotonic()
+        self.last_status = 0.0
+        self.stop_reason: str | None = None
+        self.inbox_generation: int | None = None
+        self.pending: dict[str, InboxJob] = {}
+        self.cancel: set[str] = set()
+        # results the bucket did not take yet (its retries ran out): sent again every poll,
+        # never dropped, so that a storage outage delays a report instead of losing it
+        self.unsent: dict[str, bytes] = {}
+        self.secrets: dict[str, list[str]] = {}  # job -> secret values its report must not hold
+
+    # -- main loop ---------------------------------------------------------------------------
+    def run(self) -> int:
+        (self.scratch / "jobs").mkdir(parents=True, exist_ok=True)
+        (self.scratch / "work").mkdir(parents=True, exist_ok=True)
+        self._write_status(WorkerState.READY)
+        while self.stop_reason is None:
+            # Reading the inbox is a billed request, looking at our own processes is free:
+            # jobs are reaped every tick, the inbox is read at the (adaptive) poll interval.
+            if time.monotonic() >= self.next_read:
+                if self.unsent:
+                    self._send_results()
+                self._storage("read the inbox", self._read_inbox)
+                self.next_read = time.monotonic() + self._inbox_interval()
+            self._reap()
+            self._kill_cancelled()
+            self._start_pending()
+            if time.monotonic() - self.last_contact > self.grace:
+                self.stop_reason = f"coordinator silent for more than {self.grace:.0f} s"
+            elif time.monotonic() - self.last_status >= self.heartbeat:
+                self._write_status(WorkerState.READY)
+            if self.stop_reason is None:
+                time.sleep(self._sleep_time())
+        if self.stop_reason == "preempted":
+            self._kill_all(AttemptEnd.PREEMPTED, "the VM was preempted")
+        else:
+            self._kill_all(AttemptEnd.CANCELLED, f"worker stopping: {self.stop_reason}")
+        self._write_status(WorkerState.PREEMPTED if self.stop_reason == "preempted"
+                           else WorkerState.STOPPED)
+        if self.unsent:
+            print(f"worker {self.worker_id}: stopping with {len(self.unsent)} result(s) the "
+                  "bucket did not take; the coordinator re-runs those jobs",
+                  file=sys.stderr, flush=True)
+        return 0 if self.stop_reason in ("terminated", "preempted") else 3
+
+    def request_stop(self, reason: str) -> None:
+        self.stop_reason = reason
+
+    def _storage(self, what: str, call: Callable[[], object]) -> bool:
+        """One bucket call from the loop. The bucket layer has retried transient errors with
+        backoff already; what still fails (an outage longer than those retries, a refusal) is
+        said in one line and tried again next time, not a crash that kills the running jobs:
+        the grace period bounds how long a worker goes on without its coordinator."""
+        try:
+            call()
+            return True
+        except Exception as exc:  # noqa: BLE001 - see above
+            print(f"worker {self.worker_id}: cannot {what} (trying again later): "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            return False
+
+    def _inbox_interval(self) -> float:
+        """Fast just after a change (an assignment is likely to follow), slow while the slots
+        are all busy (only a cancellation could come) or nothing has happened for a while."""
+        busy = sum(r.cpus for r in self.running.values()) >= self.slots and not self.pending
+        quiet = time.monotonic() - self.last_change > FAST_WINDOW * self.poll
+        return self.slow_poll if busy or quiet else self.poll
+
+    def _sleep_time(self) -> float:
+        now = time.monotonic()
+        waits = [self.next_read - now]
+        if self.running:
+            waits.append(min(self.poll, REAP_TICK))  # notice a finished job at once
+        for job in self.running.values():
+            if job.deadline_s is not None:
+                waits.append(job.started_mono + job.deadline_s - now)
+        return max(0.01, min(waits))
+
+    # -- inbox -------------------------------------------------------------------------------
+    def _read_inbox(self) -> None:
+        blob = self.bucket.read(inbox_key(self.worker_id))
+        if blob is None or blob.generation == self.inbox_generation:
+            return
+        self.inbox_generation = blob.generation
+        try:
+            inbox = Inbox.decode(blob.data, self.run_key)
+        except messages.MessageError as exc:
+            print(f"worker {self.worker_id}: ignoring inbox: {exc}", file=sys.stderr, flush=True)
+            return
+        if inbox.to not in ("", self.worker_id):
+            print(f"worker {self.worker_id}: ignoring an inbox for {inbox.to!r}",
+                  file=sys.stderr, flush=True)
+            return
+        if inbox.seq <= self.seq:
+            return  # a replay of an older assignment
+        self.seq = inbox.seq
+        self.last_contact = time.monotonic()
+        if inbox.jobs or inbox.cancel:
+            self.last_change = self.last_contact
+        self.pending = {k: v for k, v in inbox.jobs.items() if k not in self.seen}
+        self.cancel = set(inbox.cancel)
+
+    def _start_pending(self) -> None:
+        for key in sorted(self.pending):
+            job = self.pending[key]
+            if key in self.cancel:
+                self.seen.add(key)
+                self._write_result(key, AttemptEnd.CANCELLED, None, time.time(),
+                                   "cancelled before start")
+                continue
+            used = sum(r.cpus for r in self.running.values())
+            if used + job.cpus > self.slots and self.running:
+                break  # wait for a slot (the coordinator should not over-assign)
+            self.seen.add(key)
+            self._start(key, job)
+        self.pending = {k: v for k, v in self.pending.items() if k not in self.seen}
+
+    def _start(self, key: str, job: InboxJob) -> None:
+        log = self.scratch / "jobs" / f"{key}.log"
+        sealed = (job.stage or {}).get("sealed")
+        if sealed is not None:  # secrets inside: open with the run key, here and only here
+            try:
+                argv, env, self.secrets[key] = messages.unseal(sealed, self.run_key, key)
+            except messages.MessageError as exc:
+                self._write_result(key, AttemptEnd.FAILED, None, time.time(), str(exc))
+                return
+            stage = {k: v for k, v in (job.stage or {}).items() if k != "sealed"}
+            job = replace(job, argv=argv, env=env, stage=stage)
+        cwd, workdir = job.cwd or None, None  # "" or None: no shared directory
+        env = {**os.environ, **{str(k): str(v) for k, v in job.env.items()}}
+        env.pop(RUN_KEY_ENV, None)  # jobs never see the run key
+        # Jobs find the worker's own Python environment first (Snakemake's remote command
+        # says plain "python -m snakemake": on a VM that must be the pinned environment).
+        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+        argv, deadline, verdict = job.argv, job.deadline_s, None
+        if job.stage is not None:  # a fully evaluated command whose files travel with it (CWL)
+            argv, deadline, verdict = self._staged(key, job)
+            env, cwd = {k: v for k, v in os.environ.items() if k != RUN_KEY_ENV}, None
+        elif cwd is None:
+            # No shared file system: a directory of its own on this disk, removed once the job
+            # has ended. Jobs sharing a VM in one directory race: each unpacks the workflow's
+            # sources there (Snakemake's --deploy-sources), and one reads the tarball while
+            # another is still writing it ("Checksum of retrieved sources ... does not match").
+            workdir = self.scratch / "work" / key
+            cwd = str(workdir)
+        # The mark a powered-off "VM" finds its jobs by, should this worker die before it
+        # records the job's session (procs.power_off).
+        name, _, value = vm_mark(self.scratch).partition("=")
+        env[name] = value
+        started = time.time()
+        try:
+            if workdir is not None:
+                workdir.mkdir(parents=True, exist_ok=True)
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True)
+        except OSError as exc:
+            self._write_result(key, AttemptEnd.FAILED, None, started,
+                               f"could not start the job: {exc}")
+            _remove(workdir)
+            return
+        self.running[key] = _Running(key, proc, started, time.monotonic(),
+                                     float(deadline) if deadline is not None else None,
+                                     job.cpus, log, verdict, workdir)
+        self._record_sessions()  # no status write: the coordinator knows what it assigned
+
+    def _staged(self, key: str, job: InboxJob) -> tuple[list[str], float | None, Path]:
+        """Hand a staged job to ``staged_job`` in a directory of its own on this disk."""
+        home = self.scratch / "jobs" / key
+        home.mkdir(parents=True, exist_ok=True)
+        spec = home.with_suffix(".json")
+        stage = job.stage or {}
+        spec.write_text(json.dumps({"argv": job.argv, "cwd": job.cwd, "env": job.env,
+                                    "stage": stage, "bucket": self.bucket.url,
+                                    "worker": self.worker_id}))
+        limit = stage.get("timelimit")
+        deadline = float(limit) + STAGING_ALLOWANCE_S if limit else None
+        return [sys.executable, "-m", "expo_executor.worker.staged_job", str(spec)], deadline, \
+            verdict_path(spec)
+
+    # -- running jobs ------------------------------------------------------------------------
+    def _reap(self) -> None:
+        now = time.monotonic()
+        for job in list(self.running.values()):
+            code = job.proc.poll()
+            if code is not None:
+                outcome = AttemptEnd.SOLVED if code == 0 else AttemptEnd.FAILED
+                reason = None if code == 0 else f"exit code {code}"
+                if job.verdict is not None:
+                    outcome, code, reason = _read_verdict(job.verdict, outcome, code, reason)
+                if outcome is AttemptEnd.FAILED:
+                    reason = self._explain(reason, job.log)
+                self._finish(job, outcome, code, reason)
+            elif job.deadline_s is not None and now - job.started_mono >= job.deadline_s:
+                # the job ran until now; killing its session (up to a grace period for it to
+                # exit) is our housekeeping, not its runtime
+                killed_at = time.time()
+                kill_session(job.proc.pid)
+                job.proc.wait()
+                self._finish(job, AttemptEnd.TIMEOUT, None,
+                             f"killed at its deadline of {job.deadline_s:g} s", killed_at)
+
+    def _kill_cancelled(self) -> None:
+        for key in list(self.running):
+            if key in self.cancel:
+                job = self.running[key]
+                kill_session(job.proc.pid)
+                job.proc.wait()
+                self._finish(job, AttemptEnd.CANCELLED, None, "cancelled by the coordinator")
+
+    def _kill_all(self, outcome: AttemptEnd, reason: str) -> None:
+        for job in list(self.running.values()):
+            kill_session(job.proc.pid)
+            job.proc.wait()
+            self._finish(job, outcome, None, reason)
+
+    def _finish(self, job: _Running, outcome: AttemptEnd, code: int | None, reason: str | None,
+                ended: float | None = None) -> None:
+        del self.running[job.key]
+        self.last_change = time.monotonic()  # a slot is free: an assignment should follow
+        self.next_read = min(self.next_read, self.last_change + self.poll)
+        self._record_sessions()
+        self._write_result(job.key, outcome, code, job.started, reason, job.log, ended)
+        _remove(job.workdir)  # its outputs went to the bucket; its inputs were copies
+
+    def _explain(self, reason: str | None, log: Path) -> str | None:
+        """A failed job's reason with why, when its log or this disk says: "exit code 1" alone
+        does not tell a full disk or a refused upload from a bug in the job."""
+        why = explain_failure(_tail(log))
+        if why is None and DISK_FULL not in (reason or ""):
+            why = _disk_full((log.parent, self.scratch / "work"))
+        if why is None or why in (reason or ""):
+            return reason
+        return f"{reason}: {why}" if reason else why
+
+    def _record_sessions(self) -> None:
+        """The VM's own disk: which job sessions are alive, for the local engine's teardown.
+        Best effort: a full disk must not crash the worker (its jobs could not be reported)."""
+        text = "".join(f"{job.proc.pid}\n" for job in self.running.values())
+        tmp = self.scratch / "sessions.tmp"
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, self.scratch / "sessions")
+        except OSError as exc:
+            print(f"worker {self.worker_id}: cannot record job sessions: {exc}",
+                  file=sys.stderr, flush=True)
+
+    # -- reports -----------------------------------------------------------------------------
+    def _write_result(self, key: str, outcome: AttemptEnd, code: int | None, started: float,
+                      reason: str | None, log: Path | None = None,
+                      ended: float | None = None) -> None:
+        secrets = self.secrets.pop(key, [])  # a sealed job's own: blanked out of its report
+        tail = _tail(log) if log and outcome is not AttemptEnd.SOLVED else ""
+        result = WorkerResult(key, self.worker_id, outcome, code, started, ended or time.time(),
+                              messages.redacted(reason, secrets),
+                              messages.redacted(tail, secrets) or "")
+        self.unsent[key] = result.encode(self.run_key)
+        self._send_results()
+        self._write_status(WorkerState.READY)  # a changed status is what sends the coordinator looking
+
+    def _send_results(self) -> None:
+        """Write the results not yet taken, oldest first; stop at the first failure."""
+        for key, data in list(self.unsent.items()):
+            def send(key: str = key, data: bytes = data) -> None:
+                try:
+                    self.bucket.write(result_key(key, self.worker_id), data,
+                                      if_generation_match=0)
+                except PreconditionFailed:
+                    pass  # reported already (a restarted agent): the first report stands
+
+            if not self._storage(f"report the result of {key}", send):
+                return
+            del self.unsent[key]
+
+    def _write_status(self, state: WorkerState) -> None:
+        # ops: this worker's storage operations so far (this write included), for the run's
+        # request budget
+        status = WorkerStatus(self.worker_id, self.seq, time.time(), sorted(self.running),
+                              self.slots, state, _ops_after_write(self.bucket))
+        # signed like assignments: a bucket writer can delete a report but not forge one
+        written = self._storage("write its status", lambda: self.bucket.write(
+            status_key(self.worker_id), status.encode(self.run_key)))
+        # a failed write is tried again after a slow poll, not at the next heartbeat (which
+        # on GCE is the grace period: the coordinator would learn of results only late)
+        self.last_status = time.monotonic() - (0.0 if written else
+                                               max(0.0, self.heartbeat - self.slow_poll))
+
+
+def _read_verdict(path: Path, outcome: AttemptEnd, code: int | None,
+                  reason: str | None) -> tuple[AttemptEnd, int | None, str | None]:
+    """A staged job's verdict: its command's exit code and whether its limit killed it."""
+    try:
+        verdict = json.loads(path.read_text())
+        return AttemptEnd(verdict["outcome"]), verdict["returncode"], verdict["reason"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return outcome, code, reason or "the staged job left no verdict"
+
+
+def _clip(line: str) -> str:
+    line = " ".join(line.split())
+    return line if len(line) <= REASON_DETAIL_CHARS else line[:REASON_DETAIL_CHARS - 3] + "..."
+
+
+def explain_failure(tail: str) -> str | None:
+    """The line of a failed job's log that says why, or None: a full disk, or an output the
+    storage plugin could not store (with the cause it was given, e.g. 403 Forbidden)."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if DISK_FULL in line:
+            return _clip(line)
+    for i in range(len(lines) - 1, -1, -1):
+        if STORE_FAILED.match(lines[i]):
+            cause = next((line for line in lines[i + 1:]
+                          if not line.endswith(":") and not line.startswith("When running")),
+                         None)
+            return _clip(f"{lines[i]}: {cause}" if cause else lines[i])
+    return None
+
+
+def _disk_full(paths: tuple[Path, ...]) -> str | None:
+    """Say so when one of this worker's directories has no space left: a job whose log could
+    not even be written leaves nothing else to explain its failure."""
+    for path in paths:
+        try:
+            free = os.statvfs(path).f_bavail
+        except OSError:
+            continue
+        if free == 0:
+            return f"{DISK_FULL} on the worker ({path} is full)"
+    return None
+
+
+def _ops_after_write(bucket: Bucket) -> dict[str, int]:
+    ops = dict(getattr(bucket, "ops", {}))
+    ops["A"] = ops.get("A", 0) + 1
+    return ops
+
+
+def _remove(directory: Path | None) -> None:
+    """Best effort: a directory that cannot be removed must not stop the worker."""
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - LOG_TAIL_BYTES))
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="expocloud-worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--from-metadata", action="store_true",
+                        help="on a VM: read every setting and the run key from the metadata server")
+    parser.add_argument("--bucket", help="bucket URL of the run")
+    parser.add_argument("--worker-id")
+    parser.add_argument("--slots", type=int)
+    parser.add_argument("--scratch", type=Path, required=True, help="this VM's local disk")
+    parser.add_argument("--poll", type=float, default=0.2)
+    parser.add_argument("--grace", type=float, default=60.0)
+    parser.add_argument("--heartbeat", type=float, default=10.0)
+    parser.add_argument("--boot-delay", type=float, default=0.0,
+                        help="seconds to wait before reporting ready (emulates a VM booting)")
+    args = parser.parse_args(argv)
+    if args.from_metadata:
+        return _main_on_vm(args.scratch)
+    missing = [f"--{n.replace('_', '-')}" for n in ("bucket", "worker_id", "slots")
+               if getattr(args, n) is None]
+    if missing:
+        parser.error(f"{', '.join(missing)} required without --from-metadata")
+    run_key = os.environ.get(RUN_KEY_ENV, "")
+    if not run_key:
+        print(f"expocloud-worker: {RUN_KEY_ENV} is not set; fix: start workers through the "
+              "coordinator, which hands each one the run key", file=sys.stderr)
+        return 2
+    worker = Worker(open_bucket(args.bucket), args.worker_id, args.slots,
+                    bytes.fromhex(run_key), args.scratch, args.poll, args.grace, args.heartbeat)
+    _stop_on_signals(worker, on_vm=False)
+    time.sleep(args.boot_delay)
+    return _run(worker)
+
+
+def _main_on_vm(scratch: Path) -> int:
+    """A worker on a (real or fake) GCE VM: settings from metadata, preemption watched, and
+    the VM deleted when the coordinator has gone silent (the dead man's switch)."""
+    from expo_executor.engines.gce import guest
+
+    boot = guest.Boot.from_metadata()
+    if boot.storage_emulator_host:
+        os.environ["STORAGE_EMULATOR_HOST"] = boot.storage_emulator_host
+    worker = Worker(open_bucket(boot.bucket), boot.name, boot.slots, boot.run_key, scratch,
+                    boot.poll, boot.grace, boot.heartbeat, boot.slow_poll)
+    stop_watching = threading.Event()
+    guest.watch_preemption(lambda: worker.request_stop("preempted"), stop_watching)
+    _stop_on_signals(worker, on_vm=True)
+    try:
+        code = _run(worker)
+    finally:
+        stop_watching.set()
+    if boot.self_delete and worker.stop_reason not in ("terminated", "preempted"):
+        print(f"worker {boot.name}: {worker.stop_reason}; deleting this VM", flush=True)
+        guest.delete_self(boot)
+    return code
+
+
+def _stop_on_signals(worker: Worker, on_vm: bool) -> None:
+    def stop(*_: object) -> None:
+        # On a VM, SIGTERM also comes with a preemption's soft power-off: ask the notice.
+        if on_vm:
+            from expo_executor.engines.gce.guest import preempted_now
+            worker.request_stop("preempted" if preempted_now() else "terminated")
+        else:
+            worker.request_stop("terminated")
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+
+def _run(worker: Worker) -> int:
+    try:
+        return worker.run()
+    except Exception as exc:  # report the crash in our last breath, then die loudly
+        worker._kill_all(AttemptEnd.FAILED, f"worker crashed: {exc}")
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

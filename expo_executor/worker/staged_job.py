@@ -1,0 +1,213 @@
+"""A fully evaluated command, run on a worker with its files staged: CWL jobs, without cwltool.
+
+The worker starts this module (``python -m expo_executor.worker.staged_job SPEC``) in the job's own
+session. It lays out the job's directories under its own disk, fetches the input files from
+the bucket, runs the command with the job's exact environment and standard streams, kills the
+command's process group at its time limit, uploads the output directory, and leaves a verdict
+(``ok``, ``failed``, ``timeout``) next to the spec for the worker to report.
+
+The runner evaluated everything (argv, environment, paths) against its own job root; here that
+root is replaced by ours, so the command never sees a path of the runner's machine. Without
+``root`` (a shared file system) nothing is moved: the command runs where the runner put it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path, PurePosixPath
+
+from expo_executor.core.records import AttemptEnd
+from expo_executor.protocol.bucket import Bucket, PreconditionFailed, open_bucket
+
+GRACE_S = 2.0  # seconds between SIGTERM and SIGKILL at the time limit
+EXIT_TIMEOUT = 124  # our own exit code when the command was killed at its limit
+CWL_OUTPUT = "cwl.output.json"  # a tool's own account of its outputs, with paths in it
+
+
+def safe_relative(path: str) -> str:
+    """A relative path that stays inside its base; raises ValueError otherwise."""
+    pure = PurePosixPath(path)
+    if not path or pure.is_absolute() or ".." in pure.parts:
+        raise ValueError(f"unsafe staged path {path!r}")
+    return str(pure)
+
+
+class Rebase:
+    """Maps the runner's job root to ours in every string the command will see."""
+
+    def __init__(self, root: str | None, local: Path) -> None:
+        self.root = root.rstrip("/") if root else None
+        self.local = str(local)
+
+    def __call__(self, text: str) -> str:
+        if self.root is None:
+            return text
+        return text.replace(self.root, self.local)
+
+    def back(self, text: str) -> str:
+        """Ours to the runner's: a link the command made must still resolve over there."""
+        if self.root is None:
+            return text
+        return text.replace(self.local, self.root)
+
+
+def materialise(bucket: Bucket, spec: dict, base: Path) -> None:
+    """Create the job's directories and fetch its input files (content-addressed objects)."""
+    for rel in spec.get("dirs", []):
+        (base / safe_relative(rel)).mkdir(parents=True, exist_ok=True)
+    for rel, obj, mode in spec.get("inputs", []):
+        target = base / safe_relative(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        blob = bucket.read(obj)
+        if blob is None:
+            raise FileNotFoundError(f"staged input {obj} is missing from the bucket")
+        # inputs are content-addressed and their names come signed in the assignment: a
+        # bucket writer who replaced one is caught here
+        digest = obj.rsplit("/", 1)[-1]
+        if len(digest) == 64 and hashlib.sha256(blob.data).hexdigest() != digest:
+            raise ValueError(f"staged input {obj} does not match its content hash")
+        target.write_bytes(blob.data)
+        target.chmod(int(mode) & 0o777)
+
+
+def upload_outputs(bucket: Bucket, outdir: Path, prefix: str, rebase: Rebase) -> None:
+    """Every file, directory and link under ``outdir``; the manifest goes last, so a manifest
+    that exists names only objects that exist."""
+    files: dict[str, int] = {}
+    dirs: list[str] = []
+    links: dict[str, str] = {}
+    for current, subdirs, names in os.walk(outdir):
+        rel_dir = os.path.relpath(current, outdir)
+        for name in subdirs + names:
+            path = os.path.join(current, name)
+            rel = os.path.normpath(os.path.join(rel_dir, name))
+            if os.path.islink(path):
+                links[rel] = rebase.back(os.readlink(path))
+            elif os.path.isdir(path):
+                dirs.append(rel)
+            elif os.path.isfile(path):
+                with open(path, "rb") as handle:
+                    data = handle.read()
+                if rel == CWL_OUTPUT:  # the paths it names must be the runner's
+                    data = rebase.back(data.decode("utf-8")).encode("utf-8")
+                bucket.write(f"{prefix}files/{rel}", data)
+                files[rel] = os.stat(path).st_mode & 0o777
+    manifest = {"files": files, "dirs": dirs, "links": links}
+    try:
+        bucket.write(f"{prefix}manifest.json", json.dumps(manifest).encode(),
+                     if_generation_match=0)
+    except PreconditionFailed:
+        pass  # a restarted agent: the first upload stands
+
+
+def run(spec: dict, here: Path) -> tuple[AttemptEnd, int | None, str | None]:
+    """Stage, run and unstage one job; returns (outcome, exit code, reason)."""
+    stage = spec["stage"]
+    base = here / "root"
+    rebase = Rebase(stage.get("root"), base)
+    bucket = open_bucket(spec["bucket"]) if stage.get("root") else None
+    if bucket is not None:
+        try:
+            materialise(bucket, stage, base)
+        except Exception as exc:  # noqa: BLE001 - the verdict names it; the log has the trace
+            return AttemptEnd.FAILED, None, f"fetching inputs from the bucket failed: {_one_line(exc)}"
+    env = {k: rebase(v) for k, v in spec["env"].items()}
+    # the worker's own Python first, as for every job (a VM has no runner's virtualenv)
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    cwd = rebase(spec["cwd"])
+    argv = [rebase(a) for a in spec["argv"]]
+    streams = {}
+    for name, mode in (("stdin", "rb"), ("stdout", "wb"), ("stderr", "wb")):
+        path = stage.get(name)
+        if path:
+            path = rebase(path)
+            if mode == "wb":
+                os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            streams[name] = open(path, mode)
+    limit = stage.get("timelimit")
+    try:
+        # its own process group: the limit kills the command and all it started, not us
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, close_fds=True, process_group=0,
+                                stdin=streams.get("stdin", subprocess.DEVNULL),
+                                stdout=streams.get("stdout"), stderr=streams.get("stderr"))
+    except OSError as exc:
+        return AttemptEnd.FAILED, None, f"could not start {argv[0]!r}: {exc}"
+    finally:
+        for handle in streams.values():
+            handle.close()
+    outcome, reason = AttemptEnd.SOLVED, None
+    try:
+        code: int | None = proc.wait(timeout=limit if limit else None)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        code, outcome = None, AttemptEnd.TIMEOUT
+        reason = f"killed at its time limit of {limit:g} s"
+    if outcome is AttemptEnd.SOLVED and code not in stage.get("success_codes", [0]):
+        outcome = AttemptEnd.FAILED
+    if bucket is not None:
+        try:
+            upload_outputs(bucket, Path(rebase(stage["outdir"])),
+                           f"{stage['upload']}{spec['worker']}/", rebase)
+        except Exception as exc:  # noqa: BLE001 - outputs that did not arrive fail the job
+            print(f"staged job: uploading outputs failed: {exc!r}", file=sys.stderr, flush=True)
+            why = f"uploading outputs to the bucket failed: {_one_line(exc)}"
+            return AttemptEnd.FAILED, code, f"{reason}; {why}" if reason else why
+    return outcome, code, reason
+
+
+def _one_line(exc: BaseException, limit: int = 400) -> str:
+    """An exception as one bounded line for a verdict (the google client's can be long)."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=GRACE_S)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def verdict_path(spec_path: Path) -> Path:
+    return spec_path.with_suffix(".verdict.json")
+
+
+def main(argv: list[str] | None = None) -> int:
+    spec_path = Path((argv or sys.argv[1:])[0])
+    spec = json.loads(spec_path.read_text())
+    started = time.time()
+    try:
+        outcome, code, reason = run(spec, spec_path.parent / spec_path.stem)
+    except Exception as exc:  # the worker reports the reason; the log has the rest
+        print(f"staged job: {exc}", file=sys.stderr, flush=True)
+        outcome, code, reason = AttemptEnd.FAILED, None, f"staging failed: {exc}"
+    verdict = {"outcome": outcome.value, "returncode": code, "reason": reason,
+               "seconds": time.time() - started}
+    try:
+        verdict_path(spec_path).write_text(json.dumps(verdict))
+    except OSError as exc:  # a full disk: the worker finds no verdict and says why
+        print(f"staged job: cannot leave a verdict ({exc}); it was {verdict}", file=sys.stderr,
+              flush=True)
+        return 1
+    if outcome is AttemptEnd.TIMEOUT:
+        return EXIT_TIMEOUT
+    if outcome is AttemptEnd.FAILED and not code:  # the command succeeded; its outputs did not
+        # arrive
+        return 1
+    return code if code is not None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

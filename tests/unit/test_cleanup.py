@@ -1,0 +1,72 @@
+"""``expocloud cleanup``: deletes the VMs of runs whose coordinator is gone, keeps live runs'
+VMs, and keeps unknown runs' VMs unless asked (--all)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from expo_executor.cli import main
+from expo_executor.emulator.compute import FakeCompute
+from expo_executor.engines.gce.engine import GceConfig, GceEngine
+from expo_executor.core.scheduler import Pool
+
+ZONES = ["us-central1-a"]
+
+
+def _sleeper(name: str, host: str, scratch: Path) -> list[str]:
+    return ["sleep", "3600"]
+
+
+@pytest.fixture
+def fake(tmp_path: Path):
+    server = FakeCompute(tmp_path / "vms", command=_sleeper).start()
+    yield server
+    server.stop()
+
+
+def _vm(fake: FakeCompute, run: str) -> None:
+    engine = GceEngine(GceConfig(project="p", zones=ZONES,
+                                 machine_types={Pool.SPOT: "e2-standard-2",
+                                                Pool.ON_DEMAND: "e2-standard-2"},
+                                 image="projects/debian-cloud/global/images/family/debian-12",
+                                 max_run_duration_s=3600, run_label=run, endpoint=fake.endpoint))
+    engine.create([f"expo-{run}-w-1"], Pool.SPOT, 1)
+
+
+def _run_record(state: Path, run: str, pid: int) -> None:
+    (state / "runs" / run).mkdir(parents=True)
+    (state / "runs" / run / "run.json").write_text(json.dumps(
+        {"run_id": run, "engine": "gce", "ended": None, "pid": pid,
+         "host": socket.gethostname(), "created": "2026-11-21T00:00:00"}))
+
+
+def test_cleanup_deletes_only_vms_of_runs_that_are_gone(fake: FakeCompute, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture) -> None:
+    state = tmp_path / ".expocloud"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    _run_record(state, "dead-run", dead.pid)
+    _run_record(state, "live-run", os.getpid())
+    for run in ("dead-run", "live-run", "stranger"):
+        _vm(fake, run)
+    args = ["cleanup", "--project", "p", "--zones", ",".join(ZONES), "--endpoint",
+            fake.endpoint, "--state-dir", str(state)]
+
+    assert main([*args, "--dry-run"]) == 0
+    assert "would delete us-central1-a/expo-dead-run-w-1" in capsys.readouterr().out
+    assert len(fake.instances()) == 3
+
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "keep   us-central1-a/expo-live-run-w-1" in out and "its run is alive" in out
+    assert "--all deletes it" in out
+    assert sorted(fake.instances()) == ["expo-live-run-w-1", "expo-stranger-w-1"]
+
+    assert main([*args, "--all"]) == 0
+    assert sorted(fake.instances()) == ["expo-live-run-w-1"]

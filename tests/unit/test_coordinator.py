@@ -1,0 +1,149 @@
+"""The coordinator with the real local engine, bucket and worker processes, no Snakemake."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from expo_executor.protocol.bucket import LocalBucket
+from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
+from expo_executor.engines.local import LocalEngine, LocalEngineConfig
+from expo_executor.core.scheduler import Outcome, Task
+from expo_executor.coordinator.state import StateDir
+
+from tests.helpers import processes_under, wait_until
+
+KEY = b"c" * 32
+
+
+@pytest.fixture
+def make(tmp_path: Path):
+    made = []
+
+    def build(max_workers: int = 2, boot_delay: float = 0.0, idle: float = 30.0,
+              boot_timeout: float = 120.0, log=lambda text: None) -> Coordinator:
+        run_dir = tmp_path / "run"
+        run_dir.mkdir()
+        bucket = LocalBucket(run_dir / "bucket")
+        engine = LocalEngine(LocalEngineConfig(bucket.root, run_dir / "vms", KEY, poll=0.05,
+                                               grace=30, heartbeat=1, boot_delay=boot_delay))
+        config = CoordinatorConfig("run", 1, max_workers, idle_timeout=idle, poll=0.05,
+                                   heartbeat=1, status_interval=60, boot_timeout=boot_timeout)
+        coordinator = Coordinator(config, engine, bucket, KEY, run_dir, StateDir(tmp_path), log)
+        coordinator.start()
+        made.append(coordinator)
+        return coordinator
+
+    yield build
+    for coordinator in made:
+        coordinator.stop()
+    assert not processes_under(tmp_path)
+
+
+def _request(key: str, argv: list[str], cwd: Path) -> JobRequest:
+    return JobRequest(Task(key, key), argv, str(cwd), {}, None,
+                      meta={"rule": "r", "wildcards": {"i": key}})
+
+
+def _wait_reports(coordinator: Coordinator, keys: list[str], timeout: float) -> dict:
+    reports: dict = {}
+
+    def collect() -> bool:
+        for key in keys:
+            if key not in reports and (report := coordinator.take_report(key)) is not None:
+                reports[key] = report
+        return len(reports) == len(keys)
+
+    assert wait_until(collect, timeout), f"missing reports: {set(keys) - set(reports)}"
+    return reports
+
+
+def _vms(run_dir: Path) -> list[dict]:
+    path = run_dir / "vms.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_scales_up_with_boot_delay_and_deletes_idle_workers(make, tmp_path: Path) -> None:
+    coordinator = make(max_workers=2, boot_delay=0.5, idle=0.5)
+    keys = [f"t{i}" for i in range(6)]
+    coordinator.submit([_request(k, ["sh", "-c", f"echo {k} > {k}.txt"], tmp_path) for k in keys])
+    reports = _wait_reports(coordinator, keys, 30)
+    assert {r.outcome for r in reports.values()} == {Outcome.SOLVED}
+    assert sorted(p.name for p in tmp_path.glob("t*.txt")) == [f"{k}.txt" for k in keys]
+    # work ran out: the idle workers are deleted while the run goes on
+    assert wait_until(lambda: len(_vms(coordinator.run_dir)) == 2, 10)
+    assert {vm["end"] for vm in _vms(coordinator.run_dir)} == {"deleted"}
+    workers = {r.worker for r in reports.values()}
+    assert workers <= {"w-1", "w-2"} and len(workers) == 2, "never more than max_workers"
+    # new work: a new worker boots
+    coordinator.submit([_request("late", ["true"], tmp_path)])
+    assert _wait_reports(coordinator, ["late"], 30)["late"].worker == "w-3"
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM],
+                         ids=["vanishes without a word", "stops and reports its job cancelled"])
+def test_jobs_of_a_lost_worker_are_requeued_and_finish(make, tmp_path: Path, how: int) -> None:
+    coordinator = make(max_workers=1)
+    marker = tmp_path / "attempts"
+    script = f"echo x >> {marker}; sleep 2"
+    coordinator.submit([_request("victim", ["sh", "-c", script], tmp_path)])
+    assert wait_until(lambda: marker.exists(), 30)
+    worker = next(p for p, cmd in processes_under(tmp_path)
+                  if "expo_executor.worker.agent" in cmd and "w-1" in cmd)
+    os.kill(worker, how)
+    report = _wait_reports(coordinator, ["victim"], 60)["victim"]
+    assert report.outcome is Outcome.SOLVED and report.worker == "w-2"
+    assert marker.read_text().count("x") == 2
+    assert [vm["end"] for vm in _vms(coordinator.run_dir)][:1] == ["lost"]
+
+
+class _BrokenEngine(LocalEngine):
+    """An engine whose listing always fails, as a cloud API might for a while."""
+
+    def list(self):  # type: ignore[override]
+        raise OSError("engine unreachable")
+
+
+def test_a_persistently_failing_round_fails_open_jobs_instead_of_hanging(tmp_path: Path) -> None:
+    bucket = LocalBucket(tmp_path / "bucket")
+    engine = _BrokenEngine(LocalEngineConfig(bucket.root, tmp_path / "vms", KEY))
+    lines: list[str] = []
+    config = CoordinatorConfig("run", 1, 1, poll=0.01, status_interval=60)
+    coordinator = Coordinator(config, engine, bucket, KEY, tmp_path, StateDir(tmp_path),
+                              lines.append)
+    coordinator.start()
+    coordinator.submit([_request("stuck", ["true"], tmp_path)])
+    try:
+        report = _wait_reports(coordinator, ["stuck"], 30)["stuck"]
+    finally:
+        coordinator.stop()
+    assert report.outcome is Outcome.FAILED and "engine unreachable" in report.message
+    assert sum("coordinator error" in line for line in lines) == 1, "logged once, not per round"
+    assert any("giving up" in line for line in lines)
+
+
+def test_workers_that_never_come_up_stop_the_pool_and_the_queued_jobs_fail(
+        make, tmp_path: Path) -> None:
+    """Workers that take far longer than the boot timeout: each is deleted when it is overdue,
+    three in a row stop the pool, and the queued jobs fail with the reason instead of waiting
+    forever (no VM is left, and none can be created)."""
+    lines: list[str] = []
+    coordinator = make(max_workers=1, boot_delay=600, boot_timeout=0.5, log=lines.append)
+    keys = ["a", "b"]
+    coordinator.submit([_request(k, ["true"], tmp_path) for k in keys])
+    reports = _wait_reports(coordinator, keys, 60)
+    assert {r.outcome for r in reports.values()} == {Outcome.FAILED}
+    assert all("no VM is left and no more can be created" in r.message
+               and "never reported ready" in r.message for r in reports.values())
+    assert [vm["end"] for vm in _vms(coordinator.run_dir)] == ["never ready"] * 3
+    assert sum("did not report ready within 0.5 s" in line for line in lines) == 3
+    assert sum("no more local VMs this run" in line for line in lines) == 1
+    # a job submitted later fails at once, for the same reason
+    coordinator.submit([_request("c", ["true"], tmp_path)])
+    late = _wait_reports(coordinator, ["c"], 30)["c"]
+    assert late.outcome is Outcome.FAILED and "no VM is left" in late.message
+    assert len(_vms(coordinator.run_dir)) == 3

@@ -1,0 +1,101 @@
+"""End to end through ``snakemake --executor expocloud``: a real timeout kills a running harder
+job and skips queued ones; a rerun skips without running; placeholders let the aggregate run;
+``expocloud forget`` undoes them.
+
+The workflow is built so that the order of events does not depend on timing luck: jobs with
+n=0 finish at once, every other job sleeps far past the deadline; with two slots, x/1 and x/0
+start first, then y/0, then x/2, which is still running when x/1 reaches its deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import EXPOCLOUD, job_records, processes_under, run_dirs, run_snakemake
+
+SNAKEFILE = """
+rule all:
+    input: "summary.txt"
+
+rule summary:
+    input: expand("out/{a}/{n}.txt", a=["x", "y"], n=[0, 1, 2, 3])
+    output: "summary.txt"
+    shell: "cat {input} > {output}"
+
+rule work:
+    output: "out/{a}/{n}.txt"
+    shell: "if [ {wildcards.n} -gt 0 ]; then sleep 300; fi; echo solved > {output}"
+"""
+
+DEADLINE = 10
+
+
+def _args(*extra: str) -> list[str]:
+    return ["--executor", "expocloud", "-j", "100", "--keep-going",
+            "--set-resources", 'work:hardness="a:x<y, n"', f"work:deadline={DEADLINE}s",
+            "--expocloud-max-workers", "2", "--expocloud-slots-per-worker", "1",
+            "--expocloud-poll-interval", "0.1", "--expocloud-status-interval", "2", *extra]
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+    workdir = tmp_path_factory.mktemp("domino")
+    (workdir / "Snakefile").write_text(SNAKEFILE)
+    return workdir, run_snakemake(workdir, *_args())
+
+
+def test_timeout_kills_running_and_skips_queued(first_run) -> None:
+    workdir, result = first_run
+    assert result.returncode != 0, "skipped jobs are errors in the default mode"
+    records = job_records(run_dirs(workdir)[-1])
+    outcomes = {k: (r["outcome"], r["killed"]) for k, r in records.items() if r["rule"] == "work"}
+    assert outcomes == {
+        "x/0": ("solved", False), "y/0": ("solved", False),
+        "x/1": ("timeout", False),
+        "x/2": ("skipped", True),  # it was running: the domino effect killed it
+        "x/3": ("skipped", False), "y/1": ("skipped", False), "y/2": ("skipped", False),
+        "y/3": ("skipped", False),
+    }
+    assert records["x/2"]["runtime_s"] < DEADLINE
+    assert records["x/1"]["runtime_s"] >= DEADLINE
+    log = result.stdout + result.stderr
+    assert "timed out after 10 s (deadline 10 s); 5 harder combinations will be skipped" in log
+    assert "skipped: as hard as or harder than work {a=x, n=1}, which timed out" in log
+    assert not processes_under(workdir), "no job or worker may outlive the run"
+
+
+def test_rerun_skips_known_hopeless_jobs_without_running_them(first_run) -> None:
+    workdir, _ = first_run
+    started = time.monotonic()
+    result = run_snakemake(workdir, *_args())
+    elapsed = time.monotonic() - started
+    assert result.returncode != 0
+    run_dir = run_dirs(workdir)[-1]
+    records = job_records(run_dir)
+    assert {k: r["outcome"] for k, r in records.items()} == {
+        k: "skipped" for k in ("x/1", "x/2", "x/3", "y/1", "y/2", "y/3")}
+    assert all(r["worker"] is None for r in records.values()), "nothing may have run"
+    assert not (run_dir / "vms.jsonl").exists(), "no worker was needed"
+    assert elapsed < DEADLINE, "known timeouts are not paid again"
+
+
+def test_placeholders_let_the_aggregate_run_and_forget_removes_them(first_run) -> None:
+    workdir, _ = first_run
+    result = run_snakemake(workdir, *_args("--expocloud-on-skip", "placeholder"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = (workdir / "summary.txt").read_text().splitlines()
+    assert summary.count("solved") == 2
+    assert summary.count('{"expocloud_outcome": "skipped"}') == 6
+    placeholders = json.loads((workdir / ".expocloud" / "placeholders.json").read_text())
+    assert len(placeholders) == 6
+
+    forget = subprocess.run([EXPOCLOUD, "forget"], cwd=workdir, capture_output=True, text=True)
+    assert forget.returncode == 0
+    assert "forgot 1 frontier(s) and deleted 6 placeholder output(s)" in forget.stdout
+    assert sorted(p.name for p in (workdir / "out" / "x").iterdir()) == ["0.txt"]
+    assert not list((workdir / ".expocloud" / "frontiers").glob("*.json"))

@@ -1,0 +1,425 @@
+"""Tests for the results report: reading a run directory, the table logic, CSV, Markdown and the outcome map."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import struct
+from pathlib import Path
+
+import pytest
+
+from expo_executor.core.errors import ExpoError
+from expo_executor.report.results import (
+    ReportError,
+    apply_filter,
+    apply_min_group_size,
+    best_row,
+    build_rows,
+    default_group_by,
+    find_run,
+    format_value,
+    hardness_info,
+    load_jobs,
+    plot_outcomes,
+    read_job_numbers,
+    report,
+    to_markdown,
+    write_csv,
+)
+from expo_executor.report.safe_expr import ExpressionError, compile_expression
+from tests.helpers import REPO
+
+SPEC = "variant:heuristic<bnb<brute, n_tasks, n_agents"
+DIMS = ["variant", "n_tasks", "n_agents"]
+RANK = {"heuristic": 0, "bnb": 1, "brute": 2}
+
+
+def job(key: str, variant: str, n_tasks: int, n_agents: int, seed: int, outcome: str, **extra: object) -> dict:
+    """A jobs.jsonl record of the 'solve' rule, as the coordinator writes it."""
+    record = {
+        "v": 1, "key": key, "rule": "solve",
+        "wildcards": {"variant": variant, "n_tasks": str(n_tasks), "n_agents": str(n_agents), "seed": str(seed)},
+        "hardness": {"spec": SPEC, "dims": DIMS, "vector": [RANK[variant], float(n_tasks), float(n_agents)],
+                     "scope": []},
+        "outcome": outcome, "killed": False, "runtime_s": 1.5 if outcome != "skipped" else None,
+        "worker": "w-1", "started": 100.0, "ended": 101.5, "deadline_s": 10.0,
+        "outputs": [f"results/{variant}/{n_tasks}/{n_agents}/{seed}.json"],
+        "reason": None, "dominator": None, "attempt": 1, "placeholder": False,
+    }
+    record.update(extra)
+    return record
+
+
+def write_output(workdir: Path, relative: str, content: object) -> None:
+    path = workdir / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+
+
+def make_run(state: Path, run_id: str, created: str | None, workdir: Path, lines: list[str]) -> Path:
+    run_dir = state / "runs" / run_id
+    run_dir.mkdir(parents=True)
+    info = {"v": 1, "run_id": run_id, "created": created, "workdir": str(workdir), "engine": "local",
+            "settings": {}, "ended": None, "future_key": 1}
+    (run_dir / "run.json").write_text(json.dumps(info))
+    (run_dir / "jobs.jsonl").write_text("\n".join(lines))
+    return run_dir
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    """A live run: retried jobs, garbage lines, a half-written last line, JSON/TSV/CSV outputs, a name clash."""
+    workdir = tmp_path / "work"
+    records = [
+        job("j1", "heuristic", 5, 2, 0, "failed", runtime_s=0.2),
+        job("j2", "heuristic", 5, 2, 1, "solved"),
+        job("j3", "bnb", 5, 2, 0, "solved", outputs=["log/j3.txt", "results/bnb/5/2/0.tsv"]),
+        job("j4", "bnb", 5, 2, 1, "timeout", runtime_s=10.0),
+        job("j5", "brute", 7, 3, 0, "skipped", dominator="j4", reason="dominated by j4"),
+        job("j6", "brute", 7, 3, 1, "solved", outputs=["results/brute/7/3/1.csv"]),
+        job("j7", "brute", 7, 3, 2, "solved", outputs=["results/missing.json"]),
+        {"v": 1, "key": "agg", "rule": "aggregate", "wildcards": {}, "hardness": None, "outcome": "solved",
+         "runtime_s": 0.1, "worker": None, "outputs": ["summary.json"], "attempt": 1, "placeholder": False},
+    ]
+    lines = [json.dumps(record) for record in records]
+    lines.insert(3, "this is not json")
+    lines.insert(5, json.dumps(["a", "list"]))
+    # j1 was retried and then solved: its last record wins, yet it keeps its place in the table
+    lines.append(json.dumps(job("j1", "heuristic", 5, 2, 0, "solved", attempt=2, unknown_future_field=[1])))
+    lines.append('{"v": 1, "key": "j8", "rule": "solve", "outco')
+    write_output(workdir, "results/heuristic/5/2/0.json",
+                 {"cost": 12.5, "n_tasks": 99, "outcome": "clash", "solve_seconds": 0.4,
+                  "assignment": [1, 2], "meta": {"x": 1}, "optimal": True, "note": "ok", "nothing": None})
+    write_output(workdir, "results/heuristic/5/2/1.json", {"cost": 10, "solve_seconds": 0.3})
+    write_output(workdir, "results/bnb/5/2/0.tsv", "cost\tsolve_seconds\tlabel\n8.25\t3\tfast\n")
+    write_output(workdir, "results/brute/7/3/1.csv", "cost,solve_seconds\n20,1e-4\n")
+    write_output(workdir, "summary.json", {"total": 3})
+    return make_run(tmp_path / ".expocloud", "r1", "2024-05-01T10:00:00+00:00", workdir, lines)
+
+
+def rows_of(run_dir: Path, rule: str | None = None) -> list[dict]:
+    info = json.loads((run_dir / "run.json").read_text())
+    return build_rows(load_jobs(run_dir), Path(info["workdir"]), rule)
+
+
+def by_key(rows: list[dict]) -> dict[tuple, dict]:
+    return {(row["variant"], row["n_tasks"], row["n_agents"], row["seed"]): row for row in rows}
+
+
+# --- finding and reading a run ----------------------------------------------------------------------------
+
+
+def test_find_run_newest_by_created_not_by_name(tmp_path: Path) -> None:
+    state = tmp_path / ".expocloud"
+    make_run(state, "zzz-old", "2024-01-01T00:00:00+00:00", tmp_path, [])
+    newest = make_run(state, "aaa-new", "2024-06-01T00:00:00+00:00", tmp_path, [])
+    make_run(state, "mmm-naive", "2024-03-01T00:00:00", tmp_path, [])
+    assert find_run(state, None) == newest
+
+
+def test_find_run_falls_back_to_name_without_created(tmp_path: Path) -> None:
+    state = tmp_path / ".expocloud"
+    make_run(state, "20240101-a", None, tmp_path, [])
+    second = make_run(state, "20240102-b", None, tmp_path, [])
+    (state / "runs" / "not-a-run").mkdir()
+    assert find_run(state, None) == second
+
+
+def test_find_run_by_id_prefix_and_path(tmp_path: Path) -> None:
+    state = tmp_path / ".expocloud"
+    first = make_run(state, "20240101-a", None, tmp_path, [])
+    make_run(state, "20240102-b", None, tmp_path, [])
+    assert find_run(state, "20240101-a") == first
+    assert find_run(state, "20240101") == first
+    assert find_run(state, str(first)) == first
+    with pytest.raises(ReportError, match=r"2 runs start with '2024'.*20240102-b"):
+        find_run(state, "2024")
+    with pytest.raises(ReportError, match=r"no run 'nope'") as caught:
+        find_run(state, "nope")
+    assert isinstance(caught.value, ValueError) and isinstance(caught.value, ExpoError)
+    assert "\n" not in str(caught.value) and "fix:" in str(caught.value)
+
+
+def test_find_run_without_runs_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match=r"no runs in .*fix:"):
+        find_run(tmp_path / ".expocloud", None)
+
+
+def test_load_jobs_last_record_wins_in_first_seen_order(run: Path) -> None:
+    jobs = load_jobs(run)
+    assert [job["key"] for job in jobs] == ["j1", "j2", "j3", "j4", "j5", "j6", "j7", "agg"]
+    assert jobs[0]["outcome"] == "solved" and jobs[0]["attempt"] == 2  # the retry, not the failure
+
+
+def test_load_jobs_of_a_run_without_jobs_yet(tmp_path: Path) -> None:
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    assert load_jobs(run_dir) == []
+    with pytest.raises(ReportError):
+        load_jobs(tmp_path / "missing")
+
+
+def test_read_job_numbers_json_tsv_csv_and_bad_files(tmp_path: Path) -> None:
+    write_output(tmp_path, "a.json", {"cost": 1.5, "ok": False, "name": "x", "list": [1], "d": {}, "n": None})
+    write_output(tmp_path, "b.tsv", "\ncost\tname\tempty\n 7 \tbnb\t\n9\tlater\t\n")
+    write_output(tmp_path, "c.json", "[1, 2]")
+    write_output(tmp_path, "d.json", '{"cost": 1')
+    write_output(tmp_path, "e.csv", "cost\n")
+    (tmp_path / "f.json").write_bytes(b"\xff\xfe\x00garbage")
+    assert read_job_numbers(tmp_path / "a.json") == {"cost": 1.5, "ok": False, "name": "x"}
+    assert read_job_numbers(tmp_path / "b.tsv") == {"cost": 7, "name": "bnb"}
+    for name in ("c.json", "d.json", "e.csv", "f.json", "missing.json"):
+        assert read_job_numbers(tmp_path / name) == {}
+
+
+# --- rows -------------------------------------------------------------------------------------------------
+
+
+def test_build_rows_columns_numbers_and_clashes(run: Path) -> None:
+    rows = rows_of(run)
+    assert {row["rule"] for row in rows} == {"solve"}  # the rule with a hardness spec, not 'aggregate'
+    table = by_key(rows)
+    first = table[("heuristic", "5", "2", "0")]
+    assert list(first)[:8] == ["rule", "variant", "n_tasks", "n_agents", "seed", "outcome", "runtime_s", "worker"]
+    assert first["n_tasks"] == "5" and first["out_n_tasks"] == 99  # a wildcard is never overwritten
+    assert first["outcome"] == "solved" and first["out_outcome"] == "clash"
+    assert first["cost"] == 12.5 and first["optimal"] is True and first["note"] == "ok"
+    assert "assignment" not in first and "meta" not in first and "nothing" not in first
+    assert "unknown_future_field" not in first
+    tsv = table[("bnb", "5", "2", "0")]
+    assert tsv["cost"] == 8.25 and tsv["solve_seconds"] == 3 and tsv["label"] == "fast"
+    assert table[("brute", "7", "3", "1")]["solve_seconds"] == 1e-4
+    assert "cost" not in table[("brute", "7", "3", "2")]  # solved, but its output is missing
+    assert "cost" not in table[("bnb", "5", "2", "1")]  # a timeout has no numbers
+
+
+def test_build_rows_other_rule_and_unknown_rule(run: Path) -> None:
+    rows = rows_of(run, "aggregate")
+    assert rows == [{"rule": "aggregate", "outcome": "solved", "runtime_s": 0.1, "worker": None, "total": 3}]
+    with pytest.raises(ReportError, match=r"no jobs of rule 'nope'.*solve, aggregate"):
+        rows_of(run, "nope")
+
+
+def test_build_rows_without_hardness_takes_all_rules(tmp_path: Path) -> None:
+    jobs = [{"key": "a", "rule": "x", "wildcards": {"outcome": "w"}, "outcome": "failed"},
+            {"key": "b", "rule": "y", "wildcards": {}, "outcome": "solved", "outputs": []}]
+    rows = build_rows(jobs, tmp_path)
+    assert [row["rule"] for row in rows] == ["x", "y"]
+    assert rows[0]["wc_outcome"] == "w" and rows[0]["outcome"] == "failed"
+
+
+# --- filter, groups, best -----------------------------------------------------------------------------------
+
+
+def test_apply_filter_semantics(run: Path) -> None:
+    rows = rows_of(run)
+    kept = apply_filter(rows, compile_expression("cost < 15 and n_tasks >= 5"))
+    assert sorted(row["cost"] for row in kept) == [8.25, 10, 12.5]
+    # rows without a cost (timeout, skipped, missing output) have no value and are dropped
+    assert len(apply_filter(rows, compile_expression("cost > 0"))) == 4
+    # ... unless the other side of an 'or' decides
+    kept = apply_filter(rows, compile_expression('cost < 9 or variant == "brute"'))
+    assert sorted(row["seed"] for row in kept if row["variant"] == "brute") == ["0", "1", "2"]
+    assert [row["cost"] for row in kept if row["variant"] != "brute"] == [8.25]
+    assert apply_filter(rows, "n_agents > 2") == [row for row in rows if row["n_agents"] == "3"]
+    with pytest.raises(ExpressionError, match=r"unknown name 'cots'"):
+        apply_filter(rows, compile_expression("cots < 3"))
+    assert apply_filter([], compile_expression("cots < 3")) == []
+
+
+def group_rows(group: str, outcomes: list[str]) -> list[dict]:
+    return [{"rule": "solve", "variant": group, "seed": str(i), "outcome": outcome}
+            for i, outcome in enumerate(outcomes)]
+
+
+def test_min_group_size_counts_solved_rows_only() -> None:
+    mostly_timeouts = group_rows("bnb", ["solved", "timeout", "timeout", "skipped"])  # 4 rows, 1 solved
+    enough = group_rows("heuristic", ["solved", "solved", "failed"])
+    rows = mostly_timeouts + enough
+    kept = apply_min_group_size(rows, 2, ["variant"])
+    # Counting all rows (the original's defect) would keep 'bnb' (4 >= 2); only 1 is solved, so it goes.
+    assert kept == enough
+    assert apply_min_group_size(rows, 0, ["variant"]) == rows
+    assert apply_min_group_size(rows, 3, ["variant"]) == []
+    assert apply_min_group_size(rows, 3, []) == rows  # one group of everything: 3 solved
+    with pytest.raises(ReportError, match=r"unknown column 'varaint'"):
+        apply_min_group_size(rows, 2, ["varaint"])
+
+
+def test_min_group_size_treats_numeric_strings_and_numbers_alike() -> None:
+    rows = [{"n": "7", "outcome": "solved"}, {"n": 7, "outcome": "solved"}, {"n": "8", "outcome": "solved"}]
+    assert apply_min_group_size(rows, 2, ["n"]) == rows[:2]
+
+
+def test_best_row_over_solved_rows_only(run: Path) -> None:
+    rows = rows_of(run)
+    assert best_row(rows, "min", compile_expression("cost"))["cost"] == 8.25
+    assert best_row(rows, "max", compile_expression("cost / n_tasks"))["cost"] == 20
+    # the timeout ran longest (10 s) but is not solved, so it cannot be the best
+    assert best_row(rows, "max", compile_expression("runtime_s"))["outcome"] == "solved"
+    assert best_row([r for r in rows if r["outcome"] != "solved"], "min", "runtime_s") is None
+    ties = [{"outcome": "solved", "c": 1, "id": "first"}, {"outcome": "solved", "c": 1, "id": "second"}]
+    assert best_row(ties, "min", "c")["id"] == "first"
+    with pytest.raises(ExpressionError, match="not a number"):
+        best_row(rows, "min", compile_expression("variant"))
+    with pytest.raises(ReportError, match="neither 'min' nor 'max'"):
+        best_row(rows, "median", compile_expression("cost"))  # type: ignore[arg-type]
+
+
+def test_best_row_skips_rows_without_a_value() -> None:
+    rows = [{"outcome": "solved", "c": None}, {"outcome": "solved", "c": float("nan")},
+            {"outcome": "solved", "c": 0}, {"outcome": "timeout", "c": -5}, {"outcome": "solved", "c": 3}]
+    assert best_row(rows, "min", "c / c") == rows[4]  # 0/0 has no value
+    assert best_row(rows, "min", "c") == rows[2]
+
+
+def test_default_group_by_and_hardness_info(run: Path) -> None:
+    jobs = load_jobs(run)
+    assert default_group_by(jobs) == DIMS
+    assert default_group_by(jobs, "aggregate") == []
+    plain = [{"key": "a", "rule": "x", "wildcards": {"algo": "a", "size": "3", "seed": "1"}}]
+    assert default_group_by(plain) == ["algo", "size"]
+    # the record's "scope" holds the job's scope values; the names come from the spec
+    scoped = [job("j", "bnb", 1, 1, 0, "solved")]
+    scoped[0]["wildcards"]["family"] = "small"
+    scoped[0]["hardness"].update(spec=SPEC + "; scope: family", scope=["small"])
+    assert default_group_by(scoped) == [*DIMS, "family"]
+    assert hardness_info(scoped).order["variant"] == ["heuristic", "bnb", "brute"]
+    scoped[0]["hardness"].update(spec=None, scope=["small"])
+    assert default_group_by(scoped) == DIMS
+    info = hardness_info(jobs)
+    assert info.dims == tuple(DIMS) and info.order["variant"] == ["heuristic", "bnb", "brute"]
+    # without a parsable spec the hardness vector still gives the declared order
+    no_spec = [job("a", "brute", 1, 1, 0, "solved"), job("b", "heuristic", 1, 1, 0, "solved")]
+    for record in no_spec:
+        record["hardness"]["spec"] = None
+    assert hardness_info(no_spec).order["variant"] == ["heuristic", "brute"]
+
+
+# --- output -----------------------------------------------------------------------------------------------
+
+
+def test_to_markdown_table_and_summary() -> None:
+    rows = [
+        {"rule": "solve", "variant": "b|nb", "n": "7", "outcome": "solved", "cost": 1234.5678, "tiny": 0.000123},
+        {"rule": "solve", "variant": "x", "n": "10", "outcome": "timeout", "cost": None, "tiny": 2.0},
+        {"rule": "solve", "variant": "y", "n": "11", "outcome": "timeout"},
+    ]
+    text = to_markdown(rows)
+    lines = text.splitlines()
+    assert lines[0].split("|")[1:-1] == [" rule  ", " variant ", "   n ", " outcome ", " cost ", "      tiny "]
+    assert lines[1].startswith("| ----- | ------- | --: |")
+    assert "b\\|nb" in lines[2] and "1235" in lines[2] and "1.230e-04" in lines[2]
+    assert lines[3].split("|")[5].strip() == "" and lines[3].split("|")[6].strip() == "2"
+    assert lines[5] == "" and lines[6] == "3 rows: 1 solved, 2 timeout"
+    assert to_markdown([]).endswith("0 rows")
+    assert to_markdown(rows, ["n"]).splitlines()[0] == "|   n |"
+
+
+def test_format_value() -> None:
+    assert [format_value(v) for v in (None, 3, 0.0, 1.5, 123.456, 12345.6, 2.5e7, 1e-5, True, "s")] == [
+        "", "3", "0", "1.5", "123.5", "12346", "2.500e+07", "1.000e-05", "True", "s"]
+
+
+def test_write_csv_round_trip(run: Path, tmp_path: Path) -> None:
+    rows = rows_of(run)
+    path = tmp_path / "out" / "results.csv"
+    write_csv(rows, path)
+    with path.open(newline="") as handle:
+        read = list(csv.DictReader(handle))
+    assert len(read) == len(rows)
+    assert read[0]["cost"] == "12.5" and read[0]["out_n_tasks"] == "99"
+    assert read[-1]["cost"] == ""  # the missing output: an empty cell, not "None"
+    assert read[0].keys() >= {"rule", "variant", "outcome", "runtime_s", "worker", "solve_seconds", "label"}
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+def colour_share(path: Path, rgb: tuple[int, int, int]) -> float:
+    """The share of pixels close to a colour: shows the cells were drawn with the outcome colours."""
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(path)[..., :3] * 255
+    close = (abs(pixels - rgb) < 8).all(axis=-1)
+    return float(close.mean())
+
+
+def test_plot_outcomes_writes_a_png_with_outcome_colours(tmp_path: Path) -> None:
+    rows = []
+    for variant in ("heuristic", "bnb", "brute"):
+        for n_tasks in ("5", "10", "15"):
+            for n_agents in ("2", "4"):
+                outcome = "solved" if variant != "brute" or n_tasks == "5" else "timeout"
+                rows += [{"variant": variant, "n_tasks": n_tasks, "n_agents": n_agents, "outcome": outcome}] * 2
+    path = tmp_path / "deep" / "map.png"
+    plot_outcomes(rows, "n_tasks", "n_agents", path, hardness_dims=DIMS,
+                  order={"variant": ["heuristic", "bnb", "brute"]}, title="Outcomes of rule solve in run r1")
+    width, height = png_size(path)
+    assert width > 600 and height > 250 and path.stat().st_size > 10_000
+    assert colour_share(path, (0x2C, 0xA0, 0x2C)) > 0.05  # solved: green
+    assert colour_share(path, (0xD6, 0x27, 0x28)) > 0.01  # timeout: red
+    with pytest.raises(ReportError, match="unknown column 'nope'"):
+        plot_outcomes(rows, "nope", "n_agents", tmp_path / "x.png")
+    with pytest.raises(ReportError, match="already an axis"):
+        plot_outcomes(rows, "n_tasks", "n_agents", tmp_path / "x.png", facet="n_tasks")
+
+
+def test_report_end_to_end(run: Path, tmp_path: Path) -> None:
+    text = report(run, filter="n_tasks >= 5", best=("min", "cost"), min_group_size=1)
+    assert text.splitlines()[0].startswith("run r1 (no end time")
+    assert "| rule  | variant" in text
+    assert "filter 'n_tasks >= 5': kept 7 of 7 rows" in text
+    # group (bnb, 5, 2) has a solved row; (brute, 7, 3) has two; all groups survive k=1
+    assert "min_group_size 1 by (variant, n_tasks, n_agents): dropped 0 rows" in text
+    assert "best (min cost): 8.25 at rule=solve, variant=bnb, n_tasks=5, n_agents=2, seed=0" in text
+    assert f"CSV: {run / 'results.csv'}" in text and (run / "results.csv").is_file()
+    assert f"PNG: {run / 'outcomes.png'}" in text
+    png_size(run / "outcomes.png")
+    assert "7 rows: 5 solved, 1 timeout, 1 skipped" in text
+
+
+def test_report_min_group_size_drops_groups_and_custom_paths(run: Path, tmp_path: Path) -> None:
+    text = report(run, min_group_size=2, csv_path=tmp_path / "t.csv", png_path=tmp_path / "t.png",
+                  dims=["variant", "n_tasks"], facet="n_agents")
+    # (heuristic,5,2): 2 solved, kept; (bnb,5,2): 1 solved of 2 rows, dropped; (brute,7,3): 2 solved of 3, kept
+    assert "dropped 2 rows in 1 groups" in text
+    assert "bnb" not in text.split("\n\n")[1]
+    assert (tmp_path / "t.csv").is_file() and png_size(tmp_path / "t.png")[0] > 300
+
+
+def test_report_skips_the_png_with_fewer_than_two_dims(tmp_path: Path) -> None:
+    workdir = tmp_path / "w"
+    record = {"v": 1, "key": "a", "rule": "r", "wildcards": {"n": "1"}, "outcome": "solved",
+              "hardness": {"spec": "n", "dims": ["n"], "vector": [1.0], "scope": []}, "outputs": []}
+    run_dir = make_run(tmp_path / ".expocloud", "r", "2024-01-01T00:00:00", workdir, [json.dumps(record)])
+    text = report(run_dir)
+    assert "PNG skipped: the rule has fewer than two hardness dims" in text
+    assert not (run_dir / "outcomes.png").exists()
+    with pytest.raises(ExpressionError):
+        report(run_dir, filter="n.real > 0")
+
+
+def test_importing_report_does_not_import_matplotlib() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, expo_executor.report.results; print('matplotlib' in sys.modules)"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_outputs_echoing_the_wildcards_add_no_columns(tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    write_output(workdir, "results/bnb/5/2/0.json",
+                 {"variant": "bnb", "n_tasks": 5, "n_agents": 2.0, "cost": 7, "seed": 9})
+    rows = build_rows([job("j1", "bnb", 5, 2, 0, "solved")], workdir)
+    assert rows[0]["cost"] == 7
+    assert not {"out_variant", "out_n_tasks", "out_n_agents"} & set(rows[0])
+    assert rows[0]["out_seed"] == 9  # a different value is still shown, beside the wildcard

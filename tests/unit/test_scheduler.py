@@ -1,0 +1,736 @@
+"""The scheduling core: easiest-first dispatch, the frontier, the domino effect, re-queueing.
+
+A hypothesis state machine drives the real Scheduler with random operations and checks every
+answer against an independent model (its own task states, worker loads and frontier, computed
+from the timeouts the test reported); example tests pin the documented behaviours.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from expo_executor.core.hardness import Frontier, FrontierPoint, HardnessPoint, HardnessSpec
+from expo_executor.core.scheduler import (
+    Assignment,
+    Cancel,
+    Finished,
+    Outcome,
+    Pool,
+    Requeued,
+    Scheduler,
+    Skipped,
+    Task,
+)
+
+
+def leq(a: HardnessPoint, b: HardnessPoint) -> bool:
+    """The partial order, written independently of HardnessPoint.as_easy_as."""
+    return a.scope == b.scope and len(a.vector) == len(b.vector) and all(
+        x <= y for x, y in zip(a.vector, b.vector))
+
+
+def minimal(points: set[HardnessPoint]) -> set[HardnessPoint]:
+    return {p for p in points if not any(q != p and leq(q, p) for q in points)}
+
+
+# -- the state machine -----------------------------------------------------------------------
+DIMS = {"F2": 2, "F3": 3}  # family -> number of hardness coordinates
+SCOPES = [("A",), ("B",)]
+# (family, scope, coordinates, cpus, mem_mb, priority, preemptible); family None: never pruned
+TASK = st.tuples(st.sampled_from(["F2", "F2", "F3", None]), st.sampled_from(SCOPES),
+                 st.lists(st.integers(0, 3), min_size=3, max_size=3), st.sampled_from([1, 1, 2, 3]),
+                 st.sampled_from([0, 0, 0, 1000, 3000]), st.sampled_from([0, 0, 0, 1]),
+                 st.booleans())
+# (cpus, mem_mb, pool); mem_mb 0: memory not tracked
+WORKER = st.tuples(st.integers(1, 6), st.sampled_from([0, 0, 4000]), st.sampled_from(list(Pool)))
+
+
+class SchedulerMachine(RuleBasedStateMachine):
+    """Random submits, workers joining and vanishing, assignments and every kind of ending."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spot_attempts = 2
+        self.sched = Scheduler(spot_attempts=self.spot_attempts)
+        self.tasks: dict[str, Task] = {}
+        self.phase: dict[str, str] = {}  # queued, running or final
+        self.where: dict[str, str] = {}  # running task -> worker id
+        self.requeued: set[str] = set()
+        self.preemptions: Counter[str] = Counter()
+        self.cancels: Counter[str] = Counter()  # Cancel events seen per task
+        self.cancel_dominator: dict[str, FrontierPoint] = {}
+        self.outcomes: dict[str, Outcome] = {}
+        self.timeouts: dict[str, set[HardnessPoint]] = {}  # family -> every accepted timeout
+        self.timeout_label: dict[tuple[str, HardnessPoint], str] = {}
+        self.workers: dict[str, tuple[int, int, Pool]] = {}  # id -> (cpus, mem_mb, pool)
+        self.n_tasks = 0
+        self.n_workers = 0
+
+    @initialize(spot_attempts=st.integers(0, 2), workers=st.lists(WORKER, min_size=1, max_size=3),
+                tasks=st.lists(TASK, min_size=2, max_size=10))
+    def start(self, spot_attempts, workers, tasks):
+        self.spot_attempts = spot_attempts
+        self.sched = Scheduler(spot_attempts=spot_attempts)
+        for fields in workers:
+            self._add_worker(*fields)
+        for fields in tasks:
+            self._submit(*fields)
+
+    # -- model helpers -------------------------------------------------------------------
+    def keys_in(self, phase: str) -> list[str]:
+        return sorted(k for k, p in self.phase.items() if p == phase)
+
+    def on_demand_only(self, key: str) -> bool:
+        return not self.tasks[key].preemptible or self.preemptions[key] >= self.spot_attempts
+
+    def model_dominator(self, task: Task) -> HardnessPoint | None:
+        if task.family is None or task.point is None:
+            return None
+        for point in minimal(self.timeouts.get(task.family, set())):
+            if leq(point, task.point):
+                return point
+        return None
+
+    def check_dominator(self, key: str, dominator: FrontierPoint) -> None:
+        task = self.tasks[key]
+        assert leq(dominator.point, task.point), (key, dominator)
+        assert dominator.point in minimal(self.timeouts[task.family]), (key, dominator)
+        assert dominator.label == self.timeout_label[(task.family, dominator.point)]
+
+    def free(self) -> dict[str, list]:
+        """worker id -> [free cpus, free mem or None when untracked], from the model."""
+        free = {w: [cpus, mem if mem else None] for w, (cpus, mem, _) in self.workers.items()}
+        for key in self.keys_in("running"):
+            slot = free[self.where[key]]
+            slot[0] -= self.tasks[key].cpus
+            if slot[1] is not None:
+                slot[1] -= self.tasks[key].mem_mb
+        return free
+
+    def fits(self, key: str, worker_id: str, free: dict[str, list]) -> bool:
+        task = self.tasks[key]
+        cpus, mem = free[worker_id]
+        pool = self.workers[worker_id][2]
+        return (cpus >= task.cpus and (mem is None or mem >= task.mem_mb)
+                and not (self.on_demand_only(key) and pool is Pool.SPOT))
+
+    def must_precede(self, x: str, y: str) -> bool:
+        """x must start no later than y: x is due first and fits wherever y fits."""
+        tx, ty = self.tasks[x], self.tasks[y]
+        if not (tx.cpus <= ty.cpus and tx.mem_mb <= ty.mem_mb
+                and (not self.on_demand_only(x) or self.on_demand_only(y))):
+            return False
+        if (x in self.requeued) != (y in self.requeued):
+            return x in self.requeued  # re-queued tasks go first
+        if tx.priority != ty.priority:
+            return tx.priority > ty.priority
+        return (tx.family is not None and tx.family == ty.family
+                and tx.point is not None and ty.point is not None
+                and leq(tx.point, ty.point) and tx.point != ty.point)
+
+    def finalize(self, key: str, outcome: Outcome) -> None:
+        self.phase[key] = "final"
+        self.outcomes[key] = outcome
+        self.where.pop(key, None)
+
+    # -- actions, each answer checked against the model ----------------------------------
+    def _submit(self, family, scope, coords, cpus, mem_mb, priority, preemptible) -> None:
+        key = f"t{self.n_tasks}"
+        self.n_tasks += 1
+        point = HardnessPoint(scope, tuple(float(c) for c in coords[:DIMS.get(family, 2)]))
+        task = Task(key, f"label-{key}", family, point, cpus, mem_mb, priority, preemptible)
+        self.tasks[key] = task
+        events = self.sched.submit(task)
+        if self.model_dominator(task) is not None:
+            assert len(events) == 1 and isinstance(events[0], Skipped), events
+            assert events[0].key == key and not events[0].killed
+            self.check_dominator(key, events[0].dominator)
+            self.finalize(key, Outcome.SKIPPED)
+        else:
+            assert events == []
+            self.phase[key] = "queued"
+
+    def _add_worker(self, cpus, mem_mb, pool) -> None:
+        worker_id = f"w{self.n_workers}"
+        self.n_workers += 1
+        self.sched.add_worker(worker_id, cpus, mem_mb, pool)
+        self.workers[worker_id] = (cpus, mem_mb, pool)
+
+    def _remove_worker(self, worker_id: str, preempted: bool) -> None:
+        events = self.sched.remove_worker(worker_id, preempted=preempted)
+        if worker_id not in self.workers:
+            assert events == []
+            return
+        pool = self.workers.pop(worker_id)[2]
+        lost = {k for k in self.keys_in("running") if self.where[k] == worker_id}
+        assert {e.key for e in events} == lost and len(events) == len(lost), events
+        for event in events:
+            key = event.key
+            if self.cancels[key]:  # it was being killed anyway
+                assert event == Skipped(key, self.cancel_dominator[key], killed=True), event
+                self.finalize(key, Outcome.SKIPPED)
+                continue
+            if preempted and pool is Pool.SPOT:
+                self.preemptions[key] += 1
+            assert event == Requeued(key, worker_id, self.preemptions[key],
+                                     self.on_demand_only(key))
+            self.phase[key] = "queued"
+            self.requeued.add(key)
+            del self.where[key]
+
+    def _assign(self) -> None:
+        queued_before = set(self.keys_in("queued"))
+        assignments = self.sched.assign()
+        started = {a.key: i for i, a in enumerate(assignments)}
+        assert len(started) == len(assignments), "a task was started twice in one call"
+        free = self.free()
+        for a in assignments:
+            assert isinstance(a, Assignment)
+            assert a.key in queued_before, f"{a.key} started while {self.phase[a.key]}"
+            assert a.worker_id in self.workers
+            assert self.fits(a.key, a.worker_id, free), (a, free)
+            dominator = self.model_dominator(self.tasks[a.key])
+            assert dominator is None, f"{a.key} started although {dominator} timed out"
+            task = self.tasks[a.key]
+            free[a.worker_id][0] -= task.cpus
+            if free[a.worker_id][1] is not None:
+                free[a.worker_id][1] -= task.mem_mb
+            self.phase[a.key] = "running"
+            self.where[a.key] = a.worker_id
+        # Dispatch order is a linear extension (re-queued first, then priority, then hardness).
+        for y, y_index in started.items():
+            for x in queued_before - {y}:
+                if self.must_precede(x, y):
+                    assert x in started and started[x] < y_index, (
+                        f"{y} {self.tasks[y]} started before {x} {self.tasks[x]}")
+        # Work-conserving: whatever is still queued fits on no worker now.
+        for key in self.keys_in("queued"):
+            assert not any(self.fits(key, w, free) for w in self.workers), key
+
+    def _finish(self, key: str, outcome: Outcome) -> None:
+        before = dict(self.sched.outcomes)
+        events = self.sched.finish(key, outcome)
+        task = self.tasks[key]
+        if self.phase[key] != "running":
+            assert events == [], events  # late or duplicate: the first report stands
+            assert self.sched.outcomes == before
+            return
+        if self.cancels[key] and outcome is not Outcome.SOLVED:
+            assert events == [Skipped(key, self.cancel_dominator[key], killed=True)]
+            self.finalize(key, Outcome.SKIPPED)
+            return
+        self.finalize(key, outcome)
+        if outcome is not Outcome.TIMEOUT or task.family is None or task.point is None:
+            assert events == [Finished(key, outcome)]
+            return
+        points = self.timeouts.setdefault(task.family, set())
+        if task.point not in points:
+            points.add(task.point)
+            self.timeout_label[(task.family, task.point)] = task.label
+        expected_skips, expected_cancels = set(), set()
+        for other, t in self.tasks.items():
+            if t.family != task.family or t.point is None or self.model_dominator(t) is None:
+                continue
+            if self.phase[other] == "queued":
+                expected_skips.add(other)
+            elif self.phase[other] == "running" and not self.cancels[other]:
+                expected_cancels.add(other)
+        first, rest = events[0], events[1:]
+        assert first == Finished(key, Outcome.TIMEOUT, harder=len(rest)), events
+        skips = [e for e in rest if isinstance(e, Skipped)]
+        cancels = [e for e in rest if isinstance(e, Cancel)]
+        assert len(skips) + len(cancels) == len(rest), rest
+        assert sorted(e.key for e in skips) == sorted(expected_skips)
+        assert sorted(e.key for e in cancels) == sorted(expected_cancels)
+        for event in skips:
+            assert not event.killed
+            self.check_dominator(event.key, event.dominator)
+            self.finalize(event.key, Outcome.SKIPPED)
+        for event in cancels:
+            assert event.worker_id == self.where[event.key]
+            self.check_dominator(event.key, event.dominator)
+            self.cancels[event.key] += 1
+            self.cancel_dominator[event.key] = event.dominator
+
+    # -- rules: events in any order, and assign() now and then as a coordinator cycle does --
+    @rule(fields=TASK, then_assign=st.booleans())
+    def submit(self, fields, then_assign):
+        self._submit(*fields)
+        if then_assign:
+            self._assign()
+
+    @precondition(lambda self: len(self.workers) < 5)
+    @rule(fields=WORKER, then_assign=st.booleans())
+    def add_worker(self, fields, then_assign):
+        self._add_worker(*fields)
+        if then_assign:
+            self._assign()
+
+    @rule(data=st.data(), preempted=st.booleans(), then_assign=st.booleans())
+    def remove_worker(self, data, preempted, then_assign):
+        self._remove_worker(data.draw(st.sampled_from(sorted(self.workers) + ["never-seen"])),
+                            preempted)
+        if then_assign:
+            self._assign()
+
+    @rule()
+    def assign(self):
+        self._assign()
+
+    @rule(data=st.data(), late=st.booleans(), then_assign=st.booleans(),
+          outcome=st.sampled_from([Outcome.SOLVED, Outcome.FAILED, Outcome.TIMEOUT,
+                                   Outcome.TIMEOUT, Outcome.TIMEOUT]))
+    def finish(self, data, late, outcome, then_assign):
+        """A running task ends; or (late) a report arrives for any task, maybe a stale one."""
+        running = self.keys_in("running")
+        self._finish(data.draw(st.sampled_from(sorted(self.tasks) if late or not running
+                                               else running)), outcome)
+        if then_assign:
+            self._assign()
+
+    @rule(data=st.data())
+    def cancelled(self, data):
+        """A worker confirms a kill: usually of a task we cancelled, sometimes of any task."""
+        cancelled = sorted(self.cancels)
+        key = data.draw(st.sampled_from(cancelled) if cancelled and data.draw(st.booleans())
+                        else st.sampled_from(sorted(self.tasks)))
+        events = self.sched.cancelled(key)
+        if self.phase[key] == "running" and self.cancels[key]:
+            assert events == [Skipped(key, self.cancel_dominator[key], killed=True)]
+            self.finalize(key, Outcome.SKIPPED)
+        else:
+            assert events == []
+
+    @rule(data=st.data())
+    def withdraw(self, data):
+        key = data.draw(st.sampled_from(sorted(self.tasks) + ["never-submitted"]))
+        worker_id = self.sched.withdraw(key)
+        if key not in self.tasks or self.phase[key] == "final":
+            assert worker_id is None
+            return
+        assert worker_id == self.where.get(key)
+        self.finalize(key, Outcome.FAILED)
+
+    # -- invariants, after every step ----------------------------------------------------
+    @invariant()
+    def frontiers_are_antichains_of_minimal_timeouts(self):
+        for family, frontier in self.sched.frontiers.items():
+            points = [e.point for e in frontier.points]
+            for i, p in enumerate(points):
+                for j, q in enumerate(points):
+                    assert i == j or not leq(p, q), f"{family}: {p} is as easy as {q}"
+            assert set(points) == minimal(self.timeouts.get(family, set())), family
+            for entry in frontier.points:
+                assert entry.label == self.timeout_label[(family, entry.point)]
+        for family in self.timeouts:
+            assert family in self.sched.frontiers
+
+    @invariant()
+    def states_and_outcomes_match_the_model(self):
+        assert self.sched.outcomes == self.outcomes  # also: a final outcome never changes
+        for key, phase in self.phase.items():
+            if phase == "final":
+                expected = self.outcomes[key].value
+            elif phase == "queued":
+                expected = "queued"
+            else:
+                expected = "cancelling" if self.cancels[key] else "running"
+            assert self.sched.state(key) == expected, key
+
+    @invariant()
+    def counts_add_up(self):
+        counts = self.sched.counts()
+        assert sum(counts.values()) == len(self.tasks)
+        assert counts["queued"] == len(self.keys_in("queued"))
+        assert counts["running"] == len(self.keys_in("running"))
+        by_outcome = Counter(o.value for o in self.outcomes.values())
+        for outcome in Outcome:
+            assert counts[outcome.value] == by_outcome[outcome.value]
+
+    @invariant()
+    def workers_are_never_over_or_under_booked(self):
+        free = self.free()
+        reported = self.sched.workers()
+        assert set(reported) == set(self.workers)
+        seen: set[str] = set()
+        for worker_id, (cpus, free_cpus) in reported.items():
+            assert cpus == self.workers[worker_id][0]
+            assert 0 <= free_cpus <= cpus
+            assert free_cpus == free[worker_id][0]
+            running = self.sched.running_on(worker_id)
+            assert running == {k for k, w in self.where.items() if w == worker_id}
+            assert not running & seen, "a task runs on two workers"
+            seen |= running
+        assert seen == set(self.keys_in("running"))
+        assert all(mem is None or mem >= 0 for _, mem in free.values())
+
+    @invariant()
+    def nothing_dominated_waits_and_everything_dominated_running_is_cancelled_once(self):
+        for key in self.keys_in("queued"):
+            assert self.model_dominator(self.tasks[key]) is None, key
+        for key in self.keys_in("running"):
+            if self.model_dominator(self.tasks[key]) is not None:
+                assert self.cancels[key] == 1, key
+        assert all(n <= 1 for n in self.cancels.values()), self.cancels
+
+    @invariant()
+    def queued_demand_splits_by_pool(self):
+        demand = self.sched.queued_demand()
+        queued = self.keys_in("queued")
+        assert demand[Pool.ON_DEMAND] == sum(
+            self.tasks[k].cpus for k in queued if self.on_demand_only(k))
+        assert demand[Pool.SPOT] == sum(
+            self.tasks[k].cpus for k in queued if not self.on_demand_only(k))
+
+
+SchedulerMachine.TestCase.settings = settings(
+    max_examples=250, stateful_step_count=50, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+test_scheduler_state_machine = SchedulerMachine.TestCase
+
+
+# -- examples --------------------------------------------------------------------------------
+def point(*coords: float, scope: tuple[str, ...] = ()) -> HardnessPoint:
+    return HardnessPoint(scope, tuple(float(c) for c in coords))
+
+
+def task(key: str, *coords: float, family: str | None = "f", scope: tuple[str, ...] = (),
+         **kw) -> Task:
+    return Task(key, key, family, point(*coords, scope=scope) if coords else None, **kw)
+
+
+def dispatch_order(sched: Scheduler) -> list[str]:
+    """Start tasks one at a time on a single one-CPU worker, solving each."""
+    if not sched.workers():
+        sched.add_worker("solo", 1)
+    assert [cpus for cpus, _ in sched.workers().values()] == [1]
+    order = []
+    while assignments := sched.assign():
+        (assignment,) = assignments
+        order.append(assignment.key)
+        sched.finish(assignment.key, Outcome.SOLVED)
+    return order
+
+
+def test_categorical_values_dispatch_in_declared_order_not_alphabetically():
+    spec = HardnessSpec.parse("variant:heuristic<bnb<brute")
+    sched = Scheduler()
+    for variant in ("brute", "heuristic", "bnb"):  # submitted out of order
+        sched.submit(Task(variant, variant, "f", spec.point({"variant": variant})))
+    assert dispatch_order(sched) == ["heuristic", "bnb", "brute"]
+
+
+def test_numeric_values_dispatch_as_numbers():
+    spec = HardnessSpec.parse("n")
+    sched = Scheduler()
+    for n in ("10", "9", "100", "2"):
+        sched.submit(Task(f"n{n}", f"n={n}", "f", spec.point({"n": n})))
+    assert dispatch_order(sched) == ["n2", "n9", "n10", "n100"]
+
+
+def test_a_timeout_of_9_skips_10_but_not_8():
+    spec = HardnessSpec.parse("n")
+    sched = Scheduler()
+    sched.add_worker("w", 1)
+    for n in ("9", "10", "8"):
+        sched.submit(Task(f"n{n}", f"n={n}", "f", spec.point({"n": n})))
+    assert sched.assign() == [Assignment("n8", "w")]
+    sched.finish("n8", Outcome.SOLVED)
+    assert sched.assign() == [Assignment("n9", "w")]
+    events = sched.finish("n9", Outcome.TIMEOUT)
+    assert [type(e) for e in events] == [Finished, Skipped] and events[1].key == "n10"
+    assert sched.state("n10") == "skipped"
+    assert events[1].dominator.label == "n=9"
+
+
+def test_scopes_partition_the_frontier():
+    sched = Scheduler()
+    sched.add_worker("w", 1)
+    sched.submit(task("a1", 1, 1, scope=("A",)))
+    sched.submit(task("a2", 2, 2, scope=("A",)))
+    sched.submit(task("b2", 2, 2, scope=("B",)))
+    sched.submit(task("b9", 9, 9, scope=("B",)))
+    assert sched.assign() == [Assignment("a1", "w")]
+    events = sched.finish("a1", Outcome.TIMEOUT)
+    assert events == [Finished("a1", Outcome.TIMEOUT, harder=1),
+                      Skipped("a2", sched.frontiers["f"].points[0])]
+    assert sched.state("b2") == sched.state("b9") == "queued"
+    assert sched.submit(task("a3", 3, 3, scope=("A",)))[0].key == "a3"
+    assert sched.submit(task("b3", 3, 3, scope=("B",))) == []
+    assert dispatch_order(sched) == ["b2", "b3", "b9"]
+
+
+def test_families_partition_the_frontier_and_tasks_without_a_point_are_never_pruned():
+    sched = Scheduler()
+    sched.add_worker("w", 1)
+    sched.submit(task("f0", 0, family="f"))
+    sched.submit(task("g5", 5, family="g"))
+    sched.submit(task("none", 7, family=None))
+    sched.submit(task("nopoint", priority=-1))
+    assert sched.assign() == [Assignment("f0", "w")]
+    assert sched.finish("f0", Outcome.TIMEOUT) == [Finished("f0", Outcome.TIMEOUT)]
+    assert set(sched.frontiers) == {"f"}
+    assert sorted(dispatch_order(sched)) == ["g5", "none", "nopoint"]
+
+
+def test_domino_effect_skips_queued_and_cancels_running_tasks_it_dominates():
+    sched = Scheduler()
+    sched.add_worker("w", 4)
+    for key, coords in {"easy": (1, 1), "run": (1, 3), "side": (0, 5), "hard": (2, 2),
+                        "harder": (3, 3)}.items():
+        sched.submit(task(key, *coords))
+    assert {a.key for a in sched.assign()} == {"easy", "side", "run", "hard"}
+    sched.finish("hard", Outcome.SOLVED)
+    assert sched.assign() == [Assignment("harder", "w")]
+    events = sched.finish("easy", Outcome.TIMEOUT)
+    finished, *consequences = events
+    assert isinstance(finished, Finished) and finished.outcome is Outcome.TIMEOUT
+    assert finished.harder == len(consequences) == 2
+    assert {(type(e), e.key) for e in consequences} == {(Cancel, "run"), (Cancel, "harder")}
+    assert all(e.worker_id == "w" and e.dominator.label == "easy" for e in consequences)
+    assert sched.state("run") == "cancelling" and sched.state("side") == "running"
+    # The worker confirms the kill; a later report from it changes nothing.
+    assert sched.cancelled("run") == [Skipped("run", consequences[0].dominator, killed=True)]
+    assert sched.cancelled("run") == []
+    assert sched.finish("run", Outcome.FAILED) == []
+    # A cancelled task that times out on its own is still reported as skipped.
+    assert sched.finish("harder", Outcome.TIMEOUT)[0].killed
+    assert sched.workers() == {"w": (4, 3)}
+    assert sched.outcomes == {"easy": Outcome.TIMEOUT, "hard": Outcome.SOLVED,
+                              "run": Outcome.SKIPPED, "harder": Outcome.SKIPPED}
+
+
+def test_timeout_harder_count_equals_skipped_plus_cancelled():
+    sched = Scheduler()
+    sched.add_worker("w", 3)
+    sched.submit(task("root", 0, 0))
+    for i in range(1, 6):
+        sched.submit(task(f"q{i}", i, i, cpus=1))
+    started = [a.key for a in sched.assign()]
+    assert started == ["root", "q1", "q2"]
+    events = sched.finish("root", Outcome.TIMEOUT)
+    skipped = [e for e in events if isinstance(e, Skipped)]
+    cancels = [e for e in events if isinstance(e, Cancel)]
+    assert events[0].harder == len(skipped) + len(cancels) == 5
+    assert {e.key for e in cancels} == {"q1", "q2"}
+    assert {e.key for e in skipped} == {"q3", "q4", "q5"}
+
+
+def test_a_solved_report_wins_over_a_pending_cancel():
+    sched = Scheduler()
+    sched.add_worker("w", 2)
+    sched.submit(task("a", 0))
+    sched.submit(task("b", 1))
+    sched.assign()
+    assert [type(e) for e in sched.finish("a", Outcome.TIMEOUT)] == [Finished, Cancel]
+    assert sched.finish("b", Outcome.SOLVED) == [Finished("b", Outcome.SOLVED)]
+    assert sched.cancelled("b") == []
+    assert sched.state("b") == "solved"
+
+
+def test_finished_and_skipped_outcomes_are_final():
+    sched = Scheduler()
+    sched.add_worker("w", 1)
+    sched.submit(task("a", 0))
+    sched.submit(task("b", 1))
+    sched.assign()
+    sched.finish("a", Outcome.TIMEOUT)
+    assert sched.state("b") == "skipped"
+    for outcome in Outcome:
+        assert sched.finish("a", outcome) == []
+        assert sched.finish("b", outcome) == []
+    assert sched.withdraw("a") is None and sched.withdraw("b") is None
+    assert sched.outcomes == {"a": Outcome.TIMEOUT, "b": Outcome.SKIPPED}
+    assert sched.assign() == []
+
+
+def test_requeued_tasks_go_before_fresh_ones():
+    sched = Scheduler()
+    sched.add_worker("w1", 1)
+    sched.submit(task("hard", 9, 9, priority=0))
+    assert sched.assign() == [Assignment("hard", "w1")]
+    sched.submit(task("easy", 0, 0))
+    sched.submit(task("urgent", 0, 0, family="g", priority=5))
+    events = sched.remove_worker("w1")
+    assert events == [Requeued("hard", "w1", preemptions=0, on_demand_only=False)]
+    assert sched.state("hard") == "queued"
+    # A late report from the vanished worker is ignored: the task waits to run again.
+    assert sched.finish("hard", Outcome.TIMEOUT) == []
+    assert dispatch_order(sched) == ["hard", "urgent", "easy"]
+
+
+def test_requeued_tasks_keep_easiest_first_among_themselves():
+    sched = Scheduler()
+    sched.add_worker("big", 3)
+    for key, n in (("c", 3), ("a", 1), ("b", 2)):
+        sched.submit(task(key, n))
+    assert len(sched.assign()) == 3
+    assert [e.key for e in sched.remove_worker("big", preempted=True)] == ["c", "a", "b"]
+    assert dispatch_order(sched) == ["a", "b", "c"]
+
+
+def test_a_cancelling_task_on_a_lost_worker_is_skipped_not_requeued():
+    sched = Scheduler()
+    sched.add_worker("w", 2)
+    sched.submit(task("a", 0))
+    sched.submit(task("b", 1))
+    sched.assign()
+    cancel = sched.finish("a", Outcome.TIMEOUT)[1]
+    assert sched.remove_worker("w") == [Skipped("b", cancel.dominator, killed=True)]
+    assert sched.counts()["queued"] == 0 and sched.state("b") == "skipped"
+
+
+def test_on_demand_only_after_spot_attempts_preemptions():
+    sched = Scheduler(spot_attempts=2)
+    sched.submit(task("t", 0))
+    sched.add_worker("s1", 1, pool=Pool.SPOT)
+    assert sched.assign() == [Assignment("t", "s1")]
+    assert sched.remove_worker("s1", preempted=True) == [Requeued("t", "s1", 1, False)]
+    sched.add_worker("s2", 1, pool=Pool.SPOT)
+    assert sched.assign() == [Assignment("t", "s2")]
+    # Losing a Spot worker without a preemption (e.g. scaled down) does not count.
+    assert sched.remove_worker("s2") == [Requeued("t", "s2", 1, False)]
+    sched.add_worker("s3", 1, pool=Pool.SPOT)
+    assert sched.assign() == [Assignment("t", "s3")]
+    assert sched.remove_worker("s3", preempted=True) == [Requeued("t", "s3", 2, True)]
+    assert sched.queued_demand() == {Pool.SPOT: 0, Pool.ON_DEMAND: 1}
+    sched.add_worker("s4", 4, pool=Pool.SPOT)
+    assert sched.assign() == []  # never on Spot again, however much room it has
+    sched.submit(task("fresh", 5))
+    assert sched.assign() == [Assignment("fresh", "s4")]
+    sched.add_worker("od", 1, pool=Pool.ON_DEMAND)
+    assert sched.assign() == [Assignment("t", "od")]
+    # A preemption reported for an on-demand or local worker is not a Spot attempt.
+    assert sched.remove_worker("od", preempted=True) == [Requeued("t", "od", 2, True)]
+
+
+def test_non_preemptible_tasks_never_run_on_spot():
+    sched = Scheduler(spot_attempts=5)
+    sched.add_worker("spot", 8, pool=Pool.SPOT)
+    sched.submit(task("pinned", 0, preemptible=False))
+    assert sched.assign() == []
+    assert sched.queued_demand() == {Pool.SPOT: 0, Pool.ON_DEMAND: 1}
+    sched.add_worker("local", 1, pool=Pool.LOCAL)
+    assert sched.assign() == [Assignment("pinned", "local")]
+
+
+def test_zero_spot_attempts_means_on_demand_from_the_start():
+    sched = Scheduler(spot_attempts=0)
+    sched.add_worker("spot", 1, pool=Pool.SPOT)
+    sched.submit(task("t", 0))
+    assert sched.assign() == []
+
+
+def test_a_task_s_own_spot_attempts_override_the_run_s():
+    """A CWL tool's expo:Preemptible hint: its jobs move on-demand after their own count."""
+    sched = Scheduler(spot_attempts=5)
+    sched.submit(task("once", 0, spot_attempts=1))
+    sched.submit(task("default", 1))
+    sched.add_worker("s1", 2, pool=Pool.SPOT)
+    assert sorted(a.key for a in sched.assign()) == ["default", "once"]
+    assert sched.remove_worker("s1", preempted=True) == [Requeued("once", "s1", 1, True),
+                                                         Requeued("default", "s1", 1, False)]
+    sched.add_worker("s2", 2, pool=Pool.SPOT)
+    assert sched.assign() == [Assignment("default", "s2")]  # "once" waits for on-demand
+    sched.submit(task("never", 2, spot_attempts=0))
+    assert sched.assign() == []
+    assert sched.queued_demand() == {Pool.SPOT: 0, Pool.ON_DEMAND: 2}
+
+
+def test_big_tasks_wait_while_smaller_ones_fill_the_slots():
+    sched = Scheduler()
+    sched.add_worker("w", 2, mem_mb=1000)
+    sched.submit(task("big", 0, cpus=3))
+    sched.submit(task("fat", 1, mem_mb=2000))
+    sched.submit(task("small", 2, cpus=1, mem_mb=600))
+    sched.submit(task("small2", 3, cpus=1, mem_mb=600))
+    assert sched.assign() == [Assignment("small", "w")]
+    assert sched.workers() == {"w": (2, 1)}
+    assert sched.state("big") == sched.state("fat") == sched.state("small2") == "queued"
+    sched.finish("small", Outcome.SOLVED)
+    assert sched.assign() == [Assignment("small2", "w")]
+
+
+def test_best_fit_prefers_the_fullest_worker_that_holds_the_task():
+    sched = Scheduler()
+    sched.add_worker("roomy", 8)
+    sched.add_worker("snug", 2)
+    sched.submit(task("a", 0, cpus=2))
+    sched.submit(task("b", 1, cpus=2))
+    assert sched.assign() == [Assignment("a", "snug"), Assignment("b", "roomy")]
+
+
+def test_a_persisted_frontier_skips_dominated_tasks_at_submission():
+    frontier = Frontier()
+    frontier.add(point(2, 2), "earlier run: n=2, m=2")
+    sched = Scheduler(frontiers={"f": frontier})
+    (event,) = sched.submit(task("hard", 3, 2))
+    assert event == Skipped("hard", frontier.points[0])
+    assert sched.submit(task("easy", 1, 5)) == []
+    assert sched.counts()["skipped"] == 1 and sched.counts()["queued"] == 1
+
+
+def test_withdraw_releases_the_slot_and_returns_the_worker():
+    sched = Scheduler()
+    sched.add_worker("w", 1)
+    sched.submit(task("a", 0))
+    sched.submit(task("b", 1))
+    sched.assign()
+    assert sched.withdraw("a") == "w"
+    assert sched.withdraw("b") is None
+    assert sched.withdraw("a") is None and sched.withdraw("nobody") is None
+    assert sched.finish("a", Outcome.SOLVED) == []
+    assert sched.assign() == []
+    assert sched.workers() == {"w": (1, 1)}
+    assert sched.outcomes == {"a": Outcome.FAILED, "b": Outcome.FAILED}
+
+
+def test_submitting_a_key_twice_is_refused():
+    sched = Scheduler()
+    sched.submit(task("a", 0))
+    with pytest.raises(ValueError):
+        sched.submit(task("a", 1))
+
+
+def test_adding_a_busy_worker_again_does_not_lose_its_tasks():
+    sched = Scheduler()
+    sched.add_worker("w", 2)
+    sched.submit(task("a", 0))
+    sched.assign()
+    with pytest.raises(ValueError):
+        sched.add_worker("w", 2)
+    assert sched.running_on("w") == {"a"}
+    assert sched.remove_worker("w") == [Requeued("a", "w", 0, False)]
+    sched.add_worker("idle", 1)
+    sched.add_worker("idle", 3, pool=Pool.ON_DEMAND)  # an idle worker may re-register
+    assert sched.workers() == {"idle": (3, 3)}
+
+
+def test_counts_cover_every_state():
+    sched = Scheduler()
+    sched.add_worker("w", 2)
+    for i in range(5):
+        sched.submit(task(f"t{i}", i))
+    sched.assign()
+    sched.finish("t0", Outcome.SOLVED)
+    sched.finish("t1", Outcome.FAILED)
+    counts = sched.counts()
+    assert counts == {"queued": 3, "running": 0, "solved": 1, "failed": 1, "timeout": 0,
+                      "skipped": 0}
+    assert sum(counts.values()) == 5
+
+
+def test_straggler_rule_keeps_queued_tasks_off_spot():
+    sched = Scheduler()
+    sched.add_worker("spot", 2, pool=Pool.SPOT)
+    sched.submit(task("a", 0))
+    sched.submit(task("b", 1))
+    assert sched.assign(allow_spot=False) == []
+    sched.add_worker("od", 1, pool=Pool.ON_DEMAND)
+    assert sched.assign(allow_spot=False) == [Assignment("a", "od")]
+    assert sched.assign() == [Assignment("b", "spot")]

@@ -1,0 +1,430 @@
+"""The simulator: the real scheduler and fleet code under simulated time.
+
+First the check that matters most: a real run (coordinator, local engine, worker processes,
+an injected Spot preemption) and the simulator, given the same workload, configuration and
+preemption schedule, end with the same outcome for every job and makespans within 15%. Then
+small workloads whose results can be worked out by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+
+from expo_executor.protocol.bucket import LocalBucket
+from expo_executor.coordinator.loop import CAPACITY_RETRY, Coordinator, CoordinatorConfig, JobRequest
+from expo_executor.engines.local import LocalEngine, LocalEngineConfig
+from expo_executor.core.hardness import HardnessPoint
+from expo_executor.core.scheduler import Pool, Scheduler, Task
+from expo_executor.simulate.simulation import (
+    POLICIES,
+    BootDelay,
+    FixedPrices,
+    SimConfig,
+    SimJob,
+    Workload,
+    boot_from_vms,
+    compare,
+    load_run,
+    percentile,
+    policy,
+    ratios,
+    simulate,
+    synthetic,
+    table,
+)
+from expo_executor.coordinator.state import StateDir
+
+from tests.helpers import processes_under, wait_until
+
+KEY = b"s" * 32
+PRICES = FixedPrices(spot=1.0, on_demand=3.0)  # USD per VM-hour: easy sums
+
+
+# -- simulator vs reality -------------------------------------------------------------------
+# One family with two scopes. Scope "a" holds the domino: a3 never ends and times out at the
+# deadline, so a4-a6 (harder) are skipped. Scope "b" jobs sort between a3 and a4 (hardness sum
+# 3.3-3.9) and keep every other slot busy for 2 s after a3 starts, so no harder job can start
+# within 2 s of a3 (its own deadline would race a3's). The wave-1 jobs run 3 s, so the
+# preemption of w-1 4.2 s after its creation lands mid-job. The outcome set therefore does not
+# depend on timing noise; the simulator's own schedule is checked for those margins below.
+DEADLINE = 4.0
+PREEMPT = {"w-1": 4.2}
+REALITY = [  # key, scope (None: no hardness), level, runtime (None: never ends)
+    ("fail", None, 0.0, 2.0),
+    ("a0", "a", 0.0, 2.0), ("b0", "b", 0.5, 3.0), ("a1", "a", 1.0, 3.0), ("b1", "b", 1.5, 2.0),
+    ("a2", "a", 2.0, 2.0), ("b2", "b", 2.5, 1.5),
+    ("a3", "a", 3.0, None),
+    ("b3", "b", 3.3, 2.0), ("b4", "b", 3.6, 2.0), ("b5", "b", 3.9, 2.0),
+    ("a4", "a", 4.0, None), ("a5", "a", 5.0, 1.0), ("a6", "a", 6.0, None),
+]
+
+
+def _task(key: str, scope: str | None, level: float) -> Task:
+    if scope is None:
+        return Task(key, key)
+    return Task(key, key, "f", HardnessPoint((scope,), (level,)))
+
+
+def _sim_jobs() -> tuple[SimJob, ...]:
+    return tuple(SimJob(key, key, math.inf if runtime is None else runtime, DEADLINE,
+                        _task(key, scope, level).family, _task(key, scope, level).point,
+                        fails=key == "fail")
+                 for key, scope, level, runtime in REALITY)
+
+
+def _argv(key: str, runtime: float | None) -> list[str]:
+    if key == "fail":
+        return ["sh", "-c", f"sleep {runtime}; exit 3"]
+    return ["sleep", "60" if runtime is None else str(runtime)]
+
+
+def _real_run(tmp_path: Path) -> tuple[float, dict[str, str], list[dict], list[dict]]:
+    """The workload on the real coordinator and local engine; (makespan, outcomes, job
+    records, VM records)."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    bucket = LocalBucket(run_dir / "bucket")
+    engine = LocalEngine(LocalEngineConfig(bucket.root, run_dir / "vms", KEY, poll=0.05,
+                                           grace=30, heartbeat=1, preempt=dict(PREEMPT)))
+    config = CoordinatorConfig("run", 1, 2, idle_timeout=30, poll=0.05, heartbeat=1,
+                               status_interval=60, pool=Pool.SPOT, max_on_demand=1)
+    coordinator = Coordinator(config, engine, bucket, KEY, run_dir, StateDir(tmp_path),
+                              lambda text: None, Scheduler(spot_attempts=1))
+    requests = [JobRequest(_task(key, scope, level), _argv(key, runtime), str(tmp_path), {},
+                           DEADLINE, meta={"rule": "r", "wildcards": {"k": key}})
+                for key, scope, level, runtime in REALITY]
+    keys = {key for key, *_ in REALITY}
+    reports: dict = {}
+    started = time.time()
+    coordinator.start()
+    try:
+        coordinator.submit(requests)
+
+        def collect() -> bool:
+            for report in coordinator.wait_reports(keys - reports.keys(), 1.0):
+                reports[report.key] = report
+            return reports.keys() == keys
+
+        assert wait_until(collect, 90, interval=0), f"missing: {keys - reports.keys()}"
+    finally:
+        coordinator.stop()
+    assert not processes_under(tmp_path)
+    jobs = [json.loads(line) for line in (run_dir / "jobs.jsonl").read_text().splitlines()]
+    vms = [json.loads(line) for line in (run_dir / "vms.jsonl").read_text().splitlines()]
+    makespan = max(record["ended"] for record in jobs) - started
+    return makespan, {k: r.outcome.value for k, r in reports.items()}, jobs, vms
+
+
+def _dispatch_latency(jobs: list[dict], poll: float) -> float:
+    """From a job's end on a worker to the next job's start on it, as the real run shows it,
+    less the coordinator's average wait for its next tick (which the simulator adds itself)."""
+    gaps = []
+    by_worker: dict[str, list[dict]] = {}
+    for record in jobs:
+        if record["started"] is not None and record["outcome"] != "skipped":
+            by_worker.setdefault(record["worker"], []).append(record)
+    for runs in by_worker.values():
+        runs.sort(key=lambda r: r["started"])
+        for before, after in zip(runs, runs[1:]):
+            gaps.append(after["started"] - (before["started"] + before["runtime_s"]))
+    return max(0.0, statistics.median(gaps) - poll / 2) if gaps else poll
+
+
+def test_simulator_and_a_real_run_agree_on_outcomes_and_makespan(tmp_path: Path) -> None:
+    real_makespan, real_outcomes, jobs, vms = _real_run(tmp_path)
+    records = {r["key"]: r for r in jobs}
+    assert records["a1"]["preemptions"] + records["b0"]["preemptions"] == 1, \
+        "the injected preemption hit a wave-1 job"
+    assert any(vm["end"] == "preempted" and vm["name"] == "w-1" for vm in vms)
+    assert any(vm["pool"] == "on_demand" for vm in vms), "the preempted job moved on-demand"
+
+    # The same workload, configuration and preemption schedule in the simulator, with the boot
+    # delay and the dispatch latency the real run showed (this machine's, not the cloud's).
+    boot = boot_from_vms(vms) or BootDelay(0.5)
+    config = SimConfig(max_workers=2, slots=1, max_on_demand=1, spot_attempts=1, poll=0.05,
+                       idle_timeout=30, dispatch_s=_dispatch_latency(jobs, 0.05),
+                       boot=BootDelay(statistics.median(boot.samples) if boot.samples
+                                      else boot.mean))
+    sim = simulate(Workload("reality", _sim_jobs()), config, PRICES, preempt_at=PREEMPT,
+                   name="hybrid")
+
+    assert sim.outcomes == real_outcomes
+    assert sim.counts() == {"solved": 9, "failed": 1, "timeout": 1, "skipped": 3}
+    assert sim.preemptions == 1 and sim.requeues == 1
+    assert abs(sim.makespan_s - real_makespan) <= 0.15 * real_makespan, \
+        f"simulated {sim.makespan_s:.2f} s, real {real_makespan:.2f} s"
+
+
+def test_the_reality_workload_keeps_its_margins_whatever_the_latencies() -> None:
+    """Why the comparison above cannot flake: across boot delays and latencies well beyond
+    this machine's (0.1 s and 0.03 s), the simulated outcomes never change, no job harder than
+    a3 starts within 1.5 s of it, and the preemption always hits a running job."""
+    outcomes = set()
+    for boot in (0.1, 0.3, 0.6, 1.0):
+        for dispatch in (0.0, 0.05, 0.15, 0.3):
+            config = SimConfig(max_workers=2, slots=1, max_on_demand=1, spot_attempts=1,
+                               poll=0.05, idle_timeout=30, dispatch_s=dispatch,
+                               boot=BootDelay(boot))
+            result = simulate(Workload("reality", _sim_jobs()), config, PRICES,
+                              preempt_at=PREEMPT)
+            outcomes.add(tuple(sorted(result.outcomes.items())))
+            assert result.requeues == 1
+            harder = [result.started_s[k] for k in ("a4", "a5", "a6") if k in result.started_s]
+            assert all(start >= result.started_s["a3"] + 1.5 for start in harder)
+    assert len(outcomes) == 1
+
+
+# -- hand-checked workloads -------------------------------------------------------------------
+def _jobs(*runtimes: float, deadline: float | None = None) -> Workload:
+    return Workload("w", tuple(SimJob(f"j{i}", f"j{i}", r, deadline)
+                               for i, r in enumerate(runtimes)))
+
+
+def _ladder(*runtimes: float, deadline: float) -> Workload:
+    """Jobs of one family and scope, each harder than the one before."""
+    return Workload("ladder", tuple(
+        SimJob(f"l{i}", f"l{i}", r, deadline, "f", HardnessPoint((), (float(i),)))
+        for i, r in enumerate(runtimes)))
+
+
+def test_one_vm_runs_jobs_back_to_back_and_bills_from_creation() -> None:
+    config = SimConfig(max_workers=1, slots=1, main_pool=Pool.ON_DEMAND, max_on_demand=0,
+                       poll=1.0, dispatch_s=2.0, boot=BootDelay(60.0), idle_timeout=600)
+    result = simulate(_jobs(100, 200, 300), config, PRICES)
+    # created at 0, ready at 60; each job starts 2 s after the tick that saw its slot free
+    assert result.started_s == {"j0": 62, "j1": 164, "j2": 366}
+    assert result.completion_s == {"j0": 162, "j1": 364, "j2": 666}
+    assert result.makespan_s == 666 and result.p99_s == 666
+    assert result.vm_hours == {"on_demand": pytest.approx(666 / 3600)}
+    assert result.cost_usd == pytest.approx(666 / 3600 * 3.0)
+    assert result.vms == 1 and result.preemptions == 0
+    assert set(result.outcomes.values()) == {"solved"}
+
+
+def test_a_preempted_job_is_requeued_and_after_its_spot_attempts_runs_on_demand() -> None:
+    base = SimConfig(max_workers=1, slots=1, max_on_demand=1, spot_attempts=2, poll=1.0,
+                     dispatch_s=0.0, boot=BootDelay(10.0), idle_timeout=600)
+    # w-1 (Spot) dies 50 s in, its replacement w-2 40 s in: two preemptions, then on-demand
+    result = simulate(_jobs(100), policy("spot-then-od", base), PRICES,
+                      preempt_at={"w-1": 50, "w-2": 40}, name="spot-then-od")
+    assert result.preemptions == 2 and result.requeues == 2
+    assert result.started_s == {"j0": 100}  # w-3, on-demand, created at 90, ready at 100
+    assert result.makespan_s == 200
+    assert result.vm_hours == {"spot": pytest.approx(90 / 3600),
+                               "on_demand": pytest.approx(110 / 3600)}
+    # two Spot VMs of under a minute each are billed a minute each (GCE's minimum)
+    assert result.cost_usd == pytest.approx(2 * 60 / 3600 * 1.0 + 110 / 3600 * 3.0)
+    # naive retries stay on Spot: a third Spot VM runs it
+    naive = simulate(_jobs(100), policy("spot-naive", base), PRICES,
+                     preempt_at={"w-1": 50, "w-2": 40})
+    assert naive.preemptions == 2 and naive.vm_hours.keys() == {"spot"}
+    assert naive.makespan_s == 200
+
+
+def test_each_stockout_holds_the_pool_back_for_the_capacity_retry() -> None:
+    config = policy("spot-naive", SimConfig(max_workers=1, slots=1, poll=1.0, dispatch_s=0.0,
+                                            boot=BootDelay(10.0), stockout=0.5))
+    stockouts = []
+    for seed in range(20):
+        result = simulate(_jobs(100), config, PRICES, seed=seed)
+        # every failed create call costs exactly CAPACITY_RETRY before the next one
+        assert result.makespan_s == 110 + result.stockouts * CAPACITY_RETRY
+        assert result.vms == 1
+        stockouts.append(result.stockouts)
+    assert min(stockouts) == 0 and max(stockouts) >= 1
+
+
+def test_a_timeout_skips_harder_queued_jobs_and_kills_harder_running_ones() -> None:
+    one_slot = SimConfig(max_workers=1, slots=1, main_pool=Pool.ON_DEMAND, max_on_demand=0,
+                         poll=1.0, dispatch_s=0.0, boot=BootDelay(10.0))
+    result = simulate(_ladder(10, math.inf, 5, 5, deadline=50), one_slot, PRICES)
+    assert result.outcomes == {"l0": "solved", "l1": "timeout", "l2": "skipped",
+                               "l3": "skipped"}
+    assert result.makespan_s == 70 and result.started_s.keys() == {"l0", "l1"}
+    # two slots: l1 (harder) ends before l0 times out and stands; l2 is running then
+    two_slots = SimConfig(max_workers=1, slots=2, main_pool=Pool.ON_DEMAND, max_on_demand=0,
+                          poll=1.0, dispatch_s=1.0, boot=BootDelay(10.0))
+    result = simulate(_ladder(math.inf, 20, 40, 5, deadline=50), two_slots, PRICES)
+    assert result.outcomes == {"l0": "timeout", "l1": "solved", "l2": "skipped",
+                               "l3": "skipped"}
+    assert result.started_s == {"l0": 11, "l1": 11, "l2": 32}
+    # l0 times out at 61 (seen at that tick): l3 is skipped at once, and the worker kills l2
+    # (due to end at 72) when it reads its inbox at 62, seen at the tick then
+    assert result.completion_s == {"l0": 61, "l1": 31, "l2": 62, "l3": 61}
+
+
+def test_a_job_that_fails_is_reported_failed() -> None:
+    config = SimConfig(max_workers=1, slots=1, poll=1.0, dispatch_s=0.0, boot=BootDelay(0.0))
+    work = Workload("w", (SimJob("bad", "bad", 5.0, fails=True), SimJob("ok", "ok", 5.0)))
+    assert simulate(work, config, PRICES).outcomes == {"bad": "failed", "ok": "solved"}
+
+
+def test_a_vm_per_job_pays_one_boot_per_job() -> None:
+    base = SimConfig(max_workers=1, slots=2, max_on_demand=1, poll=1.0, dispatch_s=0.0,
+                     boot=BootDelay(60.0), idle_timeout=600)
+    pooled = simulate(_jobs(100, 100, 100, 100), policy("hybrid", base), PRICES)
+    batch = simulate(_jobs(100, 100, 100, 100), policy("vm-per-job", base), PRICES)
+    # one 2-slot VM boots once and runs two waves: 60 + 100 + 100
+    assert pooled.vms == 1 and pooled.makespan_s == 260
+    # two 1-slot VMs at a time, each booted for its job and deleted after it
+    assert batch.vms == 4 and batch.makespan_s == 320
+    assert batch.vm_hours == {"spot": pytest.approx(4 * 160 / 3600)}
+    assert batch.cost_usd == pytest.approx(4 * 160 / 3600 * 1.0 / 2)  # half the machine each
+    assert pooled.cost_usd == pytest.approx(260 / 3600 * 1.0)
+
+
+def test_the_same_seed_gives_the_same_result_and_another_seed_another() -> None:
+    from expo_executor.cost.preemption import default_model
+
+    work = synthetic(400, seed=3)
+    base = SimConfig(max_workers=8, slots=4, max_on_demand=2, boot=BootDelay(60, 20),
+                     stockout=0.2)
+    model = default_model("e2-standard-32")
+    first = compare(work, base, PRICES, model, seed=7)
+    again = compare(work, base, PRICES, model, seed=7)
+    assert [r.policy for r in first] == list(POLICIES)
+    assert first == again
+    other = compare(work, base, PRICES, model, seed=8)
+    assert [r.makespan_s for r in other] != [r.makespan_s for r in first]
+
+
+def test_synthetic_sweeps_time_out_in_the_hard_corner_and_skip_beyond_it() -> None:
+    work = synthetic(1000, seed=0)
+    assert len(work.jobs) == 1000 and len({j.key for j in work.jobs}) == 1000
+    result = simulate(work, policy("on-demand", SimConfig(max_workers=10)), PRICES)
+    counts = result.counts()
+    assert counts["timeout"] > 0 and counts["skipped"] > counts["timeout"]
+    assert counts["solved"] + counts["timeout"] + counts["skipped"] == 1000
+    easy = next(j for j in work.jobs if j.point and j.point.vector == (0, 0))
+    assert result.outcomes[easy.key] == "solved"
+
+
+def test_table_and_ratios_compare_against_the_reference_policies() -> None:
+    work = synthetic(300, seed=1)
+    results = compare(work, SimConfig(max_workers=6, slots=4, max_on_demand=2), PRICES)
+    text = table(results)
+    assert text.count("\n") == len(POLICIES) + 1
+    assert "| on-demand |" in text and "1.000x" in text
+    found = ratios(results)
+    by = {r.policy: r for r in results}
+    assert found["cost_vs_on_demand"] == pytest.approx(by["hybrid"].cost_usd
+                                                       / by["on-demand"].cost_usd)
+    assert found.keys() == {"cost_vs_on_demand", "makespan_vs_on_demand", "p99_vs_spot_naive",
+                            "makespan_vs_vm_per_job"}
+
+
+def test_percentile_is_nearest_rank() -> None:
+    assert percentile(range(1, 101), 99) == 99
+    assert percentile([5.0], 99) == 5.0 and percentile([], 99) == 0.0
+
+
+# -- a past run as the workload ---------------------------------------------------------------
+def _record(key: str, n: int, outcome: str, runtime: float | None) -> dict:
+    return {"v": 1, "key": key, "rule": "solve", "wildcards": {"n": str(n)},
+            "hardness": {"spec": "n", "dims": ["n"], "vector": [float(n)], "scope": []},
+            "outcome": outcome, "runtime_s": runtime, "deadline_s": 10.0, "worker": "w-1",
+            "started": 0.0, "ended": 0.0, "preemptions": 0}
+
+
+def test_a_past_runs_records_become_the_workload(tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    records = [_record("s1", 1, "solved", 3.0), _record("s2", 2, "solved", 5.0),
+               _record("s3", 3, "timeout", 10.2), _record("s4", 4, "skipped", None),
+               {"v": 1, "key": "g1", "rule": "generate", "wildcards": {}, "hardness": None,
+                "outcome": "solved", "runtime_s": 1.0, "deadline_s": None}]
+    (run / "jobs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + "{torn")
+    (run / "vms.jsonl").write_text(
+        json.dumps({"name": "w-1", "pool": "spot", "created": 100.0, "ready": 145.0}) + "\n"
+        + json.dumps({"name": "w-2", "pool": "spot", "created": 100.0}) + "\n")
+    work, boot = load_run(run, scale=60.0)
+    by = {job.key: job for job in work.jobs}
+    assert by.keys() == {"s1", "s2", "s3", "s4"}, "only the rule with hardness"
+    assert by["s1"].runtime_s == 180.0 and by["s1"].deadline_s == 600.0
+    assert by["s3"].runtime_s == math.inf and by["s4"].runtime_s == 600.0
+    assert by["s2"].point == HardnessPoint((), (2.0,)) and by["s2"].family == by["s4"].family
+    assert "1 skipped jobs assumed to time out" in work.note
+    assert boot == BootDelay(45.0, samples=(45.0,))
+    config = SimConfig(max_workers=1, slots=1, main_pool=Pool.ON_DEMAND, max_on_demand=0,
+                       poll=1.0, dispatch_s=0.0, boot=boot)
+    result = simulate(work, config, PRICES)
+    assert result.outcomes == {"s1": "solved", "s2": "solved", "s3": "timeout",
+                               "s4": "skipped"}
+    assert result.makespan_s == 45 + 180 + 300 + 600
+
+
+# -- the local engine's injected preemptions --------------------------------------------------
+def test_the_local_engine_preempts_a_vm_once_when_its_time_comes(tmp_path: Path) -> None:
+    bucket = LocalBucket(tmp_path / "bucket")
+    engine = LocalEngine(LocalEngineConfig(bucket.root, tmp_path / "vms", KEY,
+                                           preempt={"w-1": 0.3}))
+    try:
+        engine.create(["w-1", "w-2"], Pool.SPOT, 1)
+        seen: set[str] = set()
+
+        def preempted() -> bool:
+            seen.update(engine.preempted())
+            return bool(seen)
+
+        assert wait_until(preempted, 30)
+        assert seen == {"w-1"}
+        assert engine.preempted() == set(), "reported once"
+        assert [i.name for i in engine.list()] == ["w-2"]
+        assert not any("w-1" in cmd for _, cmd in processes_under(tmp_path))
+        engine.delete("w-1")  # the coordinator deletes what it lost: a no-op now
+    finally:
+        engine.close()
+    assert not processes_under(tmp_path)
+
+
+# -- the command line -------------------------------------------------------------------------
+def test_the_command_compares_policies_on_a_past_run_and_draws_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from expo_executor.simulate import simulation as command
+
+    state = tmp_path / ".expocloud"
+    run = state / "runs" / "20260101-000000-abcd"
+    run.mkdir(parents=True)
+    (run / "jobs.jsonl").write_text("".join(
+        json.dumps(_record(f"s{n}", n, "solved" if n < 4 else "timeout", 2.0 * n)) + "\n"
+        for n in range(1, 7)))
+    parser = argparse.ArgumentParser()
+    command.add_parser(parser.add_subparsers(dest="command"))
+    png, md = tmp_path / "out.png", tmp_path / "out.md"
+    args = parser.parse_args(["simulate", "--run", "20260101", "--state-dir", str(state),
+                              "--scale", "60", "--vms", "2", "--machine-type", "e2-standard-4",
+                              "--boot-s", "60,10", "--png", str(png), "--md", str(md)])
+    assert command.run(args) == 0
+    out = capsys.readouterr().out
+    assert "6 jobs from run 20260101-000000-abcd" in out
+    assert "e2-standard-4" in out and "prices: snapshot" in out and "default prior" in out
+    for name in POLICIES:
+        assert f"| {name} |" in out and f"| {name} |" in md.read_text()
+    assert png.stat().st_size > 0
+    with pytest.raises(SystemExit):  # a workload is required: a run or a synthetic sweep
+        parser.parse_args(["simulate"])
+
+
+@pytest.mark.parametrize("argv,setting", [
+    (["--synthetic", "0"], "--synthetic"),
+    (["--synthetic", "10", "--vms", "0"], "--vms"),
+    (["--synthetic", "10", "--stockout", "1"], "--stockout"),
+    (["--synthetic", "10", "--poll", "0"], "--poll"),
+])
+def test_bad_simulate_arguments_are_one_line(argv: list[str], setting: str, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from expo_executor.cli import main
+
+    png = tmp_path / "sim.png"
+    assert main(["simulate", *argv, "--png", str(png)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and setting in err[0] and "fix:" in err[0], err
+    assert not png.exists()

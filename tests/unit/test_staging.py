@@ -1,0 +1,167 @@
+"""Staged jobs (CWL): inputs up through the bucket, the command run under the worker's own root
+with its streams and time limit, outputs back; nothing escapes its directory."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from expo_executor.protocol.bucket import LocalBucket
+from expo_executor.frontends.cwl.hints import ARV_PREEMPTIBLE, PREEMPTIBLE, spot_attempts
+from expo_executor.coordinator.settings import ExecutorSettings, machine_memory_mb, worker_memory_mb
+from expo_executor.frontends.cwl.staging import Staging
+from expo_executor.worker.staged_job import main as staged_main
+from expo_executor.worker.staged_job import run, safe_relative, verdict_path
+
+from tests.helpers import processes_under
+
+
+def _job(tmp_path: Path) -> tuple[Path, dict, LocalBucket, Staging]:
+    """A job laid out as cwltool lays it out under the runner's root: a staged input (a link
+    to the user's file, as cwltool stages it), an output and a temporary directory."""
+    root = tmp_path / "runner" / "cwl"
+    outdir, tmpdir, stagedir = root / "out1", root / "tmp1", root / "stg1"
+    for d in (outdir, tmpdir, stagedir):
+        d.mkdir(parents=True)
+    source = tmp_path / "data.txt"
+    source.write_text("42\n")
+    (stagedir / "data.txt").symlink_to(source)
+    (outdir / "empty").mkdir()  # a writable InitialWorkDir entry: an empty directory
+    earlier = root / "out0" / "step0.txt"  # an earlier step's output, read where it lies
+    earlier.parent.mkdir()
+    earlier.write_text("from step 0\n")
+    bucket = LocalBucket(tmp_path / "bucket")
+    staging = Staging(bucket, root)
+    stage = staging.manifest("c1", [(str(stagedir / "data.txt"), True), (str(earlier), False),
+                                    (str(tmp_path / "elsewhere.txt"), False)],
+                             str(outdir), str(tmpdir))
+    script = ("cat {inp} {earlier} > copy.txt; ln -s copy.txt link.txt; mkdir sub; "
+              "echo \"$HOME\" > sub/home.txt; echo err >&2; "
+              "echo '{{\"o\": {{\"class\": \"File\", \"path\": \"'$HOME/copy.txt'\"}}}}' "
+              "> cwl.output.json; exit 3")
+    spec = {"argv": ["/bin/sh", "-c", script.format(inp=stagedir / "data.txt",
+                                                     earlier=earlier)],
+            "cwd": str(outdir), "env": {"HOME": str(outdir), "TMPDIR": str(tmpdir),
+                                        "PATH": os.environ["PATH"]},
+            "stage": {**stage, "stdout": str(outdir / "out.log"), "stderr": str(outdir / "err.log"),
+                      "stdin": None, "outdir": str(outdir), "timelimit": None,
+                      "success_codes": [0, 3]},
+            "bucket": bucket.url, "worker": "w-1"}
+    return root, spec, bucket, staging
+
+
+def test_round_trip_rebases_every_path_and_brings_outputs_back(tmp_path: Path) -> None:
+    root, spec, bucket, staging = _job(tmp_path)
+    # relative to the root, links followed; an unstaged file outside the root is not shipped
+    assert [rel for rel, _, _ in spec["stage"]["inputs"]] == ["out0/step0.txt", "stg1/data.txt"]
+    here = tmp_path / "worker" / "jobs" / "c1"
+    outcome, code, reason = run(spec, here)
+    assert (outcome, code, reason) == ("solved", 3, None)  # 3 is a success code of this tool
+    worker_out = here / "root" / "out1"
+    assert (worker_out / "copy.txt").read_text() == "42\nfrom step 0\n"
+    assert (worker_out / "empty").is_dir()
+    # the command saw the worker's paths, never the runner's
+    assert (worker_out / "sub" / "home.txt").read_text().strip() == str(worker_out)
+    assert str(root) not in (worker_out / "sub" / "home.txt").read_text()
+    outdir = root / "out1"
+    (outdir / "stale.txt").write_text("left over from staging")
+    staging.fetch(spec["stage"]["upload"], "w-1", str(outdir))
+    assert (outdir / "copy.txt").read_text() == "42\nfrom step 0\n"
+    assert (outdir / "err.log").read_text() == "err\n"
+    assert (outdir / "empty").is_dir()
+    # the tool's own output record names the runner's paths again
+    assert json.loads((outdir / "cwl.output.json").read_text())["o"]["path"] == \
+        str(outdir / "copy.txt")
+    assert os.readlink(outdir / "link.txt") == "copy.txt"
+    assert (outdir / "sub" / "home.txt").exists()
+    assert not (outdir / "stale.txt").exists()  # the outdir is what the worker left, exactly
+
+
+def test_inputs_are_uploaded_once_per_content(tmp_path: Path) -> None:
+    root, spec, bucket, staging = _job(tmp_path)
+    again = staging.manifest("c2", [(str(root / "stg1" / "data.txt"), True)],
+                             str(root / "out1"), str(root / "tmp1"))
+    assert again["inputs"][0][1] == spec["stage"]["inputs"][1][1]
+    assert len([k for k in bucket.list("stage/in/")]) == 2  # data.txt and step0.txt
+
+
+def test_time_limit_kills_the_whole_process_group(tmp_path: Path) -> None:
+    _, spec, _, _ = _job(tmp_path)
+    spec["argv"] = ["/bin/sh", "-c", "sleep 60 & sleep 60; wait"]
+    spec["stage"]["timelimit"] = 0.5
+    spec_path = tmp_path / "worker" / "jobs" / "c1.json"
+    spec_path.parent.mkdir(parents=True)
+    spec_path.write_text(json.dumps(spec))
+    assert staged_main([str(spec_path)]) == 124
+    verdict = json.loads(verdict_path(spec_path).read_text())
+    assert verdict["outcome"] == "timeout" and verdict["returncode"] is None
+    assert "time limit of 0.5 s" in verdict["reason"]
+    assert not processes_under(tmp_path / "worker"), "a child of the command survived"
+
+
+def test_a_missing_command_fails_with_its_name(tmp_path: Path) -> None:
+    _, spec, _, _ = _job(tmp_path)
+    spec["argv"] = ["no-such-program-here"]
+    outcome, code, reason = run(spec, tmp_path / "worker" / "c1")
+    assert outcome == "failed" and code is None and "no-such-program-here" in reason
+
+
+@pytest.mark.parametrize("path", ["", "/etc/passwd", "../x", "a/../../b"])
+def test_unsafe_paths_are_refused(path: str) -> None:
+    with pytest.raises(ValueError):
+        safe_relative(path)
+
+
+def test_a_forged_output_manifest_cannot_write_outside_the_outdir(tmp_path: Path) -> None:
+    root, spec, bucket, staging = _job(tmp_path)
+    prefix = spec["stage"]["upload"] + "w-1/"
+    bucket.write(prefix + "manifest.json", json.dumps(
+        {"files": {"../escape.txt": 420}, "dirs": [], "links": {}}).encode())
+    with pytest.raises(ValueError):
+        staging.fetch(spec["stage"]["upload"], "w-1", str(root / "out1"))
+    assert not (root / "escape.txt").exists()
+
+
+def test_inputs_outside_the_root_are_refused(tmp_path: Path) -> None:
+    root, _, _, staging = _job(tmp_path)
+    with pytest.raises(ValueError, match="outside the job root"):
+        staging.manifest("c3", [(str(tmp_path / "data.txt"), True)], str(root / "out1"),
+                         str(root / "tmp1"))
+
+
+@pytest.mark.parametrize("hints, attempts", [
+    ([], None),
+    ([{"class": PREEMPTIBLE, "spotAttempts": 0}], 0),
+    ([{"class": PREEMPTIBLE, "spotAttempts": 3}], 3),
+    ([{"class": ARV_PREEMPTIBLE, "usePreemptible": False}], 0),
+    ([{"class": ARV_PREEMPTIBLE, "usePreemptible": True}], None),
+    # ours wins over Arvados', and the last (the tool's own) over a step's
+    ([{"class": ARV_PREEMPTIBLE, "usePreemptible": False},
+      {"class": PREEMPTIBLE, "spotAttempts": 1}], 1),
+    ([{"class": PREEMPTIBLE, "spotAttempts": 1}, {"class": PREEMPTIBLE, "spotAttempts": 4}], 4),
+])
+def test_preemptible_hints(hints: list[dict], attempts: int | None) -> None:
+    assert spot_attempts(hints) == attempts
+
+
+@pytest.mark.parametrize("machine_type, mib", [
+    ("e2-standard-2", 8192), ("n2-highmem-4", 32768), ("n2d-highcpu-8", 8192),
+    ("n1-standard-1", 3840), ("e2-medium", 4096), ("n2-custom-6-20480", 20480),
+    ("a3-megagpu-8g", None),
+])
+def test_machine_memory_from_the_type_name(machine_type: str, mib: int | None) -> None:
+    assert machine_memory_mb(machine_type) == mib
+
+
+def test_worker_memory_is_the_smaller_pool_s_and_unknown_types_are_not_tracked() -> None:
+    gce = ExecutorSettings(engine="gce", gce_machine_type="n2-highmem-2",
+                           gce_on_demand_machine_type="n2-standard-2")
+    assert worker_memory_mb(gce, 4) == 8192
+    gce.gce_on_demand_machine_type = "a3-megagpu-8g"
+    assert worker_memory_mb(gce, 4) == 0
+    local = ExecutorSettings(engine="local")
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+    assert worker_memory_mb(local, 2) == total // 2

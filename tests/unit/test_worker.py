@@ -1,0 +1,164 @@
+"""The worker agent against a real bucket directory and real job processes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from expo_executor.protocol import messages
+from expo_executor.protocol.bucket import LocalBucket
+from expo_executor.worker.procs import session_members
+from expo_executor.worker.agent import Worker
+from expo_executor.protocol.keys import inbox_key, result_key
+
+from tests.helpers import wait_until
+
+KEY = b"r" * 32
+
+
+def _job(argv: list[str], deadline: float | None = None, cwd: str = "/") -> dict:
+    return {"argv": argv, "cwd": cwd, "env": {}, "deadline_s": deadline, "cpus": 1}
+
+
+class Rig:
+    def __init__(self, tmp_path: Path, slots: int = 2, grace: float = 30.0) -> None:
+        self.bucket = LocalBucket(tmp_path / "bucket")
+        self.worker = Worker(self.bucket, "w-1", slots, KEY, tmp_path / "vm", poll=0.05,
+                             grace=grace, heartbeat=0.5)
+        self.seq = 0
+        self.exit_code: int | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        self.exit_code = self.worker.run()
+
+    def send(self, jobs: dict, cancel: list[str] = (), key: bytes = KEY) -> None:
+        self.seq += 1
+        body = {"seq": self.seq, "jobs": jobs, "cancel": list(cancel)}
+        self.bucket.write(inbox_key("w-1"), messages.encode("inbox", body, key))
+
+    def result(self, job_key: str) -> dict | None:
+        blob = self.bucket.read(result_key(job_key, "w-1"))
+        return messages.decode("result", blob.data) if blob else None
+
+    def stop(self) -> None:
+        self.worker.request_stop("terminated")
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def rig(tmp_path: Path):
+    rig = Rig(tmp_path)
+    rig.thread.start()
+    yield rig
+    rig.stop()
+
+
+def test_runs_a_signed_assignment_and_reports_it(rig: Rig, tmp_path: Path) -> None:
+    rig.send({"j1": _job(["sh", "-c", f"echo hi > {tmp_path}/out.txt"])})
+    assert wait_until(lambda: rig.result("j1") is not None, 10)
+    assert rig.result("j1")["outcome"] == "solved"
+    assert (tmp_path / "out.txt").read_text() == "hi\n"
+
+
+def test_ignores_an_inbox_not_signed_with_the_run_key(rig: Rig, tmp_path: Path) -> None:
+    rig.send({"evil": _job(["sh", "-c", f"touch {tmp_path}/pwned"])}, key=b"x" * 32)
+    rig.send({"j2": _job(["true"])})  # a genuine one afterwards still works
+    assert wait_until(lambda: rig.result("j2") is not None, 10)
+    assert rig.result("evil") is None and not (tmp_path / "pwned").exists()
+
+
+def test_deadline_kills_the_whole_session(rig: Rig) -> None:
+    rig.send({"slow": _job(["sh", "-c", "sleep 100 & sleep 100; wait"], deadline=1.0)})
+    assert wait_until(lambda: "slow" in rig.worker.running, 10)
+    sid = rig.worker.running["slow"].proc.pid
+    assert wait_until(lambda: len(session_members(sid)) >= 3, 5)
+    assert wait_until(lambda: rig.result("slow") is not None, 10)
+    result = rig.result("slow")
+    assert result["outcome"] == "timeout"
+    assert 1.0 <= result["ended"] - result["started"] < 5.0
+    assert session_members(sid) == [], "the background sleep must die too"
+
+
+def test_cancel_and_failure(rig: Rig) -> None:
+    rig.send({"c": _job(["sleep", "100"]), "f": _job(["sh", "-c", "echo boom >&2; exit 3"])})
+    assert wait_until(lambda: rig.result("f") is not None, 10)
+    failed = rig.result("f")
+    assert failed["outcome"] == "failed" and failed["returncode"] == 3
+    assert "boom" in failed["log_tail"]
+    rig.send({"c": _job(["sleep", "100"])}, cancel=["c"])
+    assert wait_until(lambda: rig.result("c") is not None, 10)
+    assert rig.result("c")["outcome"] == "cancelled"
+
+
+def test_dead_mans_switch_stops_the_worker_and_its_jobs(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, grace=1.5)
+    rig.thread.start()
+    rig.send({"long": _job(["sleep", "100"])})
+    assert wait_until(lambda: "long" in rig.worker.running, 10)
+    sid = rig.worker.running["long"].proc.pid
+    started = time.monotonic()
+    rig.thread.join(timeout=10)  # nobody refreshes the inbox any more
+    assert not rig.thread.is_alive() and rig.exit_code == 3
+    assert time.monotonic() - started < 5
+    assert rig.result("long")["outcome"] == "cancelled"
+    assert session_members(sid) == []
+
+
+def test_a_terminated_worker_exits_cleanly_when_idle(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    rig.thread.start()
+    rig.send({})
+    rig.worker.request_stop("terminated")
+    rig.thread.join(timeout=10)
+    assert rig.exit_code == 0
+
+
+def test_busy_worker_reads_its_inbox_slowly_but_reports_a_finished_job_at_once(
+        tmp_path: Path) -> None:
+    """Inbox reads are billed: a worker whose only slot is busy reads at the slow interval
+    (here 60 s), yet a job that ends is reaped and reported within a tick, and the next
+    inbox read comes one fast poll later."""
+    bucket = LocalBucket(tmp_path / "bucket")  # the worker's own: its requests are counted
+    worker = Worker(bucket, "w-1", 1, KEY, tmp_path / "vm", poll=0.05, grace=600,
+                    heartbeat=600, slow_poll=60)
+    rig = Rig.__new__(Rig)
+    rig.bucket, rig.worker, rig.seq, rig.exit_code = (LocalBucket(tmp_path / "bucket"), worker,
+                                                      0, None)
+    rig.thread = threading.Thread(target=rig._run, daemon=True)
+    rig.send({"j1": _job(["sleep", "1.5"])})
+    rig.thread.start()
+    try:
+        assert wait_until(lambda: "j1" in worker.running, 5)
+        reads_while_busy = bucket.ops["B"]
+        assert wait_until(lambda: rig.result("j1") is not None, 5)  # not after 60 s
+        assert bucket.ops["B"] - reads_while_busy <= 2  # nothing read while the slot was busy
+        rig.send({"j2": _job(["true"])})
+        assert wait_until(lambda: rig.result("j2") is not None, 5)
+    finally:
+        rig.stop()
+
+
+def test_jobs_without_a_shared_directory_each_get_their_own_and_it_is_removed(
+        rig: Rig, tmp_path: Path) -> None:
+    """Two jobs on one VM with no shared file system (cwd None) both write the same relative
+    file (as each unpacks the workflow's sources): each in a directory of its own, never the
+    other's, and the directory is gone once the job has ended."""
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    script = (f'echo "$1" > sources.txt; sleep 0.5; cat sources.txt > "{seen}/$1"; '
+              f'pwd >> "{seen}/$1"')
+    rig.send({key: _job(["sh", "-c", script, "x", key], cwd=None) for key in ("a", "b")})
+    assert wait_until(lambda: rig.result("a") is not None and rig.result("b") is not None, 10)
+    assert rig.result("a")["outcome"] == rig.result("b")["outcome"] == "solved"
+    work = tmp_path / "vm" / "work"
+    dirs = {}
+    for key in ("a", "b"):
+        content, directory = (seen / key).read_text().splitlines()
+        assert content == key  # nobody else wrote its file
+        dirs[key] = Path(directory)
+    assert dirs["a"] != dirs["b"] and {d.parent for d in dirs.values()} == {work.resolve()}
+    assert not dirs["a"].exists() and not dirs["b"].exists()
