@@ -1,5 +1,11 @@
-"""Shared fixtures. No test may reach beyond this machine: connections are refused unless
-they go to loopback, and name lookups of anything but localhost fail."""
+"""Shared fixtures and the tiers. No test may reach beyond this machine: connections are
+refused unless they go to loopback, and name lookups of anything but localhost fail.
+
+Tiers are folders, and each test is marked by its folder: ``tests/unit`` (pure and
+in-process, guarded by its own conftest; the default of ``python -m pytest``), ``tests/e2e``
+(real snakemake, cwltool, workers, local servers) and ``tests/faults`` (fault injection).
+``python -m pytest tests`` runs every tier; ``-m unit``/``-m e2e``/``-m faults`` picks one.
+"""
 
 from __future__ import annotations
 
@@ -31,6 +37,18 @@ def _guarded_getaddrinfo(host, *args, **kwargs):  # type: ignore[no-untyped-def]
     if not _is_loopback(host):
         raise socket.gaierror(f"test tried to resolve {host!r}: only loopback is allowed")
     return _real_getaddrinfo(host, *args, **kwargs)
+
+
+TIERS = ("unit", "e2e", "faults")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its tier, read off its folder."""
+    for item in items:
+        parts = item.path.parts
+        tier = next((part for part in TIERS if part in parts[-3:-1]), None)
+        if tier is not None:
+            item.add_marker(getattr(pytest.mark, tier))
 
 
 @pytest.fixture(autouse=True)

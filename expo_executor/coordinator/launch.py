@@ -28,7 +28,8 @@ from expo_executor.core.scheduler import Pool, Scheduler
 from expo_executor.coordinator.settings import (ExecutorSettings, boot_timeout, capacity_timeout, check_credentials,
                        heartbeat_grace, local_max_workers, max_on_demand, needs_credentials,
                        poll_interval, pool_machine_types, worker_memory_mb, zones)
-from expo_executor.coordinator.state import StateDir, read_jsonl
+from expo_executor.coordinator.state import StateDir
+from expo_executor.coordinator.run_files import read_jsonl
 
 AUTO = "auto"
 

@@ -27,7 +27,8 @@ from expo_executor.core.fleet import (BootHistory, Booting, WorkerView, boot_che
 from expo_executor.core.hardness import FrontierPoint
 from expo_executor.core.scheduler import (Cancel, Event, Finished, Outcome, Pool, Requeued, Scheduler, Skipped,
                         Task)
-from expo_executor.coordinator.state import FamilyRef, StateDir, read_jsonl
+from expo_executor.coordinator.state import FamilyRef, StateDir
+from expo_executor.coordinator.run_files import read_jsonl
 from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.protocol.keys import WORKERS_PREFIX, inbox_key, result_key, status_key
 from expo_executor.protocol.records import Inbox, InboxJob, WorkerResult, WorkerStatus

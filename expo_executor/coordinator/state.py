@@ -26,21 +26,6 @@ def _write_json(path: Path, data: object) -> None:
     os.replace(tmp, path)
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    """A run's records (``jobs.jsonl``, ``vms.jsonl``); a torn last line of a run that was
-    killed mid-write is skipped, a missing file is no records."""
-    records = []
-    if path.exists():
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                records.append(record)
-    return records
-
-
 def _read_json(path: Path, default: object) -> object:
     try:
         return json.loads(path.read_text())

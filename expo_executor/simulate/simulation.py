@@ -49,7 +49,7 @@ from expo_executor.core.records import AttemptEnd
 from expo_executor.core.fleet import WorkerView, decide, pools
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.scheduler import Cancel, Event, Finished, Outcome, Pool, Requeued, Scheduler, Skipped, Task
-from expo_executor.coordinator.state import read_jsonl
+from expo_executor.coordinator.run_files import read_jsonl
 
 
 POLICIES = ("on-demand", "spot-naive", "spot-then-od", "hybrid", "vm-per-job")

@@ -1,29 +1,36 @@
 """The unit tier: pure and in-process. No subprocess, no listening server, no sleep.
 
-An autouse guard makes a test that starts a process, opens a listening socket or sleeps fail
-with the reason (it is recorded even when the code under test swallows the exception), so a
-slow or flaky test cannot drift into the fast tier unnoticed: it belongs in tests/e2e/.
+A guard wraps every phase of every test in this folder (fixture setup included, so a
+session-scoped fixture that a unit test is first to request is caught too): a test that starts
+a process, binds or listens on a socket, or sleeps fails with the reason, even when the code
+under test swallows the exception. A slow or flaky test cannot drift into the fast tier
+unnoticed: it belongs in tests/e2e/.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 
 import pytest
+
+_PROCESS_CALLS = ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system", "execv", "execve")
 
 
 class UnitTierViolation(RuntimeError):
     """Raised where a unit test reaches outside its process. Code under test may swallow it;
-    the guard still fails the test at teardown, from its own record."""
+    the guard still fails the test, from its own record."""
 
 
-@pytest.fixture(autouse=True)
-def in_process_only(monkeypatch: pytest.MonkeyPatch) -> object:
+@contextlib.contextmanager
+def _guard() -> Iterator[list[str]]:
     violations: list[str] = []
+    patch = pytest.MonkeyPatch()
 
     def refuse(what: str):  # type: ignore[no-untyped-def]
         def refused(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -31,24 +38,44 @@ def in_process_only(monkeypatch: pytest.MonkeyPatch) -> object:
             raise UnitTierViolation(f"a unit test may not {what}: move it to tests/e2e/")
         return refused
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", refuse("start a process"))
-    for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system", "execv", "execve"):
-        if hasattr(os, name):
-            monkeypatch.setattr(os, name, refuse(f"call os.{name}"))
-    monkeypatch.setattr(multiprocessing.Process, "start", refuse("start a process"))
-    monkeypatch.setattr(socket.socket, "listen", refuse("open a listening socket"))
-    monkeypatch.setattr(socket.socket, "bind", refuse("bind a socket"))
-
-    real_sleep = time.sleep
-
     def no_sleep(seconds: float) -> None:
         if seconds > 0:
-            violations.append(f"sleep {seconds} s")
+            violations.append("sleep")
             raise UnitTierViolation("a unit test may not sleep: inject the clock or move it "
                                     "to tests/e2e/")
-        real_sleep(0)
 
-    monkeypatch.setattr(time, "sleep", no_sleep)
-    yield
+    patch.setattr(subprocess.Popen, "__init__", refuse("start a process"))
+    for name in _PROCESS_CALLS:
+        if hasattr(os, name):
+            patch.setattr(os, name, refuse(f"call os.{name}"))
+    patch.setattr(multiprocessing.Process, "start", refuse("start a process"))
+    patch.setattr(socket.socket, "bind", refuse("bind a socket (a server)"))
+    patch.setattr(socket.socket, "listen", refuse("listen on a socket (a server)"))
+    patch.setattr(time, "sleep", no_sleep)
+    try:
+        yield violations
+    finally:
+        patch.undo()
+
+
+def _guarded():  # type: ignore[no-untyped-def]
+    with _guard() as violations:
+        result = yield
     if violations:
-        pytest.fail(f"unit tier violated: {', '.join(sorted(set(violations)))}", pytrace=False)
+        raise UnitTierViolation(f"unit tier violated: {', '.join(sorted(set(violations)))}")
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):  # type: ignore[no-untyped-def]
+    return (yield from _guarded())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
+    return (yield from _guarded())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
+    return (yield from _guarded())

@@ -12,15 +12,6 @@ from expo_executor.cli import main
 from .test_report import run  # noqa: F401  (the fixture: a recorded, still-open run)
 
 
-def test_report_prints_the_table_and_writes_csv_and_png(run: Path, capsys) -> None:  # noqa: F811
-    state = run.parent.parent
-    assert main(["report", "--state-dir", str(state), "--best", "min", "cost"]) == 0
-    out = capsys.readouterr().out
-    assert "| variant" in out and "best" in out
-    assert (run / "results.csv").stat().st_size > 0
-    assert (run / "outcomes.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
 @pytest.mark.parametrize("args,message", [
     (["--best", "median", "cost"], "--best: direction 'median' is neither min nor max"),
     (["--dims", "n_tasks"], "--dims: 'n_tasks' does not name two columns"),

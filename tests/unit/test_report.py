@@ -4,32 +4,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import struct
 from pathlib import Path
 
 import pytest
 
 from expo_executor.core.errors import ExpoError
-from expo_executor.report.results import (
-    ReportError,
-    apply_filter,
-    apply_min_group_size,
-    best_row,
-    build_rows,
-    default_group_by,
-    find_run,
-    format_value,
-    hardness_info,
-    load_jobs,
-    plot_outcomes,
-    read_job_numbers,
-    report,
-    to_markdown,
-    write_csv,
-)
+from expo_executor.report.results import ReportError, apply_filter, apply_min_group_size, best_row, build_rows, default_group_by, find_run, format_value, hardness_info, load_jobs, read_job_numbers, report, to_markdown, write_csv
 from expo_executor.report.safe_expr import ExpressionError, compile_expression
-from tests.helpers import REPO
 
 SPEC = "variant:heuristic<bnb<brute, n_tasks, n_agents"
 DIMS = ["variant", "n_tasks", "n_agents"]
@@ -335,64 +316,6 @@ def test_write_csv_round_trip(run: Path, tmp_path: Path) -> None:
     assert read[0].keys() >= {"rule", "variant", "outcome", "runtime_s", "worker", "solve_seconds", "label"}
 
 
-def png_size(path: Path) -> tuple[int, int]:
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
-    return struct.unpack(">II", data[16:24])
-
-
-def colour_share(path: Path, rgb: tuple[int, int, int]) -> float:
-    """The share of pixels close to a colour: shows the cells were drawn with the outcome colours."""
-    import matplotlib.image
-
-    pixels = matplotlib.image.imread(path)[..., :3] * 255
-    close = (abs(pixels - rgb) < 8).all(axis=-1)
-    return float(close.mean())
-
-
-def test_plot_outcomes_writes_a_png_with_outcome_colours(tmp_path: Path) -> None:
-    rows = []
-    for variant in ("heuristic", "bnb", "brute"):
-        for n_tasks in ("5", "10", "15"):
-            for n_agents in ("2", "4"):
-                outcome = "solved" if variant != "brute" or n_tasks == "5" else "timeout"
-                rows += [{"variant": variant, "n_tasks": n_tasks, "n_agents": n_agents, "outcome": outcome}] * 2
-    path = tmp_path / "deep" / "map.png"
-    plot_outcomes(rows, "n_tasks", "n_agents", path, hardness_dims=DIMS,
-                  order={"variant": ["heuristic", "bnb", "brute"]}, title="Outcomes of rule solve in run r1")
-    width, height = png_size(path)
-    assert width > 600 and height > 250 and path.stat().st_size > 10_000
-    assert colour_share(path, (0x2C, 0xA0, 0x2C)) > 0.05  # solved: green
-    assert colour_share(path, (0xD6, 0x27, 0x28)) > 0.01  # timeout: red
-    with pytest.raises(ReportError, match="unknown column 'nope'"):
-        plot_outcomes(rows, "nope", "n_agents", tmp_path / "x.png")
-    with pytest.raises(ReportError, match="already an axis"):
-        plot_outcomes(rows, "n_tasks", "n_agents", tmp_path / "x.png", facet="n_tasks")
-
-
-def test_report_end_to_end(run: Path, tmp_path: Path) -> None:
-    text = report(run, filter="n_tasks >= 5", best=("min", "cost"), min_group_size=1)
-    assert text.splitlines()[0].startswith("run r1 (no end time")
-    assert "| rule  | variant" in text
-    assert "filter 'n_tasks >= 5': kept 7 of 7 rows" in text
-    # group (bnb, 5, 2) has a solved row; (brute, 7, 3) has two; all groups survive k=1
-    assert "min_group_size 1 by (variant, n_tasks, n_agents): dropped 0 rows" in text
-    assert "best (min cost): 8.25 at rule=solve, variant=bnb, n_tasks=5, n_agents=2, seed=0" in text
-    assert f"CSV: {run / 'results.csv'}" in text and (run / "results.csv").is_file()
-    assert f"PNG: {run / 'outcomes.png'}" in text
-    png_size(run / "outcomes.png")
-    assert "7 rows: 5 solved, 1 timeout, 1 skipped" in text
-
-
-def test_report_min_group_size_drops_groups_and_custom_paths(run: Path, tmp_path: Path) -> None:
-    text = report(run, min_group_size=2, csv_path=tmp_path / "t.csv", png_path=tmp_path / "t.png",
-                  dims=["variant", "n_tasks"], facet="n_agents")
-    # (heuristic,5,2): 2 solved, kept; (bnb,5,2): 1 solved of 2 rows, dropped; (brute,7,3): 2 solved of 3, kept
-    assert "dropped 2 rows in 1 groups" in text
-    assert "bnb" not in text.split("\n\n")[1]
-    assert (tmp_path / "t.csv").is_file() and png_size(tmp_path / "t.png")[0] > 300
-
-
 def test_report_skips_the_png_with_fewer_than_two_dims(tmp_path: Path) -> None:
     workdir = tmp_path / "w"
     record = {"v": 1, "key": "a", "rule": "r", "wildcards": {"n": "1"}, "outcome": "solved",
@@ -403,16 +326,6 @@ def test_report_skips_the_png_with_fewer_than_two_dims(tmp_path: Path) -> None:
     assert not (run_dir / "outcomes.png").exists()
     with pytest.raises(ExpressionError):
         report(run_dir, filter="n.real > 0")
-
-
-def test_importing_report_does_not_import_matplotlib() -> None:
-    import subprocess
-    import sys
-
-    code = "import sys, expo_executor.report.results; print('matplotlib' in sys.modules)"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert out.stdout.strip() == "False"
 
 
 def test_outputs_echoing_the_wildcards_add_no_columns(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
 from expo_executor.emulator.compute import FakeCompute
-from tests.helpers import wait_until
+from tests.helpers import REPO, wait_until
 
 PROJECT = "proj"
 ZONE = "us-central1-a"
@@ -32,7 +32,6 @@ IMAGE = "projects/debian-cloud/global/images/family/debian-12"
 # preemption notice and writes what it saw to its scratch directory.
 PROBE = r"""
 import pathlib, sys, time, urllib.request
-from tests.helpers import REPO
 host, scratch = sys.argv[1], pathlib.Path(sys.argv[2])
 def get(path):
     req = urllib.request.Request(f"http://{host}/computeMetadata/v1/{path}",

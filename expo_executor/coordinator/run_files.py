@@ -1,0 +1,120 @@
+"""The one owner of a run's files under ``.expocloud/runs/<run>/``.
+
+- ``run.json``: what ran, where, with which settings, and when it ended (written by the front
+  end through :meth:`RunFiles.start` and :meth:`RunFiles.end`);
+- ``jobs.jsonl``: one line per job outcome; ``vms.jsonl``: one line per VM that ended;
+- ``status.json``: the live counts, replaced atomically every status interval;
+- ``cost.json``, ``requests.json`` and ``request_budget.json``: the run's cost, its storage
+  operations, and what they would cost at scale.
+
+Lines are appended whole, so a killed run leaves at most a torn last line, which the readers
+skip. ``expocloud report`` and ``status`` read the same files through :func:`read_jsonl`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+RUN = "run.json"
+JOBS = "jobs.jsonl"
+VMS = "vms.jsonl"
+STATUS = "status.json"
+COST = "cost.json"
+REQUESTS = "requests.json"
+REQUEST_BUDGET = "request_budget.json"
+RECORD_VERSION = 1
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """A run's records (``jobs.jsonl``, ``vms.jsonl``); a torn last line of a run that was
+    killed mid-write is skipped, a missing file is no records."""
+    records = []
+    if path.exists():
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+    return records
+
+
+class RunFiles:
+    """Reads and writes one run directory's files; both front ends and the coordinator use it."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.dir = run_dir
+
+    @property
+    def run_id(self) -> str:
+        return self.dir.name
+
+    # -- run.json ------------------------------------------------------------------------------
+    def start(self, engine: str, settings: Any, **source: str) -> None:
+        """Record the run as it starts: ``source`` names what runs (``snakefile=...`` or
+        ``cwl=...``); ``settings`` is the validated settings dataclass."""
+        record = {"v": RECORD_VERSION, "run_id": self.run_id,
+                  "created": dt.datetime.now().isoformat(), "workdir": os.getcwd(),
+                  "engine": str(getattr(engine, "value", engine)), "pid": os.getpid(),
+                  "host": socket.gethostname(), **source,
+                  "settings": dataclasses.asdict(settings), "ended": None}
+        self._write_json(RUN, record)
+
+    def end(self) -> None:
+        """Mark the run ended (a run.json with ``ended: null`` is a run still going, or one
+        whose process was killed)."""
+        record = self.read_json(RUN) or {"v": RECORD_VERSION, "run_id": self.run_id}
+        self._write_json(RUN, {**record, "ended": dt.datetime.now().isoformat()})
+
+    # -- records ---------------------------------------------------------------------------------
+    def append_job(self, record: dict[str, Any]) -> None:
+        self._append(JOBS, record)
+
+    def append_vm(self, record: dict[str, Any]) -> None:
+        self._append(VMS, record)
+
+    def jobs(self) -> list[dict]:
+        return read_jsonl(self.dir / JOBS)
+
+    def vms(self) -> list[dict]:
+        return read_jsonl(self.dir / VMS)
+
+    # -- whole-file JSON ------------------------------------------------------------------------
+    def write_status(self, status: dict[str, Any]) -> None:
+        self._write_json(STATUS, status)
+
+    def write_cost(self, cost: dict[str, Any]) -> None:
+        self._write_json(COST, cost)
+
+    def has_cost(self) -> bool:
+        return (self.dir / COST).exists()
+
+    def write_requests(self, requests: dict[str, Any]) -> None:
+        self._write_json(REQUESTS, requests)
+
+    def write_request_budget(self, figures: dict[str, Any]) -> None:
+        self._write_json(REQUEST_BUDGET, figures)
+
+    def read_json(self, name: str) -> Any:
+        """One of the run's JSON files, or None when it is missing or unreadable."""
+        try:
+            return json.loads((self.dir / name).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _write_json(self, name: str, data: Any) -> None:
+        """Replaced atomically: a reader sees the old file or the new one, never half."""
+        tmp = self.dir / f".{name}.tmp"
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, self.dir / name)
+
+    def _append(self, name: str, record: dict[str, Any]) -> None:
+        with open(self.dir / name, "a") as handle:
+            handle.write(json.dumps(record) + "\n")

@@ -1,0 +1,96 @@
+"""Staged jobs (CWL): inputs up through the bucket, the command run under the worker's own root
+with its streams and time limit, outputs back; nothing escapes its directory."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from expo_executor.protocol.bucket import LocalBucket
+from expo_executor.frontends.cwl.staging import Staging
+from expo_executor.worker.staged_job import main as staged_main
+from expo_executor.worker.staged_job import run, verdict_path
+
+from tests.helpers import processes_under
+
+
+def _job(tmp_path: Path) -> tuple[Path, dict, LocalBucket, Staging]:
+    """A job laid out as cwltool lays it out under the runner's root: a staged input (a link
+    to the user's file, as cwltool stages it), an output and a temporary directory."""
+    root = tmp_path / "runner" / "cwl"
+    outdir, tmpdir, stagedir = root / "out1", root / "tmp1", root / "stg1"
+    for d in (outdir, tmpdir, stagedir):
+        d.mkdir(parents=True)
+    source = tmp_path / "data.txt"
+    source.write_text("42\n")
+    (stagedir / "data.txt").symlink_to(source)
+    (outdir / "empty").mkdir()  # a writable InitialWorkDir entry: an empty directory
+    earlier = root / "out0" / "step0.txt"  # an earlier step's output, read where it lies
+    earlier.parent.mkdir()
+    earlier.write_text("from step 0\n")
+    bucket = LocalBucket(tmp_path / "bucket")
+    staging = Staging(bucket, root)
+    stage = staging.manifest("c1", [(str(stagedir / "data.txt"), True), (str(earlier), False),
+                                    (str(tmp_path / "elsewhere.txt"), False)],
+                             str(outdir), str(tmpdir))
+    script = ("cat {inp} {earlier} > copy.txt; ln -s copy.txt link.txt; mkdir sub; "
+              "echo \"$HOME\" > sub/home.txt; echo err >&2; "
+              "echo '{{\"o\": {{\"class\": \"File\", \"path\": \"'$HOME/copy.txt'\"}}}}' "
+              "> cwl.output.json; exit 3")
+    spec = {"argv": ["/bin/sh", "-c", script.format(inp=stagedir / "data.txt",
+                                                     earlier=earlier)],
+            "cwd": str(outdir), "env": {"HOME": str(outdir), "TMPDIR": str(tmpdir),
+                                        "PATH": os.environ["PATH"]},
+            "stage": {**stage, "stdout": str(outdir / "out.log"), "stderr": str(outdir / "err.log"),
+                      "stdin": None, "outdir": str(outdir), "timelimit": None,
+                      "success_codes": [0, 3]},
+            "bucket": bucket.url, "worker": "w-1"}
+    return root, spec, bucket, staging
+
+
+def test_round_trip_rebases_every_path_and_brings_outputs_back(tmp_path: Path) -> None:
+    root, spec, bucket, staging = _job(tmp_path)
+    # relative to the root, links followed; an unstaged file outside the root is not shipped
+    assert [rel for rel, _, _ in spec["stage"]["inputs"]] == ["out0/step0.txt", "stg1/data.txt"]
+    here = tmp_path / "worker" / "jobs" / "c1"
+    outcome, code, reason = run(spec, here)
+    assert (outcome, code, reason) == ("solved", 3, None)  # 3 is a success code of this tool
+    worker_out = here / "root" / "out1"
+    assert (worker_out / "copy.txt").read_text() == "42\nfrom step 0\n"
+    assert (worker_out / "empty").is_dir()
+    # the command saw the worker's paths, never the runner's
+    assert (worker_out / "sub" / "home.txt").read_text().strip() == str(worker_out)
+    assert str(root) not in (worker_out / "sub" / "home.txt").read_text()
+    outdir = root / "out1"
+    (outdir / "stale.txt").write_text("left over from staging")
+    staging.fetch(spec["stage"]["upload"], "w-1", str(outdir))
+    assert (outdir / "copy.txt").read_text() == "42\nfrom step 0\n"
+    assert (outdir / "err.log").read_text() == "err\n"
+    assert (outdir / "empty").is_dir()
+    # the tool's own output record names the runner's paths again
+    assert json.loads((outdir / "cwl.output.json").read_text())["o"]["path"] == \
+        str(outdir / "copy.txt")
+    assert os.readlink(outdir / "link.txt") == "copy.txt"
+    assert (outdir / "sub" / "home.txt").exists()
+    assert not (outdir / "stale.txt").exists()  # the outdir is what the worker left, exactly
+
+
+def test_time_limit_kills_the_whole_process_group(tmp_path: Path) -> None:
+    _, spec, _, _ = _job(tmp_path)
+    spec["argv"] = ["/bin/sh", "-c", "sleep 60 & sleep 60; wait"]
+    spec["stage"]["timelimit"] = 0.5
+    spec_path = tmp_path / "worker" / "jobs" / "c1.json"
+    spec_path.parent.mkdir(parents=True)
+    spec_path.write_text(json.dumps(spec))
+    assert staged_main([str(spec_path)]) == 124
+    verdict = json.loads(verdict_path(spec_path).read_text())
+    assert verdict["outcome"] == "timeout" and verdict["returncode"] is None
+    assert "time limit of 0.5 s" in verdict["reason"]
+    assert not processes_under(tmp_path / "worker"), "a child of the command survived"
+
+
+def test_a_missing_command_fails_with_its_name(tmp_path: Path) -> None:
+    _, spec, _, _ = _job(tmp_path)
+    spec["argv"] = ["no-such-program-here"]
+    outcome, code, reason = run(spec, tmp_path / "worker" / "c1")
+    assert outcome == "failed" and code is None and "no-such-program-here" in reason
