@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from expo_executor.protocol.bucket import Blob, PreconditionFailed
+from expo_executor.protocol.bucket_contract import Blob, PreconditionFailed
 from expo_executor.engines.gce.retry import retry_call
 
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
