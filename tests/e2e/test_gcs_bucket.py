@@ -10,8 +10,9 @@ import pytest
 pytest.importorskip("google.cloud.storage")
 pytest.importorskip("gcp_storage_emulator")
 
+from expo_executor.engines.gce.errors import is_transient_storage
 from expo_executor.protocol.bucket import PreconditionFailed
-from expo_executor.protocol.gcs_bucket import GcsBucket, is_transient
+from expo_executor.protocol.gcs_bucket import GcsBucket
 
 from tests.gcs_emulator import EmulatorProcess, fresh_bucket, gcs_emulator  # noqa: F401
 
@@ -56,7 +57,7 @@ def test_connection_errors_are_retried_then_raised() -> None:
         sleeps.clear()
         with pytest.raises(Exception) as info:
             call()
-        assert is_transient(info.value)
+        assert is_transient_storage(info.value)
         assert sleeps == [0.1, 0.2, 0.4]
 
 
