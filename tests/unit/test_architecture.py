@@ -75,7 +75,9 @@ LAYERS: Mapping[str, Layer] = {
     "simulate": _layer("core", "cost", "simulate", "coordinator.run_files", "report"),
     "coordinator": _layer("core", "protocol", "engines", "cost", "coordinator"),
     "emulator": _layer("emulator", "worker.procs"),
-    "frontends": _layer("core", "protocol", "coordinator", "cost", "engines", "worker",
+    # "everything below them": the docstring's list leaves out the worker, whose path check
+    # (worker.staged_job.safe_relative) the CWL staging shares
+    "frontends": _layer("core", "protocol", "coordinator", "cost", "engines.gce.launch", "worker",
                         "frontends"),
     "cli": _layer("core", "protocol", "coordinator", "cost", "engines", "worker", "simulate",
                   "report", "emulator", "frontends"),
