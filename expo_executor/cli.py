@@ -13,6 +13,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from expo_executor.cost import preemption
 from expo_executor.cost import prices
@@ -34,7 +35,16 @@ def _csv(text: str | None) -> list[str] | None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="expocloud", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_report_parser(sub)
+    _add_state_parsers(sub)
+    _add_cleanup_parser(sub)
+    _add_emulator_parser(sub)
+    for module in _PLUGGED:
+        module.add_parser(sub)
+    return parser
 
+
+def _add_report_parser(sub: Any) -> None:
     rep = sub.add_parser("report", help="results table, CSV and outcome map of a run")
     rep.add_argument("run", nargs="?", help="run id or directory (default: the newest run)")
     _add_state_dir(rep)
@@ -52,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--dims", metavar="X,Y", help="the two dimensions of the outcome map")
     rep.add_argument("--facet", help="one panel per value of this column")
 
+
+def _add_state_parsers(sub: Any) -> None:
+    """status, forget and runs: what the state directory holds."""
     stat = sub.add_parser("status", help="progress of a live (or finished) run")
     stat.add_argument("run", nargs="?", help="run id or directory (default: the newest run)")
     _add_state_dir(stat)
@@ -64,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", help="list runs")
     _add_state_dir(runs)
 
+
+def _add_cleanup_parser(sub: Any) -> None:
     clean = sub.add_parser("cleanup", help="list and delete GCE VMs of runs that are gone")
     clean.add_argument("--project", required=True, help="GCE project id")
     clean.add_argument("--zones", required=True, help="zones to search, comma separated")
@@ -74,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     clean.add_argument("--endpoint", help="Compute API endpoint (the local fake)")
     _add_state_dir(clean)
 
+
+def _add_emulator_parser(sub: Any) -> None:
     emu = sub.add_parser("emulator", help="serve a fake Compute Engine and a GCS emulator on "
                          "loopback for profiles/gce-emulated (until Ctrl-C)")
     emu.add_argument("--compute-port", type=int, default=8790)
@@ -90,9 +107,6 @@ def build_parser() -> argparse.ArgumentParser:
                      "emulator applies it, on a fraction R of the storage calls (e.g. 0.1)")
     emu.add_argument("--bucket", default="expocloud-emulated",
                      help="a bucket to create at start (the one the emulated profiles use)")
-    for module in _PLUGGED:
-        module.add_parser(sub)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,7 @@
 """Local stand-ins for Google Cloud: Compute Engine, its metadata server, and GCS.
 
 Used by the tests and by ``expocloud emulator`` (profiles/gce-emulated), so the GCE path can be
-tried offline. Nothing here is imported by the executor itself.
+tried offline. Nothing here is imported by the executor itself (only the command line imports
+it), and it imports nothing of the executor but the worker's process control (a fake VM powers
+off as a real one does).
 """

@@ -38,6 +38,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import BinaryIO
 from urllib.parse import unquote, urlsplit
 
 KINDS = ("503-before", "429-before", "drop-before", "503-after", "429-after", "drop-after")
@@ -193,100 +194,116 @@ class FaultyProxy:
             self.injected[kind] += 1
             return kind, None
 
+    def _note_forwarded(self) -> None:
+        with self._lock:
+            self.forwarded += 1
+
     # -- serving -----------------------------------------------------------------------------
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        proxy = self
+        return type("Handler", (_ProxyHandler,), {"proxy": self})
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
 
-            def log_message(self, *_: object) -> None:  # quiet: tests read the counters
+def _read_chunked(rfile: BinaryIO) -> bytes:
+    """A chunked request body, trailers skipped."""
+    chunks = []
+    while True:
+        size = int(rfile.readline().split(b";")[0].strip() or b"0", 16)
+        if size == 0:
+            while rfile.readline() not in (b"\r\n", b"\n", b""):
                 pass
+            return b"".join(chunks)
+        chunks.append(rfile.read(size))
+        rfile.readline()
 
-            def _body(self) -> bytes:
-                if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-                    chunks = []
-                    while True:
-                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                        if size == 0:
-                            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                                pass
-                            return b"".join(chunks)
-                        chunks.append(self.rfile.read(size))
-                        self.rfile.readline()
-                length = int(self.headers.get("Content-Length") or 0)
-                return self.rfile.read(length) if length else b""
 
-            def _drop(self) -> None:
-                self.close_connection = True
-                try:
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+def _flip_middle_byte(data: bytes) -> bytes:
+    """``data`` with one bit of its middle byte flipped: corrupted on the way."""
+    flip = len(data) // 2
+    return data[:flip] + bytes([data[flip] ^ 0x01]) + data[flip + 1:]
 
-            def _answer(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
-                self.send_response(status)
-                for name, value in headers:
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(body)
 
-            def _error(self, status: int, message: str | None = None) -> None:
-                self._answer(status, [("Content-Type", "application/json; charset=UTF-8")],
-                             error_body(status, message))
+class _ProxyHandler(BaseHTTPRequestHandler):
+    """One client connection of a FaultyProxy (``proxy``, set by the subclass each proxy makes)."""
 
-            def _handle(self) -> None:
-                body = self._body()
-                target = self.path
-                faulted = target.startswith(FAULTED_PREFIXES)
-                kind, refusal = (proxy._decide(Request(self.command, unquote(target), body))
-                                 if faulted else (None, None))
-                if refusal is not None:
-                    self._error(refusal)
-                    return
-                if kind == "drop-before":
-                    self._drop()
-                    return
-                if kind in ("503-before", "429-before"):
-                    self._error(int(kind[:3]))
-                    return
-                try:
-                    status, headers, answer = self._forward(body)
-                except OSError as exc:  # the emulator is gone or stuck: say so, as a 502
-                    self._error(502, f"the proxy could not reach the emulator: {exc}")
-                    return
-                if kind == "drop-after":
-                    self._drop()
-                    return
-                if kind in ("503-after", "429-after"):
-                    self._error(int(kind[:3]))
-                    return
-                if kind == CORRUPT and status == 200 and answer:
-                    flip = len(answer) // 2
-                    answer = answer[:flip] + bytes([answer[flip] ^ 0x01]) + answer[flip + 1:]
-                self._answer(status, headers, answer)
+    protocol_version = "HTTP/1.1"
+    proxy: FaultyProxy
 
-            def _forward(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
-                conn = http.client.HTTPConnection(*proxy.upstream,
-                                                  timeout=proxy.upstream_timeout)
-                try:
-                    headers = {k: v for k, v in self.headers.items()
-                               if k.lower() not in HOP_BY_HOP}
-                    if body or self.command in ("POST", "PUT", "PATCH"):
-                        headers["Content-Length"] = str(len(body))
-                    conn.request(self.command, self.path, body=body or None, headers=headers)
-                    response = conn.getresponse()
-                    answer = response.read()
-                    kept = [(k, v) for k, v in response.getheaders()
-                            if k.lower() not in HOP_BY_HOP]
-                    with proxy._lock:
-                        proxy.forwarded += 1
-                    return response.status, kept, answer
-                finally:
-                    conn.close()
+    def log_message(self, *_: object) -> None:  # quiet: tests read the counters
+        pass
 
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle
+    def _body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            return _read_chunked(self.rfile)
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
 
-        return Handler
+    def _drop(self) -> None:
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _answer(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _error(self, status: int, message: str | None = None) -> None:
+        self._answer(status, [("Content-Type", "application/json; charset=UTF-8")],
+                     error_body(status, message))
+
+    def _fault(self, kind: str | None, when: str) -> bool:
+        """Serve ``kind`` if it is a fault that strikes ``when`` ("before" or "after"
+        forwarding): a dropped connection or an error answer."""
+        if kind is None or not kind.endswith(f"-{when}"):
+            return False
+        if kind.startswith("drop-"):
+            self._drop()
+        else:
+            self._error(int(kind[:3]))
+        return True
+
+    def _handle(self) -> None:
+        body = self._body()
+        target = self.path
+        faulted = target.startswith(FAULTED_PREFIXES)
+        kind, refusal = (self.proxy._decide(Request(self.command, unquote(target), body))
+                         if faulted else (None, None))
+        if refusal is not None:
+            self._error(refusal)
+            return
+        if self._fault(kind, "before"):
+            return
+        try:
+            status, headers, answer = self._forward(body)
+        except OSError as exc:  # the emulator is gone or stuck: say so, as a 502
+            self._error(502, f"the proxy could not reach the emulator: {exc}")
+            return
+        if self._fault(kind, "after"):
+            return
+        if kind == CORRUPT and status == 200 and answer:
+            answer = _flip_middle_byte(answer)
+        self._answer(status, headers, answer)
+
+    def _forward(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        conn = http.client.HTTPConnection(*self.proxy.upstream,
+                                          timeout=self.proxy.upstream_timeout)
+        try:
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
+            if body or self.command in ("POST", "PUT", "PATCH"):
+                headers["Content-Length"] = str(len(body))
+            conn.request(self.command, self.path, body=body or None, headers=headers)
+            response = conn.getresponse()
+            answer = response.read()
+            kept = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP]
+            self.proxy._note_forwarded()
+            return response.status, kept, answer
+        finally:
+            conn.close()
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _handle

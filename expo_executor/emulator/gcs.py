@@ -23,7 +23,11 @@ import subprocess
 import sys
 import urllib.request
 import uuid
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any
 
+Handler = Callable[..., Any]  # one of the emulator's request handlers
 PRECONDITIONS = ("ifGenerationMatch", "ifGenerationNotMatch",
                  "ifMetagenerationMatch", "ifMetagenerationNotMatch")
 
@@ -54,101 +58,129 @@ def precondition_failure(query: dict, current: dict | None) -> str | None:
     return None
 
 
-def _install_wrapper() -> None:  # runs inside the emulator's process
-    from http import HTTPStatus
+# -- the wrapper: runs inside the emulator's process ----------------------------------------------
 
-    from gcp_storage_emulator import server
+
+def _current_object(storage: Any, bucket_name: str, object_name: str) -> dict | None:
+    """The live object's metadata, or None when absent."""
     from gcp_storage_emulator.exceptions import NotFound
-    from gcp_storage_emulator.handlers import objects
 
-    def current_object(storage, bucket_name, object_name):
+    try:
+        return storage.get_file_obj(bucket_name, object_name)
+    except NotFound:
+        return None
+
+
+def _insert_target(request: Any) -> tuple[str, str] | None:
+    """The bucket and object an insert (simple, multipart or resumable start) writes."""
+    bucket = request.params.get("bucket_name")
+    if "upload_id" in request.query:
+        return None  # a resumable chunk sent with POST: checked in upload_partial
+    kind = (request.query.get("uploadType") or [""])[0]
+    if "name" in request.query:
+        return bucket, request.query["name"][0]
+    if kind == "multipart":
+        return bucket, (request.data.get("meta") or {}).get("name")
+    if kind == "resumable" and request.data:
+        return bucket, request.data.get("name")
+    return None
+
+
+def _target_of(request: Any, storage: Any, handler_name: str) -> tuple[str, str] | None:
+    """The bucket and object a request to ``handler_name`` would change, if it can be told."""
+    if handler_name == "insert":
+        return _insert_target(request)
+    bucket = request.params.get("bucket_name")
+    if handler_name == "upload_partial":
+        upload_id = (request.query.get("upload_id") or [None])[0]
         try:
-            return storage.get_file_obj(bucket_name, object_name)
-        except NotFound:
+            return bucket, storage.get_resumable_file_obj(upload_id)["name"]
+        except Exception:  # noqa: BLE001 - let the handler answer for unknown uploads
             return None
+    return bucket, request.params.get("object_id")
 
-    def target_of(request, storage, handler_name):
-        bucket = request.params.get("bucket_name")
-        if handler_name == "insert":
-            if "upload_id" in request.query:
-                return None  # a resumable chunk sent with POST: checked in upload_partial
-            kind = (request.query.get("uploadType") or [""])[0]
-            if "name" in request.query:
-                return bucket, request.query["name"][0]
-            if kind == "multipart":
-                return bucket, (request.data.get("meta") or {}).get("name")
-            if kind == "resumable" and request.data:
-                return bucket, request.data.get("name")
-            return None
-        if handler_name == "upload_partial":
-            upload_id = (request.query.get("upload_id") or [None])[0]
-            try:
-                return bucket, storage.get_resumable_file_obj(upload_id)["name"]
-            except Exception:  # noqa: BLE001 - let the handler answer for unknown uploads
-                return None
-        return bucket, request.params.get("object_id")
 
-    def guard(handler, handler_name):
-        def guarded(request, response, storage, *args, **kwargs):
-            if any(p in request.query for p in PRECONDITIONS):
-                target = target_of(request, storage, handler_name)
-                if target and target[1]:
-                    why = precondition_failure(request.query, current_object(storage, *target))
-                    if why is not None:
-                        response.status = HTTPStatus.PRECONDITION_FAILED
-                        response.json({"error": {
-                            "code": 412,
-                            "message": f"At least one of the pre-conditions you specified did not hold. ({why})",
-                            "errors": [{"domain": "global", "reason": "conditionNotMet",
-                                        "message": "Precondition Failed",
-                                        "locationType": "header", "location": "If-Match"}],
-                        }})
-                        return None
-            return handler(request, response, storage, *args, **kwargs)
+def _answer_precondition_failed(response: Any, why: str) -> None:
+    """HTTP 412 with the JSON error body GCS sends (reason ``conditionNotMet``)."""
+    response.status = HTTPStatus.PRECONDITION_FAILED
+    response.json({"error": {
+        "code": 412,
+        "message": f"At least one of the pre-conditions you specified did not hold. ({why})",
+        "errors": [{"domain": "global", "reason": "conditionNotMet",
+                    "message": "Precondition Failed",
+                    "locationType": "header", "location": "If-Match"}],
+    }})
 
-        guarded.__name__ = f"faithful_{handler_name}"
-        return guarded
 
-    def with_generation_headers(handler):
-        def download(request, response, storage, *args, **kwargs):
-            result = handler(request, response, storage, *args, **kwargs)
-            if response.status == HTTPStatus.OK and request.params.get("object_id"):
-                obj = current_object(storage, request.params["bucket_name"],
-                                     request.params["object_id"])
-                if obj is not None:
-                    response["x-goog-generation"] = str(obj["generation"])
-                    response["x-goog-metageneration"] = str(obj["metageneration"])
+def _guard(handler: Handler, handler_name: str) -> Handler:
+    """``handler``, answering 412 instead when the request's preconditions do not hold."""
+    def guarded(request: Any, response: Any, storage: Any, *args: Any, **kwargs: Any) -> Any:
+        if any(p in request.query for p in PRECONDITIONS):
+            target = _target_of(request, storage, handler_name)
+            if target and target[1]:
+                why = precondition_failure(request.query, _current_object(storage, *target))
+                if why is not None:
+                    _answer_precondition_failed(response, why)
+                    return None
+        return handler(request, response, storage, *args, **kwargs)
+
+    guarded.__name__ = f"faithful_{handler_name}"
+    return guarded
+
+
+def _with_generation_headers(handler: Handler) -> Handler:
+    """A download handler that also sends ``x-goog-generation``/``x-goog-metageneration``."""
+    def download(request: Any, response: Any, storage: Any, *args: Any, **kwargs: Any) -> Any:
+        result = handler(request, response, storage, *args, **kwargs)
+        if response.status == HTTPStatus.OK and request.params.get("object_id"):
+            obj = _current_object(storage, request.params["bucket_name"],
+                                  request.params["object_id"])
+            if obj is not None:
+                response["x-goog-generation"] = str(obj["generation"])
+                response["x-goog-metageneration"] = str(obj["metageneration"])
+        return result
+
+    return download
+
+
+def page_of(body: dict, limit: int, token: str | None) -> dict:
+    """One page of a listing's ``body``: at most ``limit`` items by name after ``token``, and
+    ``nextPageToken`` when more follow, as GCS pages."""
+    items = sorted(body.get("items") or [], key=lambda item: item["name"])
+    if token:
+        items = [item for item in items if item["name"] > token]
+    limit = max(1, limit)
+    if len(items) > limit:
+        items = items[:limit]
+        body["nextPageToken"] = items[-1]["name"]
+    body["items"] = items
+    return body
+
+
+def _with_paging(handler: Handler) -> Handler:
+    """A listing handler that honours ``maxResults``/``pageToken`` (the stock one ignores them)."""
+    def ls(request: Any, response: Any, storage: Any, *args: Any, **kwargs: Any) -> Any:
+        result = handler(request, response, storage, *args, **kwargs)
+        limit = (request.query.get("maxResults") or [None])[0]
+        if response.status != HTTPStatus.OK or not limit:
             return result
+        token = (request.query.get("pageToken") or [None])[0]
+        response.json(page_of(json.loads(response._content), int(limit), token))
+        return result
 
-        return download
+    return ls
 
-    def with_paging(handler):
-        # The stock emulator ignores maxResults/pageToken; page by name like GCS does.
-        def ls(request, response, storage, *args, **kwargs):
-            result = handler(request, response, storage, *args, **kwargs)
-            limit = (request.query.get("maxResults") or [None])[0]
-            if response.status != HTTPStatus.OK or not limit:
-                return result
-            body = json.loads(response._content)
-            items = sorted(body.get("items") or [], key=lambda item: item["name"])
-            token = (request.query.get("pageToken") or [None])[0]
-            if token:
-                items = [item for item in items if item["name"] > token]
-            limit = max(1, int(limit))
-            if len(items) > limit:
-                items = items[:limit]
-                body["nextPageToken"] = items[-1]["name"]
-            body["items"] = items
-            response.json(body)
-            return result
 
-        return ls
+def _install_wrapper() -> None:
+    """Swap the emulator's object handlers for the faithful ones, in its routing table too."""
+    from gcp_storage_emulator import server
+    from gcp_storage_emulator.handlers import objects
 
     originals = {name: getattr(objects, name)
                  for name in ("insert", "upload_partial", "xml_upload", "patch", "delete")}
-    replacements = {fn: guard(fn, name) for name, fn in originals.items()}
-    replacements[objects.download] = with_generation_headers(objects.download)
-    replacements[objects.ls] = with_paging(objects.ls)
+    replacements = {fn: _guard(fn, name) for name, fn in originals.items()}
+    replacements[objects.download] = _with_generation_headers(objects.download)
+    replacements[objects.ls] = _with_paging(objects.ls)
     # The routing table holds the functions themselves; the Router also falls back to
     # ``objects.insert`` by attribute, so patch both.
     for _regex, handlers in server.HANDLERS:

@@ -2,7 +2,8 @@
 
 ``base`` is the contract, ``local`` runs workers as local processes, ``gce`` is the Compute
 Engine provider package. Engines may import the core and the protocol (and ``local`` the worker's
-process control); never the coordinator's loop or the front ends.
+process control, ``gce.launch`` the coordinator's settings, which it turns into a GCE engine);
+never the rest of the coordinator, the worker's agent or the front ends.
 """
 
 from expo_executor.engines.base import Engine, Instance

@@ -4,10 +4,11 @@ google-cloud-storage is imported lazily (in the constructor), so importing expo_
 cheap and works where the library is not installed.
 
 Retries are ours, not the client's: every call passes ``retry=None`` and goes through
-:func:`expo_executor.engines.gce.retry.retry_call` (exponential backoff, full jitter). Transient: 429, 500,
-502, 503, 504, connection errors, timeouts, and a download whose body fails the client's CRC32C
-check against ``x-goog-hash`` (corrupted on the way: read again). Not transient: everything
-else (403, 404 on write, 412 ...).
+:func:`expo_executor.engines.gce.retry.retry_call` (exponential backoff, full jitter), and the
+GCE provider's classifier decides (:func:`expo_executor.engines.gce.errors.is_transient_storage`).
+Transient: 429, 500, 502, 503, 504, connection errors, timeouts, and a download whose body fails
+the client's CRC32C check against ``x-goog-hash`` (corrupted on the way: read again). Not
+transient: everything else (403, 404 on write, 412 ...).
 
 A conditional write whose response was lost may have landed: its retry then meets 412. When a
 write had an earlier, transiently failed attempt and then gets 412, the object is read back;
@@ -17,18 +18,17 @@ are indistinguishable, and the outcome is the same).
 
 from __future__ import annotations
 
-from collections import Counter
-
 import os
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from expo_executor.protocol.bucket import Blob, PreconditionFailed
+from expo_executor.engines.gce.errors import is_transient_storage
 from expo_executor.engines.gce.retry import retry_call
+from expo_executor.protocol.bucket_contract import Blob, PreconditionFailed
 
-TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 DEFAULT_TIMEOUT = (10.0, 60.0)  # (connect, read) seconds, per request
 
 
@@ -42,36 +42,6 @@ def parse_gs_url(url: str) -> tuple[str, str]:
         raise ValueError(f"no bucket name in {url!r}")
     prefix = prefix.strip("/")
     return name, (prefix + "/") if prefix else ""
-
-
-def is_transient(err: BaseException) -> bool:
-    """True for errors worth retrying: throttling, server errors, broken connections, timeouts."""
-    code = getattr(err, "code", None)
-    if isinstance(code, int) and not isinstance(code, bool):
-        return code in TRANSIENT_STATUS
-    if isinstance(err, (ConnectionError, TimeoutError)):
-        return True
-    try:
-        import requests
-    except ImportError:  # pragma: no cover
-        requests = None  # type: ignore[assignment]
-    if requests is not None and isinstance(
-        err,
-        (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
-         requests.exceptions.ChunkedEncodingError),
-    ):
-        return True
-    try:
-        from google.resumable_media.common import DataCorruption
-    except ImportError:  # pragma: no cover
-        DataCorruption = ()  # type: ignore[assignment,misc]
-    if isinstance(err, DataCorruption):  # the body failed its checksum on the way: fetch again
-        return True
-    try:
-        from google.auth.exceptions import TransportError
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(err, TransportError)
 
 
 class GcsBucket:
@@ -112,7 +82,7 @@ class GcsBucket:
                 client = storage.Client(project=project)
         self.client = client
         self._bucket = client.bucket(self.bucket_name)
-        self._retry = {"is_transient": is_transient, "attempts": attempts, "base": base,
+        self._retry = {"is_transient": is_transient_storage, "attempts": attempts, "base": base,
                        "cap": cap, "sleep": sleep, "rand": rand}
         self.timeout = timeout
         self.page_size = page_size  # None: the server's default (1000 objects per page on GCS)

@@ -1,6 +1,7 @@
-"""Tests for the agent-assignment example workflow (workflows/agent-assignment)."""
-import importlib.util
-import itertools
+"""The agent-assignment example workflow's scripts as commands, and under plain Snakemake: the
+solver's and generator's command lines, a killed solver that leaves no output, the aggregate over
+results, placeholders and garbage, the default sweep's size and a tiny sweep end to end (the
+scripts in process are in tests/unit/test_agent_assignment.py)."""
 import json
 import re
 import shutil
@@ -9,32 +10,10 @@ import sys
 
 import pytest
 import yaml
-from tests.helpers import REPO
 
-WF = REPO / "workflows" / "agent-assignment"
-SCRIPTS = WF / "scripts"
-VARIANTS = ("brute", "bnb", "heuristic")
+from tests.agent_assignment import SCRIPTS, VARIANTS, WORKFLOW, reference_cost, script, write_file
 
-
-def _load(name):
-    if str(SCRIPTS) not in sys.path:  # the scripts import their sibling atomic.py, as when run
-        sys.path.insert(0, str(SCRIPTS))
-    spec = importlib.util.spec_from_file_location(f"agent_assignment_{name}", SCRIPTS / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-generate = _load("generate")
-solve = _load("solve")
-aggregate = _load("aggregate")
-
-
-def reference_cost(times):
-    """Independent brute force: times[a][t], one distinct agent per task."""
-    n_agents, n_tasks = len(times), len(times[0])
-    return min(sum(times[a][t] for t, a in enumerate(perm))
-               for perm in itertools.permutations(range(n_agents), n_tasks))
+generate = script("generate")
 
 
 # ---------------------------------------------------------------- solver
@@ -91,24 +70,17 @@ def test_generator_is_deterministic(tmp_path):
 
 # ---------------------------------------------------------------- aggregate
 
-def _write(root, rel, text):
-    p = root / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text)
-    return p
-
-
 def test_aggregate_handles_results_placeholders_and_garbage(tmp_path):
     real = {"variant": "bnb", "n_tasks": 3, "n_agents": 4, "instance": 0, "cost": 42, "nodes": 17,
             "solve_seconds": 0.0012, "assignment": [1, 0, 3]}
     files = [
-        _write(tmp_path, "results/bnb/3/4/0.json", json.dumps(real)),
-        _write(tmp_path, "results/brute/10/12/1.json", '{"expocloud_outcome": "timeout"}'),
-        _write(tmp_path, "results/brute/12/12/0.json",
+        write_file(tmp_path, "results/bnb/3/4/0.json", json.dumps(real)),
+        write_file(tmp_path, "results/brute/10/12/1.json", '{"expocloud_outcome": "timeout"}'),
+        write_file(tmp_path, "results/brute/12/12/0.json",
                '{"expocloud_outcome": "skipped", "reason": "dominated by brute 10/12", "rule": "solve"}'),
-        _write(tmp_path, "results/heuristic/22/22/1.json", "this is\tnot JSON {"),
-        _write(tmp_path, "results/heuristic/3/4/0.json", ""),
-        _write(tmp_path, "results/bnb/3/4/1.json", "[1, 2, 3]"),
+        write_file(tmp_path, "results/heuristic/22/22/1.json", "this is\tnot JSON {"),
+        write_file(tmp_path, "results/heuristic/3/4/0.json", ""),
+        write_file(tmp_path, "results/bnb/3/4/1.json", "[1, 2, 3]"),
         tmp_path / "results/bnb/9/9/0.json",  # missing
     ]
     out = tmp_path / "results" / "table.tsv"
@@ -138,7 +110,7 @@ def test_aggregate_handles_results_placeholders_and_garbage(tmp_path):
 
 def _copy_workflow(tmp_path):
     dest = tmp_path / "agent-assignment"
-    shutil.copytree(WF, dest, ignore=shutil.ignore_patterns(
+    shutil.copytree(WORKFLOW, dest, ignore=shutil.ignore_patterns(
         "results", "instances", ".snakemake", ".expocloud", "__pycache__"))
     return dest
 
@@ -155,7 +127,7 @@ def test_default_sweep_size(tmp_path):
     proc = _snakemake(wf, "-n", "-j2", "--quiet", "rules")
     out = proc.stdout + proc.stderr
     counts = dict((m.group(1), int(m.group(2))) for m in re.finditer(r"^(\w+)\s+(\d+)$", out, re.M))
-    config = yaml.safe_load((WF / "config.yaml").read_text())
+    config = yaml.safe_load((WORKFLOW / "config.yaml").read_text())
     points = [(t, a) for t in config["n_tasks"] for a in config["n_agents"] if a >= t]
     assert counts["generate"] == len(points) * config["instances"]
     assert counts["solve"] == 3 * len(points) * config["instances"]

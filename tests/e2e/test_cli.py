@@ -1,11 +1,14 @@
-"""The ``expocloud`` command line on a recorded run directory."""
+"""``expocloud report`` on a recorded run directory, whole: the table and the best row printed,
+the CSV and the outcome map written. (Its options and the other subcommands, in process:
+tests/unit/test_cli.py.)"""
 
 from __future__ import annotations
 
 from pathlib import Path
+
 from expo_executor.cli import main
 
-from .test_report import run  # noqa: F401  (the fixture: a recorded, still-open run)
+from tests.recorded_run import run  # noqa: F401  (the fixture: a recorded, still-open run)
 
 
 def test_report_prints_the_table_and_writes_csv_and_png(run: Path, capsys) -> None:  # noqa: F811

@@ -8,15 +8,8 @@ import csv
 import shutil
 from pathlib import Path
 
+from tests.agent_assignment import WORKFLOW, hardness_vector
 from tests.helpers import job_records, processes_under, run_dirs, run_snakemake
-from tests.helpers import REPO
-
-WORKFLOW = REPO / "workflows" / "agent-assignment"
-RANK = {"heuristic": 0, "bnb": 1, "brute": 2}
-
-
-def _vector(wildcards: dict) -> tuple[int, int, int]:
-    return (RANK[wildcards["variant"]], int(wildcards["n_tasks"]), int(wildcards["n_agents"]))
 
 
 def test_small_sweep_times_out_skips_and_aggregates(tmp_path: Path) -> None:
@@ -32,10 +25,10 @@ def test_small_sweep_times_out_skips_and_aggregates(tmp_path: Path) -> None:
     outcomes = [r["outcome"] for r in records]
     assert outcomes.count("timeout") >= 1 and outcomes.count("skipped") >= 1
     assert outcomes.count("solved") >= 12 and "failed" not in outcomes
-    timed_out = [_vector(r["wildcards"]) for r in records if r["outcome"] == "timeout"]
+    timed_out = [hardness_vector(r["wildcards"]) for r in records if r["outcome"] == "timeout"]
     for record in records:
         if record["outcome"] == "skipped":
-            point = _vector(record["wildcards"])
+            point = hardness_vector(record["wildcards"])
             assert any(all(t <= p for t, p in zip(timeout, point)) for timeout in timed_out), \
                 f"{record['wildcards']} was skipped without a dominating timeout"
             assert record["dominator"].startswith("solve {variant=")

@@ -1,5 +1,7 @@
-"""GcsBucket keeps the bucket contract against a GCS emulator made faithful to preconditions,
-and the retry helper backs off as documented. Everything stays on loopback."""
+"""GcsBucket against the GCS emulator made faithful to preconditions (the shared contract, with
+the race, is in test_bucket.py): what the faithful wrapper fixes, keys under the prefix, listing
+pages, request counts, a create-only write whose answer was lost, and our own retries of
+connection errors. Everything stays on loopback."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ import pytest
 pytest.importorskip("google.cloud.storage")
 pytest.importorskip("gcp_storage_emulator")
 
+from expo_executor.engines.gce.errors import is_transient_storage
 from expo_executor.protocol.bucket import PreconditionFailed
-from expo_executor.protocol.gcs_bucket import GcsBucket, is_transient
+from expo_executor.protocol.gcs_bucket import GcsBucket
 
 from tests.gcs_emulator import EmulatorProcess, fresh_bucket, gcs_emulator  # noqa: F401
 
@@ -19,9 +22,6 @@ from tests.gcs_emulator import EmulatorProcess, fresh_bucket, gcs_emulator  # no
 @pytest.fixture
 def bucket(gcs_emulator: str) -> GcsBucket:  # noqa: F811
     return GcsBucket(f"gs://{fresh_bucket(gcs_emulator)}/runs/r1", endpoint=gcs_emulator)
-
-
-# -- GCS specifics (the shared contract, with the race, is in test_bucket.py) --------------------
 
 
 def test_bare_emulator_ignores_preconditions() -> None:
@@ -56,11 +56,11 @@ def test_connection_errors_are_retried_then_raised() -> None:
         sleeps.clear()
         with pytest.raises(Exception) as info:
             call()
-        assert is_transient(info.value)
+        assert is_transient_storage(info.value)
         assert sleeps == [0.1, 0.2, 0.4]
 
 
-# -- the retry helper, deterministic ----------------------------------------------------------
+# -- GCS specifics -----------------------------------------------------------------------------
 
 
 def test_keys_are_relative_to_the_prefix(gcs_emulator: str) -> None:  # noqa: F811

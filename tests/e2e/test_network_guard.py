@@ -1,4 +1,5 @@
-"""The guard itself must bite, or every other test's 'offline' claim is hollow."""
+"""The network guard (tests/conftest.py) lets loopback through: the local servers the e2e tests
+start stay reachable. (What it refuses: tests/unit/test_network_guard.py.)"""
 
 import socket
 

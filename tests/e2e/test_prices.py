@@ -1,12 +1,11 @@
-"""Prices for cost figures: machine shapes, the bundled snapshot, the SKU parser and --refresh.
-
-The refresh runs the real google-cloud-billing REST client against a fake Cloud Billing
-Catalog on 127.0.0.1 serving recorded SKU records (tests/data/billing_skus.json).
+"""``expocloud prices --refresh`` end to end: the real google-cloud-billing REST client against a
+fake Cloud Billing Catalog on 127.0.0.1 serving recorded SKU records (tests/data/
+billing_skus.json), in pages, with transient errors. (Shapes, the parser, the snapshot and the
+cache, in process: tests/unit/test_prices.py.)
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import threading
@@ -20,26 +19,11 @@ import pytest
 
 from expo_executor.cost import prices
 from expo_executor.core.errors import ExpoError
-from tests.helpers import REPO
+from tests.prices_fixtures import SKUS, prices_cli, private_cache  # noqa: F401  (autouse)
 
-SKUS = json.loads((REPO / "tests" / "data" / "billing_skus.json").read_text())["skus"]
 SKUS_PATH = "/v1/services/6F81-5844-456A/skus"
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Never read or write the real ~/.cache: the price cache lives under tmp_path."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    return tmp_path / "cache" / "expocloud" / "prices.json"
-
-
-# -- machines --------------------------------------------------------------------------------------
-# -- the SKU parser ------------------------------------------------------------------------------
-
-
-# -- the bundled snapshot ----------------------------------------------------------------------
-# -- the cache ------------------------------------------------------------------------------------
 # -- --refresh against a fake Cloud Billing Catalog ------------------------------------------------
 def _public(record: dict) -> dict:
     """The record as the API serves it: without our _source notes."""
@@ -96,16 +80,10 @@ def catalog() -> Iterator[tuple[str, list[str]]]:
         server.server_close()
 
 
-def _cli(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="expocloud")
-    prices.add_parser(parser.add_subparsers(dest="command", required=True))
-    return parser.parse_args(["prices", *argv])
-
-
 def test_refresh_end_to_end(catalog: tuple[str, list[str]], private_cache: Path,
                             capsys: pytest.CaptureFixture[str]) -> None:
     endpoint, seen = catalog
-    assert prices.run(_cli("--refresh", "--endpoint", endpoint, "--family", "n2")) == 0
+    assert prices.run(prices_cli("--refresh", "--endpoint", endpoint, "--family", "n2")) == 0
     out = capsys.readouterr().out.splitlines()
     # Both pages were read, the second by its token.
     assert [urlsplit(p).path for p in seen] == [SKUS_PATH, SKUS_PATH]

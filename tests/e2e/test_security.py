@@ -1,16 +1,19 @@
-"""Security properties of issue 6, each checked on the real thing (docs/security.md):
+"""Security properties of issue 6 (docs/security.md), each checked on the real thing:
 
 - nothing of ours listens: the socket tables of the coordinator, every worker and every job
   session, sampled during a local run and an emulated GCE run, hold no LISTEN TCP socket and no
   bound UDP socket;
 - write access to the bucket cannot make a worker run a command: a forged (wrong key), replayed
   (older seq), oversized or pickled inbox is ignored by a real worker, and a command it names
-  never runs; a malformed or oversized status or result is ignored by the coordinator;
+  never runs;
 - the run key appears in no log, no run directory, no worker's disk and no bucket object;
   a CWL secret appears in no bucket object and no log, yet the job gets it, and a failing
   job that prints it reports it blanked out;
-- no command is built by string interpolation for a shell, and the startup script quotes every
-  rendered value.
+- the startup script quotes every rendered value.
+
+What the coordinator does with forged statuses and results, forged output manifests and
+replaced staged inputs, and the package's source free of shell strings and unpickling, in
+process: tests/unit/test_security.py.
 """
 
 from __future__ import annotations
@@ -409,7 +412,6 @@ def test_a_sealed_job_that_prints_its_secret_reports_it_blanked_out(
     assert agent.secrets == {}  # forgotten once reported
 
 
-# -- statuses and results the coordinator must ignore -------------------------------------------
 # -- CWL secrets ----------------------------------------------------------------------------------
 SECRET_TOOL = """cwlVersion: v1.2
 class: CommandLineTool
@@ -496,7 +498,7 @@ def test_a_cwl_job_that_prints_its_secret_and_fails_shows_it_blanked_out(
     assert _holding([secret.encode()], tmp_path / "state", skip=("vms",)) == []
 
 
-# -- commands are never strings for a shell --------------------------------------------------------
+# -- the startup script quotes what it renders -------------------------------------------------
 
 
 HOSTILE = ["$(touch /tmp/expocloud-pwned)", "';touch /tmp/expocloud-pwned;'",

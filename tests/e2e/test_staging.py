@@ -1,55 +1,23 @@
-"""Staged jobs (CWL): inputs up through the bucket, the command run under the worker's own root
-with its streams and time limit, outputs back; nothing escapes its directory."""
+"""Staged jobs (CWL) run for real: inputs up through the bucket, the command run under the
+worker's own root with its streams and time limit, outputs back with every path rebased; a time
+limit kills the whole process group; a missing command is named. (The staging's checks, in
+process: tests/unit/test_staging.py.)"""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
-from expo_executor.protocol.bucket import LocalBucket
-from expo_executor.frontends.cwl.staging import Staging
+
 from expo_executor.worker.staged_job import main as staged_main
 from expo_executor.worker.staged_job import run, verdict_path
 
+from tests.cwl_job import laid_out_job
 from tests.helpers import processes_under
 
 
-def _job(tmp_path: Path) -> tuple[Path, dict, LocalBucket, Staging]:
-    """A job laid out as cwltool lays it out under the runner's root: a staged input (a link
-    to the user's file, as cwltool stages it), an output and a temporary directory."""
-    root = tmp_path / "runner" / "cwl"
-    outdir, tmpdir, stagedir = root / "out1", root / "tmp1", root / "stg1"
-    for d in (outdir, tmpdir, stagedir):
-        d.mkdir(parents=True)
-    source = tmp_path / "data.txt"
-    source.write_text("42\n")
-    (stagedir / "data.txt").symlink_to(source)
-    (outdir / "empty").mkdir()  # a writable InitialWorkDir entry: an empty directory
-    earlier = root / "out0" / "step0.txt"  # an earlier step's output, read where it lies
-    earlier.parent.mkdir()
-    earlier.write_text("from step 0\n")
-    bucket = LocalBucket(tmp_path / "bucket")
-    staging = Staging(bucket, root)
-    stage = staging.manifest("c1", [(str(stagedir / "data.txt"), True), (str(earlier), False),
-                                    (str(tmp_path / "elsewhere.txt"), False)],
-                             str(outdir), str(tmpdir))
-    script = ("cat {inp} {earlier} > copy.txt; ln -s copy.txt link.txt; mkdir sub; "
-              "echo \"$HOME\" > sub/home.txt; echo err >&2; "
-              "echo '{{\"o\": {{\"class\": \"File\", \"path\": \"'$HOME/copy.txt'\"}}}}' "
-              "> cwl.output.json; exit 3")
-    spec = {"argv": ["/bin/sh", "-c", script.format(inp=stagedir / "data.txt",
-                                                     earlier=earlier)],
-            "cwd": str(outdir), "env": {"HOME": str(outdir), "TMPDIR": str(tmpdir),
-                                        "PATH": os.environ["PATH"]},
-            "stage": {**stage, "stdout": str(outdir / "out.log"), "stderr": str(outdir / "err.log"),
-                      "stdin": None, "outdir": str(outdir), "timelimit": None,
-                      "success_codes": [0, 3]},
-            "bucket": bucket.url, "worker": "w-1"}
-    return root, spec, bucket, staging
-
-
 def test_round_trip_rebases_every_path_and_brings_outputs_back(tmp_path: Path) -> None:
-    root, spec, bucket, staging = _job(tmp_path)
+    root, spec, bucket, staging = laid_out_job(tmp_path)
     # relative to the root, links followed; an unstaged file outside the root is not shipped
     assert [rel for rel, _, _ in spec["stage"]["inputs"]] == ["out0/step0.txt", "stg1/data.txt"]
     here = tmp_path / "worker" / "jobs" / "c1"
@@ -76,7 +44,7 @@ def test_round_trip_rebases_every_path_and_brings_outputs_back(tmp_path: Path) -
 
 
 def test_time_limit_kills_the_whole_process_group(tmp_path: Path) -> None:
-    _, spec, _, _ = _job(tmp_path)
+    _, spec, _, _ = laid_out_job(tmp_path)
     spec["argv"] = ["/bin/sh", "-c", "sleep 60 & sleep 60; wait"]
     spec["stage"]["timelimit"] = 0.5
     spec_path = tmp_path / "worker" / "jobs" / "c1.json"
@@ -90,7 +58,7 @@ def test_time_limit_kills_the_whole_process_group(tmp_path: Path) -> None:
 
 
 def test_a_missing_command_fails_with_its_name(tmp_path: Path) -> None:
-    _, spec, _, _ = _job(tmp_path)
+    _, spec, _, _ = laid_out_job(tmp_path)
     spec["argv"] = ["no-such-program-here"]
     outcome, code, reason = run(spec, tmp_path / "worker" / "c1")
     assert outcome == "failed" and code is None and "no-such-program-here" in reason

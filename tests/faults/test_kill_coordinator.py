@@ -188,7 +188,7 @@ def test_sigkilled_coordinator_local(tmp_path: Path, fault_figures) -> None:
 
 def test_sigkilled_coordinator_gce(tmp_path: Path, fake_compute,  # noqa: F811
                                    gcs_emulator, fault_figures) -> None:  # noqa: F811
-    """The same on emulated GCE (moved here from tests/test_e2e_gce.py, and extended with the
+    """The same on emulated GCE (moved here from tests/e2e/test_gce.py, and extended with the
     rerun): each worker's dead man's switch deletes its own VM within the grace period, and
     ``expocloud cleanup`` finds nothing left. The rerun uses the same bucket prefix."""
     workdir = tmp_path / "wf"

@@ -1,40 +1,18 @@
-"""Tests for the agent-assignment example workflow (workflows/agent-assignment)."""
-import importlib.util
-import itertools
+"""The agent-assignment example workflow's scripts, in process: the solver's three variants
+against an independent brute force, the generator's seeds, the aggregate's placeholders, and a
+Snakefile and profile that name no executor (its commands and plain Snakemake runs are in
+tests/e2e/test_agent_assignment.py)."""
 import json
 import math
 import random
 import re
-import sys
 
 import pytest
 import yaml
-from tests.helpers import REPO
 
-WF = REPO / "workflows" / "agent-assignment"
-SCRIPTS = WF / "scripts"
-VARIANTS = ("brute", "bnb", "heuristic")
+from tests.agent_assignment import VARIANTS, WORKFLOW, reference_cost, script, write_file
 
-
-def _load(name):
-    if str(SCRIPTS) not in sys.path:  # the scripts import their sibling atomic.py, as when run
-        sys.path.insert(0, str(SCRIPTS))
-    spec = importlib.util.spec_from_file_location(f"agent_assignment_{name}", SCRIPTS / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-generate = _load("generate")
-solve = _load("solve")
-aggregate = _load("aggregate")
-
-
-def reference_cost(times):
-    """Independent brute force: times[a][t], one distinct agent per task."""
-    n_agents, n_tasks = len(times), len(times[0])
-    return min(sum(times[a][t] for t, a in enumerate(perm))
-               for perm in itertools.permutations(range(n_agents), n_tasks))
+generate, solve, aggregate = script("generate"), script("solve"), script("aggregate")
 
 
 def random_instances(count=40, seed=12345):
@@ -99,15 +77,8 @@ def test_generator_seeds_differ():
 
 # ---------------------------------------------------------------- aggregate
 
-def _write(root, rel, text):
-    p = root / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text)
-    return p
-
-
 def test_aggregate_placeholder_outside_results_layout(tmp_path):
-    p = _write(tmp_path, "elsewhere.json",
+    p = write_file(tmp_path, "elsewhere.json",
                json.dumps({"expocloud_outcome": "timeout", "variant": "bnb", "n_tasks": "9",
                            "n_agents": "10", "instance": "1"}))
     (row,) = aggregate.aggregate([str(p)])
@@ -117,14 +88,14 @@ def test_aggregate_placeholder_outside_results_layout(tmp_path):
 # ---------------------------------------------------------------- workflow
 
 def test_snakefile_and_profile_are_executor_neutral():
-    snakefile = (WF / "Snakefile").read_text()
+    snakefile = (WORKFLOW / "Snakefile").read_text()
     code = "\n".join(line.split("#", 1)[0] for line in snakefile.splitlines())
     for word in ("hardness", "deadline", "expocloud"):
         assert word not in code
-    profile = yaml.safe_load((WF / "profiles" / "default" / "config.yaml").read_text())
+    profile = yaml.safe_load((WORKFLOW / "profiles" / "default" / "config.yaml").read_text())
     assert {k for k in profile if not k.startswith("expocloud-")} == {"jobs", "keep-going", "set-resources"}
     solve_res = profile["set-resources"]["solve"]
     assert solve_res["hardness"] == "variant:heuristic<bnb<brute, n_tasks, n_agents"
     assert re.fullmatch(r"\d+(\.\d+)?s", str(solve_res["deadline"]))
-    config = yaml.safe_load((WF / "config.yaml").read_text())
+    config = yaml.safe_load((WORKFLOW / "config.yaml").read_text())
     assert config["variants"] == ["heuristic", "bnb", "brute"]

@@ -1,4 +1,6 @@
-"""The ``expocloud`` command line on a recorded run directory."""
+"""The ``expocloud`` command line in process, on a recorded run directory: report's bad options
+refused in one line, status and runs, no run at all. (A whole report, drawing its outcome map:
+tests/e2e/test_cli.py.)"""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pytest
 
 from expo_executor.cli import main
 
-from .test_report import run  # noqa: F401  (the fixture: a recorded, still-open run)
+from tests.recorded_run import run  # noqa: F401  (the fixture: a recorded, still-open run)
 
 
 @pytest.mark.parametrize("args,message", [

@@ -1,12 +1,10 @@
-"""Prices for cost figures: machine shapes, the bundled snapshot, the SKU parser and --refresh.
-
-The refresh runs the real google-cloud-billing REST client against a fake Cloud Billing
-Catalog on 127.0.0.1 serving recorded SKU records (tests/data/billing_skus.json).
+"""Prices for cost figures, in process: machine shapes, the SKU parser on recorded records, the
+bundled snapshot, the cache, and --refresh refused without credentials or with a lone
+--endpoint. (--refresh against a fake Cloud Billing Catalog: tests/e2e/test_prices.py.)
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -16,17 +14,7 @@ from expo_executor.cost import machines
 from expo_executor.cost import prices
 from expo_executor.core.errors import ExpoError
 from expo_executor.cost.machines import Shape
-from tests.helpers import REPO
-
-SKUS = json.loads((REPO / "tests" / "data" / "billing_skus.json").read_text())["skus"]
-
-
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Never read or write the real ~/.cache: the price cache lives under tmp_path."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    return tmp_path / "cache" / "expocloud" / "prices.json"
+from tests.prices_fixtures import SKUS, prices_cli, private_cache  # noqa: F401  (autouse)
 
 
 # -- machines --------------------------------------------------------------------------------------
@@ -214,23 +202,14 @@ def test_the_refreshed_cache_overrides_the_bundle(private_cache: Path) -> None:
     assert prices.load("us-central1").origin == "bundled"
 
 
-# -- --refresh against a fake Cloud Billing Catalog ------------------------------------------------
-
-
-FAULTS: list[int] = []  # HTTP statuses the fake Catalog answers first, one per request
-
-
-def _cli(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="expocloud")
-    prices.add_parser(parser.add_subparsers(dest="command", required=True))
-    return parser.parse_args(["prices", *argv])
+# -- --refresh without credentials, and its options ---------------------------------------------
 
 
 def test_refresh_without_credentials_is_one_line(tmp_path: Path, private_cache: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
     with pytest.raises(ExpoError) as caught:
-        prices.run(_cli("--refresh"))
+        prices.run(prices_cli("--refresh"))
     message = str(caught.value)
     assert "\n" not in message and "no Google Cloud credentials" in message
     assert "gcloud auth application-default login" in caught.value.fix
@@ -240,4 +219,4 @@ def test_refresh_without_credentials_is_one_line(tmp_path: Path, private_cache: 
 
 def test_endpoint_needs_refresh() -> None:
     with pytest.raises(ExpoError, match="--endpoint"):
-        prices.run(_cli("--endpoint", "http://127.0.0.1:1"))
+        prices.run(prices_cli("--endpoint", "http://127.0.0.1:1"))

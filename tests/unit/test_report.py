@@ -1,4 +1,6 @@
-"""Tests for the results report: reading a run directory, the table logic, CSV, Markdown and the outcome map."""
+"""The results report in process: finding and reading a run directory, the table's rows,
+filters, groups and best row, Markdown and CSV. (The outcome map's PNG and whole reports that
+draw one: tests/e2e/test_report.py.)"""
 
 from __future__ import annotations
 
@@ -12,73 +14,7 @@ from expo_executor.core.errors import ExpoError
 from expo_executor.report.results import ReportError, apply_filter, apply_min_group_size, best_row, build_rows, default_group_by, find_run, format_value, hardness_info, load_jobs, read_job_numbers, report, to_markdown, write_csv
 from expo_executor.report.safe_expr import ExpressionError, compile_expression
 
-SPEC = "variant:heuristic<bnb<brute, n_tasks, n_agents"
-DIMS = ["variant", "n_tasks", "n_agents"]
-RANK = {"heuristic": 0, "bnb": 1, "brute": 2}
-
-
-def job(key: str, variant: str, n_tasks: int, n_agents: int, seed: int, outcome: str, **extra: object) -> dict:
-    """A jobs.jsonl record of the 'solve' rule, as the coordinator writes it."""
-    record = {
-        "v": 1, "key": key, "rule": "solve",
-        "wildcards": {"variant": variant, "n_tasks": str(n_tasks), "n_agents": str(n_agents), "seed": str(seed)},
-        "hardness": {"spec": SPEC, "dims": DIMS, "vector": [RANK[variant], float(n_tasks), float(n_agents)],
-                     "scope": []},
-        "outcome": outcome, "killed": False, "runtime_s": 1.5 if outcome != "skipped" else None,
-        "worker": "w-1", "started": 100.0, "ended": 101.5, "deadline_s": 10.0,
-        "outputs": [f"results/{variant}/{n_tasks}/{n_agents}/{seed}.json"],
-        "reason": None, "dominator": None, "attempt": 1, "placeholder": False,
-    }
-    record.update(extra)
-    return record
-
-
-def write_output(workdir: Path, relative: str, content: object) -> None:
-    path = workdir / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(content if isinstance(content, str) else json.dumps(content))
-
-
-def make_run(state: Path, run_id: str, created: str | None, workdir: Path, lines: list[str]) -> Path:
-    run_dir = state / "runs" / run_id
-    run_dir.mkdir(parents=True)
-    info = {"v": 1, "run_id": run_id, "created": created, "workdir": str(workdir), "engine": "local",
-            "settings": {}, "ended": None, "future_key": 1}
-    (run_dir / "run.json").write_text(json.dumps(info))
-    (run_dir / "jobs.jsonl").write_text("\n".join(lines))
-    return run_dir
-
-
-@pytest.fixture
-def run(tmp_path: Path) -> Path:
-    """A live run: retried jobs, garbage lines, a half-written last line, JSON/TSV/CSV outputs, a name clash."""
-    workdir = tmp_path / "work"
-    records = [
-        job("j1", "heuristic", 5, 2, 0, "failed", runtime_s=0.2),
-        job("j2", "heuristic", 5, 2, 1, "solved"),
-        job("j3", "bnb", 5, 2, 0, "solved", outputs=["log/j3.txt", "results/bnb/5/2/0.tsv"]),
-        job("j4", "bnb", 5, 2, 1, "timeout", runtime_s=10.0),
-        job("j5", "brute", 7, 3, 0, "skipped", dominator="j4", reason="dominated by j4"),
-        job("j6", "brute", 7, 3, 1, "solved", outputs=["results/brute/7/3/1.csv"]),
-        job("j7", "brute", 7, 3, 2, "solved", outputs=["results/missing.json"]),
-        {"v": 1, "key": "agg", "rule": "aggregate", "wildcards": {}, "hardness": None, "outcome": "solved",
-         "runtime_s": 0.1, "worker": None, "outputs": ["summary.json"], "attempt": 1, "placeholder": False},
-    ]
-    lines = [json.dumps(record) for record in records]
-    lines.insert(3, "this is not json")
-    lines.insert(5, json.dumps(["a", "list"]))
-    # j1 was retried and then solved: its last record wins, yet it keeps its place in the table
-    lines.append(json.dumps(job("j1", "heuristic", 5, 2, 0, "solved", attempt=2, unknown_future_field=[1])))
-    lines.append('{"v": 1, "key": "j8", "rule": "solve", "outco')
-    write_output(workdir, "results/heuristic/5/2/0.json",
-                 {"cost": 12.5, "n_tasks": 99, "outcome": "clash", "solve_seconds": 0.4,
-                  "assignment": [1, 2], "meta": {"x": 1}, "optimal": True, "note": "ok", "nothing": None})
-    write_output(workdir, "results/heuristic/5/2/1.json", {"cost": 10, "solve_seconds": 0.3})
-    write_output(workdir, "results/bnb/5/2/0.tsv", "cost\tsolve_seconds\tlabel\n8.25\t3\tfast\n")
-    write_output(workdir, "results/brute/7/3/1.csv", "cost,solve_seconds\n20,1e-4\n")
-    write_output(workdir, "summary.json", {"total": 3})
-    return make_run(tmp_path / ".expocloud", "r1", "2024-05-01T10:00:00+00:00", workdir, lines)
-
+from tests.recorded_run import DIMS, SPEC, job, make_run, run, write_output  # noqa: F401  (run: the fixture)
 
 def rows_of(run_dir: Path, rule: str | None = None) -> list[dict]:
     info = json.loads((run_dir / "run.json").read_text())
@@ -128,7 +64,7 @@ def test_find_run_without_runs_is_a_clear_error(tmp_path: Path) -> None:
         find_run(tmp_path / ".expocloud", None)
 
 
-def test_load_jobs_last_record_wins_in_first_seen_order(run: Path) -> None:
+def test_load_jobs_last_record_wins_in_first_seen_order(run: Path) -> None:  # noqa: F811
     jobs = load_jobs(run)
     assert [job["key"] for job in jobs] == ["j1", "j2", "j3", "j4", "j5", "j6", "j7", "agg"]
     assert jobs[0]["outcome"] == "solved" and jobs[0]["attempt"] == 2  # the retry, not the failure
@@ -158,7 +94,7 @@ def test_read_job_numbers_json_tsv_csv_and_bad_files(tmp_path: Path) -> None:
 # --- rows -------------------------------------------------------------------------------------------------
 
 
-def test_build_rows_columns_numbers_and_clashes(run: Path) -> None:
+def test_build_rows_columns_numbers_and_clashes(run: Path) -> None:  # noqa: F811
     rows = rows_of(run)
     assert {row["rule"] for row in rows} == {"solve"}  # the rule with a hardness spec, not 'aggregate'
     table = by_key(rows)
@@ -176,7 +112,7 @@ def test_build_rows_columns_numbers_and_clashes(run: Path) -> None:
     assert "cost" not in table[("bnb", "5", "2", "1")]  # a timeout has no numbers
 
 
-def test_build_rows_other_rule_and_unknown_rule(run: Path) -> None:
+def test_build_rows_other_rule_and_unknown_rule(run: Path) -> None:  # noqa: F811
     rows = rows_of(run, "aggregate")
     assert rows == [{"rule": "aggregate", "outcome": "solved", "runtime_s": 0.1, "worker": None, "total": 3}]
     with pytest.raises(ReportError, match=r"no jobs of rule 'nope'.*solve, aggregate"):
@@ -194,7 +130,7 @@ def test_build_rows_without_hardness_takes_all_rules(tmp_path: Path) -> None:
 # --- filter, groups, best -----------------------------------------------------------------------------------
 
 
-def test_apply_filter_semantics(run: Path) -> None:
+def test_apply_filter_semantics(run: Path) -> None:  # noqa: F811
     rows = rows_of(run)
     kept = apply_filter(rows, compile_expression("cost < 15 and n_tasks >= 5"))
     assert sorted(row["cost"] for row in kept) == [8.25, 10, 12.5]
@@ -234,7 +170,7 @@ def test_min_group_size_treats_numeric_strings_and_numbers_alike() -> None:
     assert apply_min_group_size(rows, 2, ["n"]) == rows[:2]
 
 
-def test_best_row_over_solved_rows_only(run: Path) -> None:
+def test_best_row_over_solved_rows_only(run: Path) -> None:  # noqa: F811
     rows = rows_of(run)
     assert best_row(rows, "min", compile_expression("cost"))["cost"] == 8.25
     assert best_row(rows, "max", compile_expression("cost / n_tasks"))["cost"] == 20
@@ -256,7 +192,7 @@ def test_best_row_skips_rows_without_a_value() -> None:
     assert best_row(rows, "min", "c") == rows[2]
 
 
-def test_default_group_by_and_hardness_info(run: Path) -> None:
+def test_default_group_by_and_hardness_info(run: Path) -> None:  # noqa: F811
     jobs = load_jobs(run)
     assert default_group_by(jobs) == DIMS
     assert default_group_by(jobs, "aggregate") == []
@@ -304,7 +240,7 @@ def test_format_value() -> None:
         "", "3", "0", "1.5", "123.5", "12346", "2.500e+07", "1.000e-05", "True", "s"]
 
 
-def test_write_csv_round_trip(run: Path, tmp_path: Path) -> None:
+def test_write_csv_round_trip(run: Path, tmp_path: Path) -> None:  # noqa: F811
     rows = rows_of(run)
     path = tmp_path / "out" / "results.csv"
     write_csv(rows, path)

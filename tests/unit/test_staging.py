@@ -1,5 +1,6 @@
-"""Staged jobs (CWL): inputs up through the bucket, the command run under the worker's own root
-with its streams and time limit, outputs back; nothing escapes its directory."""
+"""Staged jobs (CWL) in process: inputs uploaded once per content; unsafe paths, inputs outside
+the job's root and a forged output manifest refused; and what places a CWL job (its preemptible
+hints, the workers' memory). Staged commands run for real: tests/e2e/test_staging.py."""
 
 from __future__ import annotations
 
@@ -9,49 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from expo_executor.protocol.bucket import LocalBucket
-from expo_executor.frontends.cwl.hints import ARV_PREEMPTIBLE, PREEMPTIBLE, spot_attempts
 from expo_executor.coordinator.settings import ExecutorSettings, machine_memory_mb, worker_memory_mb
-from expo_executor.frontends.cwl.staging import Staging
-from expo_executor.worker.staged_job import run, safe_relative
+from expo_executor.frontends.cwl.hints import ARV_PREEMPTIBLE, PREEMPTIBLE, spot_attempts
+from expo_executor.worker.staged_job import safe_relative
 
-
-def _job(tmp_path: Path) -> tuple[Path, dict, LocalBucket, Staging]:
-    """A job laid out as cwltool lays it out under the runner's root: a staged input (a link
-    to the user's file, as cwltool stages it), an output and a temporary directory."""
-    root = tmp_path / "runner" / "cwl"
-    outdir, tmpdir, stagedir = root / "out1", root / "tmp1", root / "stg1"
-    for d in (outdir, tmpdir, stagedir):
-        d.mkdir(parents=True)
-    source = tmp_path / "data.txt"
-    source.write_text("42\n")
-    (stagedir / "data.txt").symlink_to(source)
-    (outdir / "empty").mkdir()  # a writable InitialWorkDir entry: an empty directory
-    earlier = root / "out0" / "step0.txt"  # an earlier step's output, read where it lies
-    earlier.parent.mkdir()
-    earlier.write_text("from step 0\n")
-    bucket = LocalBucket(tmp_path / "bucket")
-    staging = Staging(bucket, root)
-    stage = staging.manifest("c1", [(str(stagedir / "data.txt"), True), (str(earlier), False),
-                                    (str(tmp_path / "elsewhere.txt"), False)],
-                             str(outdir), str(tmpdir))
-    script = ("cat {inp} {earlier} > copy.txt; ln -s copy.txt link.txt; mkdir sub; "
-              "echo \"$HOME\" > sub/home.txt; echo err >&2; "
-              "echo '{{\"o\": {{\"class\": \"File\", \"path\": \"'$HOME/copy.txt'\"}}}}' "
-              "> cwl.output.json; exit 3")
-    spec = {"argv": ["/bin/sh", "-c", script.format(inp=stagedir / "data.txt",
-                                                     earlier=earlier)],
-            "cwd": str(outdir), "env": {"HOME": str(outdir), "TMPDIR": str(tmpdir),
-                                        "PATH": os.environ["PATH"]},
-            "stage": {**stage, "stdout": str(outdir / "out.log"), "stderr": str(outdir / "err.log"),
-                      "stdin": None, "outdir": str(outdir), "timelimit": None,
-                      "success_codes": [0, 3]},
-            "bucket": bucket.url, "worker": "w-1"}
-    return root, spec, bucket, staging
+from tests.cwl_job import laid_out_job
 
 
 def test_inputs_are_uploaded_once_per_content(tmp_path: Path) -> None:
-    root, spec, bucket, staging = _job(tmp_path)
+    root, spec, bucket, staging = laid_out_job(tmp_path)
     again = staging.manifest("c2", [(str(root / "stg1" / "data.txt"), True)],
                              str(root / "out1"), str(root / "tmp1"))
     assert again["inputs"][0][1] == spec["stage"]["inputs"][1][1]
@@ -65,7 +32,7 @@ def test_unsafe_paths_are_refused(path: str) -> None:
 
 
 def test_a_forged_output_manifest_cannot_write_outside_the_outdir(tmp_path: Path) -> None:
-    root, spec, bucket, staging = _job(tmp_path)
+    root, spec, bucket, staging = laid_out_job(tmp_path)
     prefix = spec["stage"]["upload"] + "w-1/"
     bucket.write(prefix + "manifest.json", json.dumps(
         {"files": {"../escape.txt": 420}, "dirs": [], "links": {}}).encode())
@@ -75,7 +42,7 @@ def test_a_forged_output_manifest_cannot_write_outside_the_outdir(tmp_path: Path
 
 
 def test_inputs_outside_the_root_are_refused(tmp_path: Path) -> None:
-    root, _, _, staging = _job(tmp_path)
+    root, _, _, staging = laid_out_job(tmp_path)
     with pytest.raises(ValueError, match="outside the job root"):
         staging.manifest("c3", [(str(tmp_path / "data.txt"), True)], str(root / "out1"),
                          str(root / "tmp1"))

@@ -1,8 +1,9 @@
 """The Google Compute Engine provider: the engine, its launch settings, the guest side a worker
-uses on its VM, the startup script, and the one error classifier and retry helper shared by every
-GCE and GCS call.
+uses on its VM, the startup script, the Compute clients and the one instance delete, and the
+one error classifier (``errors``) and retry helper (``retry``) shared by every GCE, GCS and
+metadata call (the GCS bucket and the price refresh import those two).
 
 google-cloud-compute is imported lazily, so the package imports cleanly without the ``gce``
-extra. It may import the core, the protocol and the engine contract; never the coordinator's
-loop or the front ends.
+extra. It may import the core, the protocol and the engine contract (``launch`` also the
+coordinator's settings); never the rest of the coordinator or the front ends.
 """

@@ -9,8 +9,8 @@ plugin stays cheap. What it guarantees, and why:
   ``expocloud cleanup`` find the run's VMs from the cloud's own records, not from memory.
 - Every insert, bulk insert and delete carries a fresh ``request_id`` that its retries reuse, so a
   retried call whose first answer was lost is not applied twice.
-- Rate limits (403 rateLimitExceeded, 429) and transient errors back off with full jitter
-  (``retry.retry_call``); a stockout moves on to the next zone, and the zone is avoided for a
+- Rate limits (403 rateLimitExceeded, 429) and transient errors (``errors.classify_error``) back
+  off with full jitter (``retry.retry_call``); a stockout moves on to the next zone, and the zone is avoided for a
   while by that pool (Spot and on-demand capacity run out separately); a quota error stops
   growth with a message naming the quota, the region and the fix.
 - ``op.result()`` is never called: for an unfinished operation it polls through an operations
@@ -34,10 +34,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from expo_executor.protocol.keys import WORKER_ATTRIBUTE
-from expo_executor.engines.gce.retry import retry_call
 from expo_executor.core.scheduler import Pool
 from expo_executor.engines.base import CreateFailed, Instance
+from expo_executor.engines.gce.clients import delete_call, make_clients
+from expo_executor.engines.gce.errors import (LATER_CODES, QUOTA_CODES, STOCKOUT_CODES, classify_error,
+                                              is_transient)
+from expo_executor.engines.gce.retry import retry_call
+from expo_executor.protocol.keys import WORKER_ATTRIBUTE
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -49,13 +52,6 @@ POOL_LABEL_VALUES = {Pool.SPOT: "spot", Pool.ON_DEMAND: "on-demand"}
 POOLS_BY_LABEL = {value: pool for pool, value in POOL_LABEL_VALUES.items()}
 PREEMPTED_OP = "compute.instances.preempted"
 DEFAULT_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
-STOCKOUT_CODES = frozenset({"ZONE_RESOURCE_POOL_EXHAUSTED",
-                            "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"})
-QUOTA_CODES = frozenset({"QUOTA_EXCEEDED"})
-LATER_CODES = frozenset({"INTERNAL_ERROR", "RESOURCE_OPERATION_RATE_EXCEEDED",
-                         "RATE_LIMIT_EXCEEDED"})  # operation errors worth a later attempt
-RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded"})
-TRANSIENT_HTTP = frozenset({429, 500, 502, 503, 504})
 LABEL_VALUE_RE = re.compile(r"[a-z0-9_-]{1,63}")
 QUOTA_RE = re.compile(r"Quota '([^']+)' exceeded\.\s+Limit:\s*([0-9.]+)\s+in region ([a-z0-9-]+)")
 PREEMPT_CLOCK_SLACK_S = 60.0  # a preemption this long before our insert can still be ours
@@ -125,45 +121,7 @@ class _Pending:
     doomed: list[str] = field(default_factory=list)  # deleted meanwhile: delete once created
 
 
-# -- errors ------------------------------------------------------------------------------------
-def _reasons(err: BaseException) -> set[str]:
-    return {str(e.get("reason", "")) for e in getattr(err, "errors", None) or []
-            if isinstance(e, dict)}
-
-
-def _is_connection_error(err: BaseException) -> bool:
-    import requests
-    from google.auth.exceptions import TransportError
-
-    return isinstance(err, (ConnectionError, TimeoutError, requests.ConnectionError,
-                            requests.Timeout, TransportError))
-
-
-def classify_error(err: BaseException) -> str:
-    """stockout, quota, transient, notfound, conflict or fatal, for an API call's exception."""
-    from google.api_core import exceptions as gexc
-
-    if not isinstance(err, gexc.GoogleAPICallError):
-        return "transient" if _is_connection_error(err) else "fatal"
-    reasons = _reasons(err)
-    text = f"{' '.join(reasons)} {err.message} {err.errors}"
-    code = err.code
-    if code == 429 or (code == 403 and reasons & RATE_LIMIT_REASONS):
-        return "transient"
-    if any(c in text for c in STOCKOUT_CODES):
-        return "stockout"
-    if "QUOTA_EXCEEDED" in text or "quotaExceeded" in reasons:
-        return "quota"
-    if code in TRANSIENT_HTTP or (code == 400 and "resourceNotReady" in reasons):
-        return "transient"
-    return {404: "notfound", 409: "conflict"}.get(code or 0, "fatal")
-
-
-def is_transient(err: BaseException) -> bool:
-    """Worth retrying with backoff: rate limits, 5xx, connection errors, not-ready resources."""
-    return classify_error(err) == "transient"
-
-
+# -- messages and operations ---------------------------------------------------------------
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
@@ -208,19 +166,7 @@ def _epoch(rfc3339: str) -> float | None:
         return None
 
 
-# -- clients -----------------------------------------------------------------------------------
-def make_clients(endpoint: str | None) -> tuple[Any, Any]:
-    """An InstancesClient and the ZoneOperationsClient that goes to the same place."""
-    from google.cloud import compute_v1
-
-    kwargs: dict[str, Any] = {}
-    if endpoint:
-        from google.auth.credentials import AnonymousCredentials
-        kwargs = {"client_options": {"api_endpoint": endpoint},
-                  "credentials": AnonymousCredentials()}
-    return compute_v1.InstancesClient(**kwargs), compute_v1.ZoneOperationsClient(**kwargs)
-
-
+# -- listing -----------------------------------------------------------------------------------
 def _run_filter(run_label: str | None) -> str:
     return f'labels.{RUN_LABEL} = "{run_label}"' if run_label else f"labels.{RUN_LABEL}:*"
 
@@ -241,21 +187,6 @@ def _zone_list(client: Any, project: str, zone: str, flt: str, timeout: float) -
 
     request = compute_v1.ListInstancesRequest(project=project, zone=zone, filter=flt)
     return list(client.list(request=request, retry=None, timeout=timeout))
-
-
-def delete_call(client: Any, project: str, zone: str, name: str, timeout: float,
-                 call: Callable[[Callable[[], T]], T]) -> Any | None:
-    """One logical delete (one request_id for all its retries); None if already gone."""
-    from google.cloud import compute_v1
-
-    request = compute_v1.DeleteInstanceRequest(project=project, zone=zone, instance=name,
-                                               request_id=str(uuid.uuid4()))
-    try:
-        return call(lambda: client.delete_unary(request=request, retry=None, timeout=timeout))
-    except Exception as err:
-        if classify_error(err) == "notfound":
-            return None
-        raise
 
 
 def _default_call(fn: Callable[[], T]) -> T:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import os
 import threading
-import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from expo_executor.engines.gce.clients import delete_call, make_clients
+from expo_executor.engines.gce.errors import is_transient, is_transient_metadata
 from expo_executor.engines.gce.retry import retry_call
 from expo_executor.protocol.keys import RUN_KEY_ATTRIBUTE, WORKER_ATTRIBUTE
 
@@ -35,13 +36,7 @@ def metadata_get(path: str, timeout: float = 10.0) -> str:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             return answer.read().decode()
 
-    return retry_call(fetch, is_transient=_transient, attempts=6, base=0.5, cap=5.0)
-
-
-def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, urllib.error.HTTPError):
-        return exc.code >= 500 or exc.code == 429
-    return isinstance(exc, (urllib.error.URLError, TimeoutError, ConnectionError))
+    return retry_call(fetch, is_transient=is_transient_metadata, attempts=6, base=0.5, cap=5.0)
 
 
 @dataclass(frozen=True)
@@ -117,8 +112,6 @@ def delete_self(boot: Boot) -> None:
     """Delete this VM through the Compute API (the worker's service account may delete only
     expocloud's instances; see docs/gce.md): the engine's own delete, one request id for all
     its retries. Emulated runs use anonymous credentials."""
-    from expo_executor.engines.gce.engine import delete_call, is_transient, make_clients
-
     client, _operations = make_clients(boot.compute_endpoint)
     delete_call(client, boot.project, boot.zone, boot.name, 60.0,
                 lambda fn: retry_call(fn, is_transient=is_transient, attempts=5, base=1.0,

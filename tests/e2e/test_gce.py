@@ -13,10 +13,10 @@ from pathlib import Path
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
+from tests.agent_assignment import RANK, WORKFLOW, hardness_vector
 from tests.emulated_gce import PROJECT, emulated_args, emulated_env, fake_compute  # noqa: F401
 from tests.gcs_emulator import gcs_emulator  # noqa: F401
 from tests.helpers import SNAKEMAKE, interruptible, job_records, run_dirs, wait_until
-from .test_e2e_agent_assignment import RANK, WORKFLOW, _vector
 
 
 
@@ -48,10 +48,10 @@ def test_agent_assignment_sweep_survives_preemptions(tmp_path: Path, fake_comput
     records = [r for r in job_records(run_dir).values() if r["rule"] == "solve"]
     assert len(records) == 12
     assert {r["outcome"] for r in records} <= {"solved", "timeout", "skipped"}
-    timed_out = [_vector(r["wildcards"]) for r in records if r["outcome"] == "timeout"]
+    timed_out = [hardness_vector(r["wildcards"]) for r in records if r["outcome"] == "timeout"]
     for record in records:
         if record["outcome"] == "skipped":
-            assert any(all(t <= p for t, p in zip(t_out, _vector(record["wildcards"])))
+            assert any(all(t <= p for t, p in zip(t_out, hardness_vector(record["wildcards"])))
                        for t_out in timed_out), f"{record['wildcards']} skipped without cause"
     # Preemptions happened, their jobs ran again, and twice-preempted ones ran on-demand.
     vms = [json.loads(line) for line in (run_dir / "vms.jsonl").read_text().splitlines()]
