@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from expo_executor.core.records import Outcome, VmEnd
 from expo_executor.core.budget import vm_cost
 
 
@@ -83,7 +84,7 @@ class CostReport:
 
 def vm_seconds(record: Mapping, now: float) -> float:
     """A VM's billed life in our accounting: creation request to deletion (or ``now``)."""
-    if record.get("end") == "not created":
+    if record.get("end") == VmEnd.NOT_CREATED.value:
         return 0.0
     ended = record.get("ended")
     return max(0.0, (ended if ended is not None else now) - float(record["created"]))
@@ -94,7 +95,7 @@ def summarize(vms: Iterable[Mapping], jobs: Iterable[Mapping], prices: str,
     """Group the VM records by pool and machine type; price each VM by its own record."""
     groups: dict[tuple[str, str], list[Mapping]] = {}
     for record in vms:
-        if record.get("end") == "not created":
+        if record.get("end") == VmEnd.NOT_CREATED.value:
             continue
         groups.setdefault((str(record.get("pool")), str(record.get("machine_type", "?"))),
                           []).append(record)
@@ -103,9 +104,9 @@ def summarize(vms: Iterable[Mapping], jobs: Iterable[Mapping], prices: str,
         seconds = [vm_seconds(r, now) for r in records]
         rows.append(CostRow(
             pool, machine_type, len(records),
-            sum(1 for r in records if r.get("end") == "preempted"), sum(seconds) / 3600,
+            sum(1 for r in records if r.get("end") == VmEnd.PREEMPTED.value), sum(seconds) / 3600,
             sum(vm_cost(float(r.get("hourly", 0.0)), s) for r, s in zip(records, seconds)),
             sum(vm_cost(float(r.get("on_demand_hourly", r.get("hourly", 0.0))), s)
                 for r, s in zip(records, seconds))))
-    solved = sum(1 for j in jobs if j.get("outcome") == "solved")
+    solved = sum(1 for j in jobs if j.get("outcome") == Outcome.SOLVED.value)
     return CostReport(tuple(rows), solved, prices)

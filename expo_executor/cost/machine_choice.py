@@ -16,6 +16,7 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from expo_executor.core.records import Outcome
 from expo_executor.core.errors import ExpoError
 from expo_executor.cost.preemption import Bathtub, expected_cost_per_job, p_any_preempted
 
@@ -123,5 +124,5 @@ def candidates(types: Iterable[str], shape: Callable[[str], tuple[int, int] | No
 def measured_runtimes(jobs: Iterable[Mapping], rules: set[str] | None = None) -> list[float]:
     """Runtimes of jobs that ran to completion in earlier runs' records."""
     return [float(j["runtime_s"]) for j in jobs
-            if j.get("outcome") == "solved" and isinstance(j.get("runtime_s"), (int, float))
+            if j.get("outcome") == Outcome.SOLVED.value and isinstance(j.get("runtime_s"), (int, float))
             and (rules is None or j.get("rule") in rules)]

@@ -24,6 +24,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from expo_executor.core.records import VmEnd
 from expo_executor.core.errors import ExpoError
 from expo_executor.coordinator.run_files import read_jsonl
 
@@ -453,7 +454,7 @@ def lifetimes(state_dir: Path) -> dict[str, tuple[list[float], list[bool]]]:
     for path in sorted((Path(state_dir) / "runs").glob(f"*/{VMS_FILE}")):
         for rec in read_jsonl(path):
             if rec.get("pool") != "spot" \
-                    or rec.get("end") == "not created" or not rec.get("machine_type"):
+                    or rec.get("end") == VmEnd.NOT_CREATED.value or not rec.get("machine_type"):
                 continue
             created, ended = rec.get("created"), rec.get("ended")
             if not (isinstance(created, (int, float)) and isinstance(ended, (int, float))) \
@@ -461,7 +462,7 @@ def lifetimes(state_dir: Path) -> dict[str, tuple[list[float], list[bool]]]:
                 continue
             times, flags = out.setdefault(str(rec["machine_type"]), ([], []))
             times.append((ended - created) / 3600.0)
-            flags.append(rec.get("end") == "preempted")
+            flags.append(rec.get("end") == VmEnd.PREEMPTED.value)
     return out
 
 

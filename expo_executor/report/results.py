@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from expo_executor.core.errors import ExpoError
+from expo_executor.core.records import Outcome
 from expo_executor.report.safe_expr import Expression, ExpressionError, as_number, compile_expression, is_number
 
 RUNS_DIR = "runs"
@@ -26,7 +27,9 @@ JOBS_FILE = "jobs.jsonl"
 CSV_NAME = "results.csv"
 PNG_NAME = "outcomes.png"
 
-SOLVED, TIMEOUT, FAILED, SKIPPED = "solved", "timeout", "failed", "skipped"
+# the run record's words (core.records.Outcome), as plain strings: rows are read from JSON
+SOLVED, TIMEOUT, FAILED, SKIPPED = (Outcome.SOLVED.value, Outcome.TIMEOUT.value,
+                                    Outcome.FAILED.value, Outcome.SKIPPED.value)
 OUTCOMES = (SOLVED, TIMEOUT, FAILED, SKIPPED)
 OUTCOME_COLOURS = {SOLVED: "#2ca02c", TIMEOUT: "#d62728", FAILED: "#1a1a1a", SKIPPED: "#b4b4b4"}
 OTHER_COLOUR = "#9467bd"
