@@ -21,6 +21,7 @@ from expo_executor.protocol.bucket import Bucket, LocalBucket, open_bucket
 from expo_executor.coordinator.loop import RESULTS_BACKSTOP, Coordinator, CoordinatorConfig
 from expo_executor.engines.base import Engine
 from expo_executor.engines.local import LocalEngine, LocalEngineConfig
+from expo_executor.core.records import EngineName
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import parse_duration
 from expo_executor.cost.machine_choice import candidates, choose, measured_runtimes, workload_of
@@ -35,7 +36,7 @@ AUTO = "auto"
 
 
 def max_workers(settings: ExecutorSettings) -> int:
-    return local_max_workers(settings) if settings.engine == "local" else settings.max_workers
+    return local_max_workers(settings) if settings.engine == EngineName.LOCAL else settings.max_workers
 
 
 def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir,
@@ -55,7 +56,7 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
         idle_timeout=settings.idle_timeout, poll=poll, heartbeat=heartbeat(poll, grace),
         status_interval=settings.status_interval, boot_timeout=boot_timeout(settings),
         capacity_timeout=capacity_timeout(settings))
-    if settings.engine == "gce":
+    if settings.engine == EngineName.GCE:
         bucket, engine = _gce(settings, config, run_key, run_dir, default_storage_prefix, log)
     else:
         bucket = LocalBucket(run_dir / "bucket")
@@ -135,7 +136,7 @@ def resolve_machine_types(settings: ExecutorSettings,
     s), earlier runs' measured runtimes, the price snapshot and the preemption models. Both
     pools get the same vCPU count (one slot count per run); slots become that count."""
     spot, on_demand = pool_machine_types(settings)
-    if settings.engine != "gce" or AUTO not in (spot, on_demand):
+    if settings.engine != EngineName.GCE or AUTO not in (spot, on_demand):
         return settings
     table = prices.load(prices.region_of(zones(settings)[0]))
     cap_h = parse_duration(settings.gce_max_run_duration,

@@ -29,7 +29,7 @@ from expo_executor.core.scheduler import (Cancel, Event, Finished, Outcome, Pool
                         Task)
 from expo_executor.coordinator.state import FamilyRef, StateDir
 from expo_executor.coordinator.run_files import read_jsonl
-from expo_executor.core.records import AttemptEnd, WorkerState
+from expo_executor.core.records import AttemptEnd, JobMeta, WorkerState
 from expo_executor.protocol.keys import WORKERS_PREFIX, inbox_key, result_key, status_key
 from expo_executor.protocol.records import Inbox, InboxJob, WorkerResult, WorkerStatus
 
@@ -50,7 +50,7 @@ class JobRequest:
     env: dict[str, str]
     deadline_s: float | None
     family: FamilyRef | None = None
-    meta: dict = field(default_factory=dict)  # rule, wildcards, outputs...: for the run record
+    meta: JobMeta = JobMeta("")  # rule, wildcards, outputs, hardness: for the run record
     stage: dict | None = None  # a staged command: files and streams (staged_job.py)
 
 
@@ -612,7 +612,7 @@ class Coordinator:
                 dominator: FrontierPoint | None = None) -> None:
         request = self._requests[report.key]
         record = {
-            "v": 1, "key": report.key, **request.meta, "outcome": report.outcome.value,
+            "v": 1, "key": report.key, **request.meta.to_dict(), "outcome": report.outcome.value,
             "killed": report.killed, "runtime_s": report.runtime_s, "worker": report.worker,
             "started": result.started if result else None, "ended": time.time(),
             "deadline_s": request.deadline_s, "reason": report.message,

@@ -17,10 +17,11 @@ from snakemake_interface_executor_plugins.settings import ExecutorSettingsBase
 from expo_executor.coordinator.loop import CAPACITY_TIMEOUT
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import parse_duration
+from expo_executor.core.records import EngineName
 from expo_executor.cost.machines import machine_memory_mb  # noqa: F401
 
 ON_SKIP_CHOICES = ("error", "placeholder")
-ENGINE_CHOICES = ("local", "gce")
+ENGINE_CHOICES = tuple(name.value for name in EngineName)
 WORKER_SOFTWARE_CHOICES = ("pip", "image")
 BUDGET_ACTIONS = ("drain", "cancel")
 DEFAULT_MACHINE_TYPE = "e2-standard-2"
@@ -157,39 +158,59 @@ class ExecutorSettings(ExecutorSettingsBase):
 
 def validate(settings: ExecutorSettings) -> None:
     """Raise ExpoError naming the setting and the fix for the first bad value."""
-    def positive(name: str, value: float, allow_zero: bool = False) -> None:
-        if value is None or value < 0 or (value == 0 and not allow_zero):
-            bound = "zero or more" if allow_zero else "a positive number"
-            raise ExpoError(f"--expocloud-{name.replace('_', '-')}", f"{value!r} is not valid",
-                            f"give {bound}")
+    _check_choices(settings)
+    _check_numbers(settings)
+    _check_timing(settings)
+    _check_pools(settings)
+    if settings.engine == EngineName.GCE:
+        _validate_gce(settings)
+    _check_budget(settings)
+    _check_names(settings)
+    _check_local_cores(settings)
 
+
+def _positive(name: str, value: float, allow_zero: bool = False) -> None:
+    if value is None or value < 0 or (value == 0 and not allow_zero):
+        bound = "zero or more" if allow_zero else "a positive number"
+        raise ExpoError(f"--expocloud-{name.replace('_', '-')}", f"{value!r} is not valid",
+                        f"give {bound}")
+
+
+def _check_choices(settings: ExecutorSettings) -> None:
     if settings.engine not in ENGINE_CHOICES:
         raise ExpoError("--expocloud-engine", f"unknown engine {settings.engine!r}",
                         f"use one of {', '.join(ENGINE_CHOICES)}")
     if settings.on_skip not in ON_SKIP_CHOICES:
         raise ExpoError("--expocloud-on-skip", f"unknown value {settings.on_skip!r}",
                         f"use one of {', '.join(ON_SKIP_CHOICES)}")
-    positive("slots_per_worker", settings.slots_per_worker)
+
+
+def _check_numbers(settings: ExecutorSettings) -> None:
+    _positive("slots_per_worker", settings.slots_per_worker)
     if settings.max_workers is not None:
-        positive("max_workers", settings.max_workers)
-    positive("boot_delay", settings.boot_delay, allow_zero=True)
-    positive("idle_timeout", settings.idle_timeout, allow_zero=True)
+        _positive("max_workers", settings.max_workers)
+    _positive("boot_delay", settings.boot_delay, allow_zero=True)
+    _positive("idle_timeout", settings.idle_timeout, allow_zero=True)
+    _positive("poll_interval", poll_interval(settings))
+    _positive("heartbeat_grace", heartbeat_grace(settings))
+    _positive("status_interval", settings.status_interval)
+
+
+def _check_timing(settings: ExecutorSettings) -> None:
+    """Timeouts that a poll or a boot delay would make meaningless."""
     poll, grace = poll_interval(settings), heartbeat_grace(settings)
-    positive("poll_interval", poll)
-    positive("heartbeat_grace", grace)
-    positive("status_interval", settings.status_interval)
     boot = boot_timeout(settings)
     if boot < 5 * poll:
         raise ExpoError("--expocloud-boot-timeout", f"{boot:g} s is too short for a poll "
                         f"interval of {poll:g} s", "make it at least 5 poll intervals")
-    if settings.engine == "local" and boot <= settings.boot_delay:
+    if settings.engine == EngineName.LOCAL and boot <= settings.boot_delay:
         raise ExpoError("--expocloud-boot-timeout", f"{boot:g} s is not longer than "
                         f"--expocloud-boot-delay {settings.boot_delay:g} s",
                         "make it longer than the boot delay")
     capacity_timeout(settings)
     slow = slow_poll_interval(settings)
-    positive("slow_poll_interval", slow)
-    if settings.engine == "gce" and grace < 5 * slow:
+    _positive("slow_poll_interval", slow)
+    if settings.engine == EngineName.GCE and grace < 5 * slow:
         raise ExpoError("--expocloud-heartbeat-grace",
                         f"{grace:g} s is too short for a slow poll interval of {slow:g} s",
                         "make it at least 5 slow poll intervals")
@@ -197,24 +218,31 @@ def validate(settings: ExecutorSettings) -> None:
         raise ExpoError("--expocloud-heartbeat-grace",
                         f"{grace:g} s is too short for a poll interval of "
                         f"{poll:g} s", "make it at least 5 poll intervals")
-    positive("spot_attempts", settings.spot_attempts, allow_zero=True)
-    positive("on_demand_min", settings.on_demand_min, allow_zero=True)
+
+
+def _check_pools(settings: ExecutorSettings) -> None:
+    _positive("spot_attempts", settings.spot_attempts, allow_zero=True)
+    _positive("on_demand_min", settings.on_demand_min, allow_zero=True)
     if settings.max_on_demand is not None:
-        positive("max_on_demand", settings.max_on_demand, allow_zero=True)
+        _positive("max_on_demand", settings.max_on_demand, allow_zero=True)
         if settings.max_on_demand < settings.on_demand_min:
             raise ExpoError("--expocloud-max-on-demand",
                             f"{settings.max_on_demand} is below --expocloud-on-demand-min "
                             f"{settings.on_demand_min}", "raise it or lower the minimum")
-    if settings.engine == "gce":
-        _validate_gce(settings)
+
+
+def _check_budget(settings: ExecutorSettings) -> None:
     if settings.budget is not None:
-        if settings.engine != "gce":
+        if settings.engine != EngineName.GCE:
             raise ExpoError("--expocloud-budget", "local workers cost nothing to cap",
                             "drop it, or run with --expocloud-engine gce")
-        positive("budget", settings.budget)
+        _positive("budget", settings.budget)
     if settings.budget_action not in BUDGET_ACTIONS:
         raise ExpoError("--expocloud-budget-action", f"unknown value {settings.budget_action!r}",
                         f"use one of {', '.join(BUDGET_ACTIONS)}")
+
+
+def _check_names(settings: ExecutorSettings) -> None:
     if settings.run_id is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}",
                                                         settings.run_id):
         raise ExpoError("--expocloud-run-id", f"{settings.run_id!r} is not a valid run name",
@@ -222,8 +250,11 @@ def validate(settings: ExecutorSettings) -> None:
     if not Template(settings.placeholder_text).is_valid():
         raise ExpoError("--expocloud-placeholder-text", "it is not a valid $-template",
                         "write $name for substitutions and $$ for a literal dollar sign")
+
+
+def _check_local_cores(settings: ExecutorSettings) -> None:
     cores = os.cpu_count() or 1
-    if (settings.engine == "local" and not settings.oversubscribe
+    if (settings.engine == EngineName.LOCAL and not settings.oversubscribe
             and settings.slots_per_worker > cores):
         raise ExpoError("--expocloud-slots-per-worker",
                         f"{settings.slots_per_worker} slots exceed this machine's {cores} cores",
@@ -249,7 +280,7 @@ def local_max_workers(settings: ExecutorSettings) -> int:
 def poll_interval(settings: ExecutorSettings) -> float:
     if settings.poll_interval is not None:
         return settings.poll_interval
-    return GCE_POLL if settings.engine == "gce" else LOCAL_POLL
+    return GCE_POLL if settings.engine == EngineName.GCE else LOCAL_POLL
 
 
 def slow_poll_interval(settings: ExecutorSettings) -> float:
@@ -261,13 +292,13 @@ def slow_poll_interval(settings: ExecutorSettings) -> float:
 def heartbeat_grace(settings: ExecutorSettings) -> float:
     if settings.heartbeat_grace is not None:
         return settings.heartbeat_grace
-    return GCE_GRACE if settings.engine == "gce" else LOCAL_GRACE
+    return GCE_GRACE if settings.engine == EngineName.GCE else LOCAL_GRACE
 
 
 def boot_timeout(settings: ExecutorSettings) -> float:
     """Seconds a new worker has to report ready (ExpoError if the value is not a duration)."""
     if settings.boot_timeout is None:
-        return GCE_BOOT_TIMEOUT if settings.engine == "gce" else LOCAL_BOOT_TIMEOUT
+        return GCE_BOOT_TIMEOUT if settings.engine == EngineName.GCE else LOCAL_BOOT_TIMEOUT
     return parse_duration(settings.boot_timeout, "--expocloud-boot-timeout")
 
 
@@ -345,7 +376,7 @@ def worker_memory_mb(settings: ExecutorSettings, workers: int) -> int:
     Locally, this machine's memory shared among its workers; on GCE, the smaller of the two
     pools' machine types, so that a job fits wherever the scheduler sends it.
     """
-    if settings.engine == "local":
+    if settings.engine == EngineName.LOCAL:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
         return int(total // max(1, workers))
     types = set(pool_machine_types(settings))
@@ -405,7 +436,7 @@ def check_bucket_url(url: str, setting: str) -> None:
 
 def needs_credentials(settings: ExecutorSettings) -> bool:
     """A GCE run talks to the real GCS or Compute API (not only to the local fakes)."""
-    return settings.engine == "gce" and (settings.gce_endpoint is None
+    return settings.engine == EngineName.GCE and (settings.gce_endpoint is None
                                          or not os.environ.get("STORAGE_EMULATOR_HOST"))
 
 

@@ -10,6 +10,7 @@ from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
 from expo_executor.engines.base import CreateFailed, Instance
+from expo_executor.core.records import JobMeta
 from expo_executor.core.scheduler import Outcome, Pool, Task
 from expo_executor.coordinator.state import StateDir
 from expo_executor.protocol.keys import result_key, status_key
@@ -61,7 +62,7 @@ def test_a_result_written_just_before_the_vm_died_is_not_run_again(tmp_path: Pat
     coordinator = Coordinator(config, engine, bucket, KEY, tmp_path, StateDir(tmp_path / "s"),
                               lines.append)
     coordinator.submit([JobRequest(Task("job", "job"), ["true"], str(tmp_path), {}, None,
-                                   meta={"rule": "r", "wildcards": {}})])
+                                   meta=JobMeta("r"))])
     now = 10_000.0
     coordinator.tick(now)  # the backstop's first scan, and a VM is created
     assert engine.status == {"w-1": "RUNNING"}

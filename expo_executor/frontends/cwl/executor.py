@@ -5,7 +5,9 @@ executor only changes where commands run. It walks cwltool's job generator like 
 executors, but a command-line job is prepared here (directories, staged inputs), handed to the
 coordinator as a fully evaluated command, and finished here when its report comes back. All
 jobs cwltool yields before it pauses (``None``) go to the scheduler together, so a scatter is
-ordered by hardness, not by generation order.
+ordered by hardness, not by generation order. The shared steps (describe a batch, then submit
+it; the CPU and memory check; run.json) are :class:`~expo_executor.frontends.base.FrontEnd`'s;
+:meth:`ExpoExecutor.describe` is the hook.
 
 Outcomes map onto CWL's: a job skipped because an easier one timed out is reported as CWL
 v1.2 reports an element whose ``when`` is false (every output null, status ``skipped``), so the
@@ -35,20 +37,25 @@ from expo_executor.protocol import messages
 from expo_executor.coordinator.loop import Coordinator, JobReport, JobRequest
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.scheduler import Outcome, Task
+from expo_executor.coordinator.run_files import RunFiles
 from expo_executor.coordinator.state import FamilyRef
+from expo_executor.core.records import HardnessMeta, JobMeta
+from expo_executor.frontends.base import FrontEnd
 from expo_executor.frontends.cwl.hints import SweepJob
 from expo_executor.frontends.cwl.staging import Staging
 
 WAIT_S = 1.0  # longest wait for reports before looking at the job generator again
 
 
-class ExpoExecutor(JobExecutor):
+class ExpoExecutor(JobExecutor, FrontEnd):
     """Runs a CWL process with its command-line jobs on expocloud workers."""
 
     def __init__(self, start: Callable[[], Coordinator], workflow: str, slots_per_worker: int,
                  staging_root: Path | None, on_timeout: str = "skipped",
-                 worker_mem_mb: int = 0) -> None:
+                 worker_mem_mb: int = 0, run_files: RunFiles | None = None) -> None:
         super().__init__()
+        if run_files is not None:
+            self.run_files = run_files
         self._start = start  # the coordinator starts with the first command: no VM before
         self.coordinator: Coordinator | None = None
         self.workflow = workflow
@@ -59,14 +66,16 @@ class ExpoExecutor(JobExecutor):
         self.on_timeout = on_timeout
         self._pending: dict[str, tuple[SweepJob, JobRequest]] = {}
         self._keys = itertools.count(1)  # job keys; cwltool's walk is single-threaded
+        self._rc: RuntimeContext | None = None  # the walk's context, for describe
 
     # -- the generator walk ------------------------------------------------------------------
     def run_jobs(self, process: Process, job_order_object: CWLObjectType,
                  logger: logging.Logger, runtime_context: RuntimeContext) -> None:
-        batch: list[tuple[SweepJob, JobRequest]] = []
+        self._rc = runtime_context
+        batch: list[SweepJob] = []
         for job in process.job(job_order_object, self.output_callback, runtime_context):
             if job is None:  # cwltool waits for outstanding jobs: send the batch, take reports
-                self._submit(batch)
+                self.submit_jobs(batch)
                 batch = []
                 if not self._pending:
                     raise WorkflowException("the workflow cannot make progress: no job runs "
@@ -76,26 +85,27 @@ class ExpoExecutor(JobExecutor):
             if getattr(job, "outdir", None):
                 self.output_dirs.add(job.outdir)
             if isinstance(job, SweepJob):
-                batch.append((job, self._prepare(job, runtime_context)))
+                batch.append(job)
             else:  # workflow bookkeeping and expressions run here, as in cwltool
                 job.run(runtime_context)
-        self._submit(batch)
+        self.submit_jobs(batch)
         while self._pending:
             self._take_reports(runtime_context)
 
-    def _started(self) -> Coordinator:
+    def started(self) -> Coordinator:
+        """The coordinator, started with the first command: no VM before there is work."""
         if self.coordinator is None:
             self.coordinator = self._start()
             if self.staging_root is not None:
                 self.staging = Staging(self.coordinator.bucket, self.staging_root)
         return self.coordinator
 
-    def _submit(self, batch: list[tuple[SweepJob, JobRequest]]) -> None:
-        if not batch:
-            return
-        for job, request in batch:
-            self._pending[request.task.key] = (job, request)
-        self._started().submit([request for _, request in batch])
+    def describe(self, job: SweepJob) -> JobRequest:
+        assert self._rc is not None, "describe is called during run_jobs' walk"
+        return self._prepare(job, self._rc)
+
+    def submitted(self, job: SweepJob, request: JobRequest) -> None:
+        self._pending[request.task.key] = (job, request)
 
     def _take_reports(self, runtime_context: RuntimeContext) -> None:
         assert self.coordinator is not None
@@ -132,7 +142,7 @@ class ExpoExecutor(JobExecutor):
                                     "baseCommand, arguments or a bound input")
         key = f"c{next(self._keys)}"
         task, family, deadline = self._describe(job, key)
-        self._started()
+        self.started()
         stage = {"stdin": _stdin_path(job, self.staging is not None),
                  "stdout": os.path.join(job.base_path_logs, job.stdout) if job.stdout else None,
                  "stderr": os.path.join(job.base_path_logs, job.stderr) if job.stderr else None,
@@ -146,7 +156,7 @@ class ExpoExecutor(JobExecutor):
             except (OSError, ValueError) as exc:
                 raise WorkflowException(f"[job {job.name}] cannot stage its files: {exc}") from None
         if secrets:  # the bucket holds only ciphertext of a command that carries secrets
-            stage["sealed"] = messages.seal(argv, env, self._started().run_key, key, secrets)
+            stage["sealed"] = messages.seal(argv, env, self.started().run_key, key, secrets)
             argv, env = list(messages.SEALED_ARGV), {}
         _logger.info("[job %s] %s on expocloud: %s", job.name, task.label, shown)
         return JobRequest(task=task, argv=argv, cwd=job.outdir, env=env, deadline_s=deadline,
@@ -158,13 +168,14 @@ class ExpoExecutor(JobExecutor):
         limit = job.timelimit if job.timelimit and job.timelimit > 0 else None
         deadline = float(limit) if limit else (tool.sweep.deadline_s if tool.sweep else None)
         cores = math.ceil(float(job.builder.resources.get("cores", 1)))
-        if cores > self.slots:
+        ram = math.ceil(float(job.builder.resources.get("ram", 0)))
+        misfit = self.misfit(max(1, cores), ram)
+        if misfit is not None and misfit.resource == "cpus":
             raise WorkflowException(
                 f"[job {job.name}] ResourceRequirement asks for {cores} cores but workers have "
                 f"{self.slots} slots; fix: set --expocloud-slots-per-worker {cores} or lower "
                 "coresMin")
-        ram = math.ceil(float(job.builder.resources.get("ram", 0)))
-        if self.worker_mem_mb and ram > self.worker_mem_mb:
+        if misfit is not None:
             raise WorkflowException(
                 f"[job {job.name}] ResourceRequirement asks for {ram} MiB of RAM but workers "
                 f"have {self.worker_mem_mb} MiB; fix: lower ramMin or give workers more memory "
@@ -264,15 +275,14 @@ def _mapped(job: SweepJob) -> list:
     return items
 
 
-def _meta(job: SweepJob, task: Task) -> dict:
+def _meta(job: SweepJob, task: Task) -> JobMeta:
     """The run record of a job, in the Snakemake front end's terms (its simple inputs as
     wildcards), so that ``expocloud report`` reads CWL runs too."""
     sweep = job.tool.sweep
     values = job.builder.job
-    return {"rule": job.tool.name, "job": job.name, "outputs": [], "placeholder": False,
-            "wildcards": {k: str(v) for k, v in values.items()
-                          if isinstance(v, (str, int, float, bool))},
-            "hardness": None if sweep is None or task.point is None else {
-                "spec": sweep.spec.text, "dims": [d.name for d in sweep.spec.dimensions],
-                "vector": list(task.point.vector), "scope": list(task.point.scope)}}
-
+    hardness = None if sweep is None or task.point is None else HardnessMeta(
+        sweep.spec.text, tuple(d.name for d in sweep.spec.dimensions),
+        tuple(task.point.vector), tuple(task.point.scope))
+    return JobMeta(job.tool.name, {k: str(v) for k, v in values.items()
+                                   if isinstance(v, (str, int, float, bool))},
+                   hardness=hardness, job=job.name)

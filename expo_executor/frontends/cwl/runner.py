@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
-import json
 import os
-import socket
 import sys
 import typing
 from pathlib import Path
@@ -25,10 +22,12 @@ from cwltool.context import LoadingContext
 from cwltool.loghandler import _logger
 from cwltool.main import main as cwltool_main
 
+from expo_executor.core.records import EngineName
 from expo_executor.core.errors import ExpoError
 from expo_executor.coordinator.launch import max_workers, start_coordinator
 from expo_executor.coordinator.settings import (ExecutorSettings, check_credentials, needs_credentials,
                         pool_machine_types, validate, worker_memory_mb)
+from expo_executor.coordinator.run_files import RunFiles
 from expo_executor.coordinator.state import StateDir
 from expo_executor.frontends.cwl.executor import ExpoExecutor
 from expo_executor.frontends.cwl.hints import make_tool, register_schema
@@ -145,7 +144,7 @@ def settings_from(args: argparse.Namespace) -> ExecutorSettings:
     if settings.slots_per_worker is None:
         # Locally, one worker with all the cores, so that ResourceRequirement packs jobs as
         # cwltool's own executor would (a tool may ask for several cores); on GCE, the VM's.
-        settings.slots_per_worker = (os.cpu_count() or 1) if settings.engine == "local" else 1
+        settings.slots_per_worker = (os.cpu_count() or 1) if settings.engine == EngineName.LOCAL else 1
     return settings
 
 
@@ -154,7 +153,7 @@ def staging_root(args: argparse.Namespace, settings: ExecutorSettings,
     """Where every job path lies when files travel through the bucket; None when shared."""
     mode = args.expocloud_staging
     if mode == "auto":
-        mode = "bucket" if settings.engine == "gce" else "shared"
+        mode = "bucket" if settings.engine == EngineName.GCE else "shared"
     if mode == "shared":
         return None
     root = run_dir / "cwl"
@@ -167,13 +166,13 @@ def staging_root(args: argparse.Namespace, settings: ExecutorSettings,
 def check(args: argparse.Namespace, settings: ExecutorSettings) -> None:
     """Everything that can be wrong with the settings, before the workflow loads."""
     validate(settings)
-    if settings.engine == "gce" and args.expocloud_staging == "shared":
+    if settings.engine == EngineName.GCE and args.expocloud_staging == "shared":
         raise ExpoError("--expocloud-staging", "GCE workers share no file system with this "
                         "machine", "use --expocloud-staging bucket (the default on GCE)")
-    if settings.engine == "gce":  # the coordination prefix, checked as the run will build it
+    if settings.engine == EngineName.GCE:  # the coordination prefix, checked as the run will build it
         from expo_executor.engines.gce.launch import coordination_url
         coordination_url(settings, args.default_storage_prefix, "check")
-    if settings.engine == "gce" and "auto" in pool_machine_types(settings):
+    if settings.engine == EngineName.GCE and "auto" in pool_machine_types(settings):
         # cwltool reveals a workflow's jobs (and their cores and RAM) only as it runs them
         raise ExpoError("--expocloud-machine-type", "'auto' needs the jobs before the run, and "
                         "a CWL workflow reveals them only as it runs", "name a machine type "
@@ -208,11 +207,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     root = staging_root(args, settings, run_dir)
     workflow = os.path.abspath(args.workflow) if args.workflow else ""
-    record = {"v": 1, "run_id": run_dir.name, "created": dt.datetime.now().isoformat(),
-              "workdir": os.getcwd(), "engine": settings.engine, "pid": os.getpid(),
-              "host": socket.gethostname(), "cwl": workflow,
-              "settings": dataclasses.asdict(settings), "ended": None}
-    (run_dir / "run.json").write_text(json.dumps(record, indent=1))
 
     def start():
         _logger.info(f"expocloud: run {run_dir.name} on the {settings.engine} engine "
@@ -221,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
                                  args.default_storage_prefix)
 
     executor = ExpoExecutor(start, workflow, settings.slots_per_worker, root,
-                            args.expocloud_on_timeout, worker_mem_mb)
+                            args.expocloud_on_timeout, worker_mem_mb, RunFiles(run_dir))
+    executor.open_run(settings.engine, settings, cwl=workflow)
     loading = LoadingContext(vars(args))
     loading.construct_tool_object = make_tool
     try:
@@ -230,8 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if executor.coordinator is not None:
             executor.coordinator.stop()
-        record["ended"] = dt.datetime.now().isoformat()
-        (run_dir / "run.json").write_text(json.dumps(record, indent=1))
+        executor.close_run()
 
 
 if __name__ == "__main__":

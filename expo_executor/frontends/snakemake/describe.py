@@ -7,12 +7,14 @@ Snakefile. The standard ``runtime`` resource (minutes) is a deadline too; ``dead
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import HardnessSpec, parse_duration
+from expo_executor.core.records import HardnessMeta, JobMeta
 from expo_executor.core.scheduler import Task
+from expo_executor.frontends.base import find_misfit
 from expo_executor.coordinator.state import FamilyRef
 
 HARDNESS = "hardness"
@@ -26,7 +28,7 @@ class JobDescription:
     task: Task
     deadline_s: float | None
     family: FamilyRef | None
-    meta: dict = field(default_factory=dict)
+    meta: JobMeta
 
 
 @lru_cache(maxsize=256)
@@ -68,7 +70,7 @@ class JobDescriber:
         wildcards = self.wildcards(job)
         deadline = self._deadline(job, rule)
         cpus = max(1, int(job.threads))
-        if cpus > slots_per_worker:
+        if find_misfit(cpus, 0, slots_per_worker, 0):
             raise ExpoError(f"threads of rule '{rule}'",
                             f"it needs {cpus} threads but workers have {slots_per_worker} slots",
                             f"set --expocloud-slots-per-worker {cpus} or lower the rule's threads")
@@ -82,7 +84,7 @@ class JobDescriber:
                 family = FamilyRef(self.workflow, rule, spec.text, deadline)
         mem = job.resources.get("mem_mb", 0)
         mem = int(mem) if isinstance(mem, (int, float)) else 0
-        if worker_mem_mb and mem > worker_mem_mb:
+        if find_misfit(1, mem, slots_per_worker, worker_mem_mb):
             raise ExpoError(f"resource 'mem_mb' of rule '{rule}'",
                             f"it needs {mem} MB but workers have {worker_mem_mb} MB",
                             "lower the rule's mem_mb, or give workers more memory "
@@ -100,15 +102,12 @@ class JobDescriber:
             priority=int(getattr(job, "priority", 0) or 0) if not job.is_group() else 0,
             preemptible=str(preemptible) in ("1", "True"),
         )
-        meta = {
-            "rule": rule, "wildcards": wildcards, "attempt": int(job.attempt),
-            "outputs": [str(o) for o in job.output],
-            "hardness": None if point is None or spec_text is None else {
-                "spec": _spec(str(spec_text), HARDNESS).text,
-                "dims": [d.name for d in _spec(str(spec_text), HARDNESS).dimensions],
-                "vector": list(point.vector), "scope": list(point.scope)},
-            "placeholder": False,
-        }
+        hardness = None if point is None or spec_text is None else HardnessMeta(
+            _spec(str(spec_text), HARDNESS).text,
+            tuple(d.name for d in _spec(str(spec_text), HARDNESS).dimensions),
+            tuple(point.vector), tuple(point.scope))
+        meta = JobMeta(rule, wildcards, tuple(str(o) for o in job.output), hardness,
+                       attempt=int(job.attempt))
         return JobDescription(task, deadline, family, meta)
 
     @staticmethod

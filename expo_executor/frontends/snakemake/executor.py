@@ -1,6 +1,7 @@
 """The Snakemake front end: ``snakemake --executor expocloud``.
 
-Thin by design: it turns Snakemake jobs into ``JobRequest``s (the command Snakemake would run
+Thin by design, on the shared :class:`~expo_executor.frontends.base.FrontEnd`: its
+``describe`` hook turns a Snakemake job into a ``JobRequest`` (the command Snakemake would run
 remotely, plus hardness and deadline from the job's resources) and turns the coordinator's
 reports back into Snakemake's two outcomes, success and error. Snakemake has no "skipped":
 a skipped or timed-out job is an error naming the timeout that dominates it, or, with
@@ -12,10 +13,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import dataclasses
-import datetime as dt
-import json
 import os
-import socket
 import threading
 from pathlib import Path
 from string import Template
@@ -29,12 +27,15 @@ from snakemake_interface_executor_plugins.settings import CommonSettings, Shared
 
 from expo_executor.cost.request_budget import at_scale
 from expo_executor.coordinator.loop import JobReport, JobRequest
+from expo_executor.core.records import EngineName
 from expo_executor.core.errors import ExpoError
 from expo_executor.frontends.snakemake.describe import JobDescriber
 from expo_executor.coordinator.launch import max_workers, resolve_machine_types, start_coordinator
 from expo_executor.core.scheduler import Outcome
+from expo_executor.coordinator.run_files import REQUESTS, RunFiles
 from expo_executor.coordinator.settings import ExecutorSettings, validate, worker_memory_mb
 from expo_executor.coordinator.state import StateDir
+from expo_executor.frontends.base import FrontEnd
 
 common_settings = CommonSettings(
     non_local_exec=True,
@@ -52,7 +53,7 @@ common_settings = CommonSettings(
 LOG_TAIL_LINES = 20
 
 
-class Executor(RemoteExecutor):
+class Executor(RemoteExecutor, FrontEnd):
     def __post_init__(self) -> None:
         settings = self.workflow.executor_settings or ExecutorSettings()
         self.state = StateDir(Path(settings.state_dir).resolve())
@@ -60,6 +61,7 @@ class Executor(RemoteExecutor):
             validate(settings)
             settings = self._resolve_machine_types(settings)
             self.settings: ExecutorSettings = settings
+            self.slots = settings.slots_per_worker
             self.worker_mem_mb = worker_memory_mb(settings, max_workers(settings))
             self.describer = JobDescriber(os.path.abspath(self.workflow.main_snakefile))
             self._check_planned_jobs(settings.slots_per_worker)
@@ -71,10 +73,12 @@ class Executor(RemoteExecutor):
             raise WorkflowError(str(ExpoError("--expocloud-run-id", f"run {settings.run_id!r} "
                                               "exists already", "choose a new run id"))) from None
         self.run_id = self.run_dir.name
-        self._write_run_record(ended=None)
+        self.run_files = RunFiles(self.run_dir)
+        self.open_run(settings.engine, settings,
+                      snakefile=os.path.abspath(self.workflow.main_snakefile))
         storage = self.workflow.storage_settings
         try:
-            if settings.engine == "gce" and SharedFSUsage.INPUT_OUTPUT in storage.shared_fs_usage:
+            if settings.engine == EngineName.GCE and SharedFSUsage.INPUT_OUTPUT in storage.shared_fs_usage:
                 raise ExpoError("shared-fs-usage", "GCE workers share no file system with this "
                                 "machine", "set shared-fs-usage: none, default-storage-provider: "
                                 "gcs and default-storage-prefix: gs://BUCKET/PREFIX "
@@ -109,40 +113,28 @@ class Executor(RemoteExecutor):
         for job in needrun() if needrun else []:
             self.describer.describe(job, slots, self.worker_mem_mb)
 
-    def _write_run_record(self, ended: str | None) -> None:
-        record = {
-            "v": 1, "run_id": self.run_id, "created": dt.datetime.now().isoformat(),
-            "workdir": os.getcwd(), "engine": self.settings.engine,
-            "pid": os.getpid(), "host": socket.gethostname(),
-            "snakefile": os.path.abspath(self.workflow.main_snakefile),
-            "settings": dataclasses.asdict(self.settings), "ended": ended,
-        }
-        path = self.run_dir / "run.json"
-        if ended is not None and path.exists():
-            record = {**json.loads(path.read_text()), "ended": ended}
-        path.write_text(json.dumps(record, indent=1))
+    # -- the front end's hooks ----------------------------------------------------------------
+    def describe(self, job: JobExecutorInterface) -> JobRequest:
+        """The command Snakemake would run remotely, with hardness, deadline and CPUs from the
+        job's resources; raises ExpoError on a bad annotation or a job no worker holds."""
+        description = self.describer.describe(job, self.slots, self.worker_mem_mb)
+        return JobRequest(task=description.task,
+                          argv=["/bin/sh", "-c", self.format_job_exec(job)],
+                          cwd=None if self.settings.engine == EngineName.GCE else os.getcwd(),
+                          env=dict(self.envvars()), deadline_s=description.deadline_s,
+                          family=description.family, meta=description.meta)
+
+    def submitted(self, job: JobExecutorInterface, request: JobRequest) -> None:
+        self.run_job_pre(job)
+        self.report_job_submission(SubmittedJobInfo(job, external_jobid=request.task.key))
 
     # -- Snakemake's calls -------------------------------------------------------------------
     def run_jobs(self, jobs: List[JobExecutorInterface]) -> None:
         """Validate the whole batch first, then hand it over; the scheduler orders it."""
         try:
-            described = [(job, self.describer.describe(job, self.settings.slots_per_worker,
-                                                        self.worker_mem_mb))
-                         for job in jobs]
+            self.submit_jobs(jobs)
         except ExpoError as exc:
             raise WorkflowError(str(exc)) from None
-        requests = []
-        for job, description in described:
-            self.run_job_pre(job)
-            request = JobRequest(task=description.task,
-                                 argv=["/bin/sh", "-c", self.format_job_exec(job)],
-                                 cwd=None if self.settings.engine == "gce" else os.getcwd(),
-                                 env=dict(self.envvars()),
-                                 deadline_s=description.deadline_s, family=description.family,
-                                 meta=description.meta)
-            self.report_job_submission(SubmittedJobInfo(job, external_jobid=description.task.key))
-            requests.append(request)
-        self.coordinator.submit(requests)
 
     def additional_general_args(self) -> str:
         """Arguments for each job's own snakemake process.
@@ -216,7 +208,9 @@ class Executor(RemoteExecutor):
     def _log_budget(self) -> None:
         """The request budget figure, from this run's own counts (requests.json)."""
         try:
-            record = json.loads((self.run_dir / "requests.json").read_text())
+            record = self.run_files.read_json(REQUESTS)
+            if not isinstance(record, dict):
+                raise ValueError(f"{REQUESTS} is missing or unreadable")
             seconds = sum(record["vm_seconds"].values())
             config = self.coordinator.config
             if config.pool not in config.hourly:
@@ -228,13 +222,13 @@ class Executor(RemoteExecutor):
                               self.settings.slots_per_worker,
                               config.hourly[config.pool],
                               coordinator_heartbeats=record.get("coordinator_heartbeats", 0))
-        except (OSError, ValueError, KeyError) as exc:
+        except (ValueError, KeyError) as exc:
             self.logger.warning(f"expocloud: no request budget figure: {exc}")
             return
-        (self.run_dir / "request_budget.json").write_text(json.dumps(
+        self.run_files.write_request_budget(
             {**dataclasses.asdict(budget), "ratio": budget.ratio,
              "overhead_ratio": budget.overhead_ratio,
-             "break_even_job_s": budget.break_even_job_s}, indent=1))
+             "break_even_job_s": budget.break_even_job_s})
         self.logger.info(f"expocloud: {budget.line()} ({config.prices_label})")
 
     def cancel_jobs(self, active_jobs: List[SubmittedJobInfo]) -> None:
@@ -243,9 +237,9 @@ class Executor(RemoteExecutor):
 
     def shutdown(self) -> None:
         self.coordinator.stop()
-        if self.settings.engine == "gce":
+        if self.settings.engine == EngineName.GCE:
             self._log_budget()
-        self._write_run_record(ended=dt.datetime.now().isoformat())
+        self.close_run()
         super().shutdown()
 
 

@@ -1,0 +1,85 @@
+"""What both front ends do the same way, as a template method with one hook.
+
+A front end (Snakemake's executor plugin, cwltool's executor) knows how to read its engine's
+job; everything after that is shared here, as cwltool's ``JobExecutor.execute`` shares the
+setup around ``run_jobs``: :meth:`FrontEnd.submit_jobs` describes a whole batch first (so a bad
+annotation stops the batch before any of it runs), lets the front end register each job with
+its engine, then hands the batch to the coordinator, which orders it by hardness.
+:meth:`FrontEnd.misfit` is the one check of a job's CPUs and memory against the workers, and
+:meth:`FrontEnd.open_run` / :meth:`FrontEnd.close_run` keep ``run.json`` through ``RunFiles``.
+
+It is a mixin, not a base class with an ``__init__``: Snakemake's ``RemoteExecutor`` and
+cwltool's ``JobExecutor`` each own construction, and a mixin adds the shared steps without
+taking that from them. The subclass sets ``coordinator`` (or overrides :meth:`started`),
+``run_files``, ``slots`` and ``worker_mem_mb``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from expo_executor.coordinator.run_files import RunFiles
+
+
+@dataclass(frozen=True)
+class Misfit:
+    """A job no worker can hold: what it asks for of which resource, and what workers have."""
+
+    resource: str  # "cpus" or "mem_mb"
+    needed: int
+    have: int
+
+
+def find_misfit(cpus: int, mem_mb: int, slots: int, worker_mem_mb: int) -> Misfit | None:
+    """Whether a job of ``cpus`` and ``mem_mb`` fits a worker of ``slots`` CPUs and
+    ``worker_mem_mb`` (0: memory not tracked); None when it does."""
+    if cpus > slots:
+        return Misfit("cpus", cpus, slots)
+    if worker_mem_mb and mem_mb > worker_mem_mb:
+        return Misfit("mem_mb", mem_mb, worker_mem_mb)
+    return None
+
+
+class FrontEnd(ABC):
+    """The shared half of a front end; subclasses implement :meth:`describe`."""
+
+    coordinator: Any  # a started coordinator.loop.Coordinator
+    run_files: RunFiles
+    slots: int  # CPU slots of every worker
+    worker_mem_mb: int  # memory of every worker for its jobs; 0: not tracked
+
+    @abstractmethod
+    def describe(self, job: Any) -> Any:
+        """The coordinator's ``JobRequest`` for one of the engine's jobs; raises the engine's
+        own error (with the setting and the fix) when the job cannot run as described."""
+
+    def submitted(self, job: Any, request: Any) -> None:
+        """Called for each job once its whole batch is described, before the coordinator
+        has it: the engine's own bookkeeping (Snakemake's ``report_job_submission``)."""
+
+    def started(self) -> Any:
+        """The coordinator; a front end that starts it lazily overrides this."""
+        return self.coordinator
+
+    def submit_jobs(self, jobs: Iterable[Any]) -> list[Any]:
+        """Describe every job, then register and submit them together."""
+        batch = [(job, self.describe(job)) for job in jobs]
+        if not batch:
+            return []
+        for job, request in batch:
+            self.submitted(job, request)
+        requests = [request for _, request in batch]
+        self.started().submit(requests)
+        return requests
+
+    def misfit(self, cpus: int, mem_mb: int) -> Misfit | None:
+        """Whether a job of ``cpus`` and ``mem_mb`` fits this run's workers (None: it does)."""
+        return find_misfit(cpus, mem_mb, self.slots, self.worker_mem_mb)
+
+    def open_run(self, engine: str, settings: Any, **source: str) -> None:
+        self.run_files.start(engine, settings, **source)
+
+    def close_run(self) -> None:
+        self.run_files.end()

@@ -1,0 +1,160 @@
+"""The two front ends on their shared base, with stand-in job objects: no snakemake or cwltool
+run, no coordinator thread. What a Snakemake job and a cwltool job become (the task, its
+hardness, the typed run-record metadata), the one CPU/memory check, the template method's
+order (the whole batch described before anything is submitted), and run.json kept by
+RunFiles."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from cwltool.errors import WorkflowException
+
+from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.coordinator.settings import ExecutorSettings
+from expo_executor.core.errors import ExpoError
+from expo_executor.core.records import HardnessMeta, JobMeta
+from expo_executor.frontends.base import FrontEnd, Misfit, find_misfit
+from expo_executor.frontends.cwl.executor import ExpoExecutor
+from expo_executor.frontends.snakemake.describe import JobDescriber
+
+
+@dataclass
+class SnakemakeJob:
+    """What the describer reads of a Snakemake job (``JobExecutorInterface``)."""
+
+    name: str = "solve"
+    jobid: int = 7
+    attempt: int = 1
+    threads: int = 1
+    resources: dict[str, Any] = field(default_factory=dict)
+    wildcards_dict: dict[str, Any] = field(default_factory=dict)
+    output: list[str] = field(default_factory=list)
+    priority: int = 0
+
+    def is_group(self) -> bool:
+        return False
+
+
+def test_a_snakemake_job_becomes_a_task_with_its_hardness_and_typed_metadata() -> None:
+    job = SnakemakeJob(resources={"hardness": "n, m", "deadline": "90s", "mem_mb": 512},
+                       wildcards_dict={"n": "3", "m": 5},
+                       output=["results/3/5.json"], threads=2)
+    description = JobDescriber("/wf/Snakefile").describe(job, slots_per_worker=2,
+                                                        worker_mem_mb=1024)
+    task = description.task
+    assert (task.key, task.cpus, task.mem_mb, task.preemptible) == ("j7a1", 2, 512, True)
+    assert description.deadline_s == 90.0
+    assert task.point is not None and tuple(task.point.vector) == (3, 5)
+    assert description.family is not None and description.family.rule == "solve"
+    assert description.meta == JobMeta(
+        "solve", {"n": "3", "m": "5"}, ("results/3/5.json",),
+        HardnessMeta("n, m", ("n", "m"), (3, 5), tuple(task.point.scope)), attempt=1)
+    record = description.meta.to_dict()
+    assert record["hardness"]["vector"] == [3, 5] and record["attempt"] == 1
+    assert "job" not in record  # a cwltool job name only
+
+
+@pytest.mark.parametrize("job,words", [
+    (SnakemakeJob(threads=3), "threads of rule 'solve': it needs 3 threads but workers have 2"),
+    (SnakemakeJob(resources={"mem_mb": 4096}), "it needs 4096 MB but workers have 1024 MB"),
+    (SnakemakeJob(resources={"hardness": "k"}, wildcards_dict={"n": "1"}), "hardness"),
+])
+def test_a_snakemake_job_no_worker_holds_is_refused_naming_the_rule(job: SnakemakeJob,
+                                                                     words: str) -> None:
+    with pytest.raises(ExpoError, match=words.replace("(", r"\(")):
+        JobDescriber("/wf/Snakefile").describe(job, slots_per_worker=2, worker_mem_mb=1024)
+
+
+def test_one_fit_check_for_both_front_ends() -> None:
+    assert find_misfit(2, 100, slots=2, worker_mem_mb=0) is None  # memory not tracked
+    assert find_misfit(3, 0, slots=2, worker_mem_mb=0) == Misfit("cpus", 3, 2)
+    assert find_misfit(1, 900, slots=2, worker_mem_mb=800) == Misfit("mem_mb", 900, 800)
+
+
+class StandInCoordinator:
+    def __init__(self) -> None:
+        self.batches: list[list[Any]] = []
+
+    def submit(self, requests: list[Any]) -> None:
+        self.batches.append(list(requests))
+
+
+class StandInFrontEnd(FrontEnd):
+    """Describes a job as its own request, refusing any job named 'bad'."""
+
+    def __init__(self) -> None:
+        self.coordinator = StandInCoordinator()
+        self.slots, self.worker_mem_mb = 1, 0
+        self.events: list[str] = []
+
+    def describe(self, job: Any) -> Any:
+        if job == "bad":
+            raise ExpoError("resource 'hardness' of rule 'r'", "it is bad", "fix it")
+        self.events.append(f"describe {job}")
+        return f"request {job}"
+
+    def submitted(self, job: Any, request: Any) -> None:
+        self.events.append(f"submitted {job}")
+
+
+def test_the_whole_batch_is_described_before_any_of_it_is_submitted() -> None:
+    front = StandInFrontEnd()
+    assert front.submit_jobs(["a", "b"]) == ["request a", "request b"]
+    assert front.events == ["describe a", "describe b", "submitted a", "submitted b"]
+    assert front.coordinator.batches == [["request a", "request b"]]
+    with pytest.raises(ExpoError, match="it is bad"):
+        front.submit_jobs(["c", "bad"])
+    assert front.coordinator.batches == [["request a", "request b"]]  # nothing of that batch
+    assert front.submit_jobs([]) == [] and len(front.coordinator.batches) == 1
+
+
+def test_run_json_is_opened_and_closed_through_run_files(tmp_path: Path) -> None:
+    front = StandInFrontEnd()
+    front.run_files = RunFiles(tmp_path / "run-1")
+    front.run_files.dir.mkdir()
+    front.open_run("local", ExecutorSettings(), snakefile="/wf/Snakefile")
+    record = json.loads((tmp_path / "run-1" / "run.json").read_text())
+    assert (record["run_id"], record["engine"], record["ended"]) == ("run-1", "local", None)
+    assert record["snakefile"] == "/wf/Snakefile" and record["settings"]["engine"] == "local"
+    front.close_run()
+    ended = json.loads((tmp_path / "run-1" / "run.json").read_text())
+    assert ended["ended"] is not None and ended["created"] == record["created"]
+
+
+def _cwl_job(cores: float = 1, ram: float = 0) -> Any:
+    """What ExpoExecutor reads of a cwltool job with no hardness hint."""
+    tool = SimpleNamespace(name="echo", sweep=None, spot_attempts=None)
+    builder = SimpleNamespace(job={"x": 1, "f": {"class": "File"}},
+                              resources={"cores": cores, "ram": ram})
+    return SimpleNamespace(tool=tool, builder=builder, timelimit=0, name="echo_2")
+
+
+def _cwl_executor(slots: int = 2, mem: int = 1000) -> ExpoExecutor:
+    def never() -> Any:
+        raise AssertionError("describing a job starts no coordinator")
+    return ExpoExecutor(never, "/wf/sweep.cwl", slots, None, worker_mem_mb=mem)
+
+
+def test_a_cwl_job_becomes_a_task_and_typed_metadata() -> None:
+    executor = _cwl_executor()
+    task, family, deadline = executor._describe(_cwl_job(cores=1.5, ram=300), "c1")
+    assert (task.key, task.label, task.cpus, task.mem_mb) == ("c1", "echo_2", 2, 300)
+    assert family is None and deadline is None and task.point is None
+    from expo_executor.frontends.cwl.executor import _meta
+    meta = _meta(_cwl_job(), task)
+    assert meta == JobMeta("echo", {"x": "1"}, job="echo_2")  # simple inputs as wildcards
+
+
+@pytest.mark.parametrize("job,words", [
+    (_cwl_job(cores=3), "asks for 3 cores but workers have 2 slots"),
+    (_cwl_job(ram=2000), "asks for 2000 MiB of RAM but workers have 1000 MiB"),
+])
+def test_a_cwl_job_no_worker_holds_is_refused(job: Any, words: str) -> None:
+    with pytest.raises(WorkflowException, match=words):
+        _cwl_executor()._describe(job, "c1")
