@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from expo_executor.core.budget import vm_cost
-from expo_executor.coordinator.loop import CAPACITY_RETRY
+from expo_executor.core.pool_health import CAPACITY_RETRY
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import AttemptEnd
 from expo_executor.core.fleet import WorkerView, decide, pools

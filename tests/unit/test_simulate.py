@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from expo_executor.coordinator.loop import CAPACITY_RETRY
+from expo_executor.core.pool_health import CAPACITY_RETRY
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.scheduler import Pool, Task
 from expo_executor.simulate.simulation import POLICIES, BootDelay, FixedPrices, SimConfig, SimJob, Workload, compare, load_run, percentile, policy, ratios, simulate, synthetic, table
