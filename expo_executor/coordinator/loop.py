@@ -8,9 +8,10 @@ only; the front ends talk to it through two locked hand-over points (``submit``,
 ``take_report`` / ``wait_reports``).
 
 This module owns the thread and the order of a round; each step's work is a collaborator's:
-:mod:`.channel` (the bucket: statuses, results, inboxes), :mod:`.vms` (the VMs tracked and their
-records), :mod:`.pools` (pool health), :mod:`.meter` (the budget), :mod:`.progress` (the live
-counts) and :mod:`.outcomes` (reports and job records); the decisions are the core's
+:mod:`.desk` (the hand-over between threads), :mod:`.channel` (the bucket: statuses, results,
+inboxes), :mod:`.vms` (the VMs tracked and their records), :mod:`.pools` (pool health),
+:mod:`.meter` (the budget), :mod:`.reports` (scheduler events: reports, job records, cancels) and
+:mod:`.progress` (the live counts); the decisions are the core's
 (``core.scaling.scale``, ``core.pool_health``, ``core.budget``), which the simulator calls too.
 """
 
@@ -22,24 +23,23 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
-from expo_executor.coordinator import outcomes
 from expo_executor.coordinator.channel import Channel
 from expo_executor.coordinator.config import RESULTS_BACKSTOP, CoordinatorConfig
+from expo_executor.coordinator.desk import JobDesk
 from expo_executor.coordinator.meter import Meter
 from expo_executor.coordinator.pools import PoolWatch
 from expo_executor.coordinator.progress import Progress
+from expo_executor.coordinator.reports import Reporter
 from expo_executor.coordinator.requests import JobReport, JobRequest
 from expo_executor.coordinator.run_files import RunFiles
 from expo_executor.coordinator.state import StateDir
 from expo_executor.coordinator.vms import VmFleet
 from expo_executor.core.budget import Phase, Withdraw
-from expo_executor.core.fleet import WorkerView, pools
-from expo_executor.core.hardness import FrontierPoint
+from expo_executor.core.fleet import pools
 from expo_executor.core.pool_health import CAPACITY_TIMEOUT
 from expo_executor.core.records import AttemptEnd, VmEnd, WorkerState
-from expo_executor.core.scaling import FleetSetup, Load, ScalePlan, scale
-from expo_executor.core.scheduler import (Cancel, Event, Finished, Outcome, Pool, Requeued,
-                                          Scheduler, Skipped)
+from expo_executor.core.scaling import FleetSetup, ScalePlan, scale
+from expo_executor.core.scheduler import Outcome, Pool, Scheduler
 from expo_executor.cost.cost_report import CostReport, summarize
 from expo_executor.engines.base import CreateFailed, Engine
 from expo_executor.protocol.bucket import Bucket
@@ -79,30 +79,25 @@ class Coordinator:
         self._stranded: str | None = None  # why queued work can never run (no VM, no growth)
         self._started = time.time()
         self._last_results_scan = 0.0
-        self._requests: dict[str, JobRequest] = {}
-        self._submissions: list[JobRequest] = []
-        self._reports: dict[str, JobReport] = {}
-        self._lock = threading.Lock()
-        self._reported = threading.Condition(self._lock)  # a report arrived
+        self._requests: dict[str, JobRequest] = {}  # every job of the run, by key
+        self.desk = JobDesk()
+        self.reporter = Reporter(self._requests, self.scheduler, self.vms, self.files, self.desk,
+                                 state, config.run_id, log)
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
     # -- front-end side (any thread) ---------------------------------------------------------
     def submit(self, requests: list[JobRequest]) -> None:
-        with self._lock:
-            self._submissions.extend(requests)
+        self.desk.submit(requests)
         self._wake.set()
 
     def take_report(self, key: str) -> JobReport | None:
-        with self._lock:
-            return self._reports.pop(key, None)
+        return self.desk.take(key)
 
     def wait_reports(self, keys: set[str], timeout: float) -> list[JobReport]:
         """Take the reports of any of ``keys``, waiting up to ``timeout`` s for the first."""
-        with self._reported:
-            self._reported.wait_for(lambda: not keys.isdisjoint(self._reports), timeout)
-            return [self._reports.pop(k) for k in keys & self._reports.keys()]
+        return self.desk.wait(keys, timeout)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="expocloud-coordinator",
@@ -162,15 +157,11 @@ class Coordinator:
         """After repeated failures: delete the VMs and fail every open job, loudly, not hang."""
         self.log(f"expocloud: giving up after {GIVE_UP_AFTER:g} s of failed rounds: {exc}")
         self.engine.close()
-        with self._lock:
-            pending = [r.task.key for r in self._submissions]
-            self._submissions = []
+        pending = [r.task.key for r in self.desk.take_submissions()]
         pending += [k for k in self._requests if k not in self.scheduler.outcomes]
         for key in pending:
-            with self._lock:
-                self._reports[key] = JobReport(key, Outcome.FAILED,
-                                               f"the coordinator failed repeatedly: {exc}")
-                self._reported.notify_all()
+            self.desk.post(JobReport(key, Outcome.FAILED,
+                                     f"the coordinator failed repeatedly: {exc}"))
 
     def tick(self, now: float) -> None:
         """One round: intake, observe, decide, act."""
@@ -194,9 +185,7 @@ class Coordinator:
 
     # -- intake ------------------------------------------------------------------------------
     def _intake(self) -> None:
-        with self._lock:
-            submissions, self._submissions = self._submissions, []
-        for request in submissions:
+        for request in self.desk.take_submissions():
             key = request.task.key
             self._requests[key] = request
             if self.meter.spent_out or self._stranded:  # nothing more runs; a dominated task
@@ -204,13 +193,13 @@ class Coordinator:
                 if not events:
                     self.scheduler.withdraw(key)
                     self._fail_unrunnable(key)
-                self._handle(events)
+                self.reporter.handle(events)
                 continue
             family = request.task.family
             if family is not None and request.family is not None \
                     and family not in self.scheduler.frontiers:
                 self.scheduler.frontiers[family] = self.state.load_frontier(request.family)
-            self._handle(self.scheduler.submit(request.task))
+            self.reporter.handle(self.scheduler.submit(request.task))
 
     # -- observe -----------------------------------------------------------------------------
     def _read_statuses(self, now: float) -> set[str]:
@@ -256,7 +245,7 @@ class Coordinator:
                 events = self.scheduler.remove_worker(result.worker)
         else:
             events = self.scheduler.finish(key, outcome)
-        self._handle(events, result)
+        self.reporter.handle(events, result)
 
     def _check_instances(self) -> None:
         """What the engine says: creates that failed, VMs preempted, VMs gone."""
@@ -281,7 +270,7 @@ class Coordinator:
         if name not in self.vms:  # its last breath said "preempted": handled already
             return
         self.log(f"expocloud: worker {name} {how}; its jobs go back to the queue first")
-        self._handle(self.scheduler.remove_worker(name, preempted=True))
+        self.reporter.handle(self.scheduler.remove_worker(name, preempted=True))
         self._end_vm(name, end)
         self.engine.delete(name)
 
@@ -294,7 +283,7 @@ class Coordinator:
         """Delete VMs that did not come up in time (the fleet replaces them); the pool watch
         stops a pool whose VMs keep failing to come up."""
         for name in self.pools.check_boots(self.vms.booting(), now):
-            self._handle(self.scheduler.remove_worker(name))  # not ready: no jobs yet
+            self.reporter.handle(self.scheduler.remove_worker(name))  # not ready: no jobs yet
             self._end_vm(name, VmEnd.NEVER_READY)
             self.engine.delete(name)
 
@@ -337,27 +326,11 @@ class Coordinator:
         """One scaling round (``core.scaling.scale``), then its deletes and creates."""
         if self._stopping.is_set():
             return
-        plan = scale(self._load(now), now, self.setup, self.pools.health,
+        load = self.vms.load(self.scheduler.workers(), self.scheduler.queued_demand(), now)
+        plan = scale(load, now, self.setup, self.pools.health,
                      self.meter.money(self.vms))
         self._stragglers = plan.stragglers
         self._act(plan, now)
-
-    def _load(self, now: float) -> Load:
-        """The work and every VM's load; a ready VM with nothing to do is idle from now."""
-        workers = self.scheduler.workers()
-        views: dict[Pool, list[WorkerView]] = {pool: [] for pool in self.fleets}
-        running = running_on_spot = 0
-        for vm in self.vms:
-            cpus, free = workers.get(vm.name, (self.config.slots_per_worker,) * 2)
-            busy = cpus - free
-            if busy or vm.jobs:
-                vm.idle_since = None
-            elif vm.ready and vm.idle_since is None:
-                vm.idle_since = now
-            views[vm.pool].append(WorkerView(vm.name, not vm.ready, busy, vm.idle_since))
-            running += busy
-            running_on_spot += busy if vm.pool is Pool.SPOT else 0
-        return Load(self.scheduler.queued_demand(), views, running, running_on_spot)
 
     def _act(self, plan: ScalePlan, now: float) -> None:
         for growth in plan.pools:
@@ -378,7 +351,7 @@ class Coordinator:
 
     def _delete(self, name: str) -> None:
         """Delete a VM the run no longer needs; its jobs (if any) go back to the queue."""
-        self._handle(self.scheduler.remove_worker(name))
+        self.reporter.handle(self.scheduler.remove_worker(name))
         self.engine.delete(name)
         self._end_vm(name, VmEnd.DELETED)
 
@@ -419,52 +392,13 @@ class Coordinator:
         self.progress.report(now, self.scheduler.counts(), ready, len(self.vms) - ready, spent,
                              force)
 
-    # -- reports -------------------------------------------------------------------------------
-    def _handle(self, events: list[Event], result: WorkerResult | None = None) -> None:
-        for event in events:
-            if isinstance(event, Cancel):
-                vm = self.vms.get(event.worker_id)
-                if vm is not None:
-                    vm.cancel.add(event.key)
-                    vm.inbox_dirty = True
-            elif isinstance(event, Skipped):
-                mine = result if result and result.key == event.key else None
-                self._report(outcomes.skipped(event, mine), mine, event.dominator)
-            elif isinstance(event, Finished):
-                self._finish(event, result)
-            elif isinstance(event, Requeued):
-                where = " (on-demand only from now on)" if event.on_demand_only else ""
-                self.log(f"expocloud: re-queued {self.scheduler.task(event.key).label} "
-                         f"from lost worker {event.worker_id}{where}")
-
-    def _finish(self, event: Finished, result: WorkerResult | None) -> None:
-        """A job's outcome; a timeout joins its family's frontier, kept for later runs."""
-        request = self._requests[event.key]
-        if event.outcome is Outcome.TIMEOUT and request.family is not None \
-                and request.task.point is not None:
-            self.state.add_timeout(request.family, request.task.point, request.task.label,
-                                   self.config.run_id)
-        self._report(outcomes.finished(event, request, result), result)
-
+    # -- failing jobs that will not run -------------------------------------------------------
     def _fail_unrunnable(self, key: str, reason: str | None = None) -> None:
         """Fail a job that will not run: the budget is spent, or no VM can be had."""
         if self.meter.spent_out:
             self._fail_for_budget(key)
             return
-        self._report(JobReport(key, Outcome.FAILED, f"not run: {reason or self._stranded}"),
-                     None)
+        self.reporter.fail(key, f"not run: {reason or self._stranded}")
 
     def _fail_for_budget(self, key: str) -> None:
-        self._report(JobReport(key, Outcome.FAILED, self.meter.spent_message()), None)
-
-    def _report(self, report: JobReport, result: WorkerResult | None,
-                dominator: FrontierPoint | None = None) -> None:
-        """Record a job's end in ``jobs.jsonl`` and hand the report to the front end."""
-        request = self._requests[report.key]
-        pool = self.vms.pool_of.get(report.worker) if report.worker else None
-        self.files.append_job(outcomes.job_record(
-            report, request, result, dominator, pool, self.scheduler.preemptions(report.key),
-            time.time()))
-        with self._lock:
-            self._reports[report.key] = report
-            self._reported.notify_all()
+        self.reporter.fail(key, self.meter.spent_message())

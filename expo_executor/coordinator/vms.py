@@ -5,14 +5,15 @@ create call that names it to the line in ``vms.jsonl`` that records how it ended
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from expo_executor.coordinator.config import CoordinatorConfig
 from expo_executor.coordinator.run_files import RunFiles
-from expo_executor.core.fleet import Booting
+from expo_executor.core.fleet import Booting, WorkerView
 from expo_executor.core.records import VmEnd
+from expo_executor.core.scaling import Load
 from expo_executor.core.scheduler import Pool
 from expo_executor.protocol.records import InboxJob
 
@@ -118,3 +119,23 @@ class VmFleet:
         for vm in self._vms.values():
             alive[vm.pool] = alive.get(vm.pool, 0) + 1
         return alive
+
+    def load(self, workers: Mapping[str, tuple[int, int]], queued: Mapping[Pool, int],
+             now: float) -> Load:
+        """The work and every VM's load for a scaling round, from the scheduler's ``workers``
+        (``(cpus, free)`` each) and queued demand; a ready VM with nothing to do is idle from
+        ``now``."""
+        views: dict[Pool, list[WorkerView]] = {}
+        running = running_on_spot = 0
+        for vm in self._vms.values():
+            cpus, free = workers.get(vm.name, (self.config.slots_per_worker,) * 2)
+            busy = cpus - free
+            if busy or vm.jobs:
+                vm.idle_since = None
+            elif vm.ready and vm.idle_since is None:
+                vm.idle_since = now
+            views.setdefault(vm.pool, []).append(
+                WorkerView(vm.name, not vm.ready, busy, vm.idle_since))
+            running += busy
+            running_on_spot += busy if vm.pool is Pool.SPOT else 0
+        return Load(queued, views, running, running_on_spot)

@@ -30,7 +30,8 @@ class FleetSetup:
 @dataclass(frozen=True)
 class Load:
     """The work and the VMs now: queued CPUs per demand pool (``Scheduler.queued_demand``),
-    every pool's workers, and the busy CPUs everywhere and on Spot."""
+    each pool's workers (a pool with none may be left out), and the busy CPUs everywhere and on
+    Spot."""
 
     queued: Mapping[Pool, int]
     views: Mapping[Pool, Sequence[WorkerView]]
@@ -86,19 +87,21 @@ def scale(load: Load, now: float, setup: FleetSetup, health: PoolHealth,
     The budget's view moves on as the round acts: a VM deleted in one pool pays for one created
     after it, and VMs created in one pool leave less for the next.
     """
-    decision = decide(dict(load.queued), {p: list(v) for p, v in load.views.items()},
-                      load.running, load.running_on_spot, now, dict(setup.fleets),
-                      setup.main_pool, setup.straggler_rule, health.stopped)
+    views = {pool: list(load.views.get(pool, ())) for pool in setup.fleets}
+    decision = decide(dict(load.queued), views, load.running, load.running_on_spot, now,
+                      dict(setup.fleets), setup.main_pool, setup.straggler_rule, health.stopped)
     spend = money.spend
     growths = []
     for pool, plan in decision.plans.items():
-        for name in plan.delete:
-            spend = spend.without(name, now)
+        if money.budget is not None:
+            for name in plan.delete:
+                spend = spend.without(name, now)
         count = money.affordable(pool, plan.create, spend, now) \
             if money.phase is Phase.OK else 0
         create = count if count and health.may_grow(pool, now) else 0
         held = health.held_until(pool, now) if count else None
-        spend = spend.plus(create, money.hourly.get(pool, 0.0), now)
+        if money.budget is not None:
+            spend = spend.plus(create, money.hourly.get(pool, 0.0), now)
         growths.append(Growth(pool, plan.delete, create, held))
     return ScalePlan(decision.stragglers, tuple(growths), _drain(load, money, growths))
 
