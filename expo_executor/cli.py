@@ -16,7 +16,7 @@ from pathlib import Path
 
 from expo_executor.cost import preemption
 from expo_executor.cost import prices
-from expo_executor.simulate import simulation as simulate
+from expo_executor.simulate import command as simulate
 from expo_executor.core.errors import ExpoError
 
 _PLUGGED = (prices, preemption, simulate)  # modules that bring their own subcommand

@@ -21,7 +21,9 @@ from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRe
 from expo_executor.engines.local import LocalEngine, LocalEngineConfig
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.scheduler import Pool, Scheduler, Task
-from expo_executor.simulate.simulation import POLICIES, BootDelay, FixedPrices, SimConfig, SimJob, Workload, boot_from_vms, simulate
+from expo_executor.simulate.policies import POLICIES, SimConfig
+from expo_executor.simulate.simulation import simulate
+from expo_executor.simulate.workload import BootDelay, FixedPrices, SimJob, Workload, boot_from_vms
 from expo_executor.coordinator.state import StateDir
 
 from tests.helpers import processes_under, wait_until
@@ -185,7 +187,7 @@ def test_the_command_compares_policies_on_a_past_run_and_draws_them(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from expo_executor.simulate import simulation as command
+    from expo_executor.simulate import command
 
     state = tmp_path / ".expocloud"
     run = state / "runs" / "20260101-000000-abcd"

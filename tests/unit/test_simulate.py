@@ -18,7 +18,10 @@ import pytest
 from expo_executor.core.pool_health import CAPACITY_RETRY
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.scheduler import Pool, Task
-from expo_executor.simulate.simulation import POLICIES, BootDelay, FixedPrices, SimConfig, SimJob, Workload, compare, load_run, percentile, policy, ratios, simulate, synthetic, table
+from expo_executor.simulate.policies import POLICIES, SimConfig, policy
+from expo_executor.simulate.simulation import compare, percentile, simulate
+from expo_executor.simulate.table import ratios, table
+from expo_executor.simulate.workload import BootDelay, FixedPrices, SimJob, Workload, load_run, synthetic
 
 
 PRICES = FixedPrices(spot=1.0, on_demand=3.0)  # USD per VM-hour: easy sums
