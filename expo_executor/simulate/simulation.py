@@ -48,7 +48,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from expo_executor.core import pool_health
-from expo_executor.core.budget import Phase, Spend, Withdraw, meter_step, vm_cost
+from expo_executor.core.budget import (BudgetConfig, Phase, PhaseChange, Spend, Withdraw,
+                                       meter_step, vm_cost)
 from expo_executor.core.fleet import Booting, pools
 from expo_executor.core.pool_health import PoolHealth
 from expo_executor.core.scaling import FleetSetup, Money, ScalePlan, scale
@@ -96,6 +97,37 @@ def percentile(values: Iterable[float], q: float) -> float:
     return ordered[max(0, math.ceil(q / 100.0 * len(ordered)) - 1)]
 
 
+class _SimMeter:
+    """The simulated coordinator's meter: USD of the VMs it let go, and the budget's phase
+    (``budget.meter_step`` moves it, as in a run)."""
+
+    def __init__(self, budget: BudgetConfig | None, cheapest_hourly: float) -> None:
+        self.budget = budget
+        self.cheapest_hourly = cheapest_hourly
+        self.ended_usd = 0.0
+        self.phase = Phase.OK
+
+    def spend(self, vms: Iterable[SimVm]) -> Spend:
+        return Spend(self.ended_usd, tuple((vm.name, vm.price_h, vm.created) for vm in vms))
+
+    def vm_gone(self, vm: SimVm) -> None:
+        ended = vm.ended if vm.ended is not None else vm.created
+        self.ended_usd += vm_cost(vm.price_h, ended - vm.created)
+
+    def read(self, now: float, vms: Mapping[str, SimVm], queued: bool) -> PhaseChange | None:
+        if self.budget is None:
+            return None
+        change = meter_step(self.phase, self.spend(vms.values()), now, self.cheapest_hourly,
+                            self.budget, not vms and queued)
+        if change is not None:
+            self.phase = change.phase
+        return change
+
+    def money(self, vms: Mapping[str, SimVm], hourly: Mapping[Pool, float]) -> Money:
+        spend = self.spend(vms.values()) if self.budget is not None else Spend()
+        return Money(self.phase, self.budget, spend, hourly)
+
+
 def _check(workload: Workload, config: SimConfig) -> None:
     keys = {job.key for job in workload.jobs}
     if len(keys) != len(workload.jobs):
@@ -125,8 +157,8 @@ class _Simulation:
                                       config.on_demand_min),
                                 config.main_pool, config.straggler_rule)
         self.health = PoolHealth()
-        self.phase = Phase.OK
-        self.ended_usd = 0.0  # the meter's USD of VMs the coordinator let go
+        self.meter = _SimMeter(config.budget, min(self.cloud.price_h[pool]
+                                                  for pool in self.setup.fleets))
         self.vms: dict[str, SimVm] = {}  # the coordinator's VMs, in creation order
         self.booting: dict[str, SimVm] = {}  # ... of them not ready yet
         self.views = FleetViews(self.setup.fleets, self.jobs, self.scheduler,
@@ -233,7 +265,7 @@ class _Simulation:
                                                      machines).health
 
     def _assign(self, now: float) -> None:
-        if self.phase >= Phase.LIMIT:
+        if self.meter.phase >= Phase.LIMIT:
             return
         for assignment in self.scheduler.assign(allow_spot=not self.stragglers):
             vm = self.vms[assignment.worker_id]
@@ -254,23 +286,14 @@ class _Simulation:
                 self.requeues += 1
 
     # -- the budget ----------------------------------------------------------------------------
-    def _spend(self) -> Spend:
-        return Spend(self.ended_usd, tuple((vm.name, vm.price_h, vm.created)
-                                           for vm in self.vms.values()))
-
     def _meter(self, now: float) -> None:
         """The coordinator's meter: a phase change withdraws (fails) what the budget takes
         back; at ``STOP`` every VM is deleted."""
-        budget = self.config.budget
-        if budget is None:
+        if self.config.budget is None:
             return
-        queued = sum(self.scheduler.queued_demand().values()) > 0
-        cheapest = min(self.cloud.price_h[pool] for pool in self.setup.fleets)
-        change = meter_step(self.phase, self._spend(), now, cheapest, budget,
-                            not self.vms and queued)
+        change = self.meter.read(now, self.vms, sum(self.scheduler.queued_demand().values()) > 0)
         if change is None:
             return
-        self.phase = change.phase
         if change.withdraw is not None:
             queued_only = change.withdraw is Withdraw.QUEUED
             self._withdraw([key for key in self.jobs if key not in self.scheduler.outcomes
@@ -292,10 +315,8 @@ class _Simulation:
     def _scale(self, now: float) -> None:
         """One ``scaling.scale`` round, then its deletes and creates, as the coordinator's."""
         load = self.views.load(self.vms, now)
-        money = Money(self.phase, self.config.budget,
-                      self._spend() if self.config.budget is not None else Spend(),
-                      self.cloud.price_h)
-        plan = scale(load, now, self.setup, self.health, money)
+        plan = scale(load, now, self.setup, self.health,
+                     self.meter.money(self.vms, self.cloud.price_h))
         again = plan.stragglers != self.stragglers  # assignment changes next round
         self.stragglers = plan.stragglers
         if self._act(plan, now) or again:
@@ -354,8 +375,7 @@ class _Simulation:
     def _forget(self, vm: SimVm) -> None:
         """The coordinator lets go of a VM (deleted, or found preempted): its bill is final."""
         if vm.tracked:
-            ended = vm.ended if vm.ended is not None else vm.created
-            self.ended_usd += vm_cost(vm.price_h, ended - vm.created)
+            self.meter.vm_gone(vm)
         vm.tracked = False
         self.vms.pop(vm.name, None)
         self.booting.pop(vm.name, None)

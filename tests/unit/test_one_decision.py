@@ -139,7 +139,7 @@ def _simulation(situation: Situation) -> _Simulation:
         sim.views.touch(name)
     _scheduler(sim.scheduler, situation)
     sim.health = situation.health
-    sim.phase = situation.phase
+    sim.meter.phase = situation.phase
     return sim
 
 
