@@ -28,9 +28,11 @@ from common import REPO, machine_line, versions, write_section  # noqa: E402
 
 from expo_executor.cost import prices  # noqa: E402
 from expo_executor.cost.preemption import Bathtub, default_model  # noqa: E402
-from expo_executor.simulate.simulation import (POLICIES, BootDelay, Lifetimes, SimConfig,  # noqa: E402
-                                    SimResult, Workload, compare, load_run, plot, policy,
-                                    ratios, simulate, synthetic, table)
+from expo_executor.simulate.policies import POLICIES, SimConfig, policy  # noqa: E402
+from expo_executor.simulate.simulation import SimResult, compare, simulate  # noqa: E402
+from expo_executor.simulate.table import plot, ratios, table  # noqa: E402
+from expo_executor.simulate.workload import (BootDelay, Lifetimes, Workload, load_run,  # noqa: E402
+                                             synthetic)
 
 DATA = REPO / "bench" / "data" / "agent-assignment-run"
 SCALE = 60.0

@@ -17,7 +17,7 @@ from typing import Any
 
 from expo_executor.cost import preemption
 from expo_executor.cost import prices
-from expo_executor.simulate import simulation as simulate
+from expo_executor.simulate import command as simulate
 from expo_executor.core.errors import ExpoError
 
 _PLUGGED = (prices, preemption, simulate)  # modules that bring their own subcommand

@@ -4,4 +4,18 @@ records.
 It drives the pure core with what the bucket and the engine say, and is what the front ends talk
 to. It may import the core, the protocol, the engines, cost and the worker's key layout; never a
 front end (front ends import it).
+
+- ``loop``: the ``Coordinator``: its thread, the order of a round, the front ends' hand-over
+  points; ``requests`` (``JobRequest``, ``JobReport``) and ``config`` (``CoordinatorConfig``)
+  are what crosses to it;
+- ``desk``: the locked hand-over of jobs and reports between threads;
+- ``channel``: the bucket: worker statuses and results in, inboxes out;
+- ``vms``: the VMs tracked, and their records in ``vms.jsonl``;
+- ``pools``: pool health (failed creates, boots, capacity, stranded work), over
+  ``core.pool_health``;
+- ``meter``: the run's cost and budget phase, over ``core.budget``;
+- ``reports`` and ``outcomes``: scheduler events acted on; report texts and ``jobs.jsonl`` lines;
+- ``progress``: ``status.json`` and the progress line;
+- ``run_files``: every file of a run directory; ``state``: what outlives a run;
+- ``launch`` and ``settings``: the settings of a run and a started coordinator for them.
 """

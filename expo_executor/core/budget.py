@@ -9,6 +9,9 @@ once even the VMs alive now would overrun the budget within ``horizon_s``, the c
 action starts (drain: start nothing new, let running jobs end; cancel: stop everything); and
 whatever the action, once they would overrun it within ``margin_s`` (the time deleting
 takes), everything stops.
+
+The coordinator's meter and the simulator both move a run's phase on with :func:`meter_step`,
+over a :class:`Spend` snapshot, so a simulated budget ends where a real one would.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import Enum, IntEnum
 
 ACTIONS = ("drain", "cancel")
 MIN_BILLED_S = 60.0  # GCE bills a VM for at least a minute
@@ -76,3 +79,69 @@ def meter_line(spent_usd: float, config: BudgetConfig | None) -> str:
     if config is None:
         return f"${spent_usd:.4f} so far"
     return f"${spent_usd:.4f} of ${config.limit_usd:g} budget"
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What a run has spent at one moment: the USD of VMs that are gone, and the VMs alive as
+    ``(name, hourly USD, created)``."""
+
+    ended_usd: float = 0.0
+    alive: tuple[tuple[str, float, float], ...] = ()
+
+    def ages(self, now: float) -> list[tuple[float, float]]:
+        """The VMs alive as ``(hourly, age_s)`` at ``now``, as :func:`projected` takes them."""
+        return [(hourly, now - created) for _, hourly, created in self.alive]
+
+    def spent(self, now: float) -> float:
+        """USD so far: VMs that are gone, and those alive up to ``now``."""
+        return self.ended_usd + sum(vm_cost(hourly, age) for hourly, age in self.ages(now))
+
+    def without(self, name: str, now: float) -> Spend:
+        """After VM ``name`` is deleted at ``now``: its cost moves to the VMs that are gone."""
+        gone = [vm for vm in self.alive if vm[0] == name]
+        cost = sum(vm_cost(hourly, now - created) for _, hourly, created in gone)
+        return Spend(self.ended_usd + cost, tuple(vm for vm in self.alive if vm[0] != name))
+
+    def plus(self, count: int, hourly: float, now: float) -> Spend:
+        """After ``count`` VMs at ``hourly`` USD are asked for at ``now``."""
+        new = tuple((f"+{len(self.alive) + i}", hourly, now) for i in range(count))
+        return Spend(self.ended_usd, self.alive + new)
+
+
+class Withdraw(str, Enum):
+    """Which jobs a budget phase takes back: the queued ones (drain) or every unfinished one."""
+
+    QUEUED = "queued"
+    UNFINISHED = "unfinished"
+
+
+@dataclass(frozen=True)
+class PhaseChange:
+    """The run's new budget phase and what it takes back. ``Phase.STOP``: every job is
+    withdrawn and every VM deleted."""
+
+    phase: Phase
+    withdraw: Withdraw | None = None
+
+
+def meter_step(current: Phase, spend: Spend, now: float, cheapest_vm_hourly: float,
+               config: BudgetConfig, no_vm_for_queued_work: bool) -> PhaseChange | None:
+    """The phase the run moves to at ``now``, or None when it stays where it is.
+
+    Phases only advance (money spent is not coming back). Near the limit with no VM alive and
+    work queued, no VM is affordable and the queued work cannot run: that is the limit. At the
+    limit, ``drain`` withdraws the queued jobs and lets running ones finish; ``cancel``, or a
+    run that would overrun even while draining, withdraws every unfinished job and stops.
+    """
+    new = phase(spend.ended_usd, spend.ages(now), cheapest_vm_hourly, config)
+    if new is Phase.NO_GROWTH and no_vm_for_queued_work:
+        new = Phase.LIMIT
+    new = max(new, current)
+    if new is current:
+        return None
+    if new is Phase.NO_GROWTH:
+        return PhaseChange(new)
+    if new is Phase.LIMIT and config.action == "drain":
+        return PhaseChange(new, Withdraw.QUEUED)
+    return PhaseChange(Phase.STOP, Withdraw.UNFINISHED)

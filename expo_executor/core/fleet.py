@@ -120,7 +120,8 @@ class FleetDecision:
 def decide(queued: dict[Pool, int], views: dict[Pool, list[WorkerView]], running: int,
            running_on_spot: int, now: float, fleets: dict[Pool, FleetConfig], main_pool: Pool,
            straggler_rule: bool, stopped: frozenset[Pool] = frozenset()) -> FleetDecision:
-    """One scaling round, for the coordinator and the simulator alike.
+    """The fleet policy's part of a scaling round (``scaling.scale`` adds held pools and the
+    budget to it, for the coordinator and the simulator alike).
 
     ``queued``: queued CPUs per pool they may use (the scheduler's ``queued_demand``);
     ``views``: every pool's workers; ``running``: busy CPUs everywhere. One pool (the local

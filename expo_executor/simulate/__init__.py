@@ -1,6 +1,16 @@
-"""``expocloud simulate``: the real scheduler and fleet policy under simulated time.
+"""``expocloud simulate``: the real scheduler and the coordinator's decisions under simulated time.
+
+- ``workload``: what runs (jobs, synthetic sweeps, a past run's records) and boot delays;
+- ``policies``: ``SimConfig`` and the policies compared;
+- ``cloud``: the simulated cloud (VMs, jobs, preemptions, stockouts, the bill) on an event heap;
+- ``views``: the fleet's view of the coordinator's VMs, kept up to date incrementally;
+- ``simulation``: the coordinator's round under simulated time (``simulate``, ``compare``);
+- ``table``: the comparison as a markdown table, ratios and a plot;
+- ``command``: the ``expocloud simulate`` command line.
 
 It may import the core, cost and the run records' reader (``coordinator.run_files``; the
 report's readers, to load past runs); never the coordinator's loop, engines or front ends: it
-takes decisions through the same pure functions.
+takes decisions through the same pure functions (``core.scaling``, ``core.pool_health``,
+``core.budget``). One exception: the command line reads a run's defaults (machine type, poll,
+idle timeout, on-demand pool size) from ``coordinator.settings``, lazily, inside ``run``.
 """

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from expo_executor.core.records import JobMeta
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
 from expo_executor.engines.local import LocalEngine, LocalEngineConfig
@@ -46,7 +47,7 @@ def make(tmp_path: Path):
 
 def _request(key: str, argv: list[str], cwd: Path) -> JobRequest:
     return JobRequest(Task(key, key), argv, str(cwd), {}, None,
-                      meta={"rule": "r", "wildcards": {"i": key}})
+                      meta=JobMeta("r", {"i": key}))
 
 
 def _wait_reports(coordinator: Coordinator, keys: list[str], timeout: float) -> dict:

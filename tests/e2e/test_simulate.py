@@ -16,12 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from expo_executor.core.records import JobMeta
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
 from expo_executor.engines.local import LocalEngine, LocalEngineConfig
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.scheduler import Pool, Scheduler, Task
-from expo_executor.simulate.simulation import POLICIES, BootDelay, FixedPrices, SimConfig, SimJob, Workload, boot_from_vms, simulate
+from expo_executor.simulate.policies import POLICIES, SimConfig
+from expo_executor.simulate.simulation import simulate
+from expo_executor.simulate.workload import BootDelay, FixedPrices, SimJob, Workload, boot_from_vms
 from expo_executor.coordinator.state import StateDir
 
 from tests.helpers import processes_under, wait_until
@@ -81,7 +84,7 @@ def _real_run(tmp_path: Path) -> tuple[float, dict[str, str], list[dict], list[d
     coordinator = Coordinator(config, engine, bucket, KEY, run_dir, StateDir(tmp_path),
                               lambda text: None, Scheduler(spot_attempts=1))
     requests = [JobRequest(_task(key, scope, level), _argv(key, runtime), str(tmp_path), {},
-                           DEADLINE, meta={"rule": "r", "wildcards": {"k": key}})
+                           DEADLINE, meta=JobMeta("r", {"k": key}))
                 for key, scope, level, runtime in REALITY]
     keys = {key for key, *_ in REALITY}
     reports: dict = {}
@@ -185,7 +188,7 @@ def test_the_command_compares_policies_on_a_past_run_and_draws_them(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
-    from expo_executor.simulate import simulation as command
+    from expo_executor.simulate import command
 
     state = tmp_path / ".expocloud"
     run = state / "runs" / "20260101-000000-abcd"

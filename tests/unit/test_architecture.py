@@ -73,6 +73,9 @@ LAYERS: Mapping[str, Layer] = {
     "cost.prices": _COST.plus(lazily=_GCE_RETRIES),
     "report": _layer("core", "cost", "report"),
     "simulate": _layer("core", "cost", "simulate", "coordinator.run_files", "report"),
+    # the command line reads a run's defaults from the settings, lazily (its docstring says so)
+    "simulate.command": _layer("core", "cost", "simulate", "coordinator.run_files",
+                               "report").plus(lazily=["coordinator.settings"]),
     "coordinator": _layer("core", "protocol", "engines", "cost", "coordinator"),
     "emulator": _layer("emulator", "worker.procs"),
     # "everything below them": the docstring's list leaves out the worker, whose path check

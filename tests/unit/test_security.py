@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, _Vm
+from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig
+from expo_executor.coordinator.vms import Vm
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.scheduler import Pool
 from expo_executor.engines.local import LocalEngine, LocalEngineConfig
@@ -44,8 +45,8 @@ def test_the_coordinator_ignores_malformed_or_oversized_statuses_and_results(
     lines: list[str] = []
     coordinator = Coordinator(CoordinatorConfig("run", 1, 1, poll=0.05, heartbeat=1),
                               engine, bucket, KEY, tmp_path, StateDir(tmp_path), lines.append)
-    vm = _Vm("w1", time.time(), Pool.SPOT)
-    coordinator._vms["w1"] = vm
+    vm = Vm("w1", time.time(), Pool.SPOT)
+    coordinator.vms.track(vm)
     status = {"worker": "w1", "seq_seen": 0, "time": time.time(), "running": [], "slots": 1,
               "state": "ready"}
     big = json.dumps({"v": 1, "kind": "status",

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 
 import pytest
 
-from expo_executor.coordinator.loop import CAPACITY_RETRY
+from expo_executor.core.pool_health import CAPACITY_RETRY
+from expo_executor.core.budget import BudgetConfig
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.scheduler import Pool, Task
-from expo_executor.simulate.simulation import POLICIES, BootDelay, FixedPrices, SimConfig, SimJob, Workload, compare, load_run, percentile, policy, ratios, simulate, synthetic, table
+from expo_executor.simulate.policies import POLICIES, SimConfig, policy
+from expo_executor.simulate.simulation import compare, percentile, simulate
+from expo_executor.simulate.table import ratios, table
+from expo_executor.simulate.workload import BootDelay, FixedPrices, SimJob, Workload, load_run, synthetic
 
 
 PRICES = FixedPrices(spot=1.0, on_demand=3.0)  # USD per VM-hour: easy sums
@@ -217,6 +220,50 @@ def test_table_and_ratios_compare_against_the_reference_policies() -> None:
 def test_percentile_is_nearest_rank() -> None:
     assert percentile(range(1, 101), 99) == 99
     assert percentile([5.0], 99) == 5.0 and percentile([], 99) == 0.0
+
+
+# -- pool health and the budget, through the coordinator's own decisions ---------------------
+def test_vms_that_never_come_up_are_replaced_until_their_pool_stops_and_the_work_fails() -> None:
+    config = SimConfig(max_workers=1, slots=1, main_pool=Pool.ON_DEMAND, max_on_demand=0,
+                       poll=1.0, dispatch_s=0.0, boot=BootDelay(700.0), boot_timeout=600.0)
+    result = simulate(_jobs(10, 10), config, PRICES)
+    # w-1 at 0, w-2 at 600, w-3 at 1200, each deleted when overdue; the third stops the pool
+    assert result.vms == 3 and result.makespan_s == 1800
+    assert result.outcomes == {"j0": "failed", "j1": "failed"}
+    assert "3 VMs in a row never reported ready within 600 s" in result.stopped["on_demand"]
+
+
+def test_a_pool_out_of_capacity_for_its_timeout_stops_and_its_work_fails() -> None:
+    config = policy("spot-naive", SimConfig(max_workers=1, slots=1, poll=1.0, dispatch_s=0.0,
+                                            boot=BootDelay(10.0), stockout=1.0,
+                                            capacity_timeout=100.0))
+    result = simulate(_jobs(10, 10), config, PRICES)
+    assert result.stockouts == 4 and result.vms == 0  # at 0, 30, 60 and 90 s
+    assert result.makespan_s == 100 and set(result.outcomes.values()) == {"failed"}
+    assert "no capacity for e2-standard-4" in result.stopped["spot"]
+
+
+def test_a_stopped_spot_pool_hands_its_work_to_on_demand() -> None:
+    config = policy("hybrid", SimConfig(max_workers=2, slots=1, max_on_demand=1, poll=1.0,
+                                        dispatch_s=0.0, boot=BootDelay(10.0), stockout=1.0,
+                                        capacity_timeout=100.0))
+    result = simulate(_jobs(10, 10), config, PRICES)
+    assert set(result.outcomes.values()) == {"solved"} and result.stopped.keys() == {"spot"}
+    # two jobs do not fit the one on-demand VM: they wait for Spot until it stops at 100 s
+    assert result.started_s == {"j0": 110, "j1": 120} and result.vm_hours.keys() == {"on_demand"}
+
+
+@pytest.mark.parametrize("action,solved,makespan", [("drain", 3, 310), ("cancel", 2, 300)])
+def test_a_budget_stops_the_run_as_the_coordinator_would(action: str, solved: int,
+                                                         makespan: float) -> None:
+    config = SimConfig(max_workers=1, slots=1, main_pool=Pool.ON_DEMAND, max_on_demand=0,
+                       poll=1.0, dispatch_s=0.0, boot=BootDelay(10.0),
+                       budget=BudgetConfig(0.5, action))
+    result = simulate(_jobs(*[100] * 20), config, PRICES)
+    # at $3/h the VM alive for 300 s would reach $0.50 within the 300 s horizon: the limit
+    # (drain: the job running then ends at 310 s; cancel: it is killed at once)
+    assert result.counts()["solved"] == solved and result.counts()["failed"] == 20 - solved
+    assert result.makespan_s == makespan and result.cost_usd <= 0.5
 
 
 # -- a past run as the workload ---------------------------------------------------------------

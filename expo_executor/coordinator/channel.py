@@ -1,0 +1,101 @@
+"""The coordinator's side of the bucket: worker statuses and results in, inboxes out.
+
+Statuses, results and inboxes are the typed records of :mod:`expo_executor.protocol.records`
+under the keys of :mod:`expo_executor.protocol.keys`; a message that does not decode (malformed,
+oversized, unsigned, signed with another key) is logged and ignored. It also counts what the
+request budget needs: the coordinator's listings, its heartbeat-only inbox writes, and the
+storage operations each worker reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any, Callable
+
+from expo_executor.coordinator.vms import Vm
+from expo_executor.protocol import messages
+from expo_executor.protocol.bucket import Bucket
+from expo_executor.protocol.keys import WORKERS_PREFIX, inbox_key, result_key, status_key
+from expo_executor.protocol.records import Inbox, WorkerResult, WorkerStatus
+
+
+class Channel:
+    """Reads and writes the bucket for one run's coordinator (its single writer of inboxes)."""
+
+    def __init__(self, bucket: Bucket, run_key: bytes, log: Callable[[str], None]) -> None:
+        self.bucket = bucket
+        self.run_key = run_key
+        self.log = log
+        self.lists = 0  # the coordinator's listings, for the request budget
+        self.heartbeats = 0  # inbox writes that only kept a worker's dead man's switch quiet
+        self.worker_ops: dict[str, dict[str, int]] = {}  # storage operations workers reported
+        self._seq = 0
+        self._results_seen: set[tuple[str, str]] = set()
+
+    # -- in ------------------------------------------------------------------------------------
+    def statuses(self, vms: Iterable[Vm]) -> list[tuple[Vm, WorkerStatus | None]]:
+        """The VMs whose status object changed since it was last read, each with its status
+        (None: it did not decode). One listing for all of them."""
+        listing = self.bucket.list(WORKERS_PREFIX)
+        self.lists += 1
+        changed: list[tuple[Vm, WorkerStatus | None]] = []
+        for vm in vms:
+            generation = listing.get(status_key(vm.name))
+            if generation is None or generation == vm.status_generation:
+                continue
+            blob = self.bucket.read(status_key(vm.name))
+            if blob is None:
+                continue
+            vm.status_generation = blob.generation
+            changed.append((vm, self._status(vm.name, blob.data)))
+        return changed
+
+    def _status(self, name: str, data: bytes) -> WorkerStatus | None:
+        try:
+            status = WorkerStatus.decode(data, self.run_key)
+        except messages.MessageError as exc:
+            self.log(f"expocloud: ignoring a malformed status of {name}: {exc}")
+            return None
+        if status.ops:
+            self.worker_ops[name] = status.ops
+        return status
+
+    def results(self, wanted: set[tuple[str, str]]) -> Iterator[WorkerResult]:
+        """The results of ``wanted`` ``(job, worker)`` pairs not read before, one at a time:
+        each is acted on before the next is read. A result object is read until it exists,
+        then never again."""
+        for key, worker in sorted(wanted - self._results_seen):
+            blob = self.bucket.read(result_key(key, worker))
+            if blob is None:
+                continue
+            self._results_seen.add((key, worker))
+            try:
+                result = WorkerResult.decode(blob.data, self.run_key)
+            except messages.MessageError as exc:
+                self.log(f"expocloud: ignoring a malformed result of {key}: {exc}")
+                continue
+            if result.key == key and result.worker == worker:
+                yield result
+
+    # -- out -----------------------------------------------------------------------------------
+    def write_inboxes(self, vms: Iterable[Vm], now: float, heartbeat: float) -> None:
+        """Write the inbox of every VM whose assignments changed, or whose last inbox is
+        ``heartbeat`` s old (that write only keeps its dead man's switch from firing)."""
+        for vm in vms:
+            if not (vm.inbox_dirty or now - vm.last_inbox >= heartbeat):
+                continue
+            self._seq += 1
+            self.heartbeats += not vm.inbox_dirty
+            inbox = Inbox(self._seq, vm.name, dict(vm.jobs), sorted(vm.cancel))
+            self.bucket.write(inbox_key(vm.name), inbox.encode(self.run_key))
+            vm.inbox_dirty = False
+            vm.last_inbox = now
+
+    def delete_inbox(self, name: str) -> None:
+        self.bucket.delete(inbox_key(name))
+
+    def usage(self) -> dict[str, Any]:
+        """The storage operations of the run so far, as ``requests.json`` records them."""
+        return {"coordinator": dict(getattr(self.bucket, "ops", {})),
+                "coordinator_lists": self.lists, "coordinator_heartbeats": self.heartbeats,
+                "workers": self.worker_ops}

@@ -1,0 +1,46 @@
+"""The coordinator's settings for one run (``CoordinatorConfig``), as ``launch`` builds them from
+the validated executor settings, with the defaults of the timeouts it enforces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from expo_executor.core.budget import BudgetConfig
+from expo_executor.core.pool_health import BOOT_TIMEOUT, CAPACITY_TIMEOUT
+from expo_executor.core.scheduler import Pool
+
+RESULTS_BACKSTOP = 5.0  # seconds between reads of every worker's pending results (locally)
+
+
+@dataclass
+class CoordinatorConfig:
+    run_id: str
+    slots_per_worker: int
+    max_workers: int
+    worker_mem_mb: int = 0  # memory of every worker for its jobs; 0: not tracked
+    idle_timeout: float = 5.0
+    poll: float = 0.2
+    heartbeat: float = 10.0
+    status_interval: float = 10.0
+    pool: Pool = Pool.LOCAL  # the main pool: LOCAL, or SPOT in the cloud
+    max_on_demand: int = 0  # the on-demand pool (cloud only)
+    on_demand_min: int = 0  # on-demand VMs kept while work is left: a reliable core
+    straggler_rule: bool = True
+    vm_prefix: str = "w"
+    # Every pending result is read this often even without a status change (a lost status
+    # write); each read is billed on GCS, so the cloud stretches it.
+    results_backstop: float = RESULTS_BACKSTOP
+    # What VMs cost (empty: not priced, as on the local engine) and which prices said so.
+    machine_types: dict[Pool, str] = field(default_factory=dict)
+    hourly: dict[Pool, float] = field(default_factory=dict)  # USD per VM-hour
+    on_demand_hourly: dict[Pool, float] = field(default_factory=dict)  # same types, on-demand
+    prices_label: str = ""
+    budget: BudgetConfig | None = None
+    max_run_s: float | None = None  # every VM's hard cap (GCE max_run_duration)
+    # A VM not ready this long after it was asked for is deleted and replaced; repeated
+    # failures stop its pool (core.pool_health.boot_round).
+    boot_timeout: float = BOOT_TIMEOUT
+    # A pool with no ready VM whose every zone has been out of capacity this long stops
+    # growing (its work moves to the other pool, or fails with the reason): never a silent wait.
+    capacity_timeout: float = CAPACITY_TIMEOUT

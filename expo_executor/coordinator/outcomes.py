@@ -1,0 +1,54 @@
+"""How a job's end reads: the ``JobReport`` a front end gets (with the sentence a user reads) and
+the ``jobs.jsonl`` record the run keeps. Pure functions of the scheduler's event, the request and
+the worker's result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from expo_executor.coordinator.requests import JobReport, JobRequest
+from expo_executor.core.hardness import FrontierPoint
+from expo_executor.core.scheduler import Finished, Outcome, Pool, Skipped
+from expo_executor.protocol.records import WorkerResult
+
+
+def finished(event: Finished, request: JobRequest, result: WorkerResult | None) -> JobReport:
+    """A job that ran to an outcome: solved, failed, or timed out (which skips harder ones)."""
+    runtime = result.runtime_s if result else None
+    worker = result.worker if result else None
+    if event.outcome is Outcome.TIMEOUT:
+        message = (f"timed out after {runtime or 0:.0f} s (deadline {request.deadline_s:g} s); "
+                   f"{event.harder} harder combination{'s' if event.harder != 1 else ''} "
+                   "will be skipped")
+    elif event.outcome is Outcome.SOLVED:
+        message = f"solved in {runtime or 0:.1f} s on {worker}"
+    else:
+        reason = result.reason if result else "unknown reason"
+        message = f"failed on worker {worker}: {reason}"
+    return JobReport(event.key, event.outcome, message, runtime, worker,
+                     result.log_tail if result else "",
+                     returncode=result.returncode if result else None)
+
+
+def skipped(event: Skipped, result: WorkerResult | None) -> JobReport:
+    """A job dominated by one that timed out (killed, if it was running)."""
+    message = (f"skipped: as hard as or harder than {event.dominator.label}, "
+               "which timed out" + (" (killed while running)" if event.killed else ""))
+    return JobReport(event.key, Outcome.SKIPPED, message, result.runtime_s if result else None,
+                     result.worker if result else None, killed=event.killed)
+
+
+def job_record(report: JobReport, request: JobRequest, result: WorkerResult | None,
+               dominator: FrontierPoint | None, pool: Pool | None, preemptions: int,
+               ended: float) -> dict[str, Any]:
+    """The job's line in ``jobs.jsonl``."""
+    return {
+        "v": 1, "key": report.key, **request.meta.to_dict(), "outcome": report.outcome.value,
+        "killed": report.killed, "runtime_s": report.runtime_s, "worker": report.worker,
+        "started": result.started if result else None, "ended": ended,
+        "deadline_s": request.deadline_s, "reason": report.message,
+        "dominator": dominator.label if dominator else None,
+        "pool": pool.value if pool is not None else None,
+        "preemptions": preemptions,
+    }

@@ -1,0 +1,76 @@
+"""What the coordinator does with the scheduler's events: cancellations go into the VMs'
+inboxes, outcomes become reports (recorded in ``jobs.jsonl``, then handed to the front end), a
+timeout joins its family's frontier (kept for later runs), and a re-queued job is logged.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from expo_executor.coordinator import outcomes
+from expo_executor.coordinator.desk import JobDesk
+from expo_executor.coordinator.requests import JobReport, JobRequest
+from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.coordinator.state import StateDir
+from expo_executor.coordinator.vms import VmFleet
+from expo_executor.core.hardness import FrontierPoint
+from expo_executor.core.scheduler import (Cancel, Event, Finished, Outcome, Requeued, Scheduler,
+                                          Skipped)
+from expo_executor.protocol.records import WorkerResult
+
+
+class Reporter:
+    """Acts on scheduler events for one run; ``requests`` is the run's every job, by key."""
+
+    def __init__(self, requests: dict[str, JobRequest], scheduler: Scheduler, vms: VmFleet,
+                 files: RunFiles, desk: JobDesk, state: StateDir, run_id: str,
+                 log: Callable[[str], None]) -> None:
+        self.requests = requests
+        self.scheduler = scheduler
+        self.vms = vms
+        self.files = files
+        self.desk = desk
+        self.state = state
+        self.run_id = run_id
+        self.log = log
+
+    def handle(self, events: list[Event], result: WorkerResult | None = None) -> None:
+        """Act on ``events``; ``result``: the worker's result that caused them, if any."""
+        for event in events:
+            if isinstance(event, Cancel):
+                vm = self.vms.get(event.worker_id)
+                if vm is not None:
+                    vm.cancel.add(event.key)
+                    vm.inbox_dirty = True
+            elif isinstance(event, Skipped):
+                mine = result if result and result.key == event.key else None
+                self.report(outcomes.skipped(event, mine), mine, event.dominator)
+            elif isinstance(event, Finished):
+                self._finish(event, result)
+            elif isinstance(event, Requeued):
+                where = " (on-demand only from now on)" if event.on_demand_only else ""
+                self.log(f"expocloud: re-queued {self.scheduler.task(event.key).label} "
+                         f"from lost worker {event.worker_id}{where}")
+
+    def _finish(self, event: Finished, result: WorkerResult | None) -> None:
+        request = self.requests[event.key]
+        if event.outcome is Outcome.TIMEOUT and request.family is not None \
+                and request.task.point is not None:
+            self.state.add_timeout(request.family, request.task.point, request.task.label,
+                                   self.run_id)
+        self.report(outcomes.finished(event, request, result), result)
+
+    def fail(self, key: str, message: str) -> None:
+        """Fail a job that did not run (to its end), with the sentence saying why."""
+        self.report(JobReport(key, Outcome.FAILED, message), None)
+
+    def report(self, report: JobReport, result: WorkerResult | None,
+               dominator: FrontierPoint | None = None) -> None:
+        """Record a job's end in ``jobs.jsonl`` and hand the report to the front end."""
+        request = self.requests[report.key]
+        pool = self.vms.pool_of.get(report.worker) if report.worker else None
+        self.files.append_job(outcomes.job_record(
+            report, request, result, dominator, pool, self.scheduler.preemptions(report.key),
+            time.time()))
+        self.desk.post(report)

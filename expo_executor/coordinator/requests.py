@@ -1,0 +1,40 @@
+"""What crosses between a front end and the coordinator: a job handed over (``JobRequest``) and
+how it ended (``JobReport``). Both front ends (Snakemake, cwltool) build the one and read the
+other; the coordinator's loop never shows them anything else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from expo_executor.coordinator.state import FamilyRef
+from expo_executor.core.records import JobMeta
+from expo_executor.core.scheduler import Outcome, Task
+
+
+@dataclass
+class JobRequest:
+    """A job as the front end hands it over: what to run, and how it ranks."""
+
+    task: Task
+    argv: list[str]
+    cwd: str | None  # None: the worker's own disk (no shared file system)
+    env: dict[str, str]
+    deadline_s: float | None
+    family: FamilyRef | None = None
+    meta: JobMeta = field(default_factory=lambda: JobMeta(""))  # for the run record
+    stage: dict | None = None  # a staged command: files and streams (worker/staged_job.py)
+
+
+@dataclass
+class JobReport:
+    """How a job ended, with the sentence a user should read."""
+
+    key: str
+    outcome: Outcome
+    message: str
+    runtime_s: float | None = None
+    worker: str | None = None
+    log_tail: str = ""
+    killed: bool = False
+    returncode: int | None = None  # the command's exit code, when it ran to its end

@@ -1,0 +1,141 @@
+"""The VMs a run's coordinator tracks: each one's name, pool, readiness and assignments, from the
+create call that names it to the line in ``vms.jsonl`` that records how it ended (a
+:class:`~expo_executor.core.records.VmEnd`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from expo_executor.coordinator.config import CoordinatorConfig
+from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.core.fleet import Booting, WorkerView
+from expo_executor.core.records import VmEnd
+from expo_executor.core.scaling import Load
+from expo_executor.core.scheduler import Pool
+from expo_executor.protocol.records import InboxJob
+
+
+@dataclass
+class Vm:
+    """One VM as the coordinator sees it: ready once its worker said so; ``jobs``: assigned, no
+    result seen yet; ``cancel``: to kill; the inbox fields say when its inbox is due."""
+
+    name: str
+    created: float
+    pool: Pool
+    ready: bool = False
+    ready_at: float | None = None
+    idle_since: float | None = None
+    jobs: dict[str, InboxJob] = field(default_factory=dict)
+    cancel: set[str] = field(default_factory=set)
+    status_generation: int | None = None
+    inbox_dirty: bool = True
+    last_inbox: float = 0.0
+
+
+class VmFleet:
+    """The run's VMs alive (in creation order), the pool of every VM it ever had, and the record
+    of each one that ended."""
+
+    def __init__(self, config: CoordinatorConfig, files: RunFiles) -> None:
+        self.config = config
+        self.files = files
+        self._vms: dict[str, Vm] = {}
+        self._counter = 0
+        self.pool_of: dict[str, Pool] = {}  # every VM of the run, for the job records
+
+    def __iter__(self) -> Iterator[Vm]:
+        return iter(list(self._vms.values()))
+
+    def __len__(self) -> int:
+        return len(self._vms)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._vms
+
+    def names(self) -> list[str]:
+        return list(self._vms)
+
+    def get(self, name: str | None) -> Vm | None:
+        return self._vms.get(name) if name is not None else None
+
+    def __getitem__(self, name: str) -> Vm:
+        return self._vms[name]
+
+    def add(self, pool: Pool, count: int, now: float) -> list[str]:
+        """Name and track ``count`` new VMs of ``pool``, asked for at ``now``."""
+        names = []
+        for _ in range(count):
+            self._counter += 1
+            name = f"{self.config.vm_prefix}-{self._counter}"
+            self.track(Vm(name, now, pool))
+            names.append(name)
+        return names
+
+    def track(self, vm: Vm) -> None:
+        self._vms[vm.name] = vm
+        self.pool_of[vm.name] = vm.pool
+
+    def end(self, name: str, end: VmEnd, ended: float) -> Vm | None:
+        """Stop tracking VM ``name`` and record how it ended; None if it is not tracked. A VM
+        lost at its ``max_run_s`` was capped by Compute Engine, not lost."""
+        vm = self._vms.pop(name, None)
+        if vm is None:
+            return None
+        if end is VmEnd.LOST and self.config.max_run_s is not None \
+                and ended - vm.created >= self.config.max_run_s:
+            end = VmEnd.CAPPED
+        self.files.append_vm({"name": name, "pool": vm.pool.value, "created": vm.created,
+                              "ready": vm.ready_at, "ended": ended, "end": end.value,
+                              **self._prices(vm.pool)})
+        return vm
+
+    def alive_records(self) -> list[dict[str, Any]]:
+        """The VMs alive, as ``vms.jsonl`` records of VMs not ended yet (for a cost report)."""
+        return [{"pool": vm.pool.value, "created": vm.created, "ended": None,
+                 "end": VmEnd.ALIVE.value, **self._prices(vm.pool)} for vm in self._vms.values()]
+
+    def _prices(self, pool: Pool) -> dict[str, Any]:
+        config = self.config
+        return {"machine_type": config.machine_types.get(pool, pool.value),
+                "hourly": config.hourly.get(pool, 0.0),
+                "on_demand_hourly": config.on_demand_hourly.get(pool, 0.0)}
+
+    def booting(self) -> list[Booting]:
+        return [Booting(vm.name, vm.pool, vm.created) for vm in self._vms.values()
+                if not vm.ready]
+
+    def ready_count(self) -> int:
+        return sum(1 for vm in self._vms.values() if vm.ready)
+
+    def ready_pools(self) -> frozenset[Pool]:
+        return frozenset(vm.pool for vm in self._vms.values() if vm.ready)
+
+    def alive_per_pool(self) -> dict[Pool, int]:
+        alive: dict[Pool, int] = {}
+        for vm in self._vms.values():
+            alive[vm.pool] = alive.get(vm.pool, 0) + 1
+        return alive
+
+    def load(self, workers: Mapping[str, tuple[int, int]], queued: Mapping[Pool, int],
+             now: float) -> Load:
+        """The work and every VM's load for a scaling round, from the scheduler's ``workers``
+        (``(cpus, free)`` each) and queued demand; a ready VM with nothing to do is idle from
+        ``now``."""
+        views: dict[Pool, list[WorkerView]] = {}
+        running = running_on_spot = 0
+        for vm in self._vms.values():
+            cpus, free = workers.get(vm.name, (self.config.slots_per_worker,) * 2)
+            busy = cpus - free
+            if busy or vm.jobs:
+                vm.idle_since = None
+            elif vm.ready and vm.idle_since is None:
+                vm.idle_since = now
+            views.setdefault(vm.pool, []).append(
+                WorkerView(vm.name, not vm.ready, busy, vm.idle_since))
+            running += busy
+            running_on_spot += busy if vm.pool is Pool.SPOT else 0
+        return Load(queued, views, running, running_on_spot)

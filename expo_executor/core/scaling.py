@@ -1,0 +1,117 @@
+"""One scaling round: which VMs to delete and how many to create in each pool. Pure.
+
+:func:`scale` joins the decisions a round takes: the fleet policy (``fleet.decide``: grow to
+cover the queue, delete idle VMs, the straggler rule), the pools that may not grow (stopped for
+good, or held back after a stockout: ``pool_health``), and the budget (no new VM once its phase
+is past ``OK``, and never more than it can pay for; past ``LIMIT``, a VM whose jobs ended is only
+a cost). The coordinator and the simulator both call it, so a simulated run scales as a real one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from expo_executor.core.budget import BudgetConfig, Phase, Spend, affordable
+from expo_executor.core.fleet import FleetConfig, WorkerView, decide
+from expo_executor.core.pool_health import PoolHealth
+from expo_executor.core.scheduler import Pool
+
+
+@dataclass(frozen=True)
+class FleetSetup:
+    """A run's pools and policy, fixed for the run."""
+
+    fleets: Mapping[Pool, FleetConfig]
+    main_pool: Pool
+    straggler_rule: bool
+
+
+@dataclass(frozen=True)
+class Load:
+    """The work and the VMs now: queued CPUs per demand pool (``Scheduler.queued_demand``),
+    each pool's workers (a pool with none may be left out), and the busy CPUs everywhere and on
+    Spot."""
+
+    queued: Mapping[Pool, int]
+    views: Mapping[Pool, Sequence[WorkerView]]
+    running: int
+    running_on_spot: int
+
+
+@dataclass(frozen=True)
+class Money:
+    """The budget's side of a round: its phase, the cap (None: no budget), what has been spent
+    and what a VM of each pool costs an hour."""
+
+    phase: Phase = Phase.OK
+    budget: BudgetConfig | None = None
+    spend: Spend = Spend()
+    hourly: Mapping[Pool, float] = field(default_factory=dict)
+
+    def affordable(self, pool: Pool, count: int, spend: Spend, now: float) -> int:
+        """Of ``count`` VMs wanted in ``pool``, how many the budget pays for."""
+        if self.budget is None:
+            return count
+        return min(count, affordable(spend.ended_usd, spend.ages(now),
+                                     self.hourly.get(pool, 0.0), self.budget))
+
+
+@dataclass(frozen=True)
+class Growth:
+    """One pool's part of a round, acted on in this order: delete ``delete``, then create
+    ``create`` VMs. ``held_until``: VMs were wanted and affordable but a stockout holds the pool
+    back until then (a simulator wakes up at that time; a coordinator polls anyway)."""
+
+    pool: Pool
+    delete: tuple[str, ...]
+    create: int
+    held_until: float | None = None
+
+
+@dataclass(frozen=True)
+class ScalePlan:
+    """A round's decision: whether the straggler rule is in force (nothing new goes on Spot),
+    each pool's growth in order, and, after them, the VMs the budget drains (those with no work:
+    delete them, in the caller's own order of VMs)."""
+
+    stragglers: bool
+    pools: tuple[Growth, ...]
+    drain: frozenset[str] = frozenset()
+
+
+def scale(load: Load, now: float, setup: FleetSetup, health: PoolHealth,
+          money: Money) -> ScalePlan:
+    """The deletes and creates of one round, for the coordinator and the simulator alike.
+
+    The budget's view moves on as the round acts: a VM deleted in one pool pays for one created
+    after it, and VMs created in one pool leave less for the next.
+    """
+    views = {pool: list(load.views.get(pool, ())) for pool in setup.fleets}
+    decision = decide(dict(load.queued), views, load.running, load.running_on_spot, now,
+                      dict(setup.fleets), setup.main_pool, setup.straggler_rule, health.stopped)
+    spend = money.spend
+    growths = []
+    for pool, plan in decision.plans.items():
+        if money.budget is not None:
+            for name in plan.delete:
+                spend = spend.without(name, now)
+        count = money.affordable(pool, plan.create, spend, now) \
+            if money.phase is Phase.OK else 0
+        create = count if count and health.may_grow(pool, now) else 0
+        held = health.held_until(pool, now) if count else None
+        if money.budget is not None:
+            spend = spend.plus(create, money.hourly.get(pool, 0.0), now)
+        growths.append(Growth(pool, plan.delete, create, held))
+    return ScalePlan(decision.stragglers, tuple(growths), _drain(load, money, growths))
+
+
+def _drain(load: Load, money: Money, growths: Sequence[Growth]) -> frozenset[str]:
+    """Past the budget's limit, the VMs with no work left (booting, or idle): draining, a VM
+    whose jobs ended is only a cost."""
+    if money.phase < Phase.LIMIT:
+        return frozenset()
+    deleted = {name for growth in growths for name in growth.delete}
+    return frozenset(view.name for views in load.views.values() for view in views
+                     if view.name not in deleted
+                     and (view.booting or view.idle_since is not None))
