@@ -2,8 +2,8 @@
 records.
 
 It drives the pure core with what the bucket and the engine say, and is what the front ends talk
-to. It may import the core, the protocol, the engines, cost and the worker's key layout; never a
-front end (front ends import it).
+to. It may import the core, the protocol (the bucket, its messages and keys), the engines and
+cost; never a front end (front ends import it).
 
 - ``loop``: the ``Coordinator``: its thread, the order of a round, the front ends' hand-over
   points; ``requests`` (``JobRequest``, ``JobReport``) and ``config`` (``CoordinatorConfig``)

@@ -1,6 +1,8 @@
 """The front ends: Snakemake's executor plugin and the CWL runner, thin adapters that turn their
 engine's jobs into the coordinator's requests and its reports back into their engine's terms.
 
-They may import everything below them (core, protocol, coordinator, cost, engines' settings);
-nothing imports them but the plugin shim and the command line.
+``base`` is what both share: a template method whose one hook, ``describe(job)``, each front
+end implements. They may import everything below them (core, protocol, coordinator, cost, the
+GCE engine's launch settings, and the worker's path check that the CWL staging shares); nothing
+imports them but the plugin shim and the command line.
 """
