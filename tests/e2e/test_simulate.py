@@ -1,15 +1,11 @@
-"""The simulator: the real scheduler and fleet code under simulated time.
-
-First the check that matters most: a real run (coordinator, local engine, worker processes,
-an injected Spot preemption) and the simulator, given the same workload, configuration and
-preemption schedule, end with the same outcome for every job and makespans within 15%. Then
-small workloads whose results can be worked out by hand.
-"""
+"""The simulator held to reality: a real run (coordinator, local engine, worker processes, an
+injected Spot preemption) and the simulator, given the same workload, configuration and
+preemption schedule, end with the same outcome for every job and makespans within 15%; and
+the simulator reads a real run's records."""
 
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import time
 from pathlib import Path
@@ -20,51 +16,20 @@ from expo_executor.core.records import JobMeta
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
 from expo_executor.engines.local import LocalEngine, LocalEngineConfig
-from expo_executor.core.hardness import HardnessPoint
-from expo_executor.core.scheduler import Pool, Scheduler, Task
+from expo_executor.core.scheduler import Pool, Scheduler
 from expo_executor.simulate.policies import POLICIES, SimConfig
 from expo_executor.simulate.simulation import simulate
-from expo_executor.simulate.workload import BootDelay, FixedPrices, SimJob, Workload, boot_from_vms
+from expo_executor.simulate.workload import BootDelay, FixedPrices, Workload, boot_from_vms
 from expo_executor.coordinator.state import StateDir
 
 from tests.helpers import processes_under, wait_until
+from tests.sim_reality import DEADLINE, PREEMPT, REALITY, _sim_jobs, _task
 
 KEY = b"s" * 32
 PRICES = FixedPrices(spot=1.0, on_demand=3.0)  # USD per VM-hour: easy sums
 
 
-# -- simulator vs reality -------------------------------------------------------------------
-# One family with two scopes. Scope "a" holds the domino: a3 never ends and times out at the
-# deadline, so a4-a6 (harder) are skipped. Scope "b" jobs sort between a3 and a4 (hardness sum
-# 3.3-3.9) and keep every other slot busy for 2 s after a3 starts, so no harder job can start
-# within 2 s of a3 (its own deadline would race a3's). The wave-1 jobs run 3 s, so the
-# preemption of w-1 4.2 s after its creation lands mid-job. The outcome set therefore does not
-# depend on timing noise; the simulator's own schedule is checked for those margins below.
-DEADLINE = 4.0
-PREEMPT = {"w-1": 4.2}
-REALITY = [  # key, scope (None: no hardness), level, runtime (None: never ends)
-    ("fail", None, 0.0, 2.0),
-    ("a0", "a", 0.0, 2.0), ("b0", "b", 0.5, 3.0), ("a1", "a", 1.0, 3.0), ("b1", "b", 1.5, 2.0),
-    ("a2", "a", 2.0, 2.0), ("b2", "b", 2.5, 1.5),
-    ("a3", "a", 3.0, None),
-    ("b3", "b", 3.3, 2.0), ("b4", "b", 3.6, 2.0), ("b5", "b", 3.9, 2.0),
-    ("a4", "a", 4.0, None), ("a5", "a", 5.0, 1.0), ("a6", "a", 6.0, None),
-]
-
-
-def _task(key: str, scope: str | None, level: float) -> Task:
-    if scope is None:
-        return Task(key, key)
-    return Task(key, key, "f", HardnessPoint((scope,), (level,)))
-
-
-def _sim_jobs() -> tuple[SimJob, ...]:
-    return tuple(SimJob(key, key, math.inf if runtime is None else runtime, DEADLINE,
-                        _task(key, scope, level).family, _task(key, scope, level).point,
-                        fails=key == "fail")
-                 for key, scope, level, runtime in REALITY)
-
-
+# -- simulator vs reality (the workload: tests/sim_reality.py) -------------------------------
 def _argv(key: str, runtime: float | None) -> list[str]:
     if key == "fail":
         return ["sh", "-c", f"sleep {runtime}; exit 3"]

@@ -1,10 +1,7 @@
-"""The simulator: the real scheduler and fleet code under simulated time.
-
-First the check that matters most: a real run (coordinator, local engine, worker processes,
-an injected Spot preemption) and the simulator, given the same workload, configuration and
-preemption schedule, end with the same outcome for every job and makespans within 15%. Then
-small workloads whose results can be worked out by hand.
-"""
+"""The simulator on its own, under simulated time: the reality workload's margins in the
+simulator's schedule (the real run it is compared with is tests/e2e/test_simulate.py), small
+workloads whose results can be worked out by hand, policies, stockouts, boot and capacity
+timeouts, stopped pools and budgets."""
 
 from __future__ import annotations
 
@@ -17,48 +14,18 @@ import pytest
 from expo_executor.core.pool_health import CAPACITY_RETRY
 from expo_executor.core.budget import BudgetConfig
 from expo_executor.core.hardness import HardnessPoint
-from expo_executor.core.scheduler import Pool, Task
+from expo_executor.core.scheduler import Pool
 from expo_executor.simulate.policies import POLICIES, SimConfig, policy
 from expo_executor.simulate.simulation import compare, percentile, simulate
 from expo_executor.simulate.table import ratios, table
 from expo_executor.simulate.workload import BootDelay, FixedPrices, SimJob, Workload, load_run, synthetic
+from tests.sim_reality import PREEMPT, _sim_jobs
 
 
 PRICES = FixedPrices(spot=1.0, on_demand=3.0)  # USD per VM-hour: easy sums
 
 
-# -- simulator vs reality -------------------------------------------------------------------
-# One family with two scopes. Scope "a" holds the domino: a3 never ends and times out at the
-# deadline, so a4-a6 (harder) are skipped. Scope "b" jobs sort between a3 and a4 (hardness sum
-# 3.3-3.9) and keep every other slot busy for 2 s after a3 starts, so no harder job can start
-# within 2 s of a3 (its own deadline would race a3's). The wave-1 jobs run 3 s, so the
-# preemption of w-1 4.2 s after its creation lands mid-job. The outcome set therefore does not
-# depend on timing noise; the simulator's own schedule is checked for those margins below.
-DEADLINE = 4.0
-PREEMPT = {"w-1": 4.2}
-REALITY = [  # key, scope (None: no hardness), level, runtime (None: never ends)
-    ("fail", None, 0.0, 2.0),
-    ("a0", "a", 0.0, 2.0), ("b0", "b", 0.5, 3.0), ("a1", "a", 1.0, 3.0), ("b1", "b", 1.5, 2.0),
-    ("a2", "a", 2.0, 2.0), ("b2", "b", 2.5, 1.5),
-    ("a3", "a", 3.0, None),
-    ("b3", "b", 3.3, 2.0), ("b4", "b", 3.6, 2.0), ("b5", "b", 3.9, 2.0),
-    ("a4", "a", 4.0, None), ("a5", "a", 5.0, 1.0), ("a6", "a", 6.0, None),
-]
-
-
-def _task(key: str, scope: str | None, level: float) -> Task:
-    if scope is None:
-        return Task(key, key)
-    return Task(key, key, "f", HardnessPoint((scope,), (level,)))
-
-
-def _sim_jobs() -> tuple[SimJob, ...]:
-    return tuple(SimJob(key, key, math.inf if runtime is None else runtime, DEADLINE,
-                        _task(key, scope, level).family, _task(key, scope, level).point,
-                        fails=key == "fail")
-                 for key, scope, level, runtime in REALITY)
-
-
+# -- simulator vs reality (the workload: tests/sim_reality.py) -------------------------------
 def test_the_reality_workload_keeps_its_margins_whatever_the_latencies() -> None:
     """Why the comparison above cannot flake: across boot delays and latencies well beyond
     this machine's (0.1 s and 0.03 s), the simulated outcomes never change, no job harder than
