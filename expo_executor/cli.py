@@ -15,10 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from expo_executor.cost import preemption
-from expo_executor.cost import prices
-from expo_executor.simulate import command as simulate
 from expo_executor.core.errors import ExpoError
+from expo_executor.cost import preemption, prices
+from expo_executor.simulate import command as simulate
 
 _PLUGGED = (prices, preemption, simulate)  # modules that bring their own subcommand
 
@@ -119,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from expo_executor.report import results as report  # matplotlib and friends load only when a report is asked for
+    from expo_executor.report import \
+        results as report  # matplotlib and friends load only when a report is asked for
 
     run_dir = report.find_run(args.state_dir, args.run)
     best = None

@@ -13,24 +13,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Callable
 
-from expo_executor.cost import machines
-from expo_executor.cost import preemption
-from expo_executor.cost import prices
-from expo_executor.core.budget import BudgetConfig
-from expo_executor.protocol.bucket import Bucket, LocalBucket, open_bucket
 from expo_executor.coordinator.loop import RESULTS_BACKSTOP, Coordinator, CoordinatorConfig
-from expo_executor.engines.base import Engine
-from expo_executor.engines.local import LocalEngine, LocalEngineConfig
-from expo_executor.core.records import EngineName
+from expo_executor.coordinator.run_files import read_jsonl
+from expo_executor.coordinator.settings import (ExecutorSettings, boot_timeout, capacity_timeout,
+                                                check_credentials, heartbeat_grace,
+                                                local_max_workers, max_on_demand, needs_credentials,
+                                                poll_interval, pool_machine_types, worker_memory_mb,
+                                                zones)
+from expo_executor.coordinator.state import StateDir
+from expo_executor.core.budget import BudgetConfig
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import parse_duration
-from expo_executor.cost.machine_choice import candidates, choose, measured_runtimes, workload_of
+from expo_executor.core.records import EngineName
 from expo_executor.core.scheduler import Pool, Scheduler
-from expo_executor.coordinator.settings import (ExecutorSettings, boot_timeout, capacity_timeout, check_credentials,
-                       heartbeat_grace, local_max_workers, max_on_demand, needs_credentials,
-                       poll_interval, pool_machine_types, worker_memory_mb, zones)
-from expo_executor.coordinator.state import StateDir
-from expo_executor.coordinator.run_files import read_jsonl
+from expo_executor.cost import machines, preemption, prices
+from expo_executor.cost.machine_choice import candidates, choose, measured_runtimes, workload_of
+from expo_executor.engines.base import Engine
+from expo_executor.engines.local import LocalEngine, LocalEngineConfig
+from expo_executor.protocol.bucket import Bucket, LocalBucket, open_bucket
 
 AUTO = "auto"
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from expo_executor.core.records import Outcome, VmEnd
 from expo_executor.core.budget import vm_cost
+from expo_executor.core.records import Outcome, VmEnd
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from expo_executor.core.records import Outcome
 from expo_executor.core.errors import ExpoError
+from expo_executor.core.records import Outcome
 from expo_executor.cost.preemption import Bathtub, expected_cost_per_job, p_any_preempted
 
 DEFAULT_RUNTIME_S = 600.0  # a job's runtime when neither history nor a runtime resource says

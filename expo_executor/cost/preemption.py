@@ -24,9 +24,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from expo_executor.core.records import VmEnd
-from expo_executor.core.errors import ExpoError
 from expo_executor.coordinator.run_files import read_jsonl
+from expo_executor.core.errors import ExpoError
+from expo_executor.core.records import VmEnd
 
 #: Fewer preemptions than this for a machine type and a four-parameter fit is noise: we keep
 #: the default prior instead (and say so).

@@ -25,8 +25,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from expo_executor.cost import machines
 from expo_executor.core.errors import ExpoError
+from expo_executor.cost import machines
 
 log = logging.getLogger(__name__)
 
@@ -303,7 +303,8 @@ def _records(client: Any) -> list[dict[str, Any]]:
     from google.auth.exceptions import GoogleAuthError
     from google.cloud import billing_v1
 
-    from expo_executor.engines.gce.errors import is_transient  # rate limits, 5xx, dropped connections
+    from expo_executor.engines.gce.errors import \
+        is_transient  # rate limits, 5xx, dropped connections
     from expo_executor.engines.gce.retry import retry_call
 
     def fetch() -> list[dict[str, Any]]:  # the whole listing again: a page token may expire

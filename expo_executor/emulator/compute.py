@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from expo_executor.worker.procs import power_off
 from expo_executor.emulator.metadata import FakeMetadata
+from expo_executor.worker.procs import power_off
 
 GOOGLE = "https://www.googleapis.com/compute/v1/"
 API_PREFIX = "/compute/v1/projects/"

@@ -19,10 +19,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from expo_executor.worker.procs import power_off
 from expo_executor.core.scheduler import Pool
-from expo_executor.protocol.keys import RUN_KEY_ENV
 from expo_executor.engines.base import CreateFailed, Instance
+from expo_executor.protocol.keys import RUN_KEY_ENV
+from expo_executor.worker.procs import power_off
 
 
 @dataclass

@@ -19,7 +19,8 @@ from typing import Any, Literal
 
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import Outcome
-from expo_executor.report.safe_expr import Expression, ExpressionError, as_number, compile_expression, is_number
+from expo_executor.report.safe_expr import (Expression, ExpressionError, as_number,
+                                            compile_expression, is_number)
 
 RUNS_DIR = "runs"
 RUN_FILE = "run.json"

@@ -61,7 +61,6 @@ from expo_executor.simulate.views import FleetViews
 from expo_executor.simulate.workload import Lifetimes, Prices, Workload
 
 
-
 @dataclass
 class SimResult:
     """One policy's run: the figures a comparison needs, and every job's outcome and times

@@ -15,6 +15,7 @@ from expo_executor.coordinator.run_files import RunFiles
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.scheduler import Task
 
+
 class Prices(Protocol):
     """USD per VM-hour (``prices.PriceTable`` fits this)."""
 

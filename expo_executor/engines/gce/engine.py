@@ -37,8 +37,8 @@ from typing import Any, TypeVar
 from expo_executor.core.scheduler import Pool
 from expo_executor.engines.base import CreateFailed, Instance
 from expo_executor.engines.gce.clients import delete_call, make_clients
-from expo_executor.engines.gce.errors import (LATER_CODES, QUOTA_CODES, STOCKOUT_CODES, classify_error,
-                                              is_transient)
+from expo_executor.engines.gce.errors import (LATER_CODES, QUOTA_CODES, STOCKOUT_CODES,
+                                              classify_error, is_transient)
 from expo_executor.engines.gce.retry import retry_call
 from expo_executor.protocol.keys import WORKER_ATTRIBUTE
 

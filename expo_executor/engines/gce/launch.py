@@ -10,15 +10,16 @@ import os
 import re
 from pathlib import Path
 
-from expo_executor.protocol.bucket import Bucket
-from expo_executor.engines.gce.engine import GceConfig, GceEngine
+from expo_executor.coordinator.settings import (ExecutorSettings, check_bucket_url, heartbeat_grace,
+                                                labels, poll_interval, pool_machine_types,
+                                                slow_poll_interval, zones)
 from expo_executor.core.errors import ExpoError
-from expo_executor.protocol.keys import RUN_KEY_ATTRIBUTE, WORKER_ATTRIBUTE
 from expo_executor.core.hardness import parse_duration
 from expo_executor.core.scheduler import Pool
-from expo_executor.coordinator.settings import (ExecutorSettings, check_bucket_url, heartbeat_grace, labels,
-                       poll_interval, pool_machine_types, slow_poll_interval, zones)
+from expo_executor.engines.gce.engine import GceConfig, GceEngine
 from expo_executor.engines.gce.startup import render, stage
+from expo_executor.protocol.bucket import Bucket
+from expo_executor.protocol.keys import RUN_KEY_ATTRIBUTE, WORKER_ATTRIBUTE
 
 HALT_ATTRIBUTE = "expocloud-halt"
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
-from expo_executor.protocol.bucket import Bucket, PreconditionFailed
 from expo_executor.core.errors import ExpoError
+from expo_executor.protocol.bucket import Bucket, PreconditionFailed
 
 DIST = "snakemake-executor-plugin-expocloud"
 DEFAULT_STORAGE_HOST = "https://storage.googleapis.com"

@@ -33,16 +33,16 @@ from cwltool.loghandler import _logger
 from cwltool.process import Process, stage_files
 from cwltool.utils import CWLObjectType, bytes2str_in_dicts
 
-from expo_executor.protocol import messages
 from expo_executor.coordinator.loop import Coordinator, JobReport, JobRequest
-from expo_executor.core.errors import ExpoError
-from expo_executor.core.scheduler import Outcome, Task
 from expo_executor.coordinator.run_files import RunFiles
 from expo_executor.coordinator.state import FamilyRef
+from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import HardnessMeta, JobMeta
+from expo_executor.core.scheduler import Outcome, Task
 from expo_executor.frontends.base import FrontEnd
 from expo_executor.frontends.cwl.hints import SweepJob
 from expo_executor.frontends.cwl.staging import Staging
+from expo_executor.protocol import messages
 
 WAIT_S = 1.0  # longest wait for reports before looking at the job generator again
 

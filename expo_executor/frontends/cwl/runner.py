@@ -22,13 +22,14 @@ from cwltool.context import LoadingContext
 from cwltool.loghandler import _logger
 from cwltool.main import main as cwltool_main
 
-from expo_executor.core.records import EngineName
-from expo_executor.core.errors import ExpoError
 from expo_executor.coordinator.launch import max_workers, start_coordinator
-from expo_executor.coordinator.settings import (ExecutorSettings, check_credentials, needs_credentials,
-                        pool_machine_types, validate, worker_memory_mb)
 from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.coordinator.settings import (ExecutorSettings, check_credentials,
+                                                needs_credentials, pool_machine_types, validate,
+                                                worker_memory_mb)
 from expo_executor.coordinator.state import StateDir
+from expo_executor.core.errors import ExpoError
+from expo_executor.core.records import EngineName
 from expo_executor.frontends.cwl.executor import ExpoExecutor
 from expo_executor.frontends.cwl.hints import make_tool, register_schema
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from expo_executor.coordinator.state import FamilyRef
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import HardnessSpec, parse_duration
 from expo_executor.core.records import HardnessMeta, JobMeta
 from expo_executor.core.scheduler import Task
 from expo_executor.frontends.base import find_misfit
-from expo_executor.coordinator.state import FamilyRef
 
 HARDNESS = "hardness"
 DEADLINE = "deadline"

@@ -25,17 +25,17 @@ from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
 from snakemake_interface_executor_plugins.settings import CommonSettings, SharedFSUsage
 
-from expo_executor.cost.request_budget import at_scale
-from expo_executor.coordinator.loop import JobReport, JobRequest
-from expo_executor.core.records import EngineName
-from expo_executor.core.errors import ExpoError
-from expo_executor.frontends.snakemake.describe import JobDescriber
 from expo_executor.coordinator.launch import max_workers, resolve_machine_types, start_coordinator
-from expo_executor.core.scheduler import Outcome
+from expo_executor.coordinator.loop import JobReport, JobRequest
 from expo_executor.coordinator.run_files import REQUESTS, RunFiles
 from expo_executor.coordinator.settings import ExecutorSettings, validate, worker_memory_mb
 from expo_executor.coordinator.state import StateDir
+from expo_executor.core.errors import ExpoError
+from expo_executor.core.records import EngineName
+from expo_executor.core.scheduler import Outcome
+from expo_executor.cost.request_budget import at_scale
 from expo_executor.frontends.base import FrontEnd
+from expo_executor.frontends.snakemake.describe import JobDescriber
 
 common_settings = CommonSettings(
     non_local_exec=True,
