@@ -118,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from expo_executor.report import \
-        results as report  # matplotlib and friends load only when a report is asked for
+    # matplotlib and friends load only when a report is asked for
+    from expo_executor.report import results as report
 
     run_dir = report.find_run(args.state_dir, args.run)
     best = None

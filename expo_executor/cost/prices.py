@@ -303,8 +303,8 @@ def _records(client: Any) -> list[dict[str, Any]]:
     from google.auth.exceptions import GoogleAuthError
     from google.cloud import billing_v1
 
-    from expo_executor.engines.gce.errors import \
-        is_transient  # rate limits, 5xx, dropped connections
+    # rate limits, 5xx, dropped connections
+    from expo_executor.engines.gce.errors import is_transient
     from expo_executor.engines.gce.retry import retry_call
 
     def fetch() -> list[dict[str, Any]]:  # the whole listing again: a page token may expire

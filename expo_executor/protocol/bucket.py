@@ -18,8 +18,8 @@ __all__ = ["Blob", "Bucket", "LocalBucket", "PreconditionFailed", "open_bucket"]
 def open_bucket(url: str) -> Bucket:
     """A bucket from its URL: ``gs://bucket/prefix``, or a plain path (or ``file://``)."""
     if url.startswith("gs://"):
-        from expo_executor.protocol.gcs_bucket import \
-            GcsBucket  # google-cloud-storage loads only when used
+        # google-cloud-storage loads only when used
+        from expo_executor.protocol.gcs_bucket import GcsBucket
 
         return GcsBucket(url)
     if url.startswith("file://"):
