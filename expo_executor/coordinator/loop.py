@@ -70,6 +70,7 @@ class Coordinator:
         self.setup = FleetSetup(self.fleets, config.pool, config.straggler_rule)
         self.files = RunFiles(run_dir)
         self.vms = VmFleet(config, self.files)
+        self.run_key = run_key  # the CWL front end seals secrets with it
         self.channel = Channel(bucket, run_key, log)
         self.pools = PoolWatch(config, log)
         self.meter = Meter(config.hourly, config.budget, self.fleets, log)

@@ -1,7 +1,8 @@
 """The unit tier: pure and in-process. No subprocess, no listening server, no sleep.
 
 A guard wraps every phase of every test in this folder (fixture setup included, so a
-session-scoped fixture that a unit test is first to request is caught too): a test that starts
+session-scoped fixture that a unit test is first to request is caught too; the one teardown
+left unguarded is the session's last, where other tiers' session fixtures end): a test that starts
 a process, binds or listens on a socket, or sleeps fails with the reason, even when the code
 under test swallows the exception. A slow or flaky test cannot drift into the fast tier
 unnoticed: it belongs in tests/e2e/.
@@ -78,4 +79,8 @@ def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
+    """Guarded, except after the session's last test: then pytest also tears down the
+    session-scoped servers of the other tiers (the GCS emulator), which may wait on processes."""
+    if nextitem is None:
+        return (yield)
     return (yield from _guarded())
