@@ -13,6 +13,7 @@ import importlib.metadata
 import json
 import os
 import re
+import signal
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import time
 import zipfile
 from pathlib import Path
 
+import psutil
 import pytest
 
 from expo_executor.engines.gce import startup
@@ -253,6 +255,16 @@ class Vm:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def stop_worker(self) -> None:
+        """Stop the worker as deleting the VM does: GCE's ACPI shutdown has systemd send SIGTERM
+        to the startup script's processes; the worker takes it as "terminated" and exits 0."""
+        assert self.proc is not None
+        # the venv's python running the entry-point script (runuser's argv names it too)
+        workers = [p for p in psutil.Process(self.proc.pid).children(recursive=True)
+                   if p.cmdline()[1:2] and p.cmdline()[1].endswith("/bin/expocloud-worker")]
+        assert len(workers) == 1, f"expected one worker process, found {workers}:\n{self.tail()}"
+        workers[0].send_signal(signal.SIGTERM)
+
     def kill(self) -> None:
         if self.running():
             assert self.proc is not None
@@ -281,6 +293,15 @@ def wait_for(what: str, check, vm: Vm, timeout: float):  # type: ignore[no-untyp
             raise AssertionError(f"the VM stopped before {what}:\n{vm.tail()}")
         time.sleep(0.5)
     raise AssertionError(f"no {what} within {timeout} s:\n{vm.tail()}")
+
+
+def wait_for_new_status(bucket, key: str, generation: int, vm: Vm) -> None:  # type: ignore[no-untyped-def]
+    """Wait for a status written after ``generation``: this boot's worker is up (it installs
+    its signal handlers before it writes one)."""
+    def newer() -> int | None:
+        blob = bucket.read(key)
+        return blob.generation if blob and blob.generation != generation else None
+    wait_for("a new worker status", newer, vm, timeout=120)
 
 
 @pytest.mark.slow
@@ -335,8 +356,7 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
         result = messages.decode("result", blob.data)
         assert result["outcome"] == "solved", result
 
-        bucket.write(inbox_key(name), messages.encode(
-            "inbox", {"seq": 2, "jobs": {}, "cancel": [], "drain": True}, run_key))
+        vm.stop_worker()
         assert vm.wait(60) == 0, vm.tail()
         assert vm.file("/var/lib/expocloud-halted").exists()  # halted with expocloud-halt
         log = vm.file(startup.LOG).read_text()
@@ -352,7 +372,10 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
         # A reboot: the venv is there with the right versions, so no reinstall.
         vm.file("/var/lib/expocloud-halted").unlink()
         started = time.monotonic()
+        before = bucket.read(status_key(name)).generation
         vm.boot(metadata.attributes["startup-script"])
+        wait_for_new_status(bucket, status_key(name), before, vm)
+        vm.stop_worker()
         assert vm.wait(120) == 0, vm.tail()
         second_boot = time.monotonic() - started
         print(f"second boot: {second_boot:.1f} s")
@@ -363,7 +386,10 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
 
         # Image mode on that disk: the versions match, so the worker just starts...
         image = startup.stage(bucket, tmp_path / "software", mode="image")
+        before = bucket.read(status_key(name)).generation
         vm.boot(startup.render(image))
+        wait_for_new_status(bucket, status_key(name), before, vm)
+        vm.stop_worker()
         assert vm.wait(120) == 0, vm.tail()
         assert "image software matches the host" in vm.file(startup.LOG).read_text()
         # ...and an image with other versions is refused before any worker starts; the VM
