@@ -4,6 +4,7 @@ Each field becomes ``--expocloud-<field>`` on Snakemake's command line and ``exp
 in a profile.
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -46,8 +47,11 @@ class ExecutorSettings(ExecutorSettingsBase):
     engine: str = field(default="local", metadata=_opt(
         "Where workers run: 'local' (processes on this machine standing in for VMs) or 'gce' "
         "(Google Compute Engine VMs; see docs/gce.md).", choices=list(ENGINE_CHOICES)))
-    slots_per_worker: int = field(default=1, metadata=_opt(
-        "Job slots (cores) per worker VM.", type=int))
+    slots_per_worker: Optional[int] = field(default=None, metadata=_opt(
+        "Job slots (cores) per worker (default: local, one worker with every core of this "
+        "machine, so one job may use them all; GCE, 1, or the vCPUs of an 'auto' machine "
+        "type).",
+        type=int))
     max_workers: Optional[int] = field(default=None, metadata=_opt(
         "Most workers at once (local default: as many as fit in this machine's cores).", type=int))
     oversubscribe: bool = field(default=False, metadata=_opt(
@@ -185,7 +189,20 @@ def _check_choices(settings: ExecutorSettings) -> None:
                         f"use one of {', '.join(ON_SKIP_CHOICES)}")
 
 
+def with_default_slots(settings: ExecutorSettings) -> ExecutorSettings:
+    """Settings whose slots per worker are set: both front ends call this before anything
+    reads them. Locally one worker holds every core (a job may use them all, and jobs pack
+    as under plain Snakemake); on GCE 1, which an 'auto' machine type's vCPUs replace."""
+    if settings.slots_per_worker is not None:
+        return settings
+    cores = (os.cpu_count() or 1) if settings.engine == EngineName.LOCAL else 1
+    return dataclasses.replace(settings, slots_per_worker=cores)
+
+
 def _check_numbers(settings: ExecutorSettings) -> None:
+    if settings.slots_per_worker is None:
+        raise ExpoError("--expocloud-slots-per-worker", "it is unset",
+                        "call with_default_slots(settings) first (a bug in the front end)")
     _positive("slots_per_worker", settings.slots_per_worker)
     if settings.max_workers is not None:
         _positive("max_workers", settings.max_workers)

@@ -21,7 +21,7 @@ from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import HardnessMeta, JobMeta
 from expo_executor.frontends.base import FrontEnd, Misfit, find_misfit
 from expo_executor.frontends.cwl.executor import ExpoExecutor
-from expo_executor.frontends.snakemake.describe import JobDescriber
+from expo_executor.frontends.snakemake.describe import Fleet, JobDescriber, rule_values
 
 
 @dataclass
@@ -45,8 +45,7 @@ def test_a_snakemake_job_becomes_a_task_with_its_hardness_and_typed_metadata() -
     job = SnakemakeJob(resources={"hardness": "n, m", "deadline": "90s", "mem_mb": 512},
                        wildcards_dict={"n": "3", "m": 5},
                        output=["results/3/5.json"], threads=2)
-    description = JobDescriber("/wf/Snakefile").describe(job, slots_per_worker=2,
-                                                        worker_mem_mb=1024)
+    description = JobDescriber("/wf/Snakefile", Fleet(2, 1024)).describe(job)
     task = description.task
     assert (task.key, task.cpus, task.mem_mb, task.preemptible) == ("j7a1", 2, 512, True)
     assert description.deadline_s == 90.0
@@ -68,7 +67,62 @@ def test_a_snakemake_job_becomes_a_task_with_its_hardness_and_typed_metadata() -
 def test_a_snakemake_job_no_worker_holds_is_refused_naming_the_rule(job: SnakemakeJob,
                                                                      words: str) -> None:
     with pytest.raises(ExpoError, match=words.replace("(", r"\(")):
-        JobDescriber("/wf/Snakefile").describe(job, slots_per_worker=2, worker_mem_mb=1024)
+        JobDescriber("/wf/Snakefile", Fleet(2, 1024)).describe(job)
+
+
+def test_locally_a_job_asking_more_threads_than_a_worker_has_runs_with_what_it_has() -> None:
+    lines: list[str] = []
+    describer = JobDescriber("/wf/Snakefile", Fleet(2, scale_threads=True), lines.append)
+    tasks = [describer.describe(SnakemakeJob(jobid=i, threads=16)).task for i in range(3)]
+    assert [t.cpus for t in tasks] == [2, 2, 2]
+    assert describer.describe(SnakemakeJob(name="small", threads=1)).task.cpus == 1
+    assert lines == ["expocloud: rule 'solve' asks for 16 threads; local workers have 2: its "
+                     "jobs run with 2, as plain Snakemake scales threads down to the cores it "
+                     "has"]  # once per rule
+
+
+class Resource:
+    """Snakemake 9's resource: a value, or a function only a job can evaluate."""
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def is_evaluable(self) -> bool:
+        return callable(self._value)
+
+    @property
+    def value(self) -> Any:
+        assert not callable(self._value), "evaluated a resource function before its job"
+        return self._value
+
+
+@dataclass
+class Rule:
+    name: str
+    resources: dict[str, Resource]
+
+
+def test_a_rules_checks_before_the_run_never_evaluate_its_resource_functions() -> None:
+    def reads_an_input_not_made_yet(wildcards: Any, input: Any) -> int:
+        raise AssertionError("called before its job")
+
+    rule = Rule("lazy", {"_cores": Resource(1), "mem_mb": Resource(reads_an_input_not_made_yet),
+                         "hardness": Resource("n"), "deadline": Resource("2m")})
+    values = rule_values(rule)
+    assert values == {"_cores": 1, "hardness": "n", "deadline": "2m"}
+    JobDescriber("/wf/Snakefile", Fleet(2, 1024)).check_rule("lazy", values)  # no error
+
+
+@pytest.mark.parametrize("values,words", [
+    ({"_cores": 4}, "threads of rule 'r': it needs 4 threads but workers have 2 slots"),
+    ({"deadline": "soon"}, "resource 'deadline' of rule 'r'"),
+    ({"hardness": "n,,"}, "resource 'hardness' of rule 'r'"),
+    ({"mem_mb": 4096}, "resource 'mem_mb' of rule 'r': it needs 4096 MB"),
+    ({"expocloud_preemptible": 2}, "resource 'expocloud_preemptible' of rule 'r'"),
+])
+def test_a_rules_bad_values_are_refused_before_any_job(values: dict, words: str) -> None:
+    with pytest.raises(ExpoError, match=words):
+        JobDescriber("/wf/Snakefile", Fleet(2, 1024)).check_rule("r", values)
 
 
 def test_one_fit_check_for_both_front_ends() -> None:

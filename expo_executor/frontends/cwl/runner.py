@@ -26,7 +26,7 @@ from expo_executor.coordinator.launch import max_workers, start_coordinator
 from expo_executor.coordinator.run_files import RunFiles
 from expo_executor.coordinator.settings import (ExecutorSettings, check_credentials,
                                                 needs_credentials, pool_machine_types, validate,
-                                                worker_memory_mb)
+                                                with_default_slots, worker_memory_mb)
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import EngineName
@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         flag = "--" + PREFIX + f.name.replace("_", "-")
         meta = dict(f.metadata)
         kwargs: dict = {"help": meta.get("help"), "dest": "expocloud_" + f.name,
-                        "default": None if f.name == "slots_per_worker" else f.default}
+                        "default": f.default}
         if _base_type(f.type) is bool:
             kwargs["action"] = "store_true"
         else:
@@ -142,11 +142,9 @@ def _profile_value(setting: str, value: object, action: argparse.Action) -> obje
 def settings_from(args: argparse.Namespace) -> ExecutorSettings:
     settings = ExecutorSettings(**{f.name: getattr(args, "expocloud_" + f.name)
                                    for f in _fields()})
-    if settings.slots_per_worker is None:
-        # Locally, one worker with all the cores, so that ResourceRequirement packs jobs as
-        # cwltool's own executor would (a tool may ask for several cores); on GCE, the VM's.
-        settings.slots_per_worker = (os.cpu_count() or 1) if settings.engine == EngineName.LOCAL else 1
-    return settings
+    # Locally, one worker with all the cores, so that ResourceRequirement packs jobs as
+    # cwltool's own executor would (a tool may ask for several cores).
+    return with_default_slots(settings)
 
 
 def staging_root(args: argparse.Namespace, settings: ExecutorSettings,

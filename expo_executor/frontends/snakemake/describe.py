@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Callable, Mapping
 
 from expo_executor.coordinator.state import FamilyRef
 from expo_executor.core.errors import ExpoError
@@ -21,6 +22,7 @@ HARDNESS = "hardness"
 DEADLINE = "deadline"
 RUNTIME = "runtime"
 PREEMPTIBLE = "expocloud_preemptible"  # 0: this rule's jobs run on on-demand VMs only
+THREADS = "_cores"  # how Snakemake names a rule's threads among its resources
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,35 @@ def _spec(text: str, setting: str) -> HardnessSpec:
     return HardnessSpec.parse(text, setting)
 
 
-class JobDescriber:
-    """Describes jobs of one workflow (identified by its Snakefile's path)."""
+@dataclass(frozen=True)
+class Fleet:
+    """What every worker of the run holds, and what a job asking for more threads gets."""
 
-    def __init__(self, workflow: str) -> None:
+    slots: int  # CPU slots per worker
+    mem_mb: int = 0  # memory per worker for its jobs; 0: not tracked
+    # Local engine: a job asking for more threads than a worker has runs with what it has, as
+    # plain Snakemake scales threads down to --cores; on GCE such a job has no machine.
+    scale_threads: bool = False
+
+
+@dataclass(frozen=True)
+class _Annotations:
+    deadline_s: float | None
+    spec: HardnessSpec | None
+    cpus: int
+    mem_mb: int
+    preemptible: bool
+
+
+class JobDescriber:
+    """Describes jobs of one workflow (identified by its Snakefile's path) for one fleet."""
+
+    def __init__(self, workflow: str, fleet: Fleet,
+                 log: Callable[[str], None] = lambda line: None) -> None:
         self.workflow = workflow
+        self.fleet = fleet
+        self.log = log
+        self._scaled: set[str] = set()  # rules whose threads were scaled down (logged once)
 
     @staticmethod
     def rule(job) -> str:
@@ -63,68 +89,107 @@ class JobDescriber:
         inner = ", ".join(f"{k}={v}" for k, v in wildcards.items())
         return f"{self.rule(job)} {{{inner}}}" if inner else self.rule(job)
 
-    def describe(self, job, slots_per_worker: int, worker_mem_mb: int = 0) -> JobDescription:
+    def check_rule(self, rule: str, values: Mapping[str, object]) -> None:
+        """Check a rule's annotations that are values (the Snakefile's or the profile's
+        ``set-resources``) before any worker starts; ``values`` leaves out resources given as
+        functions, which only the job can evaluate (they may read files earlier jobs make)."""
+        threads = values.get(THREADS, 1)
+        self._annotations(rule, values.get, threads if isinstance(threads, int) else 1)
+
+    def describe(self, job) -> JobDescription:
         """Raises ExpoError (naming the rule's resource and the fix) on bad annotations, or on
-        a job no worker can hold (``worker_mem_mb`` 0: memory not tracked)."""
+        a job no worker can hold."""
         rule = self.rule(job)
         wildcards = self.wildcards(job)
-        deadline = self._deadline(job, rule)
-        cpus = max(1, int(job.threads))
-        if find_misfit(cpus, 0, slots_per_worker, 0):
-            raise ExpoError(f"threads of rule '{rule}'",
-                            f"it needs {cpus} threads but workers have {slots_per_worker} slots",
-                            f"set --expocloud-slots-per-worker {cpus} or lower the rule's threads")
-        spec_text = None if job.is_group() else job.resources.get(HARDNESS)
+        resources = job.resources
+        get = (lambda name: None if name == HARDNESS else resources.get(name)) \
+            if job.is_group() else resources.get
+        notes = self._annotations(rule, get, max(1, int(job.threads)))
         point = family = None
-        if spec_text is not None:
-            setting = f"resource '{HARDNESS}' of rule '{rule}'"
-            spec = _spec(str(spec_text), setting)
-            point = spec.point(wildcards, setting)
-            if deadline is not None:
-                family = FamilyRef(self.workflow, rule, spec.text, deadline)
-        mem = job.resources.get("mem_mb", 0)
+        if notes.spec is not None:
+            point = notes.spec.point(wildcards, f"resource '{HARDNESS}' of rule '{rule}'")
+            if notes.deadline_s is not None:
+                family = FamilyRef(self.workflow, rule, notes.spec.text, notes.deadline_s)
+        task = Task(
+            key=_key(job), label=self.label(job), family=family.key if family else None,
+            point=point if family else None, cpus=notes.cpus, mem_mb=notes.mem_mb,
+            priority=int(getattr(job, "priority", 0) or 0) if not job.is_group() else 0,
+            preemptible=notes.preemptible,
+        )
+        hardness = None if point is None or notes.spec is None else HardnessMeta(
+            notes.spec.text, tuple(d.name for d in notes.spec.dimensions),
+            tuple(point.vector), tuple(point.scope))
+        meta = JobMeta(rule, wildcards, tuple(str(o) for o in job.output), hardness,
+                       attempt=int(job.attempt))
+        return JobDescription(task, notes.deadline_s, family, meta)
+
+    def _annotations(self, rule: str, get: Callable[[str], object],
+                     threads: int) -> _Annotations:
+        deadline = _deadline(get, rule)
+        spec_text = get(HARDNESS)
+        spec = None if spec_text is None else \
+            _spec(str(spec_text), f"resource '{HARDNESS}' of rule '{rule}'")
+        mem = get("mem_mb")
         mem = int(mem) if isinstance(mem, (int, float)) else 0
-        if find_misfit(1, mem, slots_per_worker, worker_mem_mb):
+        if find_misfit(1, mem, self.fleet.slots, self.fleet.mem_mb):
             raise ExpoError(f"resource 'mem_mb' of rule '{rule}'",
-                            f"it needs {mem} MB but workers have {worker_mem_mb} MB",
+                            f"it needs {mem} MB but workers have {self.fleet.mem_mb} MB",
                             "lower the rule's mem_mb, or give workers more memory "
                             "(--expocloud-gce-machine-type)")
-        preemptible = job.resources.get(PREEMPTIBLE, 1)
+        preemptible = get(PREEMPTIBLE)
+        preemptible = 1 if preemptible is None else preemptible
         if str(preemptible) not in ("0", "1", "True", "False"):
             raise ExpoError(f"resource '{PREEMPTIBLE}' of rule '{rule}'",
                             f"{preemptible!r} is not 0 or 1",
                             f"set {PREEMPTIBLE}=0 to keep the rule off Spot VMs, 1 (default) "
                             "to allow them")
-        task = Task(
-            key=_key(job), label=self.label(job), family=family.key if family else None,
-            point=point if family else None, cpus=cpus,
-            mem_mb=mem,
-            priority=int(getattr(job, "priority", 0) or 0) if not job.is_group() else 0,
-            preemptible=str(preemptible) in ("1", "True"),
-        )
-        hardness = None if point is None or spec_text is None else HardnessMeta(
-            _spec(str(spec_text), HARDNESS).text,
-            tuple(d.name for d in _spec(str(spec_text), HARDNESS).dimensions),
-            tuple(point.vector), tuple(point.scope))
-        meta = JobMeta(rule, wildcards, tuple(str(o) for o in job.output), hardness,
-                       attempt=int(job.attempt))
-        return JobDescription(task, deadline, family, meta)
+        return _Annotations(deadline, spec, self._cpus(rule, threads), mem,
+                            str(preemptible) in ("1", "True"))
 
-    @staticmethod
-    def _deadline(job, rule: str) -> float | None:
-        if job.resources.get(DEADLINE) is not None:
-            return parse_duration(job.resources.get(DEADLINE),
-                                  f"resource '{DEADLINE}' of rule '{rule}'")
-        runtime = job.resources.get(RUNTIME)
-        if runtime is None:
-            return None
-        setting = f"resource '{RUNTIME}' of rule '{rule}'"
-        if isinstance(runtime, (int, float)) and not isinstance(runtime, bool):
-            if runtime <= 0:
-                raise ExpoError(setting, f"{runtime!r} minutes is not positive",
-                                "give a positive number of minutes, or a 'deadline' like 90s")
-            return float(runtime) * 60.0
-        return parse_duration(runtime, setting)
+    def _cpus(self, rule: str, threads: int) -> int:
+        cpus = max(1, threads)
+        if not find_misfit(cpus, 0, self.fleet.slots, 0):
+            return cpus
+        if not self.fleet.scale_threads:
+            raise ExpoError(f"threads of rule '{rule}'",
+                            f"it needs {cpus} threads but workers have {self.fleet.slots} slots",
+                            f"set --expocloud-slots-per-worker {cpus} or lower the rule's threads")
+        if rule not in self._scaled:
+            self._scaled.add(rule)
+            self.log(f"expocloud: rule '{rule}' asks for {cpus} threads; local workers have "
+                     f"{self.fleet.slots}: its jobs run with {self.fleet.slots}, as plain "
+                     "Snakemake scales threads down to the cores it has")
+        return self.fleet.slots
+
+
+def _deadline(get: Callable[[str], object], rule: str) -> float | None:
+    if get(DEADLINE) is not None:
+        return parse_duration(get(DEADLINE), f"resource '{DEADLINE}' of rule '{rule}'")
+    runtime = get(RUNTIME)
+    if runtime is None:
+        return None
+    setting = f"resource '{RUNTIME}' of rule '{rule}'"
+    if isinstance(runtime, (int, float)) and not isinstance(runtime, bool):
+        if runtime <= 0:
+            raise ExpoError(setting, f"{runtime!r} minutes is not positive",
+                            "give a positive number of minutes, or a 'deadline' like 90s")
+        return float(runtime) * 60.0
+    return parse_duration(runtime, setting)
+
+
+def rule_values(rule) -> dict[str, object]:
+    """A Snakemake rule's resources (threads as ``_cores``) that are values, after the
+    profile's ``set-resources`` and ``set-threads``; resources given as functions are left out,
+    for only a job can evaluate them."""
+    values = {}
+    for name, resource in rule.resources.items():
+        evaluable = getattr(resource, "is_evaluable", None)
+        if evaluable is None:  # Snakemake before 9: plain values and callables
+            if not callable(resource):
+                values[name] = resource
+        elif not evaluable():
+            values[name] = resource.value
+    return values
 
 
 def _key(job) -> str:

@@ -28,14 +28,15 @@ from snakemake_interface_executor_plugins.settings import CommonSettings, Shared
 from expo_executor.coordinator.launch import max_workers, resolve_machine_types, start_coordinator
 from expo_executor.coordinator.loop import JobReport, JobRequest
 from expo_executor.coordinator.run_files import REQUESTS, RunFiles
-from expo_executor.coordinator.settings import ExecutorSettings, validate, worker_memory_mb
+from expo_executor.coordinator.settings import (ExecutorSettings, validate, with_default_slots,
+                                                worker_memory_mb)
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import EngineName
 from expo_executor.core.scheduler import Outcome
 from expo_executor.cost.request_budget import at_scale
 from expo_executor.frontends.base import FrontEnd
-from expo_executor.frontends.snakemake.describe import JobDescriber
+from expo_executor.frontends.snakemake.describe import THREADS, Fleet, JobDescriber, rule_values
 
 common_settings = CommonSettings(
     non_local_exec=True,
@@ -58,13 +59,17 @@ class Executor(RemoteExecutor, FrontEnd):
         settings = self.workflow.executor_settings or ExecutorSettings()
         self.state = StateDir(Path(settings.state_dir).resolve())
         try:
+            settings = with_default_slots(settings)
             validate(settings)
             settings = self._resolve_machine_types(settings)
             self.settings: ExecutorSettings = settings
             self.slots = settings.slots_per_worker
             self.worker_mem_mb = worker_memory_mb(settings, max_workers(settings))
-            self.describer = JobDescriber(os.path.abspath(self.workflow.main_snakefile))
-            self._check_planned_jobs(settings.slots_per_worker)
+            fleet = Fleet(self.slots, self.worker_mem_mb,
+                          scale_threads=settings.engine == EngineName.LOCAL)
+            self.describer = JobDescriber(os.path.abspath(self.workflow.main_snakefile), fleet,
+                                          self.logger.info)
+            self._check_rules()
         except ExpoError as exc:
             raise WorkflowError(str(exc)) from None
         try:
@@ -95,29 +100,39 @@ class Executor(RemoteExecutor, FrontEnd):
                          f"(state in {self.run_dir})")
 
     def _resolve_machine_types(self, settings: ExecutorSettings) -> ExecutorSettings:
-        """'auto' machine types, chosen for the planned jobs (threads, mem_mb, runtime)."""
-        needrun = getattr(self.workflow.dag, "needrun_jobs", None)
-        jobs = list(needrun()) if needrun else []
+        """'auto' machine types, chosen for the planned jobs' rules (threads, mem_mb, runtime
+        where the rule gives them as values: a function waits for its job)."""
         shapes = []
-        for job in jobs:
-            runtime = job.resources.get("runtime")
-            shapes.append((max(1, int(job.threads)), int(job.resources.get("mem_mb", 0) or 0),
+        rules = set()
+        for job in self._planned_jobs():
+            values = rule_values(job.rule)
+            threads = values.get(THREADS)
+            mem_mb = values.get("mem_mb")
+            runtime = values.get("runtime")
+            shapes.append((max(1, threads) if isinstance(threads, int) else 1,
+                           mem_mb if isinstance(mem_mb, int) else 0,
                            float(runtime) * 60 if isinstance(runtime, (int, float)) else None))
-        rules = {JobDescriber.rule(job) for job in jobs}
+            rules.add(job.rule.name)
         return resolve_machine_types(settings, shapes, self.state, rules or None,
                                      self.logger.info)
 
-    def _check_planned_jobs(self, slots: int) -> None:
-        """Reject bad hardness specs and deadlines in any planned job before a worker starts."""
+    def _planned_jobs(self) -> list:
+        """The jobs Snakemake plans to run; their resources stay unevaluated here (a resource
+        function may read a file an earlier job makes)."""
         needrun = getattr(self.workflow.dag, "needrun_jobs", None)
-        for job in needrun() if needrun else []:
-            self.describer.describe(job, slots, self.worker_mem_mb)
+        return list(needrun()) if needrun else []
+
+    def _check_rules(self) -> None:
+        """Reject bad hardness specs, deadlines and shapes of every planned rule before a
+        worker starts; what a rule gives as a function is checked when its job comes."""
+        for rule in {job.rule for job in self._planned_jobs()}:
+            self.describer.check_rule(rule.name, rule_values(rule))
 
     # -- the front end's hooks ----------------------------------------------------------------
     def describe(self, job: JobExecutorInterface) -> JobRequest:
         """The command Snakemake would run remotely, with hardness, deadline and CPUs from the
         job's resources; raises ExpoError on a bad annotation or a job no worker holds."""
-        description = self.describer.describe(job, self.slots, self.worker_mem_mb)
+        description = self.describer.describe(job)
         return JobRequest(task=description.task,
                           argv=["/bin/sh", "-c", self.format_job_exec(job)],
                           cwd=None if self.settings.engine == EngineName.GCE else os.getcwd(),
@@ -143,8 +158,11 @@ class Executor(RemoteExecutor, FrontEnd):
         running after the job's single job is done, keeping the process alive: more than half
         of a short job's wall time. Inside a one-job process the limit means nothing. (``0s``,
         not ``1ms``: Snakemake's pattern reads ``1ms`` as one minute.)
+
+        ``--max-threads``: the job runs with at most its worker's slots, the CPUs the scheduler
+        gave it (its ``--cores all`` would otherwise let a scaled-down job take the machine).
         """
-        return "--max-jobs-per-timespan 1000/0s"
+        return f"--max-jobs-per-timespan 1000/0s --max-threads {self.slots}"
 
     def run_job(self, job: JobExecutorInterface) -> None:
         self.run_jobs([job])
