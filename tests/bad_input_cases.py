@@ -74,9 +74,11 @@ CASES = [
          "resource 'deadline' of rule 'work'", "cannot read the duration 'soon'"),
     Case("zero runtime", "hardness", ["--set-resources", "work:runtime=0"],
          "resource 'runtime' of rule 'work'", "not positive"),
-    Case("threads beyond slots", "hardness", ["--set-threads", "work=2"],
+    # (locally such a job runs with the cores there are, as under plain Snakemake)
+    Case("threads beyond a GCE worker's slots", "hardness", [*GCE, "--set-threads", "work=2"],
          "threads of rule 'work'", "workers have 1 slots"),
-    Case("memory beyond a worker's", "hardness", ["--set-resources", "work:mem_mb=99999999"],
+    Case("memory beyond a GCE worker's", "hardness",
+         [*GCE, "--set-resources", "work:mem_mb=99999999"],
          "resource 'mem_mb' of rule 'work'", "but workers have"),
     # -- settings ---------------------------------------------------------------------------
     Case("gce bad boot timeout", "settings", [*GCE, "--expocloud-boot-timeout", "soon"],

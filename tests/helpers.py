@@ -13,6 +13,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent  # the repository's root
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 EXPOCLOUD = str(Path(sys.executable).parent / "expocloud")
+# Set by .ci/run, which prepares every prerequisite: there a missing one fails the test
+# instead of skipping it (a skipped test once hid a failure until CI ran it).
+REQUIRE_PREREQUISITES = "EXPOCLOUD_REQUIRE_PREREQUISITES"
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip the test unless ``condition`` holds; under .ci/run, fail it."""
+    if condition:
+        return
+    import pytest
+    if os.environ.get(REQUIRE_PREREQUISITES) == "1":
+        pytest.fail(f"a prerequisite .ci/run prepares is missing: {reason}")
+    pytest.skip(reason)
 
 
 

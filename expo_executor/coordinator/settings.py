@@ -161,8 +161,10 @@ class ExecutorSettings(ExecutorSettingsBase):
 
 
 def validate(settings: ExecutorSettings) -> None:
-    """Raise ExpoError naming the setting and the fix for the first bad value."""
+    """Raise ExpoError naming the setting and the fix for the first bad value (unset slots
+    checked as their default)."""
     _check_choices(settings)
+    settings = with_default_slots(settings)
     _check_numbers(settings)
     _check_timing(settings)
     _check_pools(settings)
@@ -200,9 +202,6 @@ def with_default_slots(settings: ExecutorSettings) -> ExecutorSettings:
 
 
 def _check_numbers(settings: ExecutorSettings) -> None:
-    if settings.slots_per_worker is None:
-        raise ExpoError("--expocloud-slots-per-worker", "it is unset",
-                        "call with_default_slots(settings) first (a bug in the front end)")
     _positive("slots_per_worker", settings.slots_per_worker)
     if settings.max_workers is not None:
         _positive("max_workers", settings.max_workers)

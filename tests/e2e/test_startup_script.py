@@ -27,6 +27,7 @@ import pytest
 from expo_executor.engines.gce import startup
 from expo_executor.protocol import messages
 
+from tests.helpers import require
 from tests.worker_software import PY_MINOR, software
 
 
@@ -192,17 +193,14 @@ chroot "$merged" "$@"
 
 def _debian_root() -> Path:
     value = os.environ.get("EXPOCLOUD_DEBIAN_ROOT")
-    if not value:
-        pytest.skip("EXPOCLOUD_DEBIAN_ROOT is unset: prepare a root with "
-                    "tests/debian_root.sh ROOT (as .ci/run does) and export it")
-    root = Path(value)
-    if os.geteuid() != 0:
-        pytest.skip("needs root (mount, chroot)")
+    require(bool(value), "EXPOCLOUD_DEBIAN_ROOT is unset: prepare a root with "
+            "tests/debian_root.sh ROOT (as .ci/run does) and export it")
+    root = Path(str(value))
+    require(os.geteuid() == 0, "needs root (mount, chroot)")
     for tool in ("unshare", "chroot", "mount"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"needs {tool}")
-    if not (root / f"usr/bin/python{PY_MINOR}").exists():
-        pytest.skip(f"the Debian root has no python{PY_MINOR}, which this host runs")
+        require(shutil.which(tool) is not None, f"needs {tool}")
+    require((root / f"usr/bin/python{PY_MINOR}").exists(),
+            f"the Debian root has no python{PY_MINOR}, which this host runs")
     wheelhouse = root / "srv/wheelhouse"
     have = {p.name.split("-")[0].lower() + "==" + p.name.split("-")[1]
             for p in wheelhouse.glob("*.whl")}

@@ -70,15 +70,19 @@ def test_a_snakemake_job_no_worker_holds_is_refused_naming_the_rule(job: Snakema
         JobDescriber("/wf/Snakefile", Fleet(2, 1024)).describe(job)
 
 
-def test_locally_a_job_asking_more_threads_than_a_worker_has_runs_with_what_it_has() -> None:
+def test_locally_a_job_asking_more_than_a_worker_has_runs_with_what_it_has() -> None:
     lines: list[str] = []
-    describer = JobDescriber("/wf/Snakefile", Fleet(2, scale_threads=True), lines.append)
+    describer = JobDescriber("/wf/Snakefile", Fleet(2, 1024, shrink_to_fit=True), lines.append)
     tasks = [describer.describe(SnakemakeJob(jobid=i, threads=16)).task for i in range(3)]
     assert [t.cpus for t in tasks] == [2, 2, 2]
     assert describer.describe(SnakemakeJob(name="small", threads=1)).task.cpus == 1
-    assert lines == ["expocloud: rule 'solve' asks for 16 threads; local workers have 2: its "
-                     "jobs run with 2, as plain Snakemake scales threads down to the cores it "
-                     "has"]  # once per rule
+    big = describer.describe(SnakemakeJob(name="big", resources={"mem_mb": 4096})).task
+    assert big.mem_mb == 1024  # a whole worker: it runs alone, as plain Snakemake would run it
+    assert lines == [  # once per rule
+        "expocloud: rule 'solve' asks for 16 threads; local workers have 2: its jobs run with "
+        "2, as plain Snakemake scales threads down to the cores it has",
+        "expocloud: rule 'big' asks for 4096 MB; this machine has 1024 MB for jobs: its jobs "
+        "run anyway, one at a time, as plain Snakemake runs them without --resources mem_mb"]
 
 
 class Resource:

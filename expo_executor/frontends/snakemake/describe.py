@@ -44,9 +44,10 @@ class Fleet:
 
     slots: int  # CPU slots per worker
     mem_mb: int = 0  # memory per worker for its jobs; 0: not tracked
-    # Local engine: a job asking for more threads than a worker has runs with what it has, as
-    # plain Snakemake scales threads down to --cores; on GCE such a job has no machine.
-    scale_threads: bool = False
+    # Local engine: a job asking for more threads or memory than a worker has runs with what
+    # it has, as under plain Snakemake (threads scaled down to --cores; mem_mb a hint unless
+    # --resources caps it); on GCE such a job has no machine.
+    shrink_to_fit: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class JobDescriber:
         self.workflow = workflow
         self.fleet = fleet
         self.log = log
-        self._scaled: set[str] = set()  # rules whose threads were scaled down (logged once)
+        self._said: set[str] = set()  # what was shrunk to fit, logged once per rule
 
     @staticmethod
     def rule(job) -> str:
@@ -130,12 +131,7 @@ class JobDescriber:
         spec = None if spec_text is None else \
             _spec(str(spec_text), f"resource '{HARDNESS}' of rule '{rule}'")
         mem = get("mem_mb")
-        mem = int(mem) if isinstance(mem, (int, float)) else 0
-        if find_misfit(1, mem, self.fleet.slots, self.fleet.mem_mb):
-            raise ExpoError(f"resource 'mem_mb' of rule '{rule}'",
-                            f"it needs {mem} MB but workers have {self.fleet.mem_mb} MB",
-                            "lower the rule's mem_mb, or give workers more memory "
-                            "(--expocloud-gce-machine-type)")
+        mem = self._mem_mb(rule, int(mem) if isinstance(mem, (int, float)) else 0)
         preemptible = get(PREEMPTIBLE)
         preemptible = 1 if preemptible is None else preemptible
         if str(preemptible) not in ("0", "1", "True", "False"):
@@ -150,16 +146,33 @@ class JobDescriber:
         cpus = max(1, threads)
         if not find_misfit(cpus, 0, self.fleet.slots, 0):
             return cpus
-        if not self.fleet.scale_threads:
+        if not self.fleet.shrink_to_fit:
             raise ExpoError(f"threads of rule '{rule}'",
                             f"it needs {cpus} threads but workers have {self.fleet.slots} slots",
                             f"set --expocloud-slots-per-worker {cpus} or lower the rule's threads")
-        if rule not in self._scaled:
-            self._scaled.add(rule)
-            self.log(f"expocloud: rule '{rule}' asks for {cpus} threads; local workers have "
-                     f"{self.fleet.slots}: its jobs run with {self.fleet.slots}, as plain "
-                     "Snakemake scales threads down to the cores it has")
+        self._once(f"threads of {rule}", f"rule '{rule}' asks for {cpus} threads; local workers "
+                   f"have {self.fleet.slots}: its jobs run with {self.fleet.slots}, as plain "
+                   "Snakemake scales threads down to the cores it has")
         return self.fleet.slots
+
+    def _mem_mb(self, rule: str, mem: int) -> int:
+        if not find_misfit(1, mem, self.fleet.slots, self.fleet.mem_mb):
+            return mem
+        if not self.fleet.shrink_to_fit:
+            raise ExpoError(f"resource 'mem_mb' of rule '{rule}'",
+                            f"it needs {mem} MB but workers have {self.fleet.mem_mb} MB",
+                            "lower the rule's mem_mb, or give workers more memory "
+                            "(--expocloud-gce-machine-type)")
+        self._once(f"mem_mb of {rule}", f"rule '{rule}' asks for {mem} MB; this machine has "
+                   f"{self.fleet.mem_mb} MB for jobs: its jobs run anyway, one at a time, as "
+                   "plain Snakemake runs them without --resources mem_mb")
+        return self.fleet.mem_mb
+
+    def _once(self, what: str, line: str) -> None:
+        """Log ``line`` the first time ``what`` happens in this run."""
+        if what not in self._said:
+            self._said.add(what)
+            self.log(f"expocloud: {line}")
 
 
 def _deadline(get: Callable[[str], object], rule: str) -> float | None:

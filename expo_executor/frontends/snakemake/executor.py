@@ -66,7 +66,7 @@ class Executor(RemoteExecutor, FrontEnd):
             self.slots = settings.slots_per_worker
             self.worker_mem_mb = worker_memory_mb(settings, max_workers(settings))
             fleet = Fleet(self.slots, self.worker_mem_mb,
-                          scale_threads=settings.engine == EngineName.LOCAL)
+                          shrink_to_fit=settings.engine == EngineName.LOCAL)
             self.describer = JobDescriber(os.path.abspath(self.workflow.main_snakefile), fleet,
                                           self.logger.info)
             self._check_rules()
@@ -159,10 +159,13 @@ class Executor(RemoteExecutor, FrontEnd):
         of a short job's wall time. Inside a one-job process the limit means nothing. (``0s``,
         not ``1ms``: Snakemake's pattern reads ``1ms`` as one minute.)
 
-        ``--max-threads``: the job runs with at most its worker's slots, the CPUs the scheduler
-        gave it (its ``--cores all`` would otherwise let a scaled-down job take the machine).
+        ``--max-threads``: without ``--cores``, a job runs with at most its worker's slots, the
+        CPUs the scheduler gave it (its ``--cores all`` would let a scaled-down job take the
+        machine). With ``--cores N`` the user has said what a job may use, and plain Snakemake
+        would give it min(threads, N): so does the job's own snakemake, which gets ``--cores N``.
         """
-        return f"--max-jobs-per-timespan 1000/0s --max-threads {self.slots}"
+        limit = f" --max-threads {self.slots}" if self.cores == "all" else ""
+        return "--max-jobs-per-timespan 1000/0s" + limit
 
     def run_job(self, job: JobExecutorInterface) -> None:
         self.run_jobs([job])
