@@ -53,7 +53,8 @@ class ExecutorSettings(ExecutorSettingsBase):
         "type).",
         type=int))
     max_workers: Optional[int] = field(default=None, metadata=_opt(
-        "Most workers at once (local default: as many as fit in this machine's cores).", type=int))
+        "Most workers at once (local default: one holding every core; with slots per worker "
+        "set, as many as fit in this machine's cores).", type=int))
     oversubscribe: bool = field(default=False, metadata=_opt(
         "Local engine: allow more slots in total than this machine has cores (distorts "
         "deadlines)."))
@@ -191,14 +192,21 @@ def _check_choices(settings: ExecutorSettings) -> None:
                         f"use one of {', '.join(ON_SKIP_CHOICES)}")
 
 
-def with_default_slots(settings: ExecutorSettings) -> ExecutorSettings:
+def with_default_slots(settings: ExecutorSettings,
+                       cores: int | None = None) -> ExecutorSettings:
     """Settings whose slots per worker are set: both front ends call this before anything
-    reads them. Locally one worker holds every core (a job may use them all, and jobs pack
-    as under plain Snakemake); on GCE 1, which an 'auto' machine type's vCPUs replace."""
+    reads them. Locally the machine's cores (or ``cores`` of them, when the user says how many
+    with Snakemake's ``--cores``) are shared among ``max_workers``, one worker by default: a
+    job may then use every core, and jobs pack as under plain Snakemake. On GCE 1, which an
+    'auto' machine type's vCPUs replace."""
     if settings.slots_per_worker is not None:
         return settings
-    cores = (os.cpu_count() or 1) if settings.engine == EngineName.LOCAL else 1
-    return dataclasses.replace(settings, slots_per_worker=cores)
+    if settings.engine != EngineName.LOCAL:
+        return dataclasses.replace(settings, slots_per_worker=1)
+    machine = os.cpu_count() or 1
+    workers = settings.max_workers or 1
+    return dataclasses.replace(settings, max_workers=workers,
+                               slots_per_worker=max(1, min(cores or machine, machine) // workers))
 
 
 def _check_numbers(settings: ExecutorSettings) -> None:

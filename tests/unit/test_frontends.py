@@ -7,6 +7,7 @@ RunFiles."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,7 +17,7 @@ import pytest
 from cwltool.errors import WorkflowException
 
 from expo_executor.coordinator.run_files import RunFiles
-from expo_executor.coordinator.settings import ExecutorSettings
+from expo_executor.coordinator.settings import ExecutorSettings, with_default_slots
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import HardnessMeta, JobMeta
 from expo_executor.frontends.base import FrontEnd, Misfit, find_misfit
@@ -216,3 +217,18 @@ def test_a_cwl_job_becomes_a_task_and_typed_metadata() -> None:
 def test_a_cwl_job_no_worker_holds_is_refused(job: Any, words: str) -> None:
     with pytest.raises(WorkflowException, match=words):
         _cwl_executor()._describe(job, "c1")
+
+
+@pytest.mark.parametrize("given,cores,want", [
+    ({}, None, (8, 1)),  # one worker holding every core: a job may use them all
+    ({}, 3, (3, 1)),  # snakemake --cores 3: the fleet's share of the machine
+    ({}, 64, (8, 1)),  # never more than the machine has
+    ({"max_workers": 4}, None, (2, 4)),  # the cores shared among the workers asked for
+    ({"slots_per_worker": 1}, 3, (1, None)),  # given slots are kept as they are
+    ({"engine": "gce", "gce_project": "p"}, None, (1, None)),
+])
+def test_both_front_ends_default_the_slots_one_way(given: dict, cores: int | None, want: tuple,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    settings = with_default_slots(ExecutorSettings(**given), cores)
+    assert (settings.slots_per_worker, settings.max_workers) == want

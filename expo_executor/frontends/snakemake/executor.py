@@ -59,7 +59,8 @@ class Executor(RemoteExecutor, FrontEnd):
         settings = self.workflow.executor_settings or ExecutorSettings()
         self.state = StateDir(Path(settings.state_dir).resolve())
         try:
-            settings = with_default_slots(settings)
+            # locally, --cores N is what the fleet may use, as it is for plain Snakemake
+            settings = with_default_slots(settings, self.cores if self.cores != "all" else None)
             validate(settings)
             settings = self._resolve_machine_types(settings)
             self.settings: ExecutorSettings = settings
