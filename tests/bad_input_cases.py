@@ -9,6 +9,7 @@ Compute endpoint and its directory.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 
 from tests.helpers import HINTED_TOOL
@@ -36,6 +37,13 @@ CWL_GCE = ["--expocloud-engine", "gce", "--expocloud-gce-project", "p", "--expoc
            "us-central1-a", "--expocloud-max-workers", "2", "--expocloud-gce-endpoint", COMPUTE]
 CRED = "GOOGLE_APPLICATION_CREDENTIALS"
 ARGPARSE = "usage:"  # Snakemake's own parser: the fix is the usage it prints above the line
+
+
+def SNAKEFILE_WITH(directive: str) -> str:  # noqa: N802 - reads as the constant it makes
+    """The bad-input workflow (rule 'work') with one more directive in its rule."""
+    return ("rule all:\n    input: expand('out/{a}/{n}.txt', a=['x', 'y'], n=[1, 2])\n\n"
+            f"rule work:\n    output: 'out/{{a}}/{{n}}.txt'\n    {directive}\n"
+            "    shell: 'echo > {output}'\n")
 
 
 @dataclass
@@ -80,6 +88,14 @@ CASES = [
     Case("memory beyond a GCE worker's", "hardness",
          [*GCE, "--set-resources", "work:mem_mb=99999999"],
          "resource 'mem_mb' of rule 'work'", "but workers have"),
+    # -- software a GCE worker cannot provide (yet) ------------------------------------------
+    # (Snakemake itself first checks that this machine has the tool: a stand-in answers)
+    Case("containers on GCE workers", "hardness",
+         [*GCE, "--software-deployment-method", "apptainer"],
+         "--software-deployment-method apptainer", "rule 'work' has a container: directive",
+         files={"Snakefile": SNAKEFILE_WITH("container: 'docker://debian:12'"),
+                "bin/apptainer": "#!/bin/sh\necho 'apptainer version 1.3.4'\n"},
+         env={"PATH": f"{TMP}/bin:{os.environ.get('PATH', '')}"}),
     # -- settings ---------------------------------------------------------------------------
     Case("gce bad boot timeout", "settings", [*GCE, "--expocloud-boot-timeout", "soon"],
          "--expocloud-boot-timeout", "cannot read the duration 'soon'"),

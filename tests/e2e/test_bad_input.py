@@ -73,6 +73,8 @@ def test_bad_input_is_refused_before_anything_starts(tmp_path: Path, case: Case)
     for rel, text in case.files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
+        if rel.startswith("bin/"):  # a stand-in for a tool on this machine
+            (tmp_path / rel).chmod(0o755)
     fake = FakeCompute(tmp_path / "fake-vms").start()
     try:
         result = _run(case, tmp_path, fake.endpoint)

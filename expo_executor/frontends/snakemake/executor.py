@@ -23,7 +23,8 @@ from snakemake_interface_common.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
 from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
-from snakemake_interface_executor_plugins.settings import CommonSettings, SharedFSUsage
+from snakemake_interface_executor_plugins.settings import (CommonSettings, DeploymentMethod,
+                                                           SharedFSUsage)
 
 from expo_executor.coordinator.launch import max_workers, resolve_machine_types, start_coordinator
 from expo_executor.coordinator.loop import JobReport, JobRequest
@@ -52,6 +53,10 @@ common_settings = CommonSettings(
 )
 
 LOG_TAIL_LINES = 20
+# (deployment method, the Rule attribute holding its directive, the directive as written)
+SOFTWARE_DIRECTIVES = ((DeploymentMethod.CONDA, "conda_env", "conda:"),
+                       (DeploymentMethod.APPTAINER, "container_img", "container:"),
+                       (DeploymentMethod.ENV_MODULES, "env_modules", "envmodules:"))
 
 
 class Executor(RemoteExecutor, FrontEnd):
@@ -71,6 +76,7 @@ class Executor(RemoteExecutor, FrontEnd):
             self.describer = JobDescriber(os.path.abspath(self.workflow.main_snakefile), fleet,
                                           self.logger.info)
             self._check_rules()
+            self._check_software()
         except ExpoError as exc:
             raise WorkflowError(str(exc)) from None
         try:
@@ -128,6 +134,25 @@ class Executor(RemoteExecutor, FrontEnd):
         worker starts; what a rule gives as a function is checked when its job comes."""
         for rule in {job.rule for job in self._planned_jobs()}:
             self.describer.check_rule(rule.name, rule_values(rule))
+
+    def _check_software(self) -> None:
+        """GCE workers run the host's pinned environment and nothing else yet: a planned rule
+        whose conda:, container: or envmodules: directive Snakemake is told to deploy is
+        refused here, before any VM, rather than failing on every worker."""
+        if self.settings.engine != EngineName.GCE:
+            return
+        methods = self.workflow.deployment_settings.deployment_method
+        rules = sorted({job.rule for job in self._planned_jobs()}, key=lambda r: r.name)
+        for method, attribute, directive in SOFTWARE_DIRECTIVES:
+            using = [r.name for r in rules if getattr(r, attribute, None)]
+            if method in methods and using:
+                raise ExpoError(
+                    f"--software-deployment-method {method.item_to_choice()}",
+                    f"rule '{using[0]}' has a {directive} directive, and GCE workers cannot "
+                    "provide it yet (they run this machine's pinned Python environment)",
+                    "run it on the local engine, or install the tools in an image "
+                    "(--expocloud-gce-image with --expocloud-gce-worker-software image) and "
+                    "drop the method")
 
     # -- the front end's hooks ----------------------------------------------------------------
     def describe(self, job: JobExecutorInterface) -> JobRequest:
