@@ -197,7 +197,7 @@ def rule_values(rule) -> dict[str, object]:
     values = {}
     for name, resource in rule.resources.items():
         evaluable = getattr(resource, "is_evaluable", None)
-        if evaluable is None:  # Snakemake before 9: plain values and callables
+        if evaluable is None:  # a Snakemake whose resources are plain values and callables
             if not callable(resource):
                 values[name] = resource
         elif not evaluable():
