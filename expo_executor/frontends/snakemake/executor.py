@@ -112,7 +112,7 @@ class Executor(RemoteExecutor, FrontEnd):
         shapes = []
         rules = set()
         for job in self._planned_jobs():
-            values = rule_values(job.rule)
+            values = self._rule_values(job.rule)
             threads = values.get(THREADS)
             mem_mb = values.get("mem_mb")
             runtime = values.get("runtime")
@@ -133,7 +133,17 @@ class Executor(RemoteExecutor, FrontEnd):
         """Reject bad hardness specs, deadlines and shapes of every planned rule before a
         worker starts; what a rule gives as a function is checked when its job comes."""
         for rule in {job.rule for job in self._planned_jobs()}:
-            self.describer.check_rule(rule.name, rule_values(rule))
+            self.describer.check_rule(rule.name, self._rule_values(rule))
+
+    def _rule_values(self, rule) -> dict[str, object]:
+        """The rule's resources that are values, its threads capped as Snakemake caps a job's
+        (``--max-threads``, and ``--cores``, which limits threads even for remote jobs)."""
+        values = rule_values(rule)
+        caps = [c for c in (self.workflow.resource_settings.max_threads, self.cores)
+                if isinstance(c, int)]
+        if isinstance(values.get(THREADS), int) and caps:
+            values[THREADS] = min(values[THREADS], *caps)
+        return values
 
     def _check_software(self) -> None:
         """GCE workers run the host's pinned environment and nothing else yet: a planned rule
