@@ -30,29 +30,28 @@ pytestmark = pytest.mark.slow
 # test13, test15, test_format_params, test_yaml_config, test_spaces_in_fnames,
 # test_wildcard_keyword, test_multiext, test_expand_flag, test_shadow_prefix, test_shadow_copy,
 # test_retries_not_overriden, test_pipes_multiple, test_pipes2, test_handover,
-# test_checkpoints_many, test_scheduler_sequential_all_cores, test_paramspace_single_wildcard.
+# test_checkpoints_many, test_scheduler_sequential_all_cores, test_paramspace_single_wildcard,
+# test_update_config, test_config_yte, test_threads0, test_temp_and_all_input,
+# test_ensure_success, test_empty_include, test_modules_specific.
 LOCAL = [
     # basics, params, config, run: blocks, shell, scripts
     "test01", "test02", "test03", "test07", "test09", "test10", "test_params",
-    "test_nonstr_params", "test_config", "test_update_config", "test_config_yte",
-    "test_run_namedlist", "test_shell", "test_script_import_snakemake_obj", "test_local_import",
-    "test_source_path",
+    "test_nonstr_params", "test_config", "test_run_namedlist", "test_shell",
+    "test_script_import_snakemake_obj", "test_local_import", "test_source_path",
     # threads and resources (lazy, default, set, inferred); --cores as the local fleet
-    "test_threads", "test_threads0", "test_core_dependent_threads",
-    "test_cores_limited_by_global_supply", "test_lazy_resources", "test_default_resources",
-    "test_set_resources", "test_inferred_resources", "test_priority",
+    "test_threads", "test_core_dependent_threads", "test_cores_limited_by_global_supply",
+    "test_lazy_resources", "test_default_resources", "test_set_resources",
+    "test_inferred_resources", "test_priority",
     # logs, temp and protected files, shadow, directories
     "test_shadowed_log", "test_log_input", "test_temp_expand", "test_all_temp",
-    "test_temp_and_all_input", "test_protected_symlink_output", "test_shadow",
-    "test_checkpoints_dir",
+    "test_protected_symlink_output", "test_shadow", "test_checkpoints_dir",
     # groups and pipes, service jobs
     "test_pipes_simple", "test_pipe_depend", "test_service_jobs",
     # checkpoints, scatter-gather, local rules, retries, until/omit-from
     "test_checkpoints", "test_module_checkpoint", "test_scatter_gather", "test_localrule",
-    "test_retries", "test_until", "test_omitfrom", "test_ensure_success",
+    "test_retries", "test_until", "test_omitfrom",
     # modules and includes, Paramspace
-    "test_modules_all", "test_modules_specific", "test_multiple_includes",
-    "test_empty_include", "test_paramspace",
+    "test_modules_all", "test_multiple_includes", "test_paramspace",
 ]
 
 # A subset of LOCAL (where plain Snakemake's pass is checked). Also passing when last measured,
@@ -158,9 +157,12 @@ def test_emulated_gce(test: str, tests_dir: Path, cases: dict[str, suite.Case], 
     # Without a shared file system Snakemake ships the workflow's git-tracked sources.
     for git in (["init", "-q"], ["add", "."]):
         subprocess.run(["git", *git], cwd=workdir, check=True, capture_output=True)
-    # two slots: an e2-standard-2's vCPUs, which a pipe group of two jobs needs together
+    # two slots (an e2-standard-2's vCPUs); fast polls and a short idle time: the emulated
+    # profile keeps a real run's slow poll (15 s), which would make each case wait on it
     args = emulated_args(fake_compute, gcs_emulator, None, "--expocloud-slots-per-worker", "2",
-                         *case.args())
+                         "--expocloud-poll-interval", "0.2",
+                         "--expocloud-slow-poll-interval", "0.5",
+                         "--expocloud-idle-timeout", "1", *case.args())
     bucket, prefix = _bucket(gcs_emulator, args[args.index("--default-storage-prefix") + 1])
     _stage_inputs(workdir, bucket, prefix)
     proc = suite.run(workdir, args, env=emulated_env(gcs_emulator), timeout=600)
