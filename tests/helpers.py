@@ -53,9 +53,10 @@ outputs: []
 """
 
 
-def run_snakemake(workdir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_snakemake(workdir: Path, *args: str, timeout: float = 300,
+                  env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
 
 
 def processes_under(path: Path) -> list[tuple[int, str]]:

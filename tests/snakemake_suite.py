@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import SNAKEMAKE, require
+from tests.helpers import require
 
 ENV = "EXPOCLOUD_SNAKEMAKE_TESTS"
 HARNESS_CORES = 3  # run()'s default in Snakemake's tests/common.py
@@ -114,12 +114,6 @@ def compare_results(tests: Path, case: Case, workdir: Path) -> list[str]:
                 produced.read_bytes().strip() != path.read_bytes().strip():
             problems.append(f"{relative}: differs")
     return problems
-
-
-def run(workdir: Path, args: list[str], env: dict[str, str] | None = None,
-        timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True,
-                          timeout=timeout, env=env)
 
 
 def verdict(tests: Path, case: Case, workdir: Path, proc: subprocess.CompletedProcess) -> str:

@@ -23,6 +23,7 @@ from google.cloud import storage
 from tests import snakemake_suite as suite
 from tests.emulated_gce import PROJECT, emulated_args, emulated_env, fake_compute  # noqa: F401
 from tests.gcs_emulator import gcs_emulator  # noqa: F401
+from tests.helpers import run_snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -102,7 +103,7 @@ def cases(tests_dir: Path) -> dict[str, suite.Case]:
 def _plain(tests_dir: Path, case: suite.Case, tmp_path: Path) -> None:
     """Skip a case plain Snakemake itself does not pass here (the rule is 'where plain passes')."""
     workdir = suite.copy_case(tests_dir, case, tmp_path / "plain")
-    proc = suite.run(workdir, case.args())
+    proc = run_snakemake(workdir, *case.args())
     problem = suite.verdict(tests_dir, case, workdir, proc)
     if problem:
         pytest.skip(f"plain snakemake does not pass {case.test} here: {problem[:300]}")
@@ -114,8 +115,8 @@ def test_local_engine(test: str, tests_dir: Path, cases: dict[str, suite.Case],
     case = cases[test]
     _plain(tests_dir, case, tmp_path)
     workdir = suite.copy_case(tests_dir, case, tmp_path / "expocloud")
-    proc = suite.run(workdir, ["--executor", "expocloud", "--jobs", "10",
-                               "--expocloud-idle-timeout", "1", *case.args()])
+    proc = run_snakemake(workdir, "--executor", "expocloud", "--jobs", "10",
+                         "--expocloud-idle-timeout", "1", *case.args())
     problem = suite.verdict(tests_dir, case, workdir, proc)
     assert not problem, problem
 
@@ -165,7 +166,7 @@ def test_emulated_gce(test: str, tests_dir: Path, cases: dict[str, suite.Case], 
                          "--expocloud-idle-timeout", "1", *case.args())
     bucket, prefix = _bucket(gcs_emulator, args[args.index("--default-storage-prefix") + 1])
     _stage_inputs(workdir, bucket, prefix)
-    proc = suite.run(workdir, args, env=emulated_env(gcs_emulator), timeout=600)
+    proc = run_snakemake(workdir, *args, env=emulated_env(gcs_emulator), timeout=600)
     results = tmp_path / "results"
     _fetch_results(tests_dir, case, bucket, prefix, results)
     if case.kwargs.get("shouldfail") or proc.returncode != 0:

@@ -15,6 +15,7 @@ import atexit
 import dataclasses
 import os
 import threading
+from collections import Counter
 from pathlib import Path
 from string import Template
 from typing import AsyncGenerator, List
@@ -65,9 +66,10 @@ class Executor(RemoteExecutor, FrontEnd):
         self.state = StateDir(Path(settings.state_dir).resolve())
         try:
             # locally, --cores N is what the fleet may use, as it is for plain Snakemake
-            settings = with_default_slots(settings, self.cores if self.cores != "all" else None)
+            settings = with_default_slots(settings, self._given_cores())
             validate(settings)
-            settings = self._resolve_machine_types(settings)
+            planned = self._planned_rules()
+            settings = self._resolve_machine_types(settings, planned)
             self.settings: ExecutorSettings = settings
             self.slots = settings.slots_per_worker
             self.worker_mem_mb = worker_memory_mb(settings, max_workers(settings))
@@ -75,8 +77,8 @@ class Executor(RemoteExecutor, FrontEnd):
                           shrink_to_fit=settings.engine == EngineName.LOCAL)
             self.describer = JobDescriber(os.path.abspath(self.workflow.main_snakefile), fleet,
                                           self.logger.info)
-            self._check_rules()
-            self._check_software()
+            self._check_rules(planned)
+            self._check_software(planned)
         except ExpoError as exc:
             raise WorkflowError(str(exc)) from None
         try:
@@ -106,55 +108,60 @@ class Executor(RemoteExecutor, FrontEnd):
                          f"{max_workers(settings)} workers x {settings.slots_per_worker} slots "
                          f"(state in {self.run_dir})")
 
-    def _resolve_machine_types(self, settings: ExecutorSettings) -> ExecutorSettings:
+    def _resolve_machine_types(self, settings: ExecutorSettings,
+                               planned: dict) -> ExecutorSettings:
         """'auto' machine types, chosen for the planned jobs' rules (threads, mem_mb, runtime
         where the rule gives them as values: a function waits for its job)."""
         shapes = []
-        rules = set()
-        for job in self._planned_jobs():
-            values = self._rule_values(job.rule)
-            threads = values.get(THREADS)
-            mem_mb = values.get("mem_mb")
+        for rule, (values, jobs) in planned.items():
+            threads, mem_mb = values.get(THREADS), values.get("mem_mb")
             runtime = values.get("runtime")
-            shapes.append((max(1, threads) if isinstance(threads, int) else 1,
-                           mem_mb if isinstance(mem_mb, int) else 0,
-                           float(runtime) * 60 if isinstance(runtime, (int, float)) else None))
-            rules.add(job.rule.name)
-        return resolve_machine_types(settings, shapes, self.state, rules or None,
-                                     self.logger.info)
+            shapes += [(max(1, threads) if isinstance(threads, int) else 1,
+                        mem_mb if isinstance(mem_mb, int) else 0,
+                        float(runtime) * 60 if isinstance(runtime, (int, float)) else None)] * jobs
+        return resolve_machine_types(settings, shapes, self.state,
+                                     {rule.name for rule in planned} or None, self.logger.info)
 
-    def _planned_jobs(self) -> list:
-        """The jobs Snakemake plans to run; their resources stay unevaluated here (a resource
-        function may read a file an earlier job makes)."""
+    def _planned_rules(self) -> dict:
+        """Each rule Snakemake plans to run: (its resources that are values, threads capped as
+        Snakemake caps a job's, its number of planned jobs). Listed once, before the run; no
+        job's resources are evaluated (a resource function may read a file an earlier job
+        makes)."""
         needrun = getattr(self.workflow.dag, "needrun_jobs", None)
-        return list(needrun()) if needrun else []
+        counts = Counter(job.rule for job in (needrun() if needrun else []))
+        return {rule: (self._rule_values(rule), jobs)
+                for rule, jobs in sorted(counts.items(), key=lambda item: item[0].name)}
 
-    def _check_rules(self) -> None:
+    def _check_rules(self, planned: dict) -> None:
         """Reject bad hardness specs, deadlines and shapes of every planned rule before a
         worker starts; what a rule gives as a function is checked when its job comes."""
-        for rule in {job.rule for job in self._planned_jobs()}:
-            self.describer.check_rule(rule.name, self._rule_values(rule))
+        for rule, (values, _) in planned.items():
+            self.describer.check_rule(rule.name, values)
 
     def _rule_values(self, rule) -> dict[str, object]:
         """The rule's resources that are values, its threads capped as Snakemake caps a job's
         (``--max-threads``, and ``--cores``, which limits threads even for remote jobs)."""
         values = rule_values(rule)
-        caps = [c for c in (self.workflow.resource_settings.max_threads, self.cores)
+        caps = [c for c in (self.workflow.resource_settings.max_threads, self._given_cores())
                 if isinstance(c, int)]
         if isinstance(values.get(THREADS), int) and caps:
             values[THREADS] = min(values[THREADS], *caps)
         return values
 
-    def _check_software(self) -> None:
+    def _given_cores(self) -> int | None:
+        """Snakemake's ``--cores N``; None when not given (the job's snakemake then gets
+        ``--cores all``)."""
+        return self.cores if isinstance(self.cores, int) else None
+
+    def _check_software(self, planned: dict) -> None:
         """GCE workers run the host's pinned environment and nothing else yet: a planned rule
         whose conda:, container: or envmodules: directive Snakemake is told to deploy is
         refused here, before any VM, rather than failing on every worker."""
         if self.settings.engine != EngineName.GCE:
             return
         methods = self.workflow.deployment_settings.deployment_method
-        rules = sorted({job.rule for job in self._planned_jobs()}, key=lambda r: r.name)
         for method, attribute, directive in SOFTWARE_DIRECTIVES:
-            using = [r.name for r in rules if getattr(r, attribute, None)]
+            using = [r.name for r in planned if getattr(r, attribute, None)]
             if method in methods and using:
                 raise ExpoError(
                     f"--software-deployment-method {method.item_to_choice()}",
@@ -200,7 +207,7 @@ class Executor(RemoteExecutor, FrontEnd):
         machine). With ``--cores N`` the user has said what a job may use, and plain Snakemake
         would give it min(threads, N): so does the job's own snakemake, which gets ``--cores N``.
         """
-        limit = f" --max-threads {self.slots}" if self.cores == "all" else ""
+        limit = f" --max-threads {self.slots}" if self._given_cores() is None else ""
         return "--max-jobs-per-timespan 1000/0s" + limit
 
     def run_job(self, job: JobExecutorInterface) -> None:
