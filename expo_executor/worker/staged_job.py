@@ -117,7 +117,10 @@ def run(spec: dict, here: Path) -> tuple[AttemptEnd, int | None, str | None]:
             materialise(bucket, stage, base)
         except Exception as exc:  # noqa: BLE001 - the verdict names it; the log has the trace
             return AttemptEnd.FAILED, None, f"fetching inputs from the bucket failed: {_one_line(exc)}"
-    env = {k: rebase(v) for k, v in spec["env"].items()}
+    # a container runtime runs in this worker's environment (as cwltool runs it in its own:
+    # PATH, CONTAINERS_CONF...); the job's own variables are its --env flags
+    env = dict(os.environ) if stage.get("host_env") else {}
+    env.update({k: rebase(v) for k, v in spec["env"].items()})
     # the worker's own Python first, as for every job (a VM has no runner's virtualenv)
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     cwd = rebase(spec["cwd"])

@@ -28,7 +28,7 @@ from typing import Callable
 from cwltool.context import RuntimeContext
 from cwltool.errors import WorkflowException
 from cwltool.executors import JobExecutor
-from cwltool.job import relink_initialworkdir
+from cwltool.job import ContainerCommandLineJob, relink_initialworkdir
 from cwltool.loghandler import _logger
 from cwltool.process import Process, stage_files
 from cwltool.utils import CWLObjectType, bytes2str_in_dicts
@@ -119,16 +119,12 @@ class ExpoExecutor(JobExecutor, FrontEnd):
         coordinator; raises WorkflowException on a bad annotation, before the batch runs."""
         os.makedirs(job.tmpdir, exist_ok=True)
         job._setup(rc)
-        stage_files(job.pathmapper, ignore_writable=True, symlink=True,
-                    secret_store=rc.secret_store)
-        if job.generatemapper is not None:
-            stage_files(job.generatemapper, ignore_writable=job.inplace_update, symlink=True,
-                        secret_store=rc.secret_store)
-            relink_initialworkdir(job.generatemapper, job.outdir, job.builder.outdir,
-                                  inplace_update=job.inplace_update)
-        argv = [str(a) for a in job.command_line]
+        if isinstance(job, ContainerCommandLineJob):
+            argv, env = _container_command(job, rc), {}  # the job's variables are --env flags
+        else:
+            _stage_bare(job, rc)
+            argv, env = [str(a) for a in job.command_line], dict(job.environment)
         shown = " ".join(argv)  # before secrets are filled in: a log never shows them
-        env = dict(job.environment)
         store, secrets = rc.secret_store, []
         if store is not None and (store.has_secret(argv) or store.has_secret(env)):
             # the values behind this command's placeholders: its worker blanks them out of the
@@ -147,7 +143,8 @@ class ExpoExecutor(JobExecutor, FrontEnd):
                  "stdout": os.path.join(job.base_path_logs, job.stdout) if job.stdout else None,
                  "stderr": os.path.join(job.base_path_logs, job.stderr) if job.stderr else None,
                  "outdir": job.outdir, "timelimit": deadline,
-                 "success_codes": sorted({0, *job.successCodes})}
+                 "success_codes": sorted({0, *job.successCodes}),
+                 "host_env": isinstance(job, ContainerCommandLineJob)}
         if self.staging is not None:
             try:
                 stage.update(self.staging.manifest(
@@ -245,6 +242,34 @@ class ExpoExecutor(JobExecutor, FrontEnd):
         _logger.log(logging.INFO if status == "success" else logging.WARNING,
                     "[job %s] completed %s", job.name, status)
         return outputs, status
+
+
+def _stage_bare(job: SweepJob, rc: RuntimeContext) -> None:
+    """Lay out a bare command's inputs where its command line names them (links)."""
+    stage_files(job.pathmapper, ignore_writable=True, symlink=True,
+                secret_store=rc.secret_store)
+    if job.generatemapper is not None:
+        stage_files(job.generatemapper, ignore_writable=job.inplace_update, symlink=True,
+                    secret_store=rc.secret_store)
+        relink_initialworkdir(job.generatemapper, job.outdir, job.builder.outdir,
+                              inplace_update=job.inplace_update)
+
+
+def _container_command(job: ContainerCommandLineJob, rc: RuntimeContext) -> list[str]:
+    """cwltool's own container command (``docker|podman run`` with its mounts, --env flags,
+    --net=none...), the image named as the requirement names it: the worker's runtime pulls
+    it when it lacks it, not this machine. Two flags are dropped: --cidfile (nothing here
+    watches the container) and podman's --userns=keep-id, which rootful podman refuses (as
+    root the container's user is already the caller's)."""
+    req, _ = job.get_requirement("DockerRequirement")
+    image = (req or {}).get("dockerImageId") or (req or {}).get("dockerPull")
+    if not image:
+        raise WorkflowException(f"[job {job.name}] DockerRequirement names no image: give it "
+                                "dockerPull (or dockerImageId)")
+    runtime, _ = job.create_runtime({}, rc)
+    drop = {"--userns=keep-id"} if os.geteuid() == 0 else set()
+    runtime = [a for a in runtime if a not in drop and not a.startswith("--cidfile=")]
+    return [*runtime, str(image), *(str(a) for a in job.command_line)]
 
 
 def _status(job: SweepJob, rcode: int) -> str:

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from cwltool.command_line_tool import CommandLineTool
 from cwltool.context import LoadingContext, RuntimeContext
 from cwltool.errors import WorkflowException
-from cwltool.job import CommandLineJob, JobBase
+from cwltool.job import CommandLineJob, ContainerCommandLineJob, JobBase
 from cwltool.process import shortname, use_custom_schema
 from cwltool.update import ALLUPDATES
 from cwltool.workflow import default_make_tool
@@ -35,6 +35,7 @@ NAMESPACE = "https://expocloud.dev/cwl"
 HARDNESS = f"{NAMESPACE}#Hardness"
 PREEMPTIBLE = f"{NAMESPACE}#Preemptible"
 ARV_PREEMPTIBLE = "http://arvados.org/cwl#UsePreemptible"
+DOCKER = "DockerRequirement"
 NUMERIC = {"int", "long", "float", "double"}
 
 
@@ -43,6 +44,27 @@ def register_schema() -> None:
     text = files("expo_executor.frontends.cwl").joinpath("extensions.yml").read_text("utf-8")
     for version in ALLUPDATES:
         use_custom_schema(version, NAMESPACE, text)
+
+
+@dataclass(frozen=True)
+class Containers:
+    """Whether workers run containers: the runtime's executable, or why there is none (the
+    reason ends with the fix). Set on the LoadingContext as ``expo_containers``."""
+
+    runtime: str | None
+    why_not: str = ""
+
+
+def check_containers(tool_id: str, requirements: list[dict], containers: Containers | None) -> None:
+    """A DockerRequirement (not a hint) needs a container runtime on the workers: refused as
+    the tool loads, before any VM, when there is none. A DockerRequirement hint without one
+    runs the command bare, as cwltool does with --no-container."""
+    if containers is None or containers.runtime is not None:
+        return
+    if any(r.get("class") == DOCKER for r in requirements):
+        raise ExpoError(f"{DOCKER} of {tool_id}", f"needs docker or podman on the workers: "
+                        f"{containers.why_not}", "set --expocloud-container-runtime podman or "
+                        "docker (the workers must have it), or make DockerRequirement a hint")
 
 
 @dataclass(frozen=True)
@@ -145,19 +167,27 @@ class SweepTool(CommandLineTool):
         super().__init__(toolpath_object, loadingContext)
         try:
             self.sweep = read_sweep(shortname(self.tool["id"]), self.tool["inputs"], self.hints)
+            check_containers(shortname(self.tool["id"]), self.requirements,
+                             getattr(loadingContext, "expo_containers", None))
         except ExpoError as exc:
             raise ValidationException(str(exc)) from None
         self.spot_attempts = spot_attempts(self.hints)
         self.output_names = [shortname(o["id"]) for o in self.tool["outputs"]]
         self.name = shortname(self.tool["id"])
-        self._job_class = type("SweepJob", (SweepJob,), {"tool": self})
+        self._job_classes: dict[type, type[JobBase]] = {}
 
     def make_job_runner(self, runtimeContext: RuntimeContext) -> type[JobBase]:
-        """Our job class, which knows its tool; commands run without containers."""
-        if super().make_job_runner(runtimeContext) is not CommandLineJob:
-            raise WorkflowException("expocloud-cwl runs commands without containers: pass "
-                                    "--no-container (software must be on the workers' image)")
-        return self._job_class
+        """Our job class, which knows its tool: cwltool's own (bare, or docker/podman, whose
+        ``create_runtime`` builds the container command the worker runs)."""
+        runner = super().make_job_runner(runtimeContext)
+        if runner is not CommandLineJob and not issubclass(runner, ContainerCommandLineJob):
+            raise WorkflowException(f"expocloud-cwl runs commands bare or in docker/podman, "
+                                    f"not with {runner.__name__}: drop --singularity or "
+                                    "--user-space-docker-cmd")
+        if runner not in self._job_classes:
+            bases = (SweepJob,) if runner is CommandLineJob else (runner, SweepJob)
+            self._job_classes[runner] = type("SweepJob", bases, {"tool": self})
+        return self._job_classes[runner]
 
 
 class SweepJob(CommandLineJob):

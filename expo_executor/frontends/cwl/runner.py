@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import shutil
 import sys
 import typing
 from pathlib import Path
@@ -31,11 +32,12 @@ from expo_executor.coordinator.state import StateDir
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import EngineName
 from expo_executor.frontends.cwl.executor import ExpoExecutor
-from expo_executor.frontends.cwl.hints import make_tool, register_schema
+from expo_executor.frontends.cwl.hints import Containers, make_tool, register_schema
 
 PREFIX = "expocloud-"
 ON_TIMEOUT = ("skipped", "permanentFail")
 STAGING = ("auto", "shared", "bucket")
+RUNTIMES = ("auto", "podman", "docker", "none")
 # Snakemake profile keys that mean nothing to a CWL run: accepted and ignored, so one profile
 # serves both front ends.
 SNAKEMAKE_ONLY = {"executor", "jobs", "keep-going", "set-resources", "shared-fs-usage",
@@ -67,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="how files reach workers: 'shared' (this machine's file system), "
                        "'bucket' (through the coordination bucket); auto: shared locally, "
                        "bucket on GCE")
+    group.add_argument("--expocloud-container-runtime", choices=RUNTIMES, default="auto",
+                       help="what runs a DockerRequirement's container on the workers: "
+                       "'podman' or 'docker' (cwltool's own command for it), 'none'; auto: "
+                       "this machine's podman, else docker, on the local engine, none on GCE "
+                       "(name the one the worker image has)")
     group.add_argument("--default-storage-prefix", metavar="gs://BUCKET/PREFIX",
                        help="GCE: where the run coordinates and stages (as in Snakemake)")
     for f in _fields():
@@ -162,6 +169,27 @@ def staging_root(args: argparse.Namespace, settings: ExecutorSettings,
     return root
 
 
+def containers(args: argparse.Namespace, settings: ExecutorSettings,
+               staged: bool) -> Containers:
+    """The workers' container runtime, and cwltool's options set to use it (or not)."""
+    choice = args.expocloud_container_runtime
+    if choice == "auto" and settings.engine == EngineName.GCE:
+        found = Containers(None, "on GCE the worker image's runtime is not known")
+    elif choice == "auto":
+        runtime = shutil.which("podman") and "podman" or shutil.which("docker") and "docker"
+        found = Containers(runtime or None, "this machine has neither on its PATH")
+    elif choice == "none":
+        found = Containers(None, "--expocloud-container-runtime is none")
+    else:
+        found = Containers(choice)
+    if found.runtime is not None and staged:  # mounts would name paths the manifest lacks
+        found = Containers(None, "containers with bucket staging are not built yet "
+                           "(--expocloud-staging shared runs them locally)")
+    args.use_container = found.runtime is not None
+    args.podman = found.runtime == "podman"
+    return found
+
+
 def check(args: argparse.Namespace, settings: ExecutorSettings) -> None:
     """Everything that can be wrong with the settings, before the workflow loads."""
     validate(settings)
@@ -196,7 +224,6 @@ def main(argv: list[str] | None = None) -> int:
     except ExpoError as exc:
         print(f"expocloud-cwl: {exc}", file=sys.stderr)
         return 2
-    args.use_container = False  # commands run as they are on the workers' image
     state = StateDir(Path(settings.state_dir).resolve())
     try:
         run_dir = state.new_run(settings.run_id)
@@ -205,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     root = staging_root(args, settings, run_dir)
+    found = containers(args, settings, root is not None)
     workflow = os.path.abspath(args.workflow) if args.workflow else ""
 
     def start():
@@ -218,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     executor.open_run(settings.engine, settings, cwl=workflow)
     loading = LoadingContext(vars(args))
     loading.construct_tool_object = make_tool
+    loading.expo_containers = found  # type: ignore[attr-defined]  # read by SweepTool
     try:
         return cwltool_main(args=args, executor=executor, loadingContext=loading,
                             custom_schema_callback=register_schema)
