@@ -39,6 +39,16 @@ CRED = "GOOGLE_APPLICATION_CREDENTIALS"
 ARGPARSE = "usage:"  # Snakemake's own parser: the fix is the usage it prints above the line
 
 
+# what Snakemake asks of conda before planning (no conda channel is reachable here)
+STAND_IN_CONDA = """#!/bin/sh
+case "$*" in
+  --version) echo 'conda 24.9.0' ;;
+  "info --json") echo '{"conda_prefix": "/nowhere", "platform": "linux-64"}' ;;
+  "config --get channel_priority --json") echo '{"get": {"channel_priority": "strict"}}' ;;
+esac
+"""
+
+
 def SNAKEFILE_WITH(directive: str) -> str:  # noqa: N802 - reads as the constant it makes
     """The bad-input workflow (rule 'work') with one more directive in its rule."""
     return ("rule all:\n    input: expand('out/{a}/{n}.txt', a=['x', 'y'], n=[1, 2])\n\n"
@@ -96,7 +106,17 @@ CASES = [
          files={"Snakefile": SNAKEFILE_WITH("container: 'docker://debian:12'"),
                 "bin/apptainer": "#!/bin/sh\necho 'apptainer version 1.3.4'\n"},
          env={"PATH": f"{TMP}/bin:{os.environ.get('PATH', '')}"}),
+    Case("conda on GCE workers whose image is not said to have it", "hardness",
+         [*GCE, "--software-deployment-method", "conda"],
+         "--software-deployment-method conda", "--expocloud-gce-worker-provides conda",
+         files={"Snakefile": SNAKEFILE_WITH("conda: 'env.yaml'"),
+                "env.yaml": "dependencies: [python]\n",
+                "bin/conda": STAND_IN_CONDA},
+         env={"PATH": f"{TMP}/bin:{os.environ.get('PATH', '')}"}),
     # -- settings ---------------------------------------------------------------------------
+    Case("gce unknown worker-provided software", "settings",
+         [*GCE, "--expocloud-gce-worker-provides", "conda,spack"],
+         "--expocloud-gce-worker-provides", "unknown value 'spack'"),
     Case("gce bad boot timeout", "settings", [*GCE, "--expocloud-boot-timeout", "soon"],
          "--expocloud-boot-timeout", "cannot read the duration 'soon'"),
     Case("gce bad capacity timeout", "settings", [*GCE, "--expocloud-capacity-timeout", "forever"],

@@ -23,6 +23,7 @@ from expo_executor.cost.machines import machine_memory_mb  # noqa: F401
 
 ON_SKIP_CHOICES = ("error", "placeholder")
 ENGINE_CHOICES = tuple(name.value for name in EngineName)
+WORKER_PROVIDES_CHOICES = ("conda", "apptainer")  # Snakemake's deployment method names
 WORKER_SOFTWARE_CHOICES = ("pip", "image")
 BUDGET_ACTIONS = ("drain", "cancel")
 DEFAULT_MACHINE_TYPE = "e2-standard-2"
@@ -137,6 +138,10 @@ class ExecutorSettings(ExecutorSettingsBase):
     gce_worker_software: str = field(default="pip", metadata=_opt(
         "GCE: 'pip' (the startup script installs the host's exact versions) or 'image' (the "
         "image already has them).", choices=list(WORKER_SOFTWARE_CHOICES)))
+    gce_worker_provides: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: what the worker image provides for Snakemake's --software-deployment-method, "
+        "comma separated: conda, apptainer (environments and images are then built or pulled "
+        "once per VM and reused by its later jobs)."))
     gce_pip_index_url: Optional[str] = field(default=None, metadata=_opt(
         "GCE: package index the workers install from (default PyPI)."))
     gce_disk_gb: int = field(default=20, metadata=_opt("GCE: boot disk size in GB.", type=int))
@@ -183,7 +188,18 @@ def _positive(name: str, value: float, allow_zero: bool = False) -> None:
                         f"give {bound}")
 
 
+def worker_provides(settings: ExecutorSettings) -> frozenset[str]:
+    """The software deployment methods the GCE worker image provides (checked names)."""
+    given = {p.strip() for p in (settings.gce_worker_provides or "").split(",") if p.strip()}
+    unknown = sorted(given - set(WORKER_PROVIDES_CHOICES))
+    if unknown:
+        raise ExpoError("--expocloud-gce-worker-provides", f"unknown value {unknown[0]!r}",
+                        f"use some of {', '.join(WORKER_PROVIDES_CHOICES)}, comma separated")
+    return frozenset(given)
+
+
 def _check_choices(settings: ExecutorSettings) -> None:
+    worker_provides(settings)
     if settings.engine not in ENGINE_CHOICES:
         raise ExpoError("--expocloud-engine", f"unknown engine {settings.engine!r}",
                         f"use one of {', '.join(ENGINE_CHOICES)}")

@@ -22,6 +22,9 @@ SOFTWARE_PREFIX = "software"
 
 #: The environment variable that carries the run key to a local worker (hex).
 RUN_KEY_ENV = "EXPOCLOUD_RUN_KEY"
+#: The environment variable naming a worker's own directory for software its jobs deploy
+#: (conda environments, apptainer images): it outlives each job's scratch directory.
+DEPLOY_DIR_ENV = "EXPOCLOUD_DEPLOY_DIR"
 #: Instance metadata attributes of a GCE worker: its settings (JSON) and the run key (hex).
 WORKER_ATTRIBUTE = "expocloud-worker"
 RUN_KEY_ATTRIBUTE = "expocloud-run-key"

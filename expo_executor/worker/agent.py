@@ -26,7 +26,7 @@ from pathlib import Path
 from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket, PreconditionFailed, open_bucket
-from expo_executor.protocol.keys import RUN_KEY_ENV, inbox_key, result_key, status_key
+from expo_executor.protocol.keys import DEPLOY_DIR_ENV, RUN_KEY_ENV, inbox_key, result_key, status_key
 from expo_executor.protocol.records import Inbox, InboxJob, WorkerResult, WorkerStatus
 from expo_executor.worker.procs import kill_session, vm_mark
 from expo_executor.worker.staged_job import verdict_path
@@ -227,6 +227,7 @@ class Worker:
         # records the job's session (procs.power_off).
         name, _, value = vm_mark(self.scratch).partition("=")
         env[name] = value
+        env[DEPLOY_DIR_ENV] = str(self.scratch / "deploy")  # one per VM: envs built once
         started = time.time()
         try:
             if workdir is not None:

@@ -14,6 +14,7 @@ import asyncio
 import atexit
 import dataclasses
 import os
+import shlex
 import threading
 from collections import Counter
 from pathlib import Path
@@ -31,13 +32,14 @@ from expo_executor.coordinator.launch import max_workers, resolve_machine_types,
 from expo_executor.coordinator.loop import JobReport, JobRequest
 from expo_executor.coordinator.run_files import REQUESTS, RunFiles
 from expo_executor.coordinator.settings import (ExecutorSettings, validate, with_default_slots,
-                                                worker_memory_mb)
+                                                worker_memory_mb, worker_provides)
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import EngineName
 from expo_executor.core.scheduler import Outcome
 from expo_executor.cost.request_budget import at_scale
 from expo_executor.frontends.base import FrontEnd
+from expo_executor.protocol.keys import DEPLOY_DIR_ENV
 from expo_executor.frontends.snakemake.describe import THREADS, Fleet, JobDescriber, rule_values
 
 common_settings = CommonSettings(
@@ -58,6 +60,17 @@ LOG_TAIL_LINES = 20
 SOFTWARE_DIRECTIVES = ((DeploymentMethod.CONDA, "conda_env", "conda:"),
                        (DeploymentMethod.APPTAINER, "container_img", "container:"),
                        (DeploymentMethod.ENV_MODULES, "env_modules", "envmodules:"))
+
+
+def _software_fix(method: DeploymentMethod) -> str:
+    """How to lift the refusal of a deployment method on GCE."""
+    if method == DeploymentMethod.ENV_MODULES:
+        return ("run it on the local engine, or install the tools in an image "
+                "(--expocloud-gce-image with --expocloud-gce-worker-software image) and drop "
+                "the method")
+    return (f"use an image that has {method.item_to_choice()} (--expocloud-gce-image) and say "
+            f"so with --expocloud-gce-worker-provides {method.item_to_choice()}, or run it on "
+            "the local engine")
 
 
 class Executor(RemoteExecutor, FrontEnd):
@@ -154,22 +167,22 @@ class Executor(RemoteExecutor, FrontEnd):
         return self.cores if isinstance(self.cores, int) else None
 
     def _check_software(self, planned: dict) -> None:
-        """GCE workers run the host's pinned environment and nothing else yet: a planned rule
-        whose conda:, container: or envmodules: directive Snakemake is told to deploy is
-        refused here, before any VM, rather than failing on every worker."""
+        """GCE workers run the host's pinned environment and what their image provides: a
+        planned rule whose conda:, container: or envmodules: directive Snakemake is told to
+        deploy is refused here, before any VM, unless --expocloud-gce-worker-provides says the
+        image has the tool (conda, apptainer), rather than failing on every worker."""
         if self.settings.engine != EngineName.GCE:
             return
         methods = self.workflow.deployment_settings.deployment_method
+        provided = worker_provides(self.settings)
         for method, attribute, directive in SOFTWARE_DIRECTIVES:
             using = [r.name for r in planned if getattr(r, attribute, None)]
-            if method in methods and using:
+            if method in methods and using and method.item_to_choice() not in provided:
                 raise ExpoError(
                     f"--software-deployment-method {method.item_to_choice()}",
-                    f"rule '{using[0]}' has a {directive} directive, and GCE workers cannot "
-                    "provide it yet (they run this machine's pinned Python environment)",
-                    "run it on the local engine, or install the tools in an image "
-                    "(--expocloud-gce-image with --expocloud-gce-worker-software image) and "
-                    "drop the method")
+                    f"rule '{using[0]}' has a {directive} directive, and the GCE worker image "
+                    f"is not said to provide {method.item_to_choice()}",
+                    _software_fix(method))
 
     # -- the front end's hooks ----------------------------------------------------------------
     def describe(self, job: JobExecutorInterface) -> JobRequest:
@@ -177,10 +190,24 @@ class Executor(RemoteExecutor, FrontEnd):
         job's resources; raises ExpoError on a bad annotation or a job no worker holds."""
         description = self.describer.describe(job)
         return JobRequest(task=description.task,
-                          argv=["/bin/sh", "-c", self.format_job_exec(job)],
+                          argv=["/bin/sh", "-c", self._job_command(job)],
                           cwd=None if self.settings.engine == EngineName.GCE else os.getcwd(),
                           env=dict(self.envvars()), deadline_s=description.deadline_s,
                           family=description.family, meta=description.meta)
+
+    def _job_command(self, job: JobExecutorInterface) -> str:
+        """Snakemake's remote command. When the job's snakemake builds conda environments in
+        its worker's directory, it first does only that (``--conda-create-envs-only``) under
+        the worker's lock: two jobs starting together on one VM would both build the missing
+        environment (Snakemake marks it done only at the end); the later one finds it done."""
+        command = self.format_job_exec(job)
+        if "--conda-prefix" not in self._deploy_prefixes():
+            return command
+        # the whole chain (environment declarations, a precommand...) under the lock; the
+        # flag goes last, so this relies on Snakemake's remote command having no suffix
+        deploy = shlex.quote(f"{command} --conda-create-envs-only")
+        return (f'mkdir -p "${DEPLOY_DIR_ENV}" && flock "${DEPLOY_DIR_ENV}/conda.lock" '
+                f"/bin/sh -c {deploy} && {command}")
 
     def submitted(self, job: JobExecutorInterface, request: JobRequest) -> None:
         self.run_job_pre(job)
@@ -208,7 +235,23 @@ class Executor(RemoteExecutor, FrontEnd):
         would give it min(threads, N): so does the job's own snakemake, which gets ``--cores N``.
         """
         limit = f" --max-threads {self.slots}" if self._given_cores() is None else ""
-        return "--max-jobs-per-timespan 1000/0s" + limit
+        return "--max-jobs-per-timespan 1000/0s" + limit + self._deploy_prefixes()
+
+    def _deploy_prefixes(self) -> str:
+        """Where a job's snakemake builds conda environments and pulls apptainer images when
+        workers share no software with this machine: the worker's own directory (its
+        ``$EXPOCLOUD_DEPLOY_DIR``, expanded by the job's shell), which outlives the job's
+        scratch directory, so a VM builds an environment once and its later jobs reuse it."""
+        usage = self.workflow.storage_settings.shared_fs_usage
+        methods = self.workflow.deployment_settings.deployment_method
+        if SharedFSUsage.SOFTWARE_DEPLOYMENT in usage:
+            return ""
+        args = ""
+        if DeploymentMethod.CONDA in methods:
+            args += f' --conda-prefix "${DEPLOY_DIR_ENV}/conda"'
+        if DeploymentMethod.APPTAINER in methods:
+            args += f' --apptainer-prefix "${DEPLOY_DIR_ENV}/apptainer"'
+        return args
 
     def run_job(self, job: JobExecutorInterface) -> None:
         self.run_jobs([job])
