@@ -103,3 +103,11 @@ def test_a_docker_requirement_without_a_runtime_fails_before_any_job(tmp_path: P
     assert len(lines) == 1, result.stderr
     assert "tool" in lines[0] and "--expocloud-container-runtime podman" in lines[0]
     assert not list((tmp_path / "state").glob("runs/*/jobs.jsonl"))  # no job ran
+
+
+def test_no_container_keeps_cwltools_own_refusal(tmp_path: Path) -> None:
+    """cwltool's --no-container wins over any runtime found: its message, no job run."""
+    result = _run(tmp_path, dict(os.environ), "--no-container")
+    assert result.returncode != 0
+    assert "--no-container, but this CommandLineTool has DockerRequirement" in result.stderr
+    assert not list((tmp_path / "state").glob("runs/*/jobs.jsonl"))

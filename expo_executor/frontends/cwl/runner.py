@@ -170,8 +170,11 @@ def staging_root(args: argparse.Namespace, settings: ExecutorSettings,
 
 
 def containers(args: argparse.Namespace, settings: ExecutorSettings,
-               staged: bool) -> Containers:
-    """The workers' container runtime, and cwltool's options set to use it (or not)."""
+               staged: bool) -> Containers | None:
+    """The workers' container runtime, and cwltool's options set to use it (or not); None
+    after cwltool's own --no-container, whose refusal of a DockerRequirement is cwltool's."""
+    if not args.use_container:
+        return None
     choice = args.expocloud_container_runtime
     if choice == "auto" and settings.engine == EngineName.GCE:
         found = Containers(None, "on GCE the worker image's runtime is not known")
