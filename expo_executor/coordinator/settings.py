@@ -420,6 +420,9 @@ def _validate_gce(settings: ExecutorSettings) -> None:
         raise ExpoError("--expocloud-gce-disk-gb", f"{settings.gce_disk_gb!r} is too small",
                         "give at least 10 (GB)")
     parse_duration(settings.gce_max_run_duration, "--expocloud-gce-max-run-duration")
+    if settings.worker_requirements:  # before any VM: a pin the worker's own software breaks
+        from expo_executor.engines.gce.startup import check_clashes
+        check_clashes(worker_requirements(settings))
     if not settings.on_demand_only and max_on_demand(settings, settings.max_workers) == 0:
         raise ExpoError("--expocloud-max-on-demand", "0 leaves no VM for jobs preempted "
                         f"{settings.spot_attempts} times", "allow at least 1 on-demand VM")

@@ -121,3 +121,30 @@ def test_bad_files_fail_validation_in_one_line(tmp_path: Path, make, problem: st
             validate(settings)
         assert str(caught.value).startswith(f"{SETTING}: ") and problem in str(caught.value)
         assert "fix: " in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_local_engine_says_in_one_line_that_it_installs_nothing() -> None:
+    from expo_executor.coordinator.launch import local_requirements_note
+
+    import importlib.metadata
+
+    snakemake = importlib.metadata.version("snakemake")
+    note = local_requirements_note(parse_requirements(
+        f"snakemake=={snakemake}\nexpocloud_testpkg==0.1.0\nPyYAML==0.0.1\n", "r"))
+    assert "\n" not in note
+    assert note.startswith(f"expocloud: the local engine installs nothing from {SETTING} "
+                           "(3 pins): jobs use this machine's environment; 2 differ here: ")
+    assert "expocloud_testpkg (pinned 0.1.0, here missing)" in note
+    assert f"PyYAML (pinned 0.0.1, here {importlib.metadata.version('pyyaml')})" in note
+    assert "snakemake" not in note.split("differ here")[1]
+    same = local_requirements_note(parse_requirements(f"snakemake=={snakemake}\n", "r"))
+    assert same.endswith("jobs use this machine's environment")
+
+
+def test_on_gce_a_clash_with_the_workers_pins_fails_validation(tmp_path: Path) -> None:
+    (tmp_path / "r.txt").write_text("snakemake==0.0.1\n")
+    gce = ExecutorSettings(engine="gce", worker_requirements=str(tmp_path / "r.txt"),
+                           gce_project="p", gce_zones="us-central1-a", max_workers=2)
+    with pytest.raises(ExpoError, match="snakemake==0.0.1 \\(the workers run snakemake=="):
+        validate(gce)
+    validate(ExecutorSettings(worker_requirements=str(tmp_path / "r.txt")))  # local: noted only
