@@ -162,3 +162,24 @@ def test_a_clash_with_the_workers_own_pins_is_refused_before_any_upload(tmp_path
 def test_worker_software_rejects_bad_requirements(changes: dict, problem: str) -> None:
     with pytest.raises(ExpoError, match=problem):
         software(**changes)
+
+
+def test_a_gce_run_stages_the_setting_and_renders_it_into_the_startup_script(
+        tmp_path: Path) -> None:
+    """The setting's way from the settings to each VM's metadata (launch.build_engine)."""
+    from expo_executor.coordinator.settings import ExecutorSettings
+    from expo_executor.engines.gce.launch import build_engine
+
+    (tmp_path / "r.txt").write_text("expocloud_testpkg==0.1.0\n")
+    settings = ExecutorSettings(engine="gce", gce_project="p", gce_zones="us-central1-a",
+                                max_workers=2, slots_per_worker=1,
+                                gce_endpoint="http://127.0.0.1:9",
+                                worker_requirements=str(tmp_path / "r.txt"))
+    bucket = FakeGcsBucket(tmp_path / "bucket")
+    engine = build_engine(settings, "r1", b"k" * 32, bucket, "gs://bkt/runs/r1", tmp_path)
+    script = engine.config.metadata["startup-script"]
+    assert "readonly REQUIREMENTS=(\n  expocloud_testpkg==0.1.0\n)" in script
+    staged = list((tmp_path / "bucket").rglob("requirements.txt"))
+    assert len(staged) == 1 and staged[0].read_text() == "expocloud_testpkg==0.1.0\n"
+    assert "readonly REQUIREMENTS_HASHED=0" in script
+    assert f"runs%2Fr1%2Fsoftware%2F{staged[0].parent.name}%2Frequirements.txt" in script
