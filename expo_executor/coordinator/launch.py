@@ -8,6 +8,7 @@ settings are provisioned, polled and billed the same way.
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import secrets
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,12 +20,14 @@ from expo_executor.coordinator.settings import (ExecutorSettings, boot_timeout, 
                                                 check_credentials, heartbeat_grace,
                                                 local_max_workers, max_on_demand, needs_credentials,
                                                 poll_interval, pool_machine_types, worker_memory_mb,
-                                                zones)
+                                                worker_requirements, zones)
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.budget import BudgetConfig
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import parse_duration
 from expo_executor.core.records import EngineName
+from expo_executor.core.requirements import SETTING as REQUIREMENTS_SETTING
+from expo_executor.core.requirements import UserPin
 from expo_executor.core.scheduler import Pool, Scheduler
 from expo_executor.cost import machines, preemption, prices
 from expo_executor.cost.machine_choice import candidates, choose, measured_runtimes, workload_of
@@ -59,6 +62,8 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
     if settings.engine == EngineName.GCE:
         bucket, engine = _gce(settings, config, run_key, run_dir, default_storage_prefix, log)
     else:
+        if settings.worker_requirements:
+            log(local_requirements_note(worker_requirements(settings)))
         bucket = LocalBucket(run_dir / "bucket")
         engine = LocalEngine(LocalEngineConfig(
             bucket_root=bucket.root, scratch_root=run_dir / "vms", run_key=run_key,
@@ -68,6 +73,26 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
                               Scheduler(spot_attempts=settings.spot_attempts))
     coordinator.start()
     return coordinator
+
+
+def local_requirements_note(pins: Sequence[UserPin]) -> str:
+    """The one line a local run logs about ``--expocloud-worker-requirements``: local workers
+    are this machine's processes, so nothing is installed; the line names the pins this
+    machine's Python environment does not match, where a GCE run would differ."""
+    differ = []
+    for pin in pins:
+        try:
+            have = importlib.metadata.version(pin.name)
+        except importlib.metadata.PackageNotFoundError:
+            have = "missing"
+        if have != pin.version:
+            differ.append(f"{pin.name} (pinned {pin.version}, here {have})")
+    note = (f"expocloud: the local engine installs nothing from {REQUIREMENTS_SETTING} "
+            f"({len(pins)} pins): jobs use this machine's environment")
+    if differ:
+        note += f"; {len(differ)} differ here: " + ", ".join(differ[:5]) + \
+            (", ..." if len(differ) > 5 else "")
+    return note
 
 
 def _gce(settings: ExecutorSettings, config: CoordinatorConfig, run_key: bytes, run_dir: Path,

@@ -10,6 +10,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from string import Template
 from typing import Optional
 
@@ -19,6 +20,8 @@ from expo_executor.coordinator.loop import CAPACITY_TIMEOUT
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import parse_duration
 from expo_executor.core.records import EngineName
+from expo_executor.core.requirements import SETTING as REQUIREMENTS_SETTING
+from expo_executor.core.requirements import UserPin, parse_requirements
 from expo_executor.cost.machines import machine_memory_mb  # noqa: F401
 
 ON_SKIP_CHOICES = ("error", "placeholder")
@@ -144,6 +147,12 @@ class ExecutorSettings(ExecutorSettingsBase):
         "once per VM and reused by its later jobs)."))
     gce_pip_index_url: Optional[str] = field(default=None, metadata=_opt(
         "GCE: package index the workers install from (default PyPI)."))
+    worker_requirements: Optional[str] = field(default=None, metadata=_opt(
+        "A requirements file of your own Python packages for the jobs: exact pins only "
+        "(name==version, optionally with --hash=sha256:...; list dependencies too, nothing "
+        "is resolved). GCE 'pip' workers install them once per VM into the worker's venv "
+        "(with --require-hashes when hashed); 'image' workers must already have them. The "
+        "local engine installs nothing: jobs use this machine's environment."))
     gce_disk_gb: int = field(default=20, metadata=_opt("GCE: boot disk size in GB.", type=int))
     gce_disk_type: str = field(default="pd-balanced", metadata=_opt("GCE: boot disk type."))
     gce_network: str = field(default="global/networks/default", metadata=_opt(
@@ -179,6 +188,7 @@ def validate(settings: ExecutorSettings) -> None:
     _check_budget(settings)
     _check_names(settings)
     _check_local_cores(settings)
+    worker_requirements(settings)
 
 
 def _positive(name: str, value: float, allow_zero: bool = False) -> None:
@@ -301,6 +311,27 @@ def _check_local_cores(settings: ExecutorSettings) -> None:
                         "lower it or set --expocloud-oversubscribe")
 
 
+def worker_requirements(settings: ExecutorSettings) -> tuple[UserPin, ...]:
+    """The pins of ``--expocloud-worker-requirements`` (empty when unset), read and checked on
+    every engine, so that a profile's mistake shows before a run, wherever it runs. ExpoError
+    when the file cannot be read or a line is not an exact pin."""
+    path = settings.worker_requirements
+    if not path:
+        return ()
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ExpoError(REQUIREMENTS_SETTING, f"{path} does not exist",
+                        "give the path of your requirements file (relative to the directory "
+                        "you run in), or drop the setting") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else \
+            type(exc).__name__
+        raise ExpoError(REQUIREMENTS_SETTING, f"cannot read {path} ({reason})",
+                        "give a readable UTF-8 text file of name==version lines") from None
+    return parse_requirements(text, path)
+
+
 def local_max_workers(settings: ExecutorSettings) -> int:
     """Never more local slots in total than cores, unless the user asks to oversubscribe."""
     cores = os.cpu_count() or 1
@@ -405,6 +436,9 @@ def _validate_gce(settings: ExecutorSettings) -> None:
         raise ExpoError("--expocloud-gce-disk-gb", f"{settings.gce_disk_gb!r} is too small",
                         "give at least 10 (GB)")
     parse_duration(settings.gce_max_run_duration, "--expocloud-gce-max-run-duration")
+    if settings.worker_requirements:  # before any VM: a pin the worker's own software breaks
+        from expo_executor.engines.gce.startup import check_clashes
+        check_clashes(worker_requirements(settings))
     if not settings.on_demand_only and max_on_demand(settings, settings.max_workers) == 0:
         raise ExpoError("--expocloud-max-on-demand", "0 leaves no VM for jobs preempted "
                         f"{settings.spot_attempts} times", "allow at least 1 on-demand VM")

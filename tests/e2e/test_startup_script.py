@@ -9,6 +9,7 @@ staging and the values' checks, in process: tests/unit/test_startup_script.py.)
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -170,6 +171,58 @@ def test_wrong_wheel_checksum_fails_before_installing(tmp_path: Path,
     argv = (logs / "argv").read_text()
     assert "https://storage.example/storage/v1/b/bkt/o/runs%2Fr1%2Fsoftware%2F0123%2F" in argv
     assert "SECRET-TOKEN" not in argv and "SECRET-TOKEN" in (logs / "stdin").read_text()
+
+
+def _rendered(script: str, names: list[str]) -> list[str]:
+    """What bash holds in ``names`` after the script's rendered configuration."""
+    config = script.split("# -- rendered configuration --\n", 1)[1].split("\nreadonly VENV=")[0]
+    probe = config + "\nprintf '%s\\0' " + " ".join(f'"${n}"' for n in names) + \
+        ' "${#REQUIREMENTS[@]}" "${REQUIREMENTS[@]}"\n'
+    out = subprocess.run(["bash", "-c", probe], capture_output=True, check=True).stdout
+    return out.decode().split("\0")[:-1]
+
+
+def test_the_script_renders_the_requirements_and_installs_them_after_the_worker() -> None:
+    hostile = "runs/$(touch PWNED)'x/software/0123/requirements.txt"
+    sw = software(requirements=("expocloud_testpkg==0.1.0", "numpy==1.26.4"),
+                  requirements_object=hostile, requirements_sha256="d" * 64,
+                  requirements_hashed=True)
+    script = startup.render(sw)
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+    names = ["REQUIREMENTS_OBJECT", "REQUIREMENTS_SHA256", "REQUIREMENTS_HASHED"]
+    assert _rendered(script, names) == [startup.quote(hostile, safe=""), "d" * 64, "1", "2",
+                                        "expocloud_testpkg==0.1.0", "numpy==1.26.4"]
+    assert _rendered(startup.render(software()), names) == ["", "", "0", "0"]
+    body = script.split("\nmain() {", 1)[0]
+    # installed after the worker's pins, from the same source, hashed when the file is
+    install = body.split("\ninstall_venv() {", 1)[1]
+    assert install.index('"$wheel"') < install.index('install_requirements "${source[@]}"') \
+        < install.index('check_versions "$VENV/bin/python" || die')
+    assert "hashes=(--require-hashes)" in body and '--no-deps "${hashes[@]}" "$@" -r "$file"' \
+        in body
+    # checked (in the stamp and the versions) so a reboot reinstalls nothing, and so an image
+    # without them is refused
+    assert '"$REQUIREMENTS_SHA256" "${REQUIREMENTS[@]}" | sha256sum' in body
+    assert '"${PINS[@]}" "${REQUIREMENTS[@]}" <<\'PY\'' in body
+
+
+def test_the_stamp_changes_with_the_requirements(tmp_path: Path) -> None:
+    """The stamp decides whether a boot reinstalls: the same software gives the same stamp,
+    other requirements another one."""
+    def stamp(sw: startup.WorkerSoftware) -> str:
+        script = startup.render(sw)
+        config = script.split("# -- rendered configuration --\n", 1)[1].split(
+            "\nreadonly VENV=")[0]
+        body = script.split("\nstamp() {", 1)[1].split("\n}\n", 1)[0]
+        return subprocess.run(["bash", "-c", f"{config}\nstamp() {{{body}\n}}\nstamp"],
+                              capture_output=True, text=True, check=True).stdout
+
+    base = dict(requirements=("a==1",), requirements_object="o/requirements.txt",
+                requirements_sha256="e" * 64)
+    assert stamp(software(**base)) == stamp(software(**base))
+    assert stamp(software(**base)) != stamp(software(**{**base, "requirements": ("a==2",)}))
+    assert stamp(software(**base)) != stamp(software(**{**base, "requirements_sha256": "f" * 64}))
+    assert stamp(software(**base)) != stamp(software())
 
 
 # -- the real thing in a clean Debian root -----------------------------------------------------
@@ -410,3 +463,156 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
         if metadata is not None:
             metadata.stop()
         emulator.stop()
+
+
+# -- the user's own packages (--expocloud-worker-requirements) ---------------------------------
+
+TESTPKG = {"expocloud_testpkg/__init__.py": (
+    '"""A package no index has: only the worker requirements can put it on a VM."""\n'
+    "def greet(who):\n    return f'expocloud_testpkg greets {who}'\n")}
+
+
+def _requirements_software(bucket, tmp_path: Path, endpoint: str, text: str):  # type: ignore[no-untyped-def]
+    """Stage the worker software with the requirements file ``text`` read as the setting
+    reads it (settings.worker_requirements), from the Debian root's wheelhouse."""
+    from expo_executor.coordinator.settings import ExecutorSettings, worker_requirements
+
+    path = tmp_path / "requirements.txt"
+    path.write_text(text)
+    pins = worker_requirements(ExecutorSettings(worker_requirements=str(path)))
+    return startup.stage(bucket, tmp_path / "software", find_links="/srv/wheelhouse",
+                         storage_host=endpoint, requirements=pins)
+
+
+def _boot_and_fail(vm: Vm, script: str) -> str:
+    """Boot ``script``, which must fail before any worker starts; the VM halts anyway."""
+    halted = vm.file("/var/lib/expocloud-halted")
+    halted.unlink(missing_ok=True)
+    vm.boot(script)
+    assert vm.wait(180) == 1, vm.tail()
+    assert halted.exists()
+    return vm.file(startup.LOG).read_text()
+
+
+@pytest.mark.slow
+def test_worker_requirements_are_installed_once_and_imported_by_a_job(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job imports a package that only --expocloud-worker-requirements provides: a wheel made
+    here, found by the VM's pip in the local wheelhouse (no index), pinned with its sha256 and
+    installed with --require-hashes by the real startup script in the clean Debian root. A
+    reboot does not reinstall; image mode checks the pin; a wrong hash and a tampered
+    requirements file stop the VM before any worker starts."""
+    import importlib.util
+    from expo_executor.emulator.gcs import EmulatorProcess, fresh_bucket
+    from expo_executor.emulator.metadata import FakeMetadata
+    from expo_executor.protocol.bucket import open_bucket
+    from expo_executor.protocol.keys import inbox_key, result_key, status_key
+    from tests.worker_software import make_wheel
+
+    root = _debian_root()
+    assert importlib.util.find_spec("expocloud_testpkg") is None  # not on this host either
+    assert not list((root / "srv/wheelhouse").glob("expocloud_testpkg*"))
+    emulator = EmulatorProcess()
+    metadata = vm = None
+    passed = False
+    try:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.endpoint)
+        url = f"gs://{fresh_bucket(emulator.endpoint)}/runs/r1"
+        bucket = open_bucket(url)
+        wheel = make_wheel(tmp_path / "wheels", "expocloud-testpkg", "0.1.0", TESTPKG)
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        staged = _requirements_software(
+            bucket, tmp_path, emulator.endpoint,
+            f"# pip-compile --generate-hashes style\nexpocloud_testpkg==0.1.0 \\\n"
+            f"    --hash=sha256:{digest}\n    # via the test\n")
+        assert staged.requirements == ("expocloud_testpkg==0.1.0",)
+        assert staged.requirements_hashed and staged.requirements_object
+        stored = bucket.read(staged.requirements_object[len("runs/r1/"):])
+        assert stored.data.decode() == f"expocloud_testpkg==0.1.0 --hash=sha256:{digest}\n"
+        assert hashlib.sha256(stored.data).hexdigest() == staged.requirements_sha256
+        run_key = os.urandom(32)
+        name = "expo-r1-w1"
+        metadata = FakeMetadata(project="p", zone="europe-west1-b", name=name, attributes={
+            "expocloud-worker": json.dumps({
+                "v": 1, "bucket": url, "slots": 1, "poll": 0.2, "grace": 120,
+                "heartbeat": 10, "storage_emulator_host": emulator.endpoint,
+                "compute_endpoint": None, "self_delete": False}),
+            "expocloud-run-key": run_key.hex(),
+            "expocloud-halt": "touch /var/lib/expocloud-halted",
+        }).start()
+        vm = Vm(root, tmp_path / "vm", metadata.host)
+        # The local package source: the wheel joins the VM's wheelhouse (--find-links).
+        (vm.upper / "srv/wheelhouse").mkdir(parents=True)
+        shutil.copy2(wheel, vm.upper / "srv/wheelhouse")
+
+        vm.boot(startup.render(staged))
+        wait_for("worker status", lambda: bucket.read(status_key(name)), vm, timeout=420)
+        job = {"argv": ["/bin/sh", "-c", "python -c 'import expocloud_testpkg as t; "
+                        "print(t.greet(\"the job\"))' > ../out.txt"],
+               "cwd": None, "env": {}, "deadline_s": 120, "cpus": 1}
+        bucket.write(inbox_key(name), messages.encode(
+            "inbox", {"seq": 1, "jobs": {"j1": job}, "cancel": []}, run_key))
+        blob = wait_for("job result", lambda: bucket.read(result_key("j1", name)), vm,
+                        timeout=120)
+        assert messages.decode("result", blob.data)["outcome"] == "solved"
+        assert vm.file(startup.SCRATCH + "/work/out.txt").read_text() == \
+            "expocloud_testpkg greets the job\n"
+        vm.stop_worker()
+        assert vm.wait(60) == 0, vm.tail()
+        log = vm.file(startup.LOG).read_text()
+        assert "1 worker requirements" in log
+        assert "installing 1 pinned distributions of yours" in log
+        assert "--require-hashes" in vm.file("/root/startup-script").read_text()
+
+        # A reboot of the same VM: the stamp covers the requirements, nothing is reinstalled.
+        before = bucket.read(status_key(name)).generation
+        vm.boot(startup.render(staged))
+        wait_for_new_status(bucket, status_key(name), before, vm)
+        vm.stop_worker()
+        assert vm.wait(120) == 0, vm.tail()
+        log = vm.file(startup.LOG).read_text()
+        assert log.count("installing 1 pinned distributions of yours") == 1
+        assert log.count("pinned software already installed") == 1
+
+        # Image mode: the disk's venv has the pin, so the worker starts...
+        image = startup.stage(bucket, tmp_path / "software", mode="image",
+                              requirements=startup_pins("expocloud_testpkg==0.1.0"))
+        before = bucket.read(status_key(name)).generation
+        vm.boot(startup.render(image))
+        wait_for_new_status(bucket, status_key(name), before, vm)
+        vm.stop_worker()
+        assert vm.wait(120) == 0, vm.tail()
+        assert "image software matches the host" in vm.file(startup.LOG).read_text()
+        # ...and refuses an image without the pinned version.
+        other = startup.stage(bucket, tmp_path / "software", mode="image",
+                              requirements=startup_pins("expocloud_testpkg==0.2.0"))
+        log = _boot_and_fail(vm, startup.render(other))
+        assert "expocloud_testpkg: want 0.2.0, have 0.1.0" in log
+
+        # A hash that is not the wheel's: pip refuses it and the VM halts without a worker.
+        wrong = _requirements_software(bucket, tmp_path, emulator.endpoint,
+                                       f"expocloud_testpkg==0.1.0 --hash=sha256:{'0' * 64}\n")
+        log = _boot_and_fail(vm, startup.render(wrong))
+        assert "DO NOT MATCH THE HASHES" in log
+        assert "could not install your worker requirements" in log
+        # A requirements file that is not the one staged: refused before pip reads it.
+        tampered = startup.WorkerSoftware(**{**staged.__dict__, "requirements_sha256": "b" * 64})
+        log = _boot_and_fail(vm, startup.render(tampered))
+        assert "requirements file checksum mismatch: want " + "b" * 64 in log
+        assert log.count("starting expocloud-worker") == 3
+        passed = True
+    finally:
+        if vm is not None:
+            vm.kill()
+            if passed:
+                shutil.rmtree(tmp_path / "vm", ignore_errors=True)
+        if metadata is not None:
+            metadata.stop()
+        emulator.stop()
+
+
+def startup_pins(text: str):  # type: ignore[no-untyped-def]
+    """The pins of a requirements ``text``, as the setting parses them."""
+    from expo_executor.core.requirements import parse_requirements
+
+    return parse_requirements(text, "requirements.txt")

@@ -1,5 +1,6 @@
-"""The worker VM's software, in process: exact pins covering the GCE stack, the wheel staged
-under the bucket prefix, and the checks on WorkerSoftware's values. (The wheel built and
+"""The worker VM's software, in process: exact pins covering the GCE stack, the wheel and the
+user's requirements file staged under the bucket prefix, and the checks on WorkerSoftware's
+values. (The wheel built and
 installed, the startup script run, and a clean Debian root booted as a VM:
 tests/e2e/test_startup_script.py.)
 """
@@ -95,3 +96,90 @@ def test_stage_needs_gcs_except_in_image_mode(tmp_path: Path) -> None:
 def test_worker_software_rejects_bad_values(changes: dict, problem: str) -> None:
     with pytest.raises(ExpoError, match=problem):
         software(**changes)
+
+
+# -- the user's own packages (--expocloud-worker-requirements) ---------------------------------
+
+
+def _pins(text: str) -> tuple:
+    from expo_executor.core.requirements import parse_requirements
+
+    return parse_requirements(text, "requirements.txt")
+
+
+def test_stage_uploads_the_requirements_file_next_to_the_wheel(tmp_path: Path) -> None:
+    bucket = FakeGcsBucket(tmp_path / "bucket")
+    digest = "c" * 64
+    staged = startup.stage(bucket, tmp_path / "software", find_links="/srv/wheelhouse",
+                           requirements=_pins(f"# mine\nexpocloud_testpkg == 0.1.0 \\\n"
+                                              f"  --hash=sha256:{digest}\n"))
+    text = f"expocloud_testpkg==0.1.0 --hash=sha256:{digest}\n".encode()
+    sha = hashlib.sha256(text).hexdigest()
+    assert staged.requirements == ("expocloud_testpkg==0.1.0",)
+    assert staged.requirements_hashed
+    assert staged.requirements_sha256 == sha
+    assert staged.requirements_object == f"runs/r1/software/{sha[:16]}/requirements.txt"
+    assert bucket.read(staged.requirements_object[len(bucket.prefix):]).data == text
+    plain = startup.stage(bucket, tmp_path / "software", requirements=_pins("a==1\n"))
+    assert not plain.requirements_hashed and plain.requirements == ("a==1",)
+    none = startup.stage(bucket, tmp_path / "software")
+    assert none.requirements == () and none.requirements_object is None
+
+
+def test_image_mode_checks_the_requirements_and_stages_nothing(tmp_path: Path) -> None:
+    image = startup.stage(LocalBucket(tmp_path / "b"), tmp_path / "software", mode="image",
+                          requirements=_pins("expocloud_testpkg==0.1.0\n"))
+    assert image.requirements == ("expocloud_testpkg==0.1.0",)
+    assert image.requirements_object is None
+    assert not (tmp_path / "b" / "software").exists()
+    assert "  expocloud_testpkg==0.1.0\n" in startup.render(image)
+
+
+def test_a_clash_with_the_workers_own_pins_is_refused_before_any_upload(tmp_path: Path) -> None:
+    bucket = FakeGcsBucket(tmp_path / "bucket")
+    snakemake = importlib.metadata.version("snakemake")
+    same = startup.stage(bucket, tmp_path / "software",
+                         requirements=_pins(f"snakemake=={snakemake}\n"))
+    assert same.requirements == (f"snakemake=={snakemake}",)  # the same version is fine
+    bucket = FakeGcsBucket(tmp_path / "other")
+    for line, problem in (("snakemake==0.0.1\n", f"the workers run snakemake=={snakemake}"),
+                          ("snakemake-executor-plugin-expocloud==0.1\n", "their own copy")):
+        with pytest.raises(ExpoError) as caught:
+            startup.stage(bucket, tmp_path / "software", requirements=_pins(line))
+        assert caught.value.setting == "--expocloud-worker-requirements"
+        assert problem in caught.value.problem and "pin the version" in caught.value.fix
+        assert not list((tmp_path / "other").rglob("*"))  # nothing staged
+
+
+@pytest.mark.parametrize("changes, problem", [
+    ({"requirements": ("numpy>=1",)}, "exact name==version"),
+    ({"requirements": ("numpy==1",)}, "exactly when there are requirements"),
+    ({"requirements_object": "runs/r1/software/x/requirements.txt",
+      "requirements_sha256": "a" * 64}, "exactly when there are requirements"),
+    ({"requirements": ("numpy==1",), "requirements_object": "o", "requirements_sha256": "x"},
+     "64 hex"),
+])
+def test_worker_software_rejects_bad_requirements(changes: dict, problem: str) -> None:
+    with pytest.raises(ExpoError, match=problem):
+        software(**changes)
+
+
+def test_a_gce_run_stages_the_setting_and_renders_it_into_the_startup_script(
+        tmp_path: Path) -> None:
+    """The setting's way from the settings to each VM's metadata (launch.build_engine)."""
+    from expo_executor.coordinator.settings import ExecutorSettings
+    from expo_executor.engines.gce.launch import build_engine
+
+    (tmp_path / "r.txt").write_text("expocloud_testpkg==0.1.0\n")
+    settings = ExecutorSettings(engine="gce", gce_project="p", gce_zones="us-central1-a",
+                                max_workers=2, slots_per_worker=1,
+                                gce_endpoint="http://127.0.0.1:9",
+                                worker_requirements=str(tmp_path / "r.txt"))
+    bucket = FakeGcsBucket(tmp_path / "bucket")
+    engine = build_engine(settings, "r1", b"k" * 32, bucket, "gs://bkt/runs/r1", tmp_path)
+    script = engine.config.metadata["startup-script"]
+    assert "readonly REQUIREMENTS=(\n  expocloud_testpkg==0.1.0\n)" in script
+    staged = list((tmp_path / "bucket").rglob("requirements.txt"))
+    assert len(staged) == 1 and staged[0].read_text() == "expocloud_testpkg==0.1.0\n"
+    assert "readonly REQUIREMENTS_HASHED=0" in script
+    assert f"runs%2Fr1%2Fsoftware%2F{staged[0].parent.name}%2Frequirements.txt" in script

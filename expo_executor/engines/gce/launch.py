@@ -12,7 +12,8 @@ from pathlib import Path
 
 from expo_executor.coordinator.settings import (ExecutorSettings, check_bucket_url, heartbeat_grace,
                                                 labels, poll_interval, pool_machine_types,
-                                                slow_poll_interval, zones)
+                                                slow_poll_interval, worker_requirements,
+                                                zones)
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import parse_duration
 from expo_executor.core.scheduler import Pool
@@ -64,7 +65,8 @@ def build_engine(settings: ExecutorSettings, run_id: str, run_key: bytes, bucket
                  bucket_url: str, work_dir: Path) -> GceEngine:
     """Stage the worker software if needed, and configure the engine for this run."""
     software = stage(bucket, work_dir / "software", mode=settings.gce_worker_software,
-                     index_url=settings.gce_pip_index_url)
+                     index_url=settings.gce_pip_index_url,
+                     requirements=worker_requirements(settings))
     metadata = {
         "startup-script": render(software),
         WORKER_ATTRIBUTE: json.dumps(worker_boot(settings, bucket_url)),

@@ -6,14 +6,17 @@ versions. So the host computes the transitive closure of this distribution's req
 not on PyPI) as a wheel in the run's bucket, and renders a startup script that installs exactly
 that closure with ``pip install --no-deps`` into a venv: no resolver runs on the VM, so nothing
 can drift. In "image" mode the user's image already holds the venv and the script only checks
-the versions.
+the versions. The user's own packages (``--expocloud-worker-requirements``, exact pins parsed
+by ``core.requirements``) follow the same rules: their requirements file is staged next to the
+wheel, checked by sha256 on the VM and installed with ``--no-deps`` (``--require-hashes`` when
+hashed) into the same venv; image mode checks their versions.
 
 The script (metadata key ``startup-script``) re-runs on every boot. It installs once (a stamp
-in the venv records what was installed), starts ``expocloud-worker --from-metadata`` as the
-unprivileged user ``expocloud``, and halts the VM with the metadata attribute
-``expocloud-halt`` (default ``poweroff``) when the worker exits or the setup fails, so that a
-broken VM does not keep billing. It holds no secret: the worker reads the run key from
-metadata itself.
+in the venv records what was installed, the user's packages included, so a reboot of the same
+VM reinstalls nothing), starts ``expocloud-worker --from-metadata`` as the unprivileged user
+``expocloud``, and halts the VM with the metadata attribute ``expocloud-halt`` (default
+``poweroff``) when the worker exits or the setup fails, so that a broken VM does not keep
+billing. It holds no secret: the worker reads the run key from metadata itself.
 """
 
 from __future__ import annotations
@@ -28,11 +31,14 @@ import re
 import shlex
 import sys
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
 from expo_executor.core.errors import ExpoError
+from expo_executor.core.requirements import SETTING as REQUIREMENTS_SETTING
+from expo_executor.core.requirements import UserPin, requirements_text, worker_clashes
 from expo_executor.protocol.bucket import Bucket, PreconditionFailed
 
 DIST = "snakemake-executor-plugin-expocloud"
@@ -259,7 +265,13 @@ class WorkerSoftware:
 
     ``wheel_bucket``/``wheel_object`` name the staged wheel in GCS (the full object name,
     including the run's prefix); image mode has no wheel. ``find_links`` (a directory or URL
-    of wheels, used with ``--no-index``) and ``index_url`` are alternatives to PyPI.
+    of wheels, used with ``--no-index``) and ``index_url`` are alternatives to PyPI; the
+    user's packages come from the same source.
+
+    ``requirements`` are the user's own ``name==version`` pins
+    (``--expocloud-worker-requirements``). In pip mode their requirements file (with any
+    hashes) is staged next to the wheel as ``requirements_object`` in the same bucket, and the
+    VM checks it against ``requirements_sha256``; image mode only checks their versions.
     """
 
     mode: str
@@ -272,9 +284,15 @@ class WorkerSoftware:
     python_version: str = f"{sys.version_info[0]}.{sys.version_info[1]}"
     wheel_bucket: str | None = None
     package_version: str = ""
+    requirements: tuple[str, ...] = ()
+    requirements_object: str | None = None
+    requirements_sha256: str | None = None
+    requirements_hashed: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pins", tuple(self.pins))
+        object.__setattr__(self, "requirements", tuple(self.requirements))
+        self._check_requirements()
         if self.mode not in MODES:
             raise ExpoError("worker software", f"unknown mode {self.mode!r}",
                             f"use one of {', '.join(MODES)}")
@@ -299,44 +317,90 @@ class WorkerSoftware:
                 raise ExpoError("worker software", "wheel_sha256 must be 64 hex digits",
                                 "use stage()")
 
+    def _check_requirements(self) -> None:
+        bad = [pin for pin in self.requirements if not _PIN.match(pin)]
+        if bad:
+            raise ExpoError("worker software", f"requirements must be exact name==version, "
+                            f"not {bad}", "parse them with core.requirements")
+        staged = self.requirements_object is not None
+        if self.mode == "pip" and bool(self.requirements) != staged:
+            raise ExpoError("worker software", "pip mode stages the requirements file exactly "
+                            "when there are requirements", "use stage()")
+        if staged and not re.fullmatch(r"[0-9a-f]{64}", self.requirements_sha256 or ""):
+            raise ExpoError("worker software", "requirements_sha256 must be 64 hex digits",
+                            "use stage()")
+
     @property
     def wheel_file(self) -> str:
         return (self.wheel_object or "").rsplit("/", 1)[-1]
 
 
+def _stage_object(bucket: Bucket, name: str, data: bytes) -> tuple[str, str]:
+    """Upload ``data`` to ``software/<sha256[:16]>/<name>`` (content-addressed: a re-run finds
+    it there); returns the full object name and the sha256."""
+    digest = hashlib.sha256(data).hexdigest()
+    key = f"{SOFTWARE_PREFIX}/{digest[:16]}/{name}"
+    try:
+        bucket.write(key, data, if_generation_match=0)
+    except PreconditionFailed:
+        pass  # already staged by an earlier attempt; the VM checks sha256
+    return getattr(bucket, "prefix", "") + key, digest
+
+
+def check_clashes(requirements: Sequence[UserPin], pins: Sequence[str] | None = None) -> None:
+    """Refuse a user's pin of a distribution the workers run at another version (``pins``,
+    default this host's): pip would break the worker's own software, or the image check fail.
+    Called by the settings' checks, before any VM, and again before anything is staged."""
+    if not requirements:
+        return
+    clashes = worker_clashes(requirements, host_pins() if pins is None else pins, DIST)
+    if clashes:
+        raise ExpoError(REQUIREMENTS_SETTING, "it pins what the workers' own software pins "
+                        "differently: " + "; ".join(clashes),
+                        "pin the version the workers run, or drop the line")
+
+
+def _requirements_fields(bucket: Bucket | None, requirements: Sequence[UserPin]) -> dict:
+    """The WorkerSoftware fields of the user's pins, their file staged to ``bucket`` (None:
+    image mode, nothing to stage)."""
+    fields: dict = {"requirements": tuple(p.pin for p in requirements),
+                    "requirements_hashed": any(p.hashes for p in requirements)}
+    if requirements and bucket is not None:
+        fields["requirements_object"], fields["requirements_sha256"] = _stage_object(
+            bucket, "requirements.txt", requirements_text(requirements).encode())
+    return fields
+
+
 def stage(bucket: Bucket, software_dir: Path, *, mode: str = "pip", extra: str | None = "gce",
           index_url: str | None = None, find_links: str | None = None,
-          storage_host: str | None = None) -> WorkerSoftware:
+          storage_host: str | None = None,
+          requirements: Sequence[UserPin] = ()) -> WorkerSoftware:
     """Pin the host's software and, in pip mode, build the wheel in ``software_dir`` and upload
-    it to ``software/<sha256[:16]>/<wheel>`` in the run's bucket (content-addressed: a re-run
-    finds it there). ``storage_host`` defaults to ``STORAGE_EMULATOR_HOST`` when that is set
-    (the coordinator then talks to an emulator, so must the VMs), else to GCS.
+    it, and the user's ``requirements`` file, to ``software/<sha256[:16]>/`` in the run's
+    bucket. ``storage_host`` defaults to ``STORAGE_EMULATOR_HOST`` when that is set (the
+    coordinator then talks to an emulator, so must the VMs), else to GCS.
     """
     if mode not in MODES:
         raise ExpoError("worker software", f"unknown mode {mode!r}",
                         f"use one of {', '.join(MODES)}")
     pins = tuple(host_pins(extra))
+    check_clashes(requirements, pins)
     version = _own_distribution().version
     host = storage_host or os.environ.get("STORAGE_EMULATOR_HOST") or DEFAULT_STORAGE_HOST
     common = {"index_url": index_url, "find_links": find_links,
               "storage_host": host.rstrip("/"), "package_version": version}
     if mode == "image":
         return WorkerSoftware(mode="image", pins=pins, wheel_object=None, wheel_sha256=None,
-                              **common)
+                              **common, **_requirements_fields(None, requirements))
     bucket_name = getattr(bucket, "bucket_name", None)
     if not bucket_name:
         raise ExpoError("worker software", "VMs download the wheel from GCS, but the run's bucket "
                         f"is {type(bucket).__name__}", "use a gs:// bucket for VM engines")
     wheel = build_wheel(Path(software_dir))
-    data = wheel.read_bytes()
-    digest = hashlib.sha256(data).hexdigest()
-    key = f"{SOFTWARE_PREFIX}/{digest[:16]}/{wheel.name}"
-    try:
-        bucket.write(key, data, if_generation_match=0)
-    except PreconditionFailed:
-        pass  # content-addressed: already staged by an earlier attempt; the VM checks sha256
-    return WorkerSoftware(mode="pip", pins=pins, wheel_object=getattr(bucket, "prefix", "") + key,
-                          wheel_sha256=digest, wheel_bucket=bucket_name, **common)
+    wheel_object, digest = _stage_object(bucket, wheel.name, wheel.read_bytes())
+    return WorkerSoftware(mode="pip", pins=pins, wheel_object=wheel_object, wheel_sha256=digest,
+                          wheel_bucket=bucket_name, **common,
+                          **_requirements_fields(bucket, requirements))
 
 
 # -- the script --------------------------------------------------------------------------------
@@ -401,12 +465,17 @@ python_minor() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])'; }
 
 # The wanted installation, as one line: it is stored in the venv once the install completed.
 stamp() {
-  printf '%s\n' "$PYTHON_VERSION" "$WHEEL_SHA256" "${PINS[@]}" | sha256sum | cut -d' ' -f1
+  printf '%s\n' "$PYTHON_VERSION" "$WHEEL_SHA256" "${PINS[@]}" \
+    "$REQUIREMENTS_SHA256" "${REQUIREMENTS[@]}" | sha256sum | cut -d' ' -f1
 }
 
-check_versions() {  # check_versions PYTHON: every pin and this package at the pinned version
-  "$1" - "$PACKAGE==$PACKAGE_VERSION" "${PINS[@]}" <<'PY'
+check_versions() {  # check_versions PYTHON: every pin, yours and this package at the pinned version
+  "$1" - "$PACKAGE==$PACKAGE_VERSION" "${PINS[@]}" "${REQUIREMENTS[@]}" <<'PY'
 import importlib.metadata, sys
+try:  # 1.0 and 1.0.0 are one version (PEP 440); the worker's pins hold packaging
+    from packaging.version import Version as same
+except ImportError:
+    same = str
 bad = []
 for pin in sys.argv[1:]:
     name, _, want = pin.partition("==")
@@ -414,7 +483,11 @@ for pin in sys.argv[1:]:
         have = importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         have = "missing"
-    if have != want:
+    try:
+        equal = same(have) == same(want)
+    except ValueError:
+        equal = have == want
+    if not equal:
         bad.append(f"{name}: want {want}, have {have}")
 if bad:
     print("version mismatch: " + "; ".join(bad), file=sys.stderr)
@@ -432,24 +505,43 @@ ensure_python() {
   python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv
 }
 
-fetch_wheel() {  # fetch_wheel DEST: the staged wheel from GCS, checked against its sha256
+fetch_staged() {  # fetch_staged DEST OBJECT SHA256 WHAT: a staged file from GCS, checked
   local token url
   token=$(metadata instance/service-accounts/default/token |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])') ||
     die "no access token from the metadata server"
-  url="$STORAGE_HOST/storage/v1/b/$WHEEL_BUCKET/o/$WHEEL_OBJECT?alt=media"
+  url="$STORAGE_HOST/storage/v1/b/$WHEEL_BUCKET/o/$2?alt=media"
   log "downloading $url"
   # The token goes through stdin, not argv, so other processes cannot read it.
   printf 'Authorization: Bearer %s\n' "$token" |
     curl -fsS --retry 10 --retry-connrefused --retry-delay 2 --connect-timeout 10 \
-      -H @- -o "$1.part" "$url" || die "could not download the wheel from $url"
+      -H @- -o "$1.part" "$url" || die "could not download the $4 from $url"
   local have
   have=$(sha256sum "$1.part" | cut -d' ' -f1)
-  if [ "$have" != "$WHEEL_SHA256" ]; then
+  if [ "$have" != "$3" ]; then
     rm -f "$1.part"
-    die "wheel checksum mismatch: want $WHEEL_SHA256, got $have"
+    die "$4 checksum mismatch: want $3, got $have"
   fi
   mv "$1.part" "$1"
+}
+
+fetched() {  # fetched DEST OBJECT SHA256 WHAT: DEST holds the staged file (downloaded if not)
+  if ! [ -f "$1" ] || [ "$(sha256sum "$1" | cut -d' ' -f1)" != "$3" ]; then
+    fetch_staged "$@"
+  fi
+}
+
+# Your packages (--expocloud-worker-requirements): after the worker's, with --no-deps from
+# exact pins too, from the same source; --require-hashes when the file gives hashes.
+install_requirements() {  # install_requirements SOURCE-ARGS...
+  [ -n "$REQUIREMENTS_OBJECT" ] || return 0
+  local file="$DOWNLOADS/requirements-${REQUIREMENTS_SHA256:0:16}.txt"
+  fetched "$file" "$REQUIREMENTS_OBJECT" "$REQUIREMENTS_SHA256" "requirements file"
+  local -a hashes=()
+  [ "$REQUIREMENTS_HASHED" = 1 ] && hashes=(--require-hashes)
+  log "installing ${#REQUIREMENTS[@]} pinned distributions of yours (worker requirements)"
+  "$VENV/bin/python" -m pip install --no-cache-dir --no-deps "${hashes[@]}" "$@" -r "$file" ||
+    die "could not install your worker requirements (above)"
 }
 
 install_venv() {
@@ -460,9 +552,7 @@ install_venv() {
   fi
   mkdir -p "$DOWNLOADS"
   local wheel="$DOWNLOADS/$WHEEL_FILE"
-  if ! [ -f "$wheel" ] || [ "$(sha256sum "$wheel" | cut -d' ' -f1)" != "$WHEEL_SHA256" ]; then
-    fetch_wheel "$wheel"
-  fi
+  fetched "$wheel" "$WHEEL_OBJECT" "$WHEEL_SHA256" wheel
   log "installing ${#PINS[@]} pinned distributions and $WHEEL_FILE into $VENV"
   rm -rf "$VENV"
   mkdir -p "$(dirname "$VENV")"
@@ -477,6 +567,7 @@ install_venv() {
   # (connection-pool) is built by pip in an isolated, throw-away build environment.
   "$VENV/bin/python" -m pip install --no-cache-dir --no-deps "${source[@]}" "${PINS[@]}" \
     "$wheel"
+  install_requirements "${source[@]}"
   check_versions "$VENV/bin/python" || die "the venv does not hold the pinned versions"
   "$VENV/bin/python" -m pip check || log "warning: pip check reports inconsistencies (above)"
   stamp >"$VENV/.expocloud-stamp"
@@ -523,7 +614,8 @@ main() {
   # A second copy (someone re-running the script by hand) must not halt the VM under us.
   flock -n 9 || { HALT_ON_EXIT=0; die "another expocloud startup script is running"; }
   HALT=$(attribute expocloud-halt poweroff)
-  log "mode $MODE, Python $PYTHON_VERSION, $PACKAGE $PACKAGE_VERSION, ${#PINS[@]} pins"
+  log "mode $MODE, Python $PYTHON_VERSION, $PACKAGE $PACKAGE_VERSION, ${#PINS[@]} pins," \
+    "${#REQUIREMENTS[@]} worker requirements"
   case "$MODE" in
     pip) ensure_python; install_venv ;;
     image) check_image ;;
@@ -554,6 +646,11 @@ def render(software: WorkerSoftware) -> str:
         f"readonly WHEEL_SHA256={_q(software.wheel_sha256)}",
         f"readonly INDEX_URL={_q(software.index_url)} FIND_LINKS={_q(software.find_links)}",
         f"readonly STORAGE_HOST={_q(software.storage_host.rstrip('/'))}",
+        "readonly REQUIREMENTS=(\n" + "".join(f"  {_q(pin)}\n" for pin in software.requirements)
+        + ")",
+        f"readonly REQUIREMENTS_OBJECT={_q(quote(software.requirements_object or '', safe=''))}",
+        f"readonly REQUIREMENTS_SHA256={_q(software.requirements_sha256)}",
+        f"readonly REQUIREMENTS_HASHED={int(software.requirements_hashed)}",
     ])
     body = _BODY
     paths = {"VENV": VENV, "SCRATCH": SCRATCH, "HOME_DIR": HOME_DIR, "LOG": LOG, "LOCK": LOCK}
