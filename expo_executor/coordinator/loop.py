@@ -321,7 +321,7 @@ class Coordinator:
             vm = self.vms[assignment.worker_id]
             vm.jobs[assignment.key] = InboxJob(request.argv, request.cwd, request.env,
                                                request.deadline_s, request.task.cpus,
-                                               request.stage, request.logs)
+                                               request.stage, tuple(request.logs))
             vm.inbox_dirty = True
 
     def _scale(self, now: float) -> None:

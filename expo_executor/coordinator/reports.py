@@ -74,7 +74,7 @@ class Reporter:
         logs its worker saved are in the run directory first."""
         request = self.requests[report.key]
         if self.logs is not None and result is not None and result.key == report.key:
-            logs_dir = self.logs.fetch(result, request.meta)
+            logs_dir = self.logs.fetch(result, request.meta, request.logs)
             if logs_dir is not None:
                 report = dataclasses.replace(report, logs_dir=logs_dir)
         pool = self.vms.pool_of.get(report.worker) if report.worker else None

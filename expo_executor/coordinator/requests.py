@@ -25,9 +25,9 @@ class JobRequest:
     family: FamilyRef | None = None
     meta: JobMeta = field(default_factory=lambda: JobMeta(""))  # for the run record
     stage: dict | None = None  # a staged command: files and streams (worker/staged_job.py)
-    # the job's own log files (a Snakemake rule's log:), relative to its working directory:
-    # saved with its output, should it fail or time out
-    logs: tuple[str, ...] = ()
+    # the job's own log files (a Snakemake rule's log:), saved with its output should it fail
+    # or time out: {the path it writes, from its working directory: the name users know it by}
+    logs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

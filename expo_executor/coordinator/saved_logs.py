@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path, PurePosixPath
-from typing import Callable
+from typing import Callable, Mapping
 
 from expo_executor.coordinator.run_files import RunFiles
 from expo_executor.core.records import JobMeta
@@ -63,9 +63,12 @@ class LogFetcher:
         self.files = files
         self.log = log
 
-    def fetch(self, result: WorkerResult, meta: JobMeta) -> Path | None:
-        """The job's logs directory, with every saved log the bucket still holds intact;
-        None when it saved none. A log that cannot be had is said in one line and left out."""
+    def fetch(self, result: WorkerResult, meta: JobMeta,
+              names: Mapping[str, str] | None = None) -> Path | None:
+        """The job's logs directory, with every saved log the bucket still holds intact (a log
+        file under the name ``names`` gives its path, e.g. ``logs/a.log`` for the copy a
+        storage plugin keeps under ``.snakemake/storage/...``); None when it saved none. A log
+        that cannot be had is said in one line and left out."""
         if not result.logs:
             return None
         directory = self.files.new_logs_dir(logs_dir_name(meta, result.key), _safe(result.key))
@@ -74,7 +77,7 @@ class LogFetcher:
             data = self._read(result.key, saved)
             if data is None:
                 continue
-            name = local_name(saved.path)
+            name = local_name((names or {}).get(saved.path or "", saved.path))
             while name in taken:  # two paths that read alike once made safe
                 name += ".again"
             taken.add(name)

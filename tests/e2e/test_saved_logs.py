@@ -6,6 +6,7 @@ engine runs), and a real worker with a sealed secret."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -17,7 +18,9 @@ from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol.keys import LOGS_PREFIX, inbox_key, result_key
 from expo_executor.worker.agent import Worker
-from tests.helpers import EXPOCLOUD, run_dirs, run_snakemake, wait_until
+from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
+from tests.gcs_emulator import gcs_emulator  # noqa: F401
+from tests.helpers import EXPOCLOUD, SNAKEMAKE, run_dirs, run_snakemake, wait_until
 
 KEY = b"s" * 32
 
@@ -124,3 +127,47 @@ def test_a_sealed_jobs_saved_log_has_its_secrets_blanked(
     assert b"token is ********" in data and b"arg is ********" in data
     assert b"hunter2" not in data and b"s3cr3t-arg" not in data
     assert agent.secrets == {}
+
+
+FAILING = """
+rule all:
+    input: expand("out/{x}.txt", x=["a", "b"])
+
+rule work:
+    output: "out/{x}.txt"
+    log: "logs/{x}.log"
+    shell:
+        '''
+        echo "working on {wildcards.x}" > {log}
+        for i in $(seq 1 60); do echo "stdout line $i of {wildcards.x}"; done
+        if [ {wildcards.x} = b ]; then echo "boom in {wildcards.x}" >> {log}; exit 3; fi
+        echo done > {output}
+        '''
+"""
+
+
+def test_on_emulated_gce_the_logs_outlive_the_vm(tmp_path: Path, fake_compute,  # noqa: F811
+                                                 gcs_emulator) -> None:  # noqa: F811
+    """The job ran on a (fake) VM with no shared file system: its log: file lived in the job's
+    directory on that VM's disk. After the run every VM is deleted and their disks are wiped,
+    and the logs are still there to read."""
+    workdir = tmp_path / "wf"
+    workdir.mkdir()
+    (workdir / "Snakefile").write_text(FAILING)
+    args = emulated_args(fake_compute, gcs_emulator, None, "--keep-going",
+                         "--expocloud-poll-interval", "0.3")
+    result = subprocess.run([SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True,
+                            timeout=600, env=emulated_env(gcs_emulator))
+    assert result.returncode != 0, result.stderr[-3000:]
+    assert wait_until(lambda: not fake_compute.instances(), timeout=60), \
+        fake_compute.instances()
+    shutil.rmtree(fake_compute.scratch_root)  # the VMs' disks go with them
+
+    run_dir = run_dirs(workdir)[-1]
+    failed = run_dir / _records(run_dir)["b"]["logs_dir"]
+    assert "stdout line 1 of b\n" in (failed / "output.log").read_text()
+    assert (failed / "logs" / "b.log").read_text() == "working on b\nboom in b\n"
+    assert f"saved in {failed.relative_to(workdir)}/" in result.stderr, result.stderr[-3000:]
+    printed = subprocess.run([EXPOCLOUD, "logs", "work:x=b"], cwd=workdir,
+                             capture_output=True, text=True, timeout=60)
+    assert printed.returncode == 0 and "boom in b" in printed.stdout, printed.stderr

@@ -271,3 +271,17 @@ def test_expocloud_logs_shows_the_output_first(tmp_path: Path) -> None:
     run = _run_with_logs(tmp_path)
     names = [p.name for p in report_logs.files(run / "logs" / "w1")]
     assert names == ["output.log", "a.log"]
+
+
+def test_a_log_file_is_copied_under_the_name_the_workflow_knows_it_by(tmp_path: Path) -> None:
+    """Without a shared file system a job writes its log: file as the storage plugin's local
+    copy; the front end says which name the Snakefile gives it."""
+    bucket = LocalBucket(tmp_path / "bucket")
+    (tmp_path / "run").mkdir()
+    copy = ".snakemake/storage/gcs/bucket/prefix/logs/b.log"
+    result = WorkerResult("j1a1", "w-1", AttemptEnd.FAILED, 1, 1.0, 2.0,
+                          logs=(_saved(bucket, 0, copy, b"boom\n"),))
+    directory = LogFetcher(bucket, RunFiles(tmp_path / "run"), print).fetch(
+        result, JobMeta("work", {"x": "b"}), {copy: "logs/b.log"})
+    assert [p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()] \
+        == ["logs/b.log"]

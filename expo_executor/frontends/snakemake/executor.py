@@ -181,7 +181,8 @@ class Executor(RemoteExecutor, FrontEnd):
                           cwd=None if self.settings.engine == EngineName.GCE else os.getcwd(),
                           env=dict(self.envvars()), deadline_s=description.deadline_s,
                           family=description.family, meta=description.meta,
-                          logs=_log_files(job))
+                          logs=_log_files(job, self.workflow.storage_settings
+                                          .default_storage_prefix))
 
     def submitted(self, job: JobExecutorInterface, request: JobRequest) -> None:
         self.run_job_pre(job)
@@ -320,11 +321,21 @@ class Executor(RemoteExecutor, FrontEnd):
         super().shutdown()
 
 
-def _log_files(job: JobExecutorInterface) -> tuple[str, ...]:
-    """The job's ``log:`` files (a group job's: its members'), as its own snakemake names
-    them from its working directory: saved with its output should it fail."""
-    jobs = job.jobs if job.is_group() else [job]
-    return tuple(str(path) for member in jobs for path in member.log)
+def _log_files(job: JobExecutorInterface, prefix: str | None) -> dict[str, str]:
+    """The job's ``log:`` files (a group job's: its members'), saved with its output should it
+    fail: {the path its own snakemake writes, from its working directory: the path the
+    Snakefile gives}. They differ without a shared file system, where a log file is the storage
+    plugin's local copy (``.snakemake/storage/gcs/BUCKET/PREFIX/logs/a.log``)."""
+    prefix = (prefix or "").rstrip("/") + "/"
+    files = {}
+    for member in job.jobs if job.is_group() else [job]:
+        for log in member.log:
+            name = str(log)
+            if getattr(log, "is_storage", False):
+                name = str(log.storage_object.query)
+                name = name[len(prefix):] if prefix != "/" and name.startswith(prefix) else name
+            files[str(log)] = name
+    return files
 
 
 def _shown(path: Path) -> Path:
