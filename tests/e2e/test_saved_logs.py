@@ -171,3 +171,29 @@ def test_on_emulated_gce_the_logs_outlive_the_vm(tmp_path: Path, fake_compute,  
     printed = subprocess.run([EXPOCLOUD, "logs", "work:x=b"], cwd=workdir,
                              capture_output=True, text=True, timeout=60)
     assert printed.returncode == 0 and "boom in b" in printed.stdout, printed.stderr
+
+
+FAILING_TOOL = """cwlVersion: v1.2
+class: CommandLineTool
+inputs:
+  word: {type: string, inputBinding: {position: 1}}
+baseCommand: [sh, -c, 'for i in $(seq 1 40); do echo "cwl line $i of $0"; done; exit 2']
+outputs: []
+"""
+
+
+def test_a_failed_cwl_jobs_output_is_saved_and_named(tmp_path: Path) -> None:
+    """The CWL front end shares the worker's code path: the failed command's whole output is
+    in the run directory, and cwltool's warning names it."""
+    (tmp_path / "tool.cwl").write_text(FAILING_TOOL)
+    result = subprocess.run([str(Path(SNAKEMAKE).parent / "expocloud-cwl"), "--outdir",
+                             str(tmp_path / "out"), "tool.cwl", "--word", "quux"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    [run_dir] = run_dirs(tmp_path)
+    [record] = [json.loads(line) for line in (run_dir / "jobs.jsonl").read_text().splitlines()]
+    assert record["outcome"] == "failed" and record["logs_dir"], record
+    output = (run_dir / record["logs_dir"] / "output.log").read_text()
+    assert "cwl line 1 of quux" in output and "cwl line 40 of quux" in output
+    assert f"its whole log: {run_dir / record['logs_dir']}/" in result.stderr, \
+        result.stderr[-3000:]
