@@ -1,6 +1,7 @@
 """``expocloud``: the user's command line for runs, their results, their cost and the cloud.
 
-Subcommands: report, status, forget, runs, cleanup, emulator, prices, fit-preemption, simulate.
+Subcommands: report, status, logs, forget, runs, cleanup, emulator, prices, fit-preemption,
+simulate.
 
 Runs themselves start from ``snakemake --executor expocloud``; this tool reads what they leave in
 the state directory (``.expocloud`` by default).
@@ -67,6 +68,13 @@ def _add_state_parsers(sub: Any) -> None:
     stat = sub.add_parser("status", help="progress of a live (or finished) run")
     stat.add_argument("run", nargs="?", help="run id or directory (default: the newest run)")
     _add_state_dir(stat)
+
+    logs = sub.add_parser("logs", help="print the saved logs of failed and timed-out jobs")
+    logs.add_argument("job", metavar="JOB", help="a job id (7, or its key j7a1), a rule name, "
+                      "or RULE:key=value,... (rule:key=value,... for any rule)")
+    logs.add_argument("--run", help="run id or directory (default: the newest run)")
+    logs.add_argument("--list", action="store_true", help="list the files, print nothing else")
+    _add_state_dir(logs)
 
     forget = sub.add_parser("forget", help="drop stored frontiers and placeholder outputs, so "
                             "that a rerun explores them again")
@@ -183,6 +191,25 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _logs(args: argparse.Namespace) -> int:
+    """Print (or list) the logs a run saved of the jobs JOB names, each under a header."""
+    from expo_executor.report import saved_logs
+    from expo_executor.report.results import find_run
+
+    run_dir = find_run(args.state_dir, args.run)
+    for directory in saved_logs.find(run_dir, args.job):
+        for path in saved_logs.files(directory):
+            shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+            if args.list:
+                print(shown)
+                continue
+            print(f"==> {shown} <==", flush=True)
+            sys.stdout.buffer.write(path.read_bytes())
+            sys.stdout.buffer.flush()
+            print()
+    return 0
+
+
 def _forget(args: argparse.Namespace) -> int:
     from expo_executor.coordinator.state import StateDir
 
@@ -273,7 +300,7 @@ def _emulator(args: argparse.Namespace) -> int:
                  storage_fault_rate=args.storage_fault_rate)
 
 
-COMMANDS = {"report": _report, "status": _status, "forget": _forget, "runs": _runs,
+COMMANDS = {"report": _report, "status": _status, "logs": _logs, "forget": _forget, "runs": _runs,
             "cleanup": _cleanup, "emulator": _emulator,
             "prices": prices.run, "fit-preemption": preemption.run, "simulate": simulate.run}
 

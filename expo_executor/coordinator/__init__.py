@@ -16,6 +16,8 @@ cost; never a front end (front ends import it).
 - ``meter``: the run's cost and budget phase, over ``core.budget``;
 - ``reports`` and ``outcomes``: scheduler events acted on; report texts and ``jobs.jsonl`` lines;
 - ``progress``: ``status.json`` and the progress line;
+- ``saved_logs``: a failed or timed-out job's logs, copied from the bucket into the run
+  directory before it is reported;
 - ``run_files``: every file of a run directory; ``state``: what outlives a run;
 - ``launch`` and ``settings``: the settings of a run and a started coordinator for them.
 """

@@ -32,6 +32,7 @@ from expo_executor.coordinator.progress import Progress
 from expo_executor.coordinator.reports import Reporter
 from expo_executor.coordinator.requests import JobReport, JobRequest
 from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.coordinator.saved_logs import LogFetcher
 from expo_executor.coordinator.state import StateDir
 from expo_executor.coordinator.vms import VmFleet
 from expo_executor.core.budget import Phase, Withdraw
@@ -83,7 +84,7 @@ class Coordinator:
         self._requests: dict[str, JobRequest] = {}  # every job of the run, by key
         self.desk = JobDesk()
         self.reporter = Reporter(self._requests, self.scheduler, self.vms, self.files, self.desk,
-                                 state, config.run_id, log)
+                                 state, config.run_id, log, LogFetcher(bucket, self.files, log))
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -320,7 +321,7 @@ class Coordinator:
             vm = self.vms[assignment.worker_id]
             vm.jobs[assignment.key] = InboxJob(request.argv, request.cwd, request.env,
                                                request.deadline_s, request.task.cpus,
-                                               request.stage)
+                                               request.stage, tuple(request.logs))
             vm.inbox_dirty = True
 
     def _scale(self, now: float) -> None:

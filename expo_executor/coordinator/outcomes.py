@@ -5,6 +5,7 @@ the worker's result.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from expo_executor.coordinator.requests import JobReport, JobRequest
@@ -41,8 +42,12 @@ def skipped(event: Skipped, result: WorkerResult | None) -> JobReport:
 
 def job_record(report: JobReport, request: JobRequest, result: WorkerResult | None,
                dominator: FrontierPoint | None, pool: Pool | None, preemptions: int,
-               ended: float) -> dict[str, Any]:
-    """The job's line in ``jobs.jsonl``."""
+               ended: float, run_dir: Path | None = None) -> dict[str, Any]:
+    """The job's line in ``jobs.jsonl``; its saved logs directory (if any) relative to
+    ``run_dir``, so that a moved state directory still finds them."""
+    logs_dir = report.logs_dir
+    if logs_dir is not None and run_dir is not None and logs_dir.is_relative_to(run_dir):
+        logs_dir = logs_dir.relative_to(run_dir)
     return {
         "v": 1, "key": report.key, **request.meta.to_dict(), "outcome": report.outcome.value,
         "killed": report.killed, "runtime_s": report.runtime_s, "worker": report.worker,
@@ -51,4 +56,5 @@ def job_record(report: JobReport, request: JobRequest, result: WorkerResult | No
         "dominator": dominator.label if dominator else None,
         "pool": pool.value if pool is not None else None,
         "preemptions": preemptions,
+        "logs_dir": str(logs_dir) if logs_dir is not None else None,
     }

@@ -5,6 +5,7 @@ timeout joins its family's frontier (kept for later runs), and a re-queued job i
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Callable
 
@@ -12,6 +13,7 @@ from expo_executor.coordinator import outcomes
 from expo_executor.coordinator.desk import JobDesk
 from expo_executor.coordinator.requests import JobReport, JobRequest
 from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.coordinator.saved_logs import LogFetcher
 from expo_executor.coordinator.state import StateDir
 from expo_executor.coordinator.vms import VmFleet
 from expo_executor.core.hardness import FrontierPoint
@@ -25,7 +27,7 @@ class Reporter:
 
     def __init__(self, requests: dict[str, JobRequest], scheduler: Scheduler, vms: VmFleet,
                  files: RunFiles, desk: JobDesk, state: StateDir, run_id: str,
-                 log: Callable[[str], None]) -> None:
+                 log: Callable[[str], None], logs: LogFetcher | None = None) -> None:
         self.requests = requests
         self.scheduler = scheduler
         self.vms = vms
@@ -34,6 +36,7 @@ class Reporter:
         self.state = state
         self.run_id = run_id
         self.log = log
+        self.logs = logs
 
     def handle(self, events: list[Event], result: WorkerResult | None = None) -> None:
         """Act on ``events``; ``result``: the worker's result that caused them, if any."""
@@ -67,10 +70,15 @@ class Reporter:
 
     def report(self, report: JobReport, result: WorkerResult | None,
                dominator: FrontierPoint | None = None) -> None:
-        """Record a job's end in ``jobs.jsonl`` and hand the report to the front end."""
+        """Record a job's end in ``jobs.jsonl`` and hand the report to the front end; the
+        logs its worker saved are in the run directory first."""
         request = self.requests[report.key]
+        if self.logs is not None and result is not None and result.key == report.key:
+            logs_dir = self.logs.fetch(result, request.meta, request.logs)
+            if logs_dir is not None:
+                report = dataclasses.replace(report, logs_dir=logs_dir)
         pool = self.vms.pool_of.get(report.worker) if report.worker else None
         self.files.append_job(outcomes.job_record(
             report, request, result, dominator, pool, self.scheduler.preemptions(report.key),
-            time.time()))
+            time.time(), self.files.dir))
         self.desk.post(report)

@@ -6,6 +6,7 @@ other; the coordinator's loop never shows them anything else.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from expo_executor.coordinator.state import FamilyRef
 from expo_executor.core.records import JobMeta
@@ -24,6 +25,9 @@ class JobRequest:
     family: FamilyRef | None = None
     meta: JobMeta = field(default_factory=lambda: JobMeta(""))  # for the run record
     stage: dict | None = None  # a staged command: files and streams (worker/staged_job.py)
+    # the job's own log files (a Snakemake rule's log:), saved with its output should it fail
+    # or time out: {the path it writes, from its working directory: the name users know it by}
+    logs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -38,3 +42,4 @@ class JobReport:
     log_tail: str = ""
     killed: bool = False
     returncode: int | None = None  # the command's exit code, when it ran to its end
+    logs_dir: Path | None = None  # where its saved logs are (it failed or timed out)

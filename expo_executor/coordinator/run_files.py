@@ -5,7 +5,10 @@
 - ``jobs.jsonl``: one line per job outcome; ``vms.jsonl``: one line per VM that ended;
 - ``status.json``: the live counts, replaced atomically every status interval;
 - ``cost.json``, ``requests.json`` and ``request_budget.json``: the run's cost, its storage
-  operations, and what they would cost at scale.
+  operations, and what they would cost at scale;
+- ``logs/<job>/``: a failed or timed-out job's saved logs (``output.log``, its captured stdout
+  and stderr, and its ``log:`` files under their own relative paths), fetched from the bucket
+  before the VM that wrote them is gone; its ``jobs.jsonl`` line names the directory.
 
 Lines are appended whole, so a killed run leaves at most a torn last line, which the readers
 skip. ``expocloud report`` and ``status`` read the same files through :func:`read_jsonl`.
@@ -28,6 +31,7 @@ STATUS = "status.json"
 COST = "cost.json"
 REQUESTS = "requests.json"
 REQUEST_BUDGET = "request_budget.json"
+LOGS = "logs"
 RECORD_VERSION = 1
 
 
@@ -85,6 +89,29 @@ class RunFiles:
 
     def vms(self) -> list[dict]:
         return read_jsonl(self.dir / VMS)
+
+    # -- saved logs ------------------------------------------------------------------------------
+    def new_logs_dir(self, name: str, fallback: str) -> Path:
+        """A new directory for one job's saved logs: ``logs/<name>``, or ``logs/<name>.<fallback>``
+        when another job of the run has that name already (``name`` and ``fallback`` are safe
+        single path components)."""
+        root = self.dir / LOGS
+        root.mkdir(exist_ok=True)
+        try:
+            (root / name).mkdir()
+            return root / name
+        except FileExistsError:
+            directory = root / f"{name}.{fallback}"
+            directory.mkdir(exist_ok=True)
+            return directory
+
+    def write_log(self, directory: Path, relative: str, data: bytes) -> Path:
+        """One saved log under ``directory``; ``relative`` is a safe relative path (parents
+        made as needed)."""
+        path = directory / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        return path
 
     # -- whole-file JSON ------------------------------------------------------------------------
     def write_status(self, status: dict[str, Any]) -> None:

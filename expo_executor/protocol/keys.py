@@ -10,7 +10,10 @@ count storage operations cannot drift apart:
   once, first writer wins);
 - ``stage/in/<sha256>`` and ``stage/out/<job>/``: a CWL job's staged files (content-addressed
   inputs; outputs written by the job's worker);
-- ``software/<digest>/<wheel>``: this package's wheel for GCE workers (content-addressed).
+- ``software/<digest>/<wheel>``: this package's wheel for GCE workers (content-addressed);
+- ``logs/<job>/<worker>/<n>``: a failed or timed-out attempt's saved logs, capped and with its
+  secrets blanked (single writer: that worker); its result lists them, the coordinator copies
+  them into the run directory, so they outlive the VM.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ WORKERS_PREFIX = "workers/"
 RESULTS_PREFIX = "results/"
 STAGE_PREFIX = "stage/"
 SOFTWARE_PREFIX = "software"
+LOGS_PREFIX = "logs/"
 
 #: The environment variable that carries the run key to a local worker (hex).
 RUN_KEY_ENV = "EXPOCLOUD_RUN_KEY"
@@ -42,3 +46,9 @@ def result_key(job_key: str, worker_id: str) -> str:
     """One result object per job and worker: each has a single writer, and a job re-run
     elsewhere (its first worker lost or stopped) reports afresh."""
     return f"{RESULTS_PREFIX}{job_key}/{worker_id}.json"
+
+
+def saved_log_key(job_key: str, worker_id: str, index: int) -> str:
+    """The ``index``-th log one attempt saved (numbered: a log's own path may hold any
+    character; the result record names each one)."""
+    return f"{LOGS_PREFIX}{job_key}/{worker_id}/{index}"

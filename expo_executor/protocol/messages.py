@@ -34,6 +34,9 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "result": {"key": (str,), "worker": (str,), "outcome": (str,), "returncode": (int, type(None)),
                "started": (float, int), "ended": (float, int), "reason": (str, type(None)),
                "log_tail": (str,)},
+    # one entry of a result's optional "logs": a log the worker saved (records.SavedLog)
+    "saved_log": {"path": (str, type(None)), "key": (str,), "size": (int,), "sha256": (str,),
+                  "truncated": (bool,)},
 }
 RESULT_OUTCOMES = tuple(end.value for end in AttemptEnd)
 WORKER_STATES = tuple(state.value for state in WorkerState)
@@ -68,13 +71,23 @@ def check(kind: str, body: Any) -> dict:
                 raise MessageError("job: field 'stage' has the wrong type")
             if not isinstance(job.get("stage", {}).get("sealed", ""), str):
                 raise MessageError("job: field 'sealed' has the wrong type")
+            _check_optional_list("job", job, "logs", lambda path: isinstance(path, str))
     if kind == "inbox" and not all(isinstance(key, str) for key in body["cancel"]):
         raise MessageError("inbox: field 'cancel' must list job keys")
     if kind == "result" and body["outcome"] not in RESULT_OUTCOMES:
         raise MessageError(f"result: unknown outcome {body['outcome']!r}")
+    if kind == "result":
+        _check_optional_list("result", body, "logs", lambda log: bool(check("saved_log", log)))
     if kind == "status" and body["state"] not in WORKER_STATES:
         raise MessageError(f"status: unknown state {body['state']!r}")
     return body
+
+
+def _check_optional_list(kind: str, body: dict, name: str, valid: Any) -> None:
+    """An optional field that, when present, is a list whose every item is ``valid``."""
+    items = body.get(name, [])
+    if not isinstance(items, list) or not all(valid(item) for item in items):
+        raise MessageError(f"{kind}: field {name!r} has the wrong type")
 
 
 def _canonical(body: dict) -> bytes:

@@ -24,18 +24,23 @@ class InboxJob:
     deadline_s: float | None
     cpus: int = 1
     stage: dict | None = None  # a staged command's files and streams (worker/staged_job.py)
+    # the job's own log files (a Snakemake rule's log:), relative to its working directory:
+    # saved with its output when it fails or times out
+    logs: tuple[str, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
         body: dict[str, Any] = {"argv": self.argv, "cwd": self.cwd, "env": self.env,
                                 "deadline_s": self.deadline_s, "cpus": self.cpus}
         if self.stage is not None:
             body["stage"] = self.stage
+        if self.logs:
+            body["logs"] = list(self.logs)
         return body
 
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> InboxJob:
         return cls(list(body["argv"]), body["cwd"], dict(body["env"]), body["deadline_s"],
-                   int(body["cpus"]), body.get("stage"))
+                   int(body["cpus"]), body.get("stage"), tuple(body.get("logs", ())))
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,28 @@ class WorkerStatus:
 
 
 @dataclass(frozen=True)
+class SavedLog:
+    """One log a worker saved to the bucket for a failed or timed-out attempt: the job's
+    captured stdout and stderr (``path`` None) or one of its ``log:`` files (``path`` as the
+    job gave it); the key it is under, its size and SHA-256 there (the object is not signed,
+    the result is: a bucket writer cannot swap a log unnoticed), and whether it was cut."""
+
+    path: str | None
+    key: str
+    size: int
+    sha256: str
+    truncated: bool = False
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"path": self.path, "key": self.key, "size": self.size, "sha256": self.sha256,
+                "truncated": self.truncated}
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> SavedLog:
+        return cls(body["path"], body["key"], body["size"], body["sha256"], body["truncated"])
+
+
+@dataclass(frozen=True)
 class WorkerResult:
     """How one attempt of a job ended on one worker."""
 
@@ -103,6 +130,7 @@ class WorkerResult:
     ended: float
     reason: str | None = None
     log_tail: str = ""
+    logs: tuple[SavedLog, ...] = ()  # what it saved of its logs (failed or timed out)
 
     @property
     def runtime_s(self) -> float:
@@ -112,11 +140,13 @@ class WorkerResult:
         return messages.encode("result", {
             "key": self.key, "worker": self.worker, "outcome": self.end.value,
             "returncode": self.returncode, "started": self.started, "ended": self.ended,
-            "reason": self.reason, "log_tail": self.log_tail}, run_key)
+            "reason": self.reason, "log_tail": self.log_tail,
+            **({"logs": [log.to_wire() for log in self.logs]} if self.logs else {})}, run_key)
 
     @classmethod
     def decode(cls, data: bytes, run_key: bytes) -> WorkerResult:
         body = messages.decode("result", data, run_key)
         return cls(body["key"], body["worker"], AttemptEnd(body["outcome"]), body["returncode"],
                    float(body["started"]), float(body["ended"]), body["reason"],
-                   body["log_tail"])
+                   body["log_tail"], tuple(SavedLog.from_wire(log)
+                                           for log in body.get("logs", ())))

@@ -1,5 +1,5 @@
 """The worker agent (``expocloud-worker``) and what it runs: jobs in their own process groups,
-staged commands, and process-group control.
+staged commands, process-group control, and the logs a failed job leaves (``saved_logs``).
 
 Runs on each VM (or as a local process standing in for one) and talks to the coordinator only
 through the bucket. It may import the core's records, the protocol and, lazily, the GCE guest

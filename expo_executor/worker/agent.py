@@ -27,8 +27,9 @@ from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket, PreconditionFailed, open_bucket
 from expo_executor.protocol.keys import DEPLOY_DIR_ENV, RUN_KEY_ENV, inbox_key, result_key, status_key
-from expo_executor.protocol.records import Inbox, InboxJob, WorkerResult, WorkerStatus
+from expo_executor.protocol.records import Inbox, InboxJob, SavedLog, WorkerResult, WorkerStatus
 from expo_executor.worker.procs import kill_session, vm_mark
+from expo_executor.worker.saved_logs import save_logs
 from expo_executor.worker.staged_job import verdict_path
 
 LOG_TAIL_BYTES = 4000
@@ -41,6 +42,9 @@ DISK_FULL = "No space left on device"  # strerror(ENOSPC), what every tool print
 REASON_DETAIL_CHARS = 400  # a reason is one line in jobs.jsonl, not a log
 # Snakemake's storage plugin gave up on an output: the line naming it, then its cause
 STORE_FAILED = re.compile(r"^Failed to (store output in|retrieve input from) storage \S+")
+# Attempts whose logs are saved to the bucket: the job's own failures, not a cancellation or
+# a preemption (the job runs again, or was not wanted)
+SAVE_LOGS_ON = (AttemptEnd.FAILED, AttemptEnd.TIMEOUT)
 
 
 @dataclass
@@ -54,6 +58,8 @@ class _Running:
     log: Path
     verdict: Path | None = None  # a staged job's own account of how it ended
     workdir: Path | None = None  # the directory made for it on this disk, removed after it
+    cwd: str | None = None  # where it runs: its log files' paths are relative to it
+    logs: tuple[str, ...] = ()  # its own log files (a rule's log:)
 
 
 class Worker:
@@ -243,7 +249,7 @@ class Worker:
             return
         self.running[key] = _Running(key, proc, started, time.monotonic(),
                                      float(deadline) if deadline is not None else None,
-                                     job.cpus, log, verdict, workdir)
+                                     job.cpus, log, verdict, workdir, cwd, job.logs)
         self._record_sessions()  # no status write: the coordinator knows what it assigned
 
     def _staged(self, key: str, job: InboxJob) -> tuple[list[str], float | None, Path]:
@@ -302,8 +308,18 @@ class Worker:
         self.last_change = time.monotonic()  # a slot is free: an assignment should follow
         self.next_read = min(self.next_read, self.last_change + self.poll)
         self._record_sessions()
-        self._write_result(job.key, outcome, code, job.started, reason, job.log, ended)
+        saved = self._save_logs(job) if outcome in SAVE_LOGS_ON else ()
+        self._write_result(job.key, outcome, code, job.started, reason, job.log, ended, saved)
         _remove(job.workdir)  # its outputs went to the bucket; its inputs were copies
+
+    def _save_logs(self, job: _Running) -> tuple[SavedLog, ...]:
+        """The job's whole output and its log files, to the bucket before its directory (and,
+        on GCE, the VM) goes; blanked of its secrets like its report."""
+        def write(key: str, data: bytes) -> bool:
+            return self._storage(f"save a log of {job.key}", lambda: self.bucket.write(key, data))
+
+        return save_logs(job.key, self.worker_id, job.log, job.cwd, job.logs,
+                         self.secrets.get(job.key, []), write)
 
     def _explain(self, reason: str | None, log: Path) -> str | None:
         """A failed job's reason with why, when its log or this disk says: "exit code 1" alone
@@ -330,12 +346,12 @@ class Worker:
     # -- reports -----------------------------------------------------------------------------
     def _write_result(self, key: str, outcome: AttemptEnd, code: int | None, started: float,
                       reason: str | None, log: Path | None = None,
-                      ended: float | None = None) -> None:
+                      ended: float | None = None, logs: tuple[SavedLog, ...] = ()) -> None:
         secrets = self.secrets.pop(key, [])  # a sealed job's own: blanked out of its report
         tail = _tail(log) if log and outcome is not AttemptEnd.SOLVED else ""
         result = WorkerResult(key, self.worker_id, outcome, code, started, ended or time.time(),
                               messages.redacted(reason, secrets),
-                              messages.redacted(tail, secrets) or "")
+                              messages.redacted(tail, secrets) or "", logs)
         self.unsent[key] = result.encode(self.run_key)
         self._send_results()
         self._write_status(WorkerState.READY)  # a changed status is what sends the coordinator looking

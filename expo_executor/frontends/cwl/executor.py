@@ -216,16 +216,17 @@ class ExpoExecutor(JobExecutor, FrontEnd):
     def _collect(self, job: SweepJob, request: JobRequest, report: JobReport,
                  rc: RuntimeContext) -> tuple[CWLObjectType, str]:
         rcode = report.returncode
+        saved = f" (its whole log: {report.logs_dir}/)" if report.logs_dir else ""
         if report.outcome is Outcome.TIMEOUT:
-            _logger.warning("[job %s] exceeded time limit: %s", job.name, report.message)
+            _logger.warning("[job %s] exceeded time limit: %s%s", job.name, report.message, saved)
             status = "permanentFail"
         elif rcode is None:
-            _logger.error("[job %s] %s", job.name, report.message)
+            _logger.error("[job %s] %s%s", job.name, report.message, saved)
             status = "permanentFail"
         else:
             status = _status(job, rcode)
             if status != "success":
-                _logger.warning("[job %s] exited with status: %d\n%s", job.name, rcode,
+                _logger.warning("[job %s] exited with status: %d%s\n%s", job.name, rcode, saved,
                                 report.log_tail)
         outputs: CWLObjectType = {}
         try:

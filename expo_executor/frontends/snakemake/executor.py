@@ -193,7 +193,9 @@ class Executor(RemoteExecutor, FrontEnd):
                           argv=["/bin/sh", "-c", self._job_command(job)],
                           cwd=None if self.settings.engine == EngineName.GCE else os.getcwd(),
                           env=dict(self.envvars()), deadline_s=description.deadline_s,
-                          family=description.family, meta=description.meta)
+                          family=description.family, meta=description.meta,
+                          logs=_log_files(job, self.workflow.storage_settings
+                                          .default_storage_prefix))
 
     def _job_command(self, job: JobExecutorInterface) -> str:
         """Snakemake's remote command. When the job's snakemake builds conda environments in
@@ -283,15 +285,27 @@ class Executor(RemoteExecutor, FrontEnd):
             self.report_job_success(job_info)
         elif report.outcome is Outcome.FAILED:
             tail = "\n".join(report.log_tail.splitlines()[-LOG_TAIL_LINES:])
-            self.report_job_error(job_info, msg=f"{report.message}\n{tail}\n" if tail
-                                  else f"{report.message}\n")
+            self._report_error(job_info, report, f"{tail}\n" if tail else "")
         elif self.settings.on_skip == "placeholder":
             self._write_placeholders(job_info.job, report)
             self.logger.info(f"expocloud: {self.describer.label(job_info.job)}: {report.message} "
                              "(placeholder outputs written)")
             self.report_job_success(job_info)
         else:
-            self.report_job_error(job_info, msg=f"{report.message}\n")
+            self._report_error(job_info, report)
+
+    def _report_error(self, job_info: SubmittedJobInfo, report: JobReport,
+                      details: str = "") -> None:
+        """Snakemake's error for the job: the report's sentence, ``details``, and where its
+        saved logs are (also listed among its logs in Snakemake's error block)."""
+        if report.logs_dir is None:
+            self.report_job_error(job_info, msg=f"{report.message}\n{details}")
+            return
+        where = _shown(report.logs_dir)
+        saved = sorted(str(_shown(p)) for p in report.logs_dir.rglob("*") if p.is_file())
+        self.report_job_error(
+            job_info, msg=f"{report.message}\n{details}expocloud: its whole log and log files "
+            f"are saved in {where}/ (expocloud logs {report.key})\n", aux_logs=saved)
 
     def _write_placeholders(self, job: JobExecutorInterface, report: JobReport) -> None:
         wildcards = self.describer.wildcards(job)
@@ -348,6 +362,28 @@ class Executor(RemoteExecutor, FrontEnd):
             self._log_budget()
         self.close_run()
         super().shutdown()
+
+
+def _log_files(job: JobExecutorInterface, prefix: str | None) -> dict[str, str]:
+    """The job's ``log:`` files (a group job's: its members'), saved with its output should it
+    fail: {the path its own snakemake writes, from its working directory: the path the
+    Snakefile gives}. They differ without a shared file system, where a log file is the storage
+    plugin's local copy (``.snakemake/storage/gcs/BUCKET/PREFIX/logs/a.log``)."""
+    prefix = (prefix or "").rstrip("/") + "/"
+    files = {}
+    for member in job.jobs if job.is_group() else [job]:
+        for log in member.log:
+            name = str(log)
+            if getattr(log, "is_storage", False):
+                name = str(log.storage_object.query)
+                name = name[len(prefix):] if prefix != "/" and name.startswith(prefix) else name
+            files[str(log)] = name
+    return files
+
+
+def _shown(path: Path) -> Path:
+    """``path`` as a user reads it: relative to the working directory when under it."""
+    return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
 
 
 def _run_async(coroutine) -> None:
