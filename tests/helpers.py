@@ -7,8 +7,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from expo_executor.protocol.bucket import LocalBucket
+from expo_executor.worker.agent import Worker
 
 REPO = Path(__file__).resolve().parent.parent  # the repository's root
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
@@ -101,3 +107,20 @@ def job_records(run_dir: Path) -> dict[str, dict]:
         record = json.loads(line)
         records["/".join(record["wildcards"].values()) or record["rule"]] = record
     return records
+
+
+@contextmanager
+def running_worker(tmp_path: Path, key: bytes) -> Iterator[tuple[Worker, LocalBucket]]:
+    """A real worker ("w1", 2 slots) polling a local bucket under ``tmp_path`` in a thread,
+    stopped (and checked stopped) on exit: what tests of the worker's wire use."""
+    bucket = LocalBucket(tmp_path / "bucket")
+    agent = Worker(bucket, "w1", 2, key, tmp_path / "scratch", poll=0.02, grace=60,
+                   heartbeat=30)
+    thread = threading.Thread(target=agent.run, daemon=True)
+    thread.start()
+    try:
+        yield agent, bucket
+    finally:
+        agent.request_stop("terminated")
+        thread.join(timeout=10)
+    assert not thread.is_alive()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,16 +19,14 @@ from expo_executor.protocol.keys import LOGS_PREFIX, inbox_key, result_key
 from expo_executor.worker.agent import Worker
 from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
 from tests.gcs_emulator import gcs_emulator  # noqa: F401
-from tests.helpers import EXPOCLOUD, SNAKEMAKE, run_dirs, run_snakemake, wait_until
+from tests.helpers import (EXPOCLOUD, SNAKEMAKE, run_dirs, run_snakemake, running_worker,
+                           wait_until)
 
 KEY = b"s" * 32
 
 # work: writes its log, prints 60 lines (more than the 20-line tail an error shows), and fails
 # for x=b; slow: writes its log, then outlives its deadline.
-SNAKEFILE = """
-rule all:
-    input: expand("out/{x}.txt", x=["a", "b"]), "out/slow.txt"
-
+WORK = """
 rule work:
     output: "out/{x}.txt"
     log: "logs/{x}.log"
@@ -40,6 +37,11 @@ rule work:
         if [ {wildcards.x} = b ]; then echo "boom in {wildcards.x}" >> {log}; exit 3; fi
         echo done > {output}
         '''
+"""
+SNAKEFILE = """
+rule all:
+    input: expand("out/{x}.txt", x=["a", "b"]), "out/slow.txt"
+""" + WORK + """
 
 rule slow:
     output: "out/slow.txt"
@@ -94,15 +96,8 @@ def test_a_failed_and_a_timed_out_jobs_logs_are_kept_named_and_printed(tmp_path:
 
 @pytest.fixture
 def worker(tmp_path: Path) -> Iterator[tuple[Worker, LocalBucket]]:
-    bucket = LocalBucket(tmp_path / "bucket")
-    agent = Worker(bucket, "w1", 2, KEY, tmp_path / "scratch", poll=0.02, grace=60,
-                   heartbeat=30)
-    thread = threading.Thread(target=agent.run, daemon=True)
-    thread.start()
-    yield agent, bucket
-    agent.request_stop("terminated")
-    thread.join(timeout=10)
-    assert not thread.is_alive()
+    with running_worker(tmp_path, KEY) as (agent, bucket):
+        yield agent, bucket
 
 
 def test_a_sealed_jobs_saved_log_has_its_secrets_blanked(
@@ -132,18 +127,7 @@ def test_a_sealed_jobs_saved_log_has_its_secrets_blanked(
 FAILING = """
 rule all:
     input: expand("out/{x}.txt", x=["a", "b"])
-
-rule work:
-    output: "out/{x}.txt"
-    log: "logs/{x}.log"
-    shell:
-        '''
-        echo "working on {wildcards.x}" > {log}
-        for i in $(seq 1 60); do echo "stdout line $i of {wildcards.x}"; done
-        if [ {wildcards.x} = b ]; then echo "boom in {wildcards.x}" >> {log}; exit 3; fi
-        echo done > {output}
-        '''
-"""
+""" + WORK
 
 
 def test_on_emulated_gce_the_logs_outlive_the_vm(tmp_path: Path, fake_compute,  # noqa: F811

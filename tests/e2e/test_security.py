@@ -25,7 +25,6 @@ import os
 import pickle
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,7 +40,7 @@ from expo_executor.worker.agent import Worker
 from expo_executor.protocol.keys import RUN_KEY_ENV, inbox_key, result_key
 
 from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
-from tests.helpers import SNAKEMAKE, processes_under, wait_until
+from tests.helpers import SNAKEMAKE, processes_under, running_worker, wait_until
 
 EXPOCLOUD_CWL = str(Path(sys.executable).parent / "expocloud-cwl")
 KEY = b"s" * 32
@@ -300,15 +299,8 @@ class _Exploit:
 
 @pytest.fixture
 def worker(tmp_path: Path) -> Iterator[tuple[Worker, LocalBucket]]:
-    bucket = LocalBucket(tmp_path / "bucket")
-    agent = Worker(bucket, "w1", 2, KEY, tmp_path / "scratch", poll=0.02, grace=60,
-                   heartbeat=30)
-    thread = threading.Thread(target=agent.run, daemon=True)
-    thread.start()
-    yield agent, bucket
-    agent.request_stop("terminated")
-    thread.join(timeout=10)
-    assert not thread.is_alive()
+    with running_worker(tmp_path, KEY) as (agent, bucket):
+        yield agent, bucket
 
 
 def _deliver(agent: Worker, bucket: LocalBucket, data: bytes) -> None:

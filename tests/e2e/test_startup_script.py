@@ -14,8 +14,8 @@ import importlib.metadata
 import json
 import os
 import re
-import signal
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -25,12 +25,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from expo_executor.emulator.metadata import FakeMetadata
 from expo_executor.engines.gce import startup
 from expo_executor.protocol import messages
-
 from tests.helpers import require
 from tests.worker_software import PY_MINOR, software
-
 
 # -- pins and the wheel ------------------------------------------------------------------------
 
@@ -334,6 +333,21 @@ class Vm:
         return self.upper / path.lstrip("/")
 
 
+def _metadata(name: str, url: str, endpoint: str, run_key: bytes,
+              extra: dict[str, str] | None = None) -> FakeMetadata:
+    """The metadata server a worker VM of run r1 reads: its worker settings, run key and halt
+    command (plus ``extra`` attributes, such as the startup script itself)."""
+    return FakeMetadata(project="p", zone="europe-west1-b", name=name, attributes={
+        **(extra or {}),
+        "expocloud-worker": json.dumps({
+            "v": 1, "bucket": url, "slots": 1, "poll": 0.2, "grace": 120,
+            "heartbeat": 10, "storage_emulator_host": endpoint,
+            "compute_endpoint": None, "self_delete": False}),
+        "expocloud-run-key": run_key.hex(),
+        "expocloud-halt": "touch /var/lib/expocloud-halted",
+    }).start()
+
+
 def wait_for(what: str, check, vm: Vm, timeout: float):  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -359,9 +373,8 @@ def wait_for_new_status(bucket, key: str, generation: int, vm: Vm) -> None:  # t
 def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = _debian_root()
-    from expo_executor.protocol.bucket import open_bucket
     from expo_executor.emulator.gcs import EmulatorProcess, fresh_bucket
-    from expo_executor.emulator.metadata import FakeMetadata
+    from expo_executor.protocol.bucket import open_bucket
     from expo_executor.protocol.keys import inbox_key, result_key, status_key
 
     emulator = EmulatorProcess()
@@ -376,15 +389,8 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
                                storage_host=emulator.endpoint)
         run_key = os.urandom(32)
         name = "expo-r1-w1"
-        metadata = FakeMetadata(project="p", zone="europe-west1-b", name=name, attributes={
-            "startup-script": startup.render(staged),
-            "expocloud-worker": json.dumps({
-                "v": 1, "bucket": url, "slots": 1, "poll": 0.2, "grace": 120,
-                "heartbeat": 10, "storage_emulator_host": emulator.endpoint,
-                "compute_endpoint": None, "self_delete": False}),
-            "expocloud-run-key": run_key.hex(),
-            "expocloud-halt": "touch /var/lib/expocloud-halted",
-        }).start()
+        metadata = _metadata(name, url, emulator.endpoint, run_key,
+                             {"startup-script": startup.render(staged)})
         vm = Vm(root, tmp_path / "vm", metadata.host)
 
         started = time.monotonic()
@@ -437,12 +443,7 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
 
         # Image mode on that disk: the versions match, so the worker just starts...
         image = startup.stage(bucket, tmp_path / "software", mode="image")
-        before = bucket.read(status_key(name)).generation
-        vm.boot(startup.render(image))
-        wait_for_new_status(bucket, status_key(name), before, vm)
-        vm.stop_worker()
-        assert vm.wait(120) == 0, vm.tail()
-        assert "image software matches the host" in vm.file(startup.LOG).read_text()
+        _boot_image_mode(vm, bucket, status_key(name), image)
         # ...and an image with other versions is refused before any worker starts; the VM
         # still halts.
         vm.file("/var/lib/expocloud-halted").unlink()
@@ -475,13 +476,25 @@ TESTPKG = {"expocloud_testpkg/__init__.py": (
 def _requirements_software(bucket, tmp_path: Path, endpoint: str, text: str):  # type: ignore[no-untyped-def]
     """Stage the worker software with the requirements file ``text`` read as the setting
     reads it (settings.worker_requirements), from the Debian root's wheelhouse."""
-    from expo_executor.coordinator.settings import ExecutorSettings, worker_requirements
+    from expo_executor.coordinator.settings import (ExecutorSettings,
+                                                    worker_requirements)
 
     path = tmp_path / "requirements.txt"
     path.write_text(text)
     pins = worker_requirements(ExecutorSettings(worker_requirements=str(path)))
     return startup.stage(bucket, tmp_path / "software", find_links="/srv/wheelhouse",
                          storage_host=endpoint, requirements=pins)
+
+
+def _boot_image_mode(vm: Vm, bucket, key: str, image) -> None:  # type: ignore[no-untyped-def]
+    """Boot ``vm`` with image-mode software whose versions the disk has: a worker starts (a new
+    status), stops cleanly, and the log says the image matched."""
+    before = bucket.read(key).generation
+    vm.boot(startup.render(image))
+    wait_for_new_status(bucket, key, before, vm)
+    vm.stop_worker()
+    assert vm.wait(120) == 0, vm.tail()
+    assert "image software matches the host" in vm.file(startup.LOG).read_text()
 
 
 def _boot_and_fail(vm: Vm, script: str) -> str:
@@ -503,8 +516,8 @@ def test_worker_requirements_are_installed_once_and_imported_by_a_job(
     reboot does not reinstall; image mode checks the pin; a wrong hash and a tampered
     requirements file stop the VM before any worker starts."""
     import importlib.util
+
     from expo_executor.emulator.gcs import EmulatorProcess, fresh_bucket
-    from expo_executor.emulator.metadata import FakeMetadata
     from expo_executor.protocol.bucket import open_bucket
     from expo_executor.protocol.keys import inbox_key, result_key, status_key
     from tests.worker_software import make_wheel
@@ -532,14 +545,7 @@ def test_worker_requirements_are_installed_once_and_imported_by_a_job(
         assert hashlib.sha256(stored.data).hexdigest() == staged.requirements_sha256
         run_key = os.urandom(32)
         name = "expo-r1-w1"
-        metadata = FakeMetadata(project="p", zone="europe-west1-b", name=name, attributes={
-            "expocloud-worker": json.dumps({
-                "v": 1, "bucket": url, "slots": 1, "poll": 0.2, "grace": 120,
-                "heartbeat": 10, "storage_emulator_host": emulator.endpoint,
-                "compute_endpoint": None, "self_delete": False}),
-            "expocloud-run-key": run_key.hex(),
-            "expocloud-halt": "touch /var/lib/expocloud-halted",
-        }).start()
+        metadata = _metadata(name, url, emulator.endpoint, run_key)
         vm = Vm(root, tmp_path / "vm", metadata.host)
         # The local package source: the wheel joins the VM's wheelhouse (--find-links).
         (vm.upper / "srv/wheelhouse").mkdir(parents=True)
@@ -577,12 +583,7 @@ def test_worker_requirements_are_installed_once_and_imported_by_a_job(
         # Image mode: the disk's venv has the pin, so the worker starts...
         image = startup.stage(bucket, tmp_path / "software", mode="image",
                               requirements=startup_pins("expocloud_testpkg==0.1.0"))
-        before = bucket.read(status_key(name)).generation
-        vm.boot(startup.render(image))
-        wait_for_new_status(bucket, status_key(name), before, vm)
-        vm.stop_worker()
-        assert vm.wait(120) == 0, vm.tail()
-        assert "image software matches the host" in vm.file(startup.LOG).read_text()
+        _boot_image_mode(vm, bucket, status_key(name), image)
         # ...and refuses an image without the pinned version.
         other = startup.stage(bucket, tmp_path / "software", mode="image",
                               requirements=startup_pins("expocloud_testpkg==0.2.0"))
