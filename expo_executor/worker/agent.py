@@ -26,7 +26,8 @@ from pathlib import Path
 from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket, PreconditionFailed, open_bucket
-from expo_executor.protocol.keys import DEPLOY_DIR_ENV, RUN_KEY_ENV, inbox_key, result_key, status_key
+from expo_executor.protocol.keys import (DEPLOY_DIR_ENV, RUN_KEY_ENV, inbox_key, result_key,
+                                         status_key)
 from expo_executor.protocol.records import Inbox, InboxJob, SavedLog, WorkerResult, WorkerStatus
 from expo_executor.worker.procs import kill_session, vm_mark
 from expo_executor.worker.saved_logs import save_logs

@@ -39,8 +39,8 @@ from expo_executor.core.records import EngineName
 from expo_executor.core.scheduler import Outcome
 from expo_executor.cost.request_budget import at_scale
 from expo_executor.frontends.base import FrontEnd
-from expo_executor.protocol.keys import DEPLOY_DIR_ENV
 from expo_executor.frontends.snakemake.describe import THREADS, Fleet, JobDescriber, rule_values
+from expo_executor.protocol.keys import DEPLOY_DIR_ENV
 
 common_settings = CommonSettings(
     non_local_exec=True,
