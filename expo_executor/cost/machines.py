@@ -186,8 +186,8 @@ def gpu_machine(gpu_type: str, count: int, threads: int, mem_mb: int) -> str | N
         names = list(_A2)
     elif gpu_type == L4:
         names = [f"g2-standard-{n}" for n in sorted(_G2_L4S)]
-    else:
-        names = predefined_types("n1")
+    else:  # n1-standard: the balanced shape, as GCE's GPU examples use
+        names = [t for t in predefined_types("n1") if "-standard-" in t]
     sized = sorted((dims.vcpus, dims.memory_mb, name) for name in names
                    if (dims := shape(name)) is not None)
     for vcpus, memory_mb, name in sized:
