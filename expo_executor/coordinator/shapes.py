@@ -77,6 +77,11 @@ class ShapeBook:
         return self.table.shape_hourly(shape.machine_type, shape.gpu_type, shape.gpu_count,
                                        spot=pool is Pool.SPOT)
 
+    def max_slots(self) -> int:
+        """The most slots of any worker of the run so far (a job's threads never exceed its
+        own worker's)."""
+        return max([self.run.slots, *(size.slots for size in self._seen.values())])
+
     def largest(self) -> str:
         """The largest machine of the run so far, in words."""
         own = f"{self.run.spot_type} ({self.run.slots} slots)"
