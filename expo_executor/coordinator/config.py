@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from expo_executor.coordinator.shapes import ShapeBook
 from expo_executor.core.budget import BudgetConfig
 from expo_executor.core.pool_health import BOOT_TIMEOUT, CAPACITY_TIMEOUT
 from expo_executor.core.scheduler import Pool
+from expo_executor.core.shapes import Shape, ShapeSize
 
 RESULTS_BACKSTOP = 5.0  # seconds between reads of every worker's pending results (locally)
 
@@ -44,3 +46,17 @@ class CoordinatorConfig:
     # A pool with no ready VM whose every zone has been out of capacity this long stops
     # growing (its work moves to the other pool, or fails with the reason): never a silent wait.
     capacity_timeout: float = CAPACITY_TIMEOUT
+    # Per-rule machines (GCE): every shape's size and prices; None: the run's own shape only.
+    shapes: ShapeBook | None = None
+
+    def size(self, shape: Shape | None) -> ShapeSize:
+        """What a worker of ``shape`` (None: the run's own) holds for its jobs."""
+        if shape is None or self.shapes is None:
+            return ShapeSize(self.slots_per_worker, self.worker_mem_mb)
+        return self.shapes.size(shape)
+
+    def price(self, pool: Pool, shape: Shape | None) -> float:
+        """USD per hour of a VM of ``pool`` and ``shape`` (0: not priced)."""
+        if shape is None or self.shapes is None:
+            return self.hourly.get(pool, 0.0)
+        return self.shapes.hourly(shape, pool)

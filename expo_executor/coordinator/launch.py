@@ -10,12 +10,13 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Callable
 
 from expo_executor.coordinator.loop import RESULTS_BACKSTOP, Coordinator, CoordinatorConfig
 from expo_executor.coordinator.run_files import read_jsonl
+from expo_executor.coordinator.shapes import AUTO, RunMachines, ShapeBook
 from expo_executor.coordinator.settings import (ExecutorSettings, boot_timeout, capacity_timeout,
                                                 check_credentials, heartbeat_grace,
                                                 local_max_workers, max_on_demand, needs_credentials,
@@ -35,8 +36,6 @@ from expo_executor.engines.base import Engine
 from expo_executor.engines.local import LocalEngine, LocalEngineConfig
 from expo_executor.protocol.bucket import Bucket, LocalBucket, open_bucket
 
-AUTO = "auto"
-
 
 def max_workers(settings: ExecutorSettings) -> int:
     return local_max_workers(settings) if settings.engine == EngineName.LOCAL else settings.max_workers
@@ -44,8 +43,10 @@ def max_workers(settings: ExecutorSettings) -> int:
 
 def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir,
                       log: Callable[[str], None],
-                      default_storage_prefix: str | None = None) -> Coordinator:
-    """Build the engine and bucket for ``settings`` and start the coordinator's loop.
+                      default_storage_prefix: str | None = None,
+                      shapes: ShapeBook | None = None) -> Coordinator:
+    """Build the engine and bucket for ``settings`` and start the coordinator's loop
+    (``shapes``: the run's per-rule machines, from :func:`shape_book`).
 
     Raises ExpoError (before anything is provisioned) on a setting the engine cannot use.
     """
@@ -58,7 +59,7 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
         worker_mem_mb=worker_memory_mb(settings, workers),
         idle_timeout=settings.idle_timeout, poll=poll, heartbeat=heartbeat(poll, grace),
         status_interval=settings.status_interval, boot_timeout=boot_timeout(settings),
-        capacity_timeout=capacity_timeout(settings))
+        capacity_timeout=capacity_timeout(settings), shapes=shapes)
     if settings.engine == EngineName.GCE:
         bucket, engine = _gce(settings, config, run_key, run_dir, default_storage_prefix, log)
     else:
@@ -163,18 +164,10 @@ def resolve_machine_types(settings: ExecutorSettings,
     spot, on_demand = pool_machine_types(settings)
     if settings.engine != EngineName.GCE or AUTO not in (spot, on_demand):
         return settings
-    table = prices.load(prices.region_of(zones(settings)[0]))
-    cap_h = parse_duration(settings.gce_max_run_duration,
-                           "--expocloud-gce-max-run-duration") / 3600
-    models = preemption.load_models(state.root, cap_h=cap_h)
-    history = [r for run in sorted((state.root / "runs").glob("*/jobs.jsonl"))
-               for r in read_jsonl(run)]
+    table, models, history = _auto_inputs(settings, state)
     workload = workload_of(shapes, measured_runtimes(history, rules))
     types = table.candidates(min_vcpus=2)  # a 1-vCPU worker shares its only core with its job
-
-    def shape(machine_type: str) -> tuple[int, int] | None:
-        dims = machines.shape(machine_type)
-        return (dims.vcpus, dims.memory_mb) if dims else None
+    shape = _dims
 
     def vcpus_of(machine_type: str) -> int | None:
         dims = shape(machine_type)
@@ -202,6 +195,64 @@ def resolve_machine_types(settings: ExecutorSettings,
         f"{table.label()}: " + "; ".join(lines) + f"; {slots} slots per worker")
     return dataclasses.replace(settings, gce_machine_type=spot,
                                gce_on_demand_machine_type=on_demand, slots_per_worker=slots)
+
+
+def shape_book(settings: ExecutorSettings, autos: Mapping[str, tuple[int, int, float | None]],
+               state: StateDir, log: Callable[[str], None]) -> ShapeBook | None:
+    """The per-rule machines of a GCE run (None on the local engine, whose workers are this
+    machine): the run's own machines, the price snapshot, and each ``auto`` rule's machine
+    type, the cheapest per job for its (threads, mem_mb, runtime s) in ``autos``."""
+    if settings.engine != EngineName.GCE:
+        return None
+    spot, on_demand = pool_machine_types(settings)
+    run = RunMachines(spot, on_demand, settings.slots_per_worker,
+                      worker_memory_mb(settings, settings.max_workers or 1), settings.gce_disk_gb)
+    try:
+        table = prices.load(prices.region_of(zones(settings)[0]))
+    except ExpoError:
+        table = None  # not priced: said once by the coordinator's own pricing
+    rule_machines = {}
+    for rule, workload in sorted(autos.items()):
+        rule_machines[rule] = _auto_for_rule(settings, rule, workload, state, log)
+    return ShapeBook(run, table, priced=settings.budget is not None,
+                     rule_machines=rule_machines)
+
+
+def _auto_for_rule(settings: ExecutorSettings, rule: str,
+                   shape: tuple[int, int, float | None], state: StateDir,
+                   log: Callable[[str], None]) -> str:
+    """``machine_type: auto`` of one rule: the type with the lowest expected cost per job for
+    its threads, memory and runtime (measured in earlier runs of the rule, else its runtime
+    resource), on Spot unless the run is on-demand only."""
+    table, models, history = _auto_inputs(settings, state)
+    workload = workload_of([shape], measured_runtimes(history, {rule}))
+    spot = not settings.on_demand_only
+    pick = choose(workload, candidates(
+        table.candidates(min_vcpus=max(2, shape[0])), _dims,
+        lambda t: table.hourly(t, spot=spot), models.for_type if spot else None),
+        f"resource 'machine_type' of rule '{rule}'")
+    log(f"expocloud: machine type auto for rule '{rule}' ({workload.cpus} thread(s), "
+        f"{workload.mem_mb} MB, {workload.runtime_s:.0f} s, {workload.runtime_source}): "
+        f"{pick.line('Spot' if spot else 'on-demand')} ({table.label()})")
+    return pick.machine_type
+
+
+def _dims(machine_type: str) -> tuple[int, int] | None:
+    dims = machines.shape(machine_type)
+    return (dims.vcpus, dims.memory_mb) if dims else None
+
+
+def _auto_inputs(settings: ExecutorSettings,
+                 state: StateDir) -> tuple[prices.PriceTable, preemption.Models, list]:
+    """What 'auto' chooses from: the region's prices, the preemption models fitted to earlier
+    runs (capped at the VMs' max run duration) and earlier runs' job records."""
+    table = prices.load(prices.region_of(zones(settings)[0]))
+    cap_h = parse_duration(settings.gce_max_run_duration,
+                           "--expocloud-gce-max-run-duration") / 3600
+    models = preemption.load_models(state.root, cap_h=cap_h)
+    history = [r for run in sorted((state.root / "runs").glob("*/jobs.jsonl"))
+               for r in read_jsonl(run)]
+    return table, models, history
 
 
 def heartbeat(poll: float, grace: float) -> float:

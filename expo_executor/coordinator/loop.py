@@ -39,8 +39,9 @@ from expo_executor.core.budget import Phase, Withdraw
 from expo_executor.core.fleet import pools
 from expo_executor.core.pool_health import CAPACITY_TIMEOUT
 from expo_executor.core.records import AttemptEnd, VmEnd, WorkerState
-from expo_executor.core.scaling import FleetSetup, ScalePlan, scale
+from expo_executor.core.scaling import FleetSetup, ScalePlan, scale_shapes
 from expo_executor.core.scheduler import Outcome, Pool, Scheduler
+from expo_executor.core.shapes import Shape
 from expo_executor.cost.cost_report import CostReport, summarize
 from expo_executor.engines.base import CreateFailed, Engine
 from expo_executor.protocol.bucket import Bucket
@@ -69,16 +70,21 @@ class Coordinator:
         self.fleets = pools(config.pool, config.slots_per_worker, config.max_workers,
                             config.max_on_demand, config.idle_timeout, config.on_demand_min)
         self.setup = FleetSetup(self.fleets, config.pool, config.straggler_rule)
+        # every shape's pools (None: the run's own); a per-rule machine's join on its first job
+        self.setups: dict[Shape | None, FleetSetup] = {None: self.setup}
         self.files = RunFiles(run_dir)
         self.vms = VmFleet(config, self.files)
         self.run_key = run_key  # the CWL front end seals secrets with it
         self.channel = Channel(bucket, run_key, log)
         self.pools = PoolWatch(config, log)
-        self.meter = Meter(config.hourly, config.budget, self.fleets, log)
+        self.meter = Meter(config.hourly, config.budget, self.fleets, log,
+                           config.price if config.shapes is not None else None)
         self.progress = Progress(self.files, config.status_interval, config.slots_per_worker,
                                  config.budget, log)
         self._stragglers = False  # the straggler rule is in force: nothing new goes on Spot
-        self._stranded: str | None = None  # why queued work can never run (no VM, no growth)
+        self._spot_held: frozenset[Shape | None] = frozenset()  # ... per shape
+        # why a shape's queued work can never run (no VM, no growth), per shape
+        self._stranded: dict[Shape | None, str] = {}
         self._started = time.time()
         self._last_results_scan = 0.0
         self._requests: dict[str, JobRequest] = {}  # every job of the run, by key
@@ -177,7 +183,7 @@ class Coordinator:
         self._read_results(changed)
         self._check_instances()
         self._check_boots(now)
-        self.pools.check_capacity(self.vms.ready_pools(), now)
+        self.pools.check_capacity(self.vms.ready_by_shape(), now)
         self._meter(now)
         self._assign()
         self.channel.write_inboxes(self.vms, now, self.config.heartbeat)
@@ -190,11 +196,14 @@ class Coordinator:
         for request in self.desk.take_submissions():
             key = request.task.key
             self._requests[key] = request
-            if self.meter.spent_out or self._stranded:  # nothing more runs; a dominated task
+            shape = request.task.shape
+            if shape not in self.setups:
+                self._add_shape(shape)
+            if self.meter.spent_out or shape in self._stranded:  # nothing more runs; a dominated
                 events = self.scheduler.submit(request.task)  # is still skipped
                 if not events:
                     self.scheduler.withdraw(key)
-                    self._fail_unrunnable(key)
+                    self._fail_unrunnable(key, self._stranded.get(shape))
                 self.reporter.handle(events)
                 continue
             family = request.task.family
@@ -202,6 +211,19 @@ class Coordinator:
                     and family not in self.scheduler.frontiers:
                 self.scheduler.frontiers[family] = self.state.load_frontier(request.family)
             self.reporter.handle(self.scheduler.submit(request.task))
+
+    def _add_shape(self, shape: Shape | None) -> None:
+        """A per-rule machine's first job: its Spot and on-demand pools, each as large as the
+        run's own (no reliable core: a shape's VMs live only while its work does)."""
+        config, size = self.config, self.config.size(shape)
+        fleets = pools(config.pool, size.slots, config.max_workers, config.max_on_demand,
+                       config.idle_timeout)
+        self.setups[shape] = FleetSetup(fleets, config.pool, config.straggler_rule)
+        if shape is not None:
+            prices = ", ".join(f"{pool.value} ${config.price(pool, shape):.4f}/h"
+                               for pool in fleets) if config.hourly else "not priced"
+            self.log(f"expocloud: pools of {shape.describe()} for jobs that need it "
+                     f"({size.slots} slots; {prices})")
 
     # -- observe -----------------------------------------------------------------------------
     def _read_statuses(self, now: float) -> set[str]:
@@ -212,10 +234,11 @@ class Coordinator:
             changed.add(vm.name)
             if status is not None and status.state is WorkerState.READY and not vm.ready:
                 vm.ready, vm.ready_at = True, now
-                self.pools.vm_ready(vm.pool)
+                self.pools.vm_ready(vm.pool, vm.shape)
                 vm.idle_since = now
-                self.scheduler.add_worker(vm.name, self.config.slots_per_worker,
-                                          self.config.worker_mem_mb, pool=vm.pool)
+                size = self.config.size(vm.shape)
+                self.scheduler.add_worker(vm.name, size.slots, size.mem_mb, pool=vm.pool,
+                                          shape=vm.shape)
         return changed
 
     def _read_results(self, workers: set[str]) -> None:
@@ -316,7 +339,7 @@ class Coordinator:
         """Put what the scheduler assigns into the VMs' inboxes (nothing past the budget)."""
         if self.meter.phase >= Phase.LIMIT:
             return
-        for assignment in self.scheduler.assign(allow_spot=not self._stragglers):
+        for assignment in self.scheduler.assign(spot_held=self._spot_held):
             request = self._requests[assignment.key]
             vm = self.vms[assignment.worker_id]
             vm.jobs[assignment.key] = InboxJob(request.argv, request.cwd, request.env,
@@ -328,10 +351,12 @@ class Coordinator:
         """One scaling round (``core.scaling.scale``), then its deletes and creates."""
         if self._stopping.is_set():
             return
-        load = self.vms.load(self.scheduler.workers(), self.scheduler.queued_demand(), now)
-        plan = scale(load, now, self.setup, self.pools.health,
-                     self.meter.money(self.vms))
-        self._stragglers = plan.stragglers
+        loads = self.vms.loads(self.scheduler.workers(), self.scheduler.queued_by_shape(), now)
+        hourly = {shape: {pool: self.config.price(pool, shape) for pool in setup.fleets}
+                  for shape, setup in self.setups.items()}
+        plan = scale_shapes(loads, now, self.setups, self.pools.healths,
+                            self.meter.money(self.vms), hourly)
+        self._stragglers, self._spot_held = plan.stragglers, plan.stragglers_in
         self._act(plan, now)
 
     def _act(self, plan: ScalePlan, now: float) -> None:
@@ -339,15 +364,18 @@ class Coordinator:
             for name in growth.delete:
                 self._delete(name)
             if growth.create:
-                self._create(growth.pool, growth.create, now)
+                self._create(growth.pool, growth.create, now, growth.shape)
         for name in [n for n in self.vms.names() if n in plan.drain]:
             self._delete(name)
 
-    def _create(self, pool: Pool, count: int, now: float) -> None:
-        names = self.vms.add(pool, count, now)
+    def _create(self, pool: Pool, count: int, now: float, shape: Shape | None = None) -> None:
+        names = self.vms.add(pool, count, now, shape)
         self.channel.write_inboxes(self.vms, now, self.config.heartbeat)  # before they boot
         try:
-            self.engine.create(names, pool, self.config.slots_per_worker)
+            if shape is None:  # the run's own: engines without per-rule machines take this
+                self.engine.create(names, pool, self.config.slots_per_worker)
+            else:
+                self.engine.create(names, pool, self.config.size(shape).slots, shape=shape)
         except CreateFailed as failure:
             self._create_failed(failure, now)
 
@@ -369,17 +397,26 @@ class Coordinator:
 
     def _check_stranded(self) -> None:
         """Queued work that no VM alive may run, in pools that cannot grow: fail it now, with
-        the reason, rather than wait forever for capacity that will not come. With no VM at
-        all and no pool left, the run is stranded: later jobs fail on arrival."""
-        if self._stranded is not None or self._stopping.is_set():
+        the reason, rather than wait forever for capacity that will not come. With no VM of a
+        shape and none of its pools left, the shape is stranded: its later jobs fail on
+        arrival."""
+        if self._stopping.is_set():
             return
-        stranding = self.pools.stranding(self.scheduler.queued_demand(),
-                                         self.vms.alive_per_pool(), self.fleets)
+        queued, alive = self.scheduler.queued_by_shape(), self.vms.alive_by_shape()
+        for shape, setup in self.setups.items():
+            if shape not in self._stranded:
+                self._strand(shape, queued.get(shape, {Pool.SPOT: 0, Pool.ON_DEMAND: 0}),
+                             alive.get(shape, {}), setup)
+
+    def _strand(self, shape: Shape | None, queued: dict[Pool, int], alive: dict[Pool, int],
+                setup: FleetSetup) -> None:
+        stranding = self.pools.stranding(queued, alive, setup.fleets, shape)
         if stranding is None:
             return
         if stranding.whole_run:
-            self._stranded = stranding.reason
+            self._stranded[shape] = stranding.reason
         keys = [k for k in self._requests if self.scheduler.state(k) == "queued"
+                and self.scheduler.task(k).shape == shape
                 and self.scheduler.demand_pool(k) in stranding.dead]
         self.log(f"expocloud: failing {len(keys)} queued job(s): {stranding.reason}")
         for key in keys:
@@ -400,7 +437,7 @@ class Coordinator:
         if self.meter.spent_out:
             self._fail_for_budget(key)
             return
-        self.reporter.fail(key, f"not run: {reason or self._stranded}")
+        self.reporter.fail(key, f"not run: {reason}")
 
     def _fail_for_budget(self, key: str) -> None:
         self.reporter.fail(key, self.meter.spent_message())

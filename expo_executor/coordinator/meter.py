@@ -16,14 +16,17 @@ from expo_executor.core.budget import (BudgetConfig, Phase, PhaseChange, Spend, 
                                        meter_step, vm_cost)
 from expo_executor.core.scaling import Money
 from expo_executor.core.scheduler import Pool
+from expo_executor.core.shapes import Shape
 
 
 class Meter:
     """Prices every VM-second of the run and moves the budget's phase on."""
 
     def __init__(self, hourly: Mapping[Pool, float], budget: BudgetConfig | None,
-                 pools: Iterable[Pool], log: Callable[[str], None]) -> None:
-        self.hourly = dict(hourly)
+                 pools: Iterable[Pool], log: Callable[[str], None],
+                 price: Callable[[Pool, Shape | None], float] | None = None) -> None:
+        self.hourly = dict(hourly)  # the run's own pools
+        self.price = price  # any VM's, by pool and shape (per-rule machines)
         self.budget = budget
         self.pools = tuple(pools)
         self.log = log
@@ -33,8 +36,14 @@ class Meter:
         self.spent_out = False  # the budget stopped the run: nothing more will run
 
     def spend(self, vms: Iterable[Vm]) -> Spend:
-        return Spend(self.ended_usd, tuple((vm.name, self.hourly.get(vm.pool, 0.0), vm.created)
+        return Spend(self.ended_usd, tuple((vm.name, self._price(vm), vm.created)
                                            for vm in vms))
+
+    def _price(self, vm: Vm) -> float:
+        """USD per hour of one of the run's VMs."""
+        if self.price is not None:
+            return self.price(vm.pool, vm.shape)
+        return self.hourly.get(vm.pool, 0.0)
 
     def spent(self, now: float, vms: Iterable[Vm]) -> float:
         """USD so far: VMs that are gone, and those alive up to ``now``."""
@@ -43,7 +52,7 @@ class Meter:
     def vm_ended(self, vm: Vm, seconds: float) -> None:
         """A VM that ran ``seconds`` is gone: its cost is final."""
         self.vm_seconds[vm.pool.value] = self.vm_seconds.get(vm.pool.value, 0.0) + seconds
-        self.ended_usd += vm_cost(self.hourly.get(vm.pool, 0.0), seconds)
+        self.ended_usd += vm_cost(self._price(vm), seconds)
 
     def money(self, vms: Iterable[Vm]) -> Money:
         """The budget's side of a scaling round."""

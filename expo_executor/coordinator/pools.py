@@ -16,52 +16,78 @@ from expo_executor.core import pool_health
 from expo_executor.core.fleet import Booting, FleetConfig
 from expo_executor.core.pool_health import CAPACITY_RETRY, PoolHealth, Stranding, Transition
 from expo_executor.core.scheduler import Pool
+from expo_executor.core.shapes import Shape, shape_order
 from expo_executor.engines.base import CreateFailed
 
 
 class PoolWatch:
-    """One run's pool health, moved on by what the engine and the workers say."""
+    """One run's pool health per shape (None: the run's own pools), moved on by what the
+    engine and the workers say. A shape's pools stop, hold back and strand on their own: a GPU
+    quota stops only the GPU shape's pools."""
 
     def __init__(self, config: CoordinatorConfig, log: Callable[[str], None]) -> None:
         self.config = config
         self.log = log
-        self.health = PoolHealth()
+        self.healths: dict[Shape | None, PoolHealth] = {None: PoolHealth()}
+
+    @property
+    def health(self) -> PoolHealth:
+        """The run's own pools' health."""
+        return self.healths[None]
+
+    @health.setter
+    def health(self, value: PoolHealth) -> None:
+        self.healths[None] = value
+
+    def of(self, shape: Shape | None) -> PoolHealth:
+        return self.healths.get(shape, PoolHealth())
 
     def create_failed(self, failure: CreateFailed, now: float) -> None:
         """A create call failed: its pool stops for good, or waits ``CAPACITY_RETRY`` s."""
-        retry = not failure.stop_growth and failure.pool not in self.health.stopped
-        self._apply(pool_health.failed_create(self.health, failure.pool, now,
-                                              failure.stop_growth, failure.message))
+        shape = failure.shape
+        retry = not failure.stop_growth and failure.pool not in self.of(shape).stopped
+        self._apply(shape, pool_health.failed_create(self.of(shape), failure.pool, now,
+                                                     failure.stop_growth, failure.message))
         if retry:
             self.log(f"expocloud: {failure.message}; asking again in {CAPACITY_RETRY:g} s")
 
-    def vm_ready(self, pool: Pool) -> None:
-        self.health = pool_health.vm_ready(self.health, pool)
+    def vm_ready(self, pool: Pool, shape: Shape | None = None) -> None:
+        self.healths[shape] = pool_health.vm_ready(self.of(shape), pool)
 
     def check_boots(self, booting: Sequence[Booting], now: float) -> tuple[str, ...]:
         """The VMs that did not come up in time, to delete (the fleet replaces them while
         their pool may grow); a pool whose VMs keep failing to come up stops."""
         timeout = self.config.boot_timeout
-        transition = pool_health.boot_round(self.health, booting, now, timeout)
-        for name in transition.timed_out:
-            self.log(f"expocloud: worker {name} did not report ready within {timeout:g} s of "
-                     "its creation (--expocloud-boot-timeout); deleting it (replaced while its "
-                     "pool may grow)")
-        self._apply(transition)
-        return transition.timed_out
+        timed_out: list[str] = []
+        for shape in sorted({None, *(b.shape for b in booting)}, key=shape_order):
+            transition = pool_health.boot_round(
+                self.of(shape), [b for b in booting if b.shape == shape], now, timeout)
+            for name in transition.timed_out:
+                self.log(f"expocloud: worker {name} did not report ready within {timeout:g} s "
+                         "of its creation (--expocloud-boot-timeout); deleting it (replaced "
+                         "while its pool may grow)")
+            self._apply(shape, transition)
+            timed_out += transition.timed_out
+        return tuple(timed_out)
 
-    def check_capacity(self, ready_pools: frozenset[Pool], now: float) -> None:
+    def check_capacity(self, ready: Mapping[Shape | None, frozenset[Pool]], now: float) -> None:
         """Stop a pool with no ready VM that has met stockouts for ``capacity_timeout`` s."""
-        self._apply(pool_health.capacity_round(self.health, ready_pools, now,
-                                               self.config.capacity_timeout,
-                                               self.config.machine_types))
+        for shape in sorted({*self.healths, *ready}, key=shape_order):
+            machines = self.config.machine_types if shape is None else \
+                {pool: shape.describe() for pool in (Pool.SPOT, Pool.ON_DEMAND)}
+            self._apply(shape, pool_health.capacity_round(
+                self.of(shape), ready.get(shape, frozenset()), now,
+                self.config.capacity_timeout, machines))
 
     def stranding(self, queued: Mapping[Pool, int], alive: Mapping[Pool, int],
-                  fleets: Mapping[Pool, FleetConfig]) -> Stranding | None:
-        """Queued work that can never run, with the reasons; None while it all may run."""
-        return pool_health.strand_check(self.health, queued, alive, fleets)
+                  fleets: Mapping[Pool, FleetConfig],
+                  shape: Shape | None = None) -> Stranding | None:
+        """Queued work of ``shape`` that can never run, with the reasons; None while it all may
+        run."""
+        return pool_health.strand_check(self.of(shape), queued, alive, fleets)
 
-    def _apply(self, transition: Transition) -> None:
-        self.health = transition.health
+    def _apply(self, shape: Shape | None, transition: Transition) -> None:
+        self.healths[shape] = transition.health
+        of = "" if shape is None else f" of {shape.describe()}"
         for pool, why in transition.stopped:
-            self.log(f"expocloud: no more {pool.value} VMs this run: {why}")
+            self.log(f"expocloud: no more {pool.value} VMs{of} this run: {why}")

@@ -15,6 +15,7 @@ from expo_executor.core.fleet import Booting, WorkerView
 from expo_executor.core.records import VmEnd
 from expo_executor.core.scaling import Load
 from expo_executor.core.scheduler import Pool
+from expo_executor.core.shapes import Shape, ShapeSize
 from expo_executor.protocol.records import InboxJob
 
 
@@ -26,6 +27,7 @@ class Vm:
     name: str
     created: float
     pool: Pool
+    shape: Shape | None = None  # a per-rule machine; None: the run's own
     ready: bool = False
     ready_at: float | None = None
     idle_since: float | None = None
@@ -65,13 +67,13 @@ class VmFleet:
     def __getitem__(self, name: str) -> Vm:
         return self._vms[name]
 
-    def add(self, pool: Pool, count: int, now: float) -> list[str]:
-        """Name and track ``count`` new VMs of ``pool``, asked for at ``now``."""
+    def add(self, pool: Pool, count: int, now: float, shape: Shape | None = None) -> list[str]:
+        """Name and track ``count`` new VMs of ``pool`` and ``shape``, asked for at ``now``."""
         names = []
         for _ in range(count):
             self._counter += 1
             name = f"{self.config.vm_prefix}-{self._counter}"
-            self.track(Vm(name, now, pool))
+            self.track(Vm(name, now, pool, shape))
             names.append(name)
         return names
 
@@ -90,52 +92,70 @@ class VmFleet:
             end = VmEnd.CAPPED
         self.files.append_vm({"name": name, "pool": vm.pool.value, "created": vm.created,
                               "ready": vm.ready_at, "ended": ended, "end": end.value,
-                              **self._prices(vm.pool)})
+                              **self._prices(vm)})
         return vm
 
     def alive_records(self) -> list[dict[str, Any]]:
         """The VMs alive, as ``vms.jsonl`` records of VMs not ended yet (for a cost report)."""
         return [{"pool": vm.pool.value, "created": vm.created, "ended": None,
-                 "end": VmEnd.ALIVE.value, **self._prices(vm.pool)} for vm in self._vms.values()]
+                 "end": VmEnd.ALIVE.value, **self._prices(vm)} for vm in self._vms.values()]
 
-    def _prices(self, pool: Pool) -> dict[str, Any]:
-        config = self.config
-        return {"machine_type": config.machine_types.get(pool, pool.value),
-                "hourly": config.hourly.get(pool, 0.0),
-                "on_demand_hourly": config.on_demand_hourly.get(pool, 0.0)}
+    def _prices(self, vm: Vm) -> dict[str, Any]:
+        config, pool = self.config, vm.pool
+        if vm.shape is None:
+            return {"machine_type": config.machine_types.get(pool, pool.value),
+                    "hourly": config.hourly.get(pool, 0.0),
+                    "on_demand_hourly": config.on_demand_hourly.get(pool, 0.0)}
+        return {**vm.shape.to_dict(), "hourly": config.price(pool, vm.shape),
+                "on_demand_hourly": config.price(Pool.ON_DEMAND, vm.shape)}
+
+    def size(self, shape: Shape | None) -> ShapeSize:
+        """What a worker of ``shape`` holds for its jobs."""
+        return self.config.size(shape)
 
     def booting(self) -> list[Booting]:
-        return [Booting(vm.name, vm.pool, vm.created) for vm in self._vms.values()
+        return [Booting(vm.name, vm.pool, vm.created, vm.shape) for vm in self._vms.values()
                 if not vm.ready]
 
     def ready_count(self) -> int:
         return sum(1 for vm in self._vms.values() if vm.ready)
 
-    def ready_pools(self) -> frozenset[Pool]:
-        return frozenset(vm.pool for vm in self._vms.values() if vm.ready)
-
-    def alive_per_pool(self) -> dict[Pool, int]:
-        alive: dict[Pool, int] = {}
+    def ready_by_shape(self) -> dict[Shape | None, frozenset[Pool]]:
+        """The pools of each shape with a ready VM (the run's own shape always listed)."""
+        ready: dict[Shape | None, set[Pool]] = {None: set()}
         for vm in self._vms.values():
-            alive[vm.pool] = alive.get(vm.pool, 0) + 1
+            if vm.ready:
+                ready.setdefault(vm.shape, set()).add(vm.pool)
+        return {shape: frozenset(pools) for shape, pools in ready.items()}
+
+    def alive_by_shape(self) -> dict[Shape | None, dict[Pool, int]]:
+        alive: dict[Shape | None, dict[Pool, int]] = {None: {}}
+        for vm in self._vms.values():
+            per_pool = alive.setdefault(vm.shape, {})
+            per_pool[vm.pool] = per_pool.get(vm.pool, 0) + 1
         return alive
 
-    def load(self, workers: Mapping[str, tuple[int, int]], queued: Mapping[Pool, int],
-             now: float) -> Load:
-        """The work and every VM's load for a scaling round, from the scheduler's ``workers``
-        (``(cpus, free)`` each) and queued demand; a ready VM with nothing to do is idle from
-        ``now``."""
-        views: dict[Pool, list[WorkerView]] = {}
-        running = running_on_spot = 0
+    def loads(self, workers: Mapping[str, tuple[int, int]],
+              queued: Mapping[Shape | None, Mapping[Pool, int]],
+              now: float) -> dict[Shape | None, Load]:
+        """Each shape's work and VMs for a scaling round, from the scheduler's ``workers``
+        (``(cpus, free)`` each) and queued demand per shape; a ready VM with nothing to do is
+        idle from ``now``."""
+        views: dict[Shape | None, dict[Pool, list[WorkerView]]] = {}
+        running: dict[Shape | None, list[int]] = {}
         for vm in self._vms.values():
-            cpus, free = workers.get(vm.name, (self.config.slots_per_worker,) * 2)
+            slots = self.size(vm.shape).slots
+            cpus, free = workers.get(vm.name, (slots, slots))
             busy = cpus - free
             if busy or vm.jobs:
                 vm.idle_since = None
             elif vm.ready and vm.idle_since is None:
                 vm.idle_since = now
-            views.setdefault(vm.pool, []).append(
+            views.setdefault(vm.shape, {}).setdefault(vm.pool, []).append(
                 WorkerView(vm.name, not vm.ready, busy, vm.idle_since))
-            running += busy
-            running_on_spot += busy if vm.pool is Pool.SPOT else 0
-        return Load(queued, views, running, running_on_spot)
+            counts = running.setdefault(vm.shape, [0, 0])
+            counts[0] += busy
+            counts[1] += busy if vm.pool is Pool.SPOT else 0
+        return {shape: Load(queued.get(shape, {Pool.SPOT: 0, Pool.ON_DEMAND: 0}),
+                            views.get(shape, {}), *running.get(shape, (0, 0)))
+                for shape in {None, *queued, *views}}

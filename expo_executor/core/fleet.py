@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, replace
 
 from expo_executor.core.scheduler import Pool
+from expo_executor.core.shapes import Shape
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,7 @@ class Booting:
     name: str
     pool: Pool
     created: float
+    shape: Shape | None = None  # whose pool: None, the run's own
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,13 @@ a cost). The coordinator and the simulator both call it, so a simulated run scal
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from expo_executor.core.budget import BudgetConfig, Phase, Spend, affordable
 from expo_executor.core.fleet import FleetConfig, WorkerView, decide
 from expo_executor.core.pool_health import PoolHealth
 from expo_executor.core.scheduler import Pool
+from expo_executor.core.shapes import Shape, shape_order
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class Growth:
     delete: tuple[str, ...]
     create: int
     held_until: float | None = None
+    shape: Shape | None = None  # whose pool: None, the run's own
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ class ScalePlan:
     stragglers: bool
     pools: tuple[Growth, ...]
     drain: frozenset[str] = frozenset()
+    # the shapes whose straggler rule is in force (``scale_shapes``; ``scale``: None's)
+    stragglers_in: frozenset[Shape | None] = frozenset()
 
 
 def scale(load: Load, now: float, setup: FleetSetup, health: PoolHealth,
@@ -87,6 +91,36 @@ def scale(load: Load, now: float, setup: FleetSetup, health: PoolHealth,
     The budget's view moves on as the round acts: a VM deleted in one pool pays for one created
     after it, and VMs created in one pool leave less for the next.
     """
+    return _scale(load, now, setup, health, money)[0]
+
+
+_IDLE = Load({Pool.SPOT: 0, Pool.ON_DEMAND: 0}, {}, 0, 0)  # a shape with no work and no VM
+
+
+def scale_shapes(loads: Mapping[Shape | None, Load], now: float,
+                 setups: Mapping[Shape | None, FleetSetup],
+                 healths: Mapping[Shape | None, PoolHealth], money: Money,
+                 hourly: Mapping[Shape | None, Mapping[Pool, float]]) -> ScalePlan:
+    """One round over every shape's pools (``setups``: the run's own, None, and one per
+    per-rule machine): each shape's pools grow for its own queued work, shrink by their own idle
+    VMs and keep their own straggler rule and health; ``hourly`` prices each shape's VMs. The
+    budget's view moves on from shape to shape as it does from pool to pool."""
+    spend, growths, drain, stragglers = money.spend, [], set(), set()
+    for shape in sorted(setups, key=shape_order):
+        plan, spend = _scale(loads.get(shape, _IDLE), now, setups[shape],
+                             healths.get(shape, PoolHealth()),
+                             replace(money, spend=spend, hourly=hourly.get(shape, {})))
+        growths += [replace(growth, shape=shape) for growth in plan.pools]
+        drain |= plan.drain
+        if plan.stragglers:
+            stragglers.add(shape)
+    return ScalePlan(None in stragglers, tuple(growths), frozenset(drain),
+                     frozenset(stragglers))
+
+
+def _scale(load: Load, now: float, setup: FleetSetup, health: PoolHealth,
+           money: Money) -> tuple[ScalePlan, Spend]:
+    """``scale``, and the budget's view after the round's deletes and creates."""
     views = {pool: list(load.views.get(pool, ())) for pool in setup.fleets}
     decision = decide(dict(load.queued), views, load.running, load.running_on_spot, now,
                       dict(setup.fleets), setup.main_pool, setup.straggler_rule, health.stopped)
@@ -103,7 +137,9 @@ def scale(load: Load, now: float, setup: FleetSetup, health: PoolHealth,
         if money.budget is not None:
             spend = spend.plus(create, money.hourly.get(pool, 0.0), now)
         growths.append(Growth(pool, plan.delete, create, held))
-    return ScalePlan(decision.stragglers, tuple(growths), _drain(load, money, growths))
+    stragglers = frozenset({None}) if decision.stragglers else frozenset()
+    return ScalePlan(decision.stragglers, tuple(growths), _drain(load, money, growths),
+                     stragglers), spend
 
 
 def _drain(load: Load, money: Money, growths: Sequence[Growth]) -> frozenset[str]:

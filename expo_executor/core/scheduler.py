@@ -15,6 +15,7 @@ from enum import Enum
 
 from expo_executor.core.hardness import Frontier, FrontierPoint, HardnessPoint
 from expo_executor.core.records import Outcome
+from expo_executor.core.shapes import Shape
 
 
 class Pool(str, Enum):
@@ -38,6 +39,7 @@ class Task:
     priority: int = 0  # higher runs earlier, before hardness order
     preemptible: bool = True
     spot_attempts: int | None = None  # preemptions before on-demand only; None: the run's
+    shape: Shape | None = None  # the machine it needs; None: the run's own workers
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ class _Worker:
     cpus: int
     mem_mb: int
     pool: Pool
+    shape: Shape | None = None
     free_cpus: int = 0
     free_mem_mb: int = 0
     running: set[str] = field(default_factory=set)
@@ -121,14 +124,15 @@ class Scheduler:
         self._entries: dict[str, _Entry] = {}
         self._queue: list[tuple[tuple, str]] = []  # heap of (order, key); stale keys skipped
         self._queued: set[str] = set()
-        self._demand = {Pool.SPOT: 0, Pool.ON_DEMAND: 0}  # queued CPUs, kept as tasks move
+        # queued CPUs per (shape, demand pool), kept as tasks move
+        self._demand: dict[tuple[Shape | None, Pool], int] = {}
         self._workers: dict[str, _Worker] = {}
         self._seq = itertools.count()
         # Indexes that keep each decision from scanning every worker or task (the simulator
-        # runs 100,000 tasks on 1,000 workers): workers with free CPUs, per kind (Spot or
-        # not) and free CPU count, as heaps of ids with stale entries dropped when met; and the
-        # undecided tasks of each frontier partition (family, scope), for the domino effect.
-        self._free: dict[tuple[bool, int], list[str]] = {}
+        # runs 100,000 tasks on 1,000 workers): workers with free CPUs, per shape, kind (Spot
+        # or not) and free CPU count, as heaps of ids with stale entries dropped when met; and
+        # the undecided tasks of each frontier partition (family, scope), for the domino effect.
+        self._free: dict[tuple[Shape | None, bool, int], list[str]] = {}
         self._with_free = {True: 0, False: 0}  # Spot? -> workers with a free CPU
         self._most_cpus = 0
         self._open: dict[tuple[str, tuple[str, ...]], list[str]] = {}
@@ -150,8 +154,9 @@ class Scheduler:
         return []
 
     def add_worker(self, worker_id: str, cpus: int, mem_mb: int = 0,
-                   pool: Pool = Pool.LOCAL) -> None:
-        """A worker is ready for work (mem_mb 0: memory is not tracked for it).
+                   pool: Pool = Pool.LOCAL, shape: Shape | None = None) -> None:
+        """A worker is ready for work (mem_mb 0: memory is not tracked for it); it runs only
+        tasks of its ``shape``.
 
         An idle worker may register again (its capacity is replaced); a busy one may not, since
         replacing it would orphan its running tasks: ``remove_worker`` it first.
@@ -162,7 +167,7 @@ class Scheduler:
                              f"{len(known.running)} task(s); remove_worker it first")
         if known is not None:
             self._unindex(known)
-        worker = _Worker(worker_id, cpus, mem_mb, pool, cpus, mem_mb)
+        worker = _Worker(worker_id, cpus, mem_mb, pool, shape, cpus, mem_mb)
         self._workers[worker_id] = worker
         self._most_cpus = max(self._most_cpus, cpus)
         self._index(worker)
@@ -227,10 +232,12 @@ class Scheduler:
         return worker_id
 
     # -- decisions out -----------------------------------------------------------------------
-    def assign(self, allow_spot: bool = True) -> list[Assignment]:
+    def assign(self, allow_spot: bool = True,
+               spot_held: frozenset[Shape | None] = frozenset()) -> list[Assignment]:
         """Fill free worker slots, easiest first; a task that fits nowhere waits its turn.
 
-        ``allow_spot=False`` (the straggler rule at the end of a sweep) places nothing on Spot.
+        ``allow_spot=False`` (the straggler rule at the end of a sweep) places nothing on Spot;
+        ``spot_held``: the shapes whose tasks it places on Spot no more (their straggler rule).
         """
         with_free = self._with_free
         assignments: list[Assignment] = []
@@ -240,7 +247,7 @@ class Scheduler:
             if key not in self._queued:
                 continue  # stale heap entry
             entry = self._entries[key]
-            worker = self._fit(entry, allow_spot)
+            worker = self._fit(entry, allow_spot and entry.task.shape not in spot_held)
             if worker is None:
                 deferred.append((order, key))
                 continue
@@ -275,7 +282,17 @@ class Scheduler:
 
     def queued_demand(self) -> dict[Pool, int]:
         """CPUs wanted by queued tasks, split by whether they may still run on Spot."""
-        return dict(self._demand)
+        totals = {Pool.SPOT: 0, Pool.ON_DEMAND: 0}
+        for (_shape, pool), cpus in self._demand.items():
+            totals[pool] += cpus
+        return totals
+
+    def queued_by_shape(self) -> dict[Shape | None, dict[Pool, int]]:
+        """``queued_demand`` per shape: each shape's pools grow for their own work only."""
+        out: dict[Shape | None, dict[Pool, int]] = {}
+        for (shape, pool), cpus in self._demand.items():
+            out.setdefault(shape, {Pool.SPOT: 0, Pool.ON_DEMAND: 0})[pool] += cpus
+        return out
 
     def demand_pool(self, key: str) -> Pool:
         """The pool a queued task's demand counts in: ON_DEMAND if it must not run on Spot."""
@@ -299,14 +316,15 @@ class Scheduler:
     # -- internals ---------------------------------------------------------------------------
     def _push(self, entry: _Entry) -> None:
         self._queued.add(entry.task.key)
-        self._demand[self._demand_pool(entry)] += entry.task.cpus
+        slot = (entry.task.shape, self._demand_pool(entry))
+        self._demand[slot] = self._demand.get(slot, 0) + entry.task.cpus
         heapq.heappush(self._queue, (entry.order(), entry.task.key))
 
     def _dequeue(self, key: str) -> None:
         if key in self._queued:
             self._queued.discard(key)
             entry = self._entries[key]
-            self._demand[self._demand_pool(entry)] -= entry.task.cpus
+            self._demand[(entry.task.shape, self._demand_pool(entry))] -= entry.task.cpus
 
     def _demand_pool(self, entry: _Entry) -> Pool:
         """Fixed while a task waits: preemptions are only counted before it is re-queued."""
@@ -323,32 +341,35 @@ class Scheduler:
             self.spot_attempts if attempts is None else attempts)
 
     def _fit(self, entry: _Entry, allow_spot: bool = True) -> _Worker | None:
-        """Best fit: the worker with the fewest free CPUs that still holds the task."""
+        """Best fit: the worker of the task's shape with the fewest free CPUs that still holds
+        the task."""
         on_demand_only = self._on_demand_only(entry) or not allow_spot
+        shape = entry.task.shape
         if entry.task.cpus >= 1 and entry.task.mem_mb <= 0:  # memory cannot rule a worker out
-            best = self._best(False, entry.task.cpus)
+            best = self._best(shape, False, entry.task.cpus)
             if not on_demand_only:
-                spot = self._best(True, entry.task.cpus)
+                spot = self._best(shape, True, entry.task.cpus)
                 if spot is not None and (best is None or (spot.free_cpus, spot.worker_id)
                                          < (best.free_cpus, best.worker_id)):
                     best = spot
             return best
         fits = [
             w for w in self._workers.values()
-            if w.free_cpus >= entry.task.cpus
+            if w.shape == shape and w.free_cpus >= entry.task.cpus
             and (not w.mem_mb or w.free_mem_mb >= entry.task.mem_mb)
             and not (on_demand_only and w.pool is Pool.SPOT)
         ]
         return min(fits, key=lambda w: (w.free_cpus, w.worker_id), default=None)
 
-    def _best(self, spot: bool, cpus: int) -> _Worker | None:
-        """The (free CPUs, id)-smallest worker of one kind with at least ``cpus`` free."""
+    def _best(self, shape: Shape | None, spot: bool, cpus: int) -> _Worker | None:
+        """The (free CPUs, id)-smallest worker of one shape and kind with at least ``cpus``
+        free."""
         for free in range(cpus, self._most_cpus + 1):
-            heap = self._free.get((spot, free))
+            heap = self._free.get((shape, spot, free))
             while heap:
                 worker = self._workers.get(heap[0])
                 if worker is not None and worker.free_cpus == free \
-                        and (worker.pool is Pool.SPOT) == spot:
+                        and (worker.pool is Pool.SPOT) == spot and worker.shape == shape:
                     return worker
                 heapq.heappop(heap)  # stale: the worker left, or its free CPUs changed
         return None
@@ -357,7 +378,7 @@ class Scheduler:
         if worker.free_cpus > 0:
             spot = worker.pool is Pool.SPOT
             self._with_free[spot] += 1
-            heapq.heappush(self._free.setdefault((spot, worker.free_cpus), []),
+            heapq.heappush(self._free.setdefault((worker.shape, spot, worker.free_cpus), []),
                            worker.worker_id)
 
     def _unindex(self, worker: _Worker) -> None:

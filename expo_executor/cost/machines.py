@@ -65,7 +65,11 @@ PREDEFINED_SIZES: dict[str, dict[str, tuple[int, ...]]] = {
 
 
 def shape(machine_type: str) -> Shape | None:
-    """vCPUs and MiB of a predefined, shared-core or custom type; None if we cannot read it."""
+    """vCPUs and MiB of a predefined, shared-core, accelerator-optimized (a2) or custom type;
+    None if we cannot read it."""
+    if machine_type in _A2:
+        vcpus, gib, _gpus = _A2[machine_type]
+        return Shape(vcpus, gib * 1024)
     if machine_type in _SHARED_CORE:
         return Shape(_SHARED_CORE_VCPUS, int(_SHARED_CORE[machine_type][0] * 1024))
     custom = _CUSTOM.match(machine_type)
@@ -112,3 +116,81 @@ def predefined_types(fam: str) -> list[str]:
     """Every predefined type of a family we know the sizes of, by class then size."""
     sizes = PREDEFINED_SIZES.get(fam, {})
     return [f"{fam}-{cls}-{n}" for cls in CLASSES for n in sizes.get(cls, ())]
+
+
+# -- GPUs ------------------------------------------------------------------------------------------
+# What Compute Engine lets a machine take (docs: "GPU machine types"): N1 takes T4, V100, P4 and
+# P100 as guest accelerators, in these counts and up to these vCPUs per count; G2 comes with its
+# L4s and A2 with its A100s (the type fixes the count); every other family takes none.
+N1_GPUS: dict[str, dict[int, int]] = {  # GPU type -> {count: most vCPUs}
+    "nvidia-tesla-t4": {1: 24, 2: 48, 4: 96},
+    "nvidia-tesla-v100": {1: 12, 2: 24, 4: 48, 8: 96},
+    "nvidia-tesla-p4": {1: 24, 2: 48, 4: 96},
+    "nvidia-tesla-p100": {1: 16, 2: 32, 4: 96},
+}
+L4, A100 = "nvidia-l4", "nvidia-tesla-a100"
+_A2 = {"a2-highgpu-1g": (12, 85, 1), "a2-highgpu-2g": (24, 170, 2), "a2-highgpu-4g": (48, 340, 4),
+       "a2-highgpu-8g": (96, 680, 8), "a2-megagpu-16g": (96, 1360, 16)}  # vCPUs, GiB, A100s
+_G2_L4S = {4: 1, 8: 1, 12: 1, 16: 1, 32: 1, 24: 2, 48: 4, 96: 8}  # g2-standard-N: its L4s
+GPU_TYPES = tuple(sorted({*N1_GPUS, L4, A100}))
+
+
+def attached_gpus(machine_type: str) -> tuple[str, int] | None:
+    """The GPUs an accelerator-optimized type comes with (type, count); None for others."""
+    if machine_type in _A2:
+        return A100, _A2[machine_type][2]
+    match = _PREDEFINED.match(machine_type)
+    if match and match.group(1) == "g2" and match.group(2) == "standard":
+        count = _G2_L4S.get(int(match.group(3)))
+        return (L4, count) if count else None
+    return None
+
+
+def gpu_problem(machine_type: str, gpu_type: str, count: int) -> str | None:
+    """Why ``machine_type`` cannot have ``count`` GPUs of ``gpu_type`` (as the Compute API
+    would refuse it), or None when it can."""
+    if gpu_type not in GPU_TYPES:
+        return f"unknown GPU type {gpu_type!r} (known: {', '.join(GPU_TYPES)})"
+    if count < 1:
+        return f"{count} GPUs of {gpu_type} is not a GPU count"
+    attached = attached_gpus(machine_type)
+    if attached is not None:
+        if attached != (gpu_type, count):
+            return (f"{machine_type} comes with {attached[1]} x {attached[0]}, "
+                    f"not {count} x {gpu_type}")
+        return None
+    if family(machine_type) != "n1":
+        return (f"{machine_type} takes no GPUs ({family(machine_type)} machine types have none; "
+                "T4, V100, P4 and P100 go on n1, L4 comes with g2, A100 with a2)")
+    counts = N1_GPUS.get(gpu_type)
+    if counts is None:
+        return f"{gpu_type} does not attach to n1 ({_home(gpu_type)})"
+    if count not in counts:
+        return f"{gpu_type} attaches in counts of {', '.join(map(str, counts))}, not {count}"
+    dims = shape(machine_type)
+    if dims is not None and dims.vcpus > counts[count]:
+        return (f"{count} x {gpu_type} allows at most {counts[count]} vCPUs; {machine_type} has "
+                f"{dims.vcpus}")
+    return None
+
+
+def _home(gpu_type: str) -> str:
+    return "it comes with g2 machine types" if gpu_type == L4 else "it comes with a2 machine types"
+
+
+def gpu_machine(gpu_type: str, count: int, threads: int, mem_mb: int) -> str | None:
+    """The smallest machine type that holds ``count`` GPUs of ``gpu_type`` and a job of
+    ``threads`` and ``mem_mb``, for a rule that names GPUs but no machine type; None if none
+    does (or the GPU type is unknown: ``gpu_problem`` says why)."""
+    if gpu_type == A100:
+        names = list(_A2)
+    elif gpu_type == L4:
+        names = [f"g2-standard-{n}" for n in sorted(_G2_L4S)]
+    else:  # n1-standard: the balanced shape, as GCE's GPU examples use
+        names = [t for t in predefined_types("n1") if "-standard-" in t]
+    sized = sorted((dims.vcpus, dims.memory_mb, name) for name in names
+                   if (dims := shape(name)) is not None)
+    for vcpus, memory_mb, name in sized:
+        if vcpus >= threads and memory_mb >= mem_mb and gpu_problem(name, gpu_type, count) is None:
+            return name
+    return None

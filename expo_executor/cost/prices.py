@@ -31,6 +31,7 @@ from expo_executor.cost import machines
 log = logging.getLogger(__name__)
 
 MACHINE_SETTING = "--expocloud-gce-machine-type"
+GPU_SETTING = "resource 'gpu_type'"
 ZONES_SETTING = "--expocloud-gce-zones"
 REFRESH_SETTING = "--refresh"
 COMPUTE_SERVICE = "services/6F81-5844-456A"  # Compute Engine's id in the Cloud Billing Catalog
@@ -62,12 +63,35 @@ class PriceTable:
     region: str
     rates: Mapping[str, Mapping[str, Rate]] = field(hash=False)
     origin: str = "bundled"
+    gpus: Mapping[str, Mapping[str, float]] = field(default_factory=dict, hash=False)  # USD/h
+
+    def gpu_hourly(self, gpu_type: str, spot: bool) -> float:
+        """USD per hour of one GPU of ``gpu_type`` attached to a VM of this market."""
+        market = "spot" if spot else "on_demand"
+        price = self.gpus.get(gpu_type, {}).get(market)
+        if price is None:
+            priced = ", ".join(sorted(self.gpus)) or "none"
+            raise ExpoError(GPU_SETTING, f"no {market.replace('_', '-')} price for {gpu_type} "
+                            f"in {self.region} ({self.label()}; priced: {priced})",
+                            "use a priced GPU type or region, or run without a budget "
+                            "(the run is then not metered)")
+        return price
+
+    def shape_hourly(self, machine_type: str, gpu_type: str | None, gpu_count: int,
+                     spot: bool) -> float:
+        """USD per hour of a VM of ``machine_type`` with ``gpu_count`` GPUs of ``gpu_type``
+        attached (those an a2 or g2 type comes with are in its own price already)."""
+        total = self.hourly(machine_type, spot)
+        if gpu_type and gpu_count and machines.attached_gpus(machine_type) is None:
+            total += gpu_count * self.gpu_hourly(gpu_type, spot)
+        return total
 
     def label(self) -> str:
         return f"prices: snapshot {self.snapshot} ({self.origin}), {self.region}"
 
     def hourly(self, machine_type: str, spot: bool) -> float:
-        """USD per hour of one VM: billed vCPUs x vCPU rate + GiB x GiB rate."""
+        """USD per hour of one VM: billed vCPUs x vCPU rate + GiB x GiB rate, plus the GPUs an
+        accelerator-optimized type (a2, g2) comes with."""
         market = "spot" if spot else "on_demand"
         shape = machines.shape(machine_type)
         vcpus = machines.billed_vcpus(machine_type)
@@ -87,7 +111,9 @@ class PriceTable:
                             f"family in {self.region} ({self.label()})",
                             f"use a priced family ({priced}) or another region, or run "
                             "`expocloud prices --refresh`")
-        return vcpus * rate.vcpu_hour + shape.memory_mb / 1024 * rate.gb_hour
+        attached = machines.attached_gpus(machine_type)
+        gpus = attached[1] * self.gpu_hourly(attached[0], spot) if attached else 0.0
+        return vcpus * rate.vcpu_hour + shape.memory_mb / 1024 * rate.gb_hour + gpus
 
     def priced(self, machine_type: str) -> bool:
         """Whether both pools (on-demand and Spot) of this type have a price here."""
@@ -130,8 +156,11 @@ def _table(doc: Mapping[str, Any], region: str, origin: str) -> PriceTable:
                    for m in MARKETS if "vcpu_hour" in r.get(m, {}) and "gb_hour" in r.get(m, {})}
              for fam, regions in doc.get("families", {}).items()
              if (r := regions.get(region)) is not None}
+    gpus = doc.get("gpus") or _bundled().get("gpus", {})  # a refresh brings no GPU prices yet
     return PriceTable(str(doc["snapshot"]), str(doc.get("source", "")), region,
-                      {fam: m for fam, m in rates.items() if m}, origin)
+                      {fam: m for fam, m in rates.items() if m}, origin,
+                      {gpu: {m: float(p) for m, p in regions[region].items() if m in MARKETS}
+                       for gpu, regions in gpus.items() if region in regions})
 
 
 def _regions(doc: Mapping[str, Any]) -> set[str]:

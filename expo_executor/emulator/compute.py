@@ -337,6 +337,65 @@ def _validate_machine_type(machine_type: str, zone: str, bulk: bool) -> str:
     return match.group(2)
 
 
+# Accelerator types of the fake's zones, with the counts N1 takes and its most vCPUs per count;
+# L4 and A100 exist but come only with their machine types (g2, a2), never as guest accelerators.
+N1_ACCELERATORS = {"nvidia-tesla-t4": {1: 24, 2: 48, 4: 96},
+                   "nvidia-tesla-v100": {1: 12, 2: 24, 4: 48, 8: 96},
+                   "nvidia-tesla-p4": {1: 24, 2: 48, 4: 96},
+                   "nvidia-tesla-p100": {1: 16, 2: 32, 4: 96}}
+ACCELERATOR_TYPES = frozenset({*N1_ACCELERATORS, "nvidia-l4", "nvidia-tesla-a100"})
+GPU_MACHINE_FAMILIES = ("a2", "a3", "g2")  # they come with GPUs
+
+
+def _accelerator_name(value: str, zone: str, bulk: bool, field: str) -> str:
+    """The accelerator type's name; insert wants a (partial) URL, bulkInsert a bare name."""
+    if bulk:
+        if "/" in value:
+            raise ApiError(400, "invalid", f"Invalid value for field '{field}': '{value}'. This "
+                                           "field only accepts an accelerator type name.")
+        return value
+    match = re.search(r"(?:^|/)zones/([^/]+)/acceleratorTypes/([^/]+)$", value)
+    if match is None:
+        raise ApiError(400, "invalid", f"Invalid value for field '{field}': '{value}'. The URL "
+                                       "is malformed.")
+    if match.group(1) != zone:
+        raise ApiError(400, "invalid", f"Invalid value for field '{field}': '{value}'. "
+                                       f"Accelerator type zone must match the instance zone "
+                                       f"'{zone}'.")
+    return match.group(2)
+
+
+def _validate_accelerators(body: dict, zone: str, machine: str, bulk: bool) -> None:
+    """GPUs only where Compute Engine has them: known types, on N1 in its counts and vCPU
+    limits; and no live migration for a VM with GPUs (its own or its machine type's)."""
+    accelerators = body.get("guestAccelerators") or []
+    for index, acc in enumerate(accelerators):
+        field = f"resource.guestAccelerators[{index}].acceleratorType"
+        name = _accelerator_name(acc.get("acceleratorType", ""), zone, bulk, field)
+        count = _int(acc.get("acceleratorCount", 0), f"resource.guestAccelerators[{index}]."
+                                                     "acceleratorCount")
+        if name not in ACCELERATOR_TYPES:
+            raise ApiError(404, "notFound", f"The resource 'projects/-/zones/{zone}/"
+                                            f"acceleratorTypes/{name}' was not found")
+        family = machine.split("-", 1)[0]
+        limits = N1_ACCELERATORS.get(name, {}) if family == "n1" else {}
+        if not limits:
+            raise ApiError(400, "invalid", f"Invalid value for field '{field}': '{name}'. "
+                                           f"Accelerator type {name} is not supported with "
+                                           f"machine type {machine}.")
+        vcpus = re.fullmatch(r"n1-[a-z]+-(\d+)", machine)
+        if count not in limits or (vcpus and int(vcpus.group(1)) > limits[count]):
+            raise ApiError(400, "invalid", f"Invalid value for field 'resource.guestAccelerators"
+                                           f"[{index}].acceleratorCount': '{count}'. "
+                                           f"{machine} cannot take {count} x {name}.")
+    gpus = bool(accelerators) or machine.split("-", 1)[0] in GPU_MACHINE_FAMILIES
+    maintenance = (body.get("scheduling") or {}).get("onHostMaintenance", "MIGRATE")
+    if gpus and maintenance != "TERMINATE":
+        raise ApiError(400, "invalid", "Invalid value for field 'resource.scheduling."
+                                       "onHostMaintenance': 'MIGRATE'. Instances with guest "
+                                       "accelerators do not support live migration.")
+
+
 def validate_instance(body: dict, zone: str, bulk: bool = False) -> str:
     """Reject what the real API rejects; return the machine type's name."""
     name = body.get("name", "")
@@ -358,6 +417,7 @@ def validate_instance(body: dict, zone: str, bulk: bool = False) -> str:
     _validate_labels(body.get("labels") or {})
     _validate_metadata(body.get("metadata") or {})
     _validate_scheduling(body.get("scheduling") or {})
+    _validate_accelerators(body, zone, machine, bulk)
     return machine
 
 

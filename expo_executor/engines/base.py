@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from expo_executor.core.scheduler import Pool
+from expo_executor.core.shapes import Shape
 
 
 @dataclass(frozen=True)
@@ -26,20 +27,24 @@ class CreateFailed(Exception):
 
     ``stop_growth``: for the rest of the run (a quota is exhausted: the message says which and
     how to raise it); otherwise try again later (every zone is out of capacity just now).
-    ``names``: the VMs that will not come.
+    ``names``: the VMs that will not come; ``shape``: theirs (None: the run's own).
     """
 
-    def __init__(self, pool: Pool, names: list[str], message: str, stop_growth: bool) -> None:
+    def __init__(self, pool: Pool, names: list[str], message: str, stop_growth: bool,
+                 shape: Shape | None = None) -> None:
         super().__init__(message)
         self.pool = pool
+        self.shape = shape
         self.names = list(names)
         self.message = message
         self.stop_growth = stop_growth
 
 
 class Engine(Protocol):
-    def create(self, names: list[str], pool: Pool, slots: int) -> None:
-        """Start VMs that each run ``expocloud-worker`` for this run with ``slots`` slots.
+    def create(self, names: list[str], pool: Pool, slots: int,
+               shape: Shape | None = None) -> None:
+        """Start VMs that each run ``expocloud-worker`` for this run with ``slots`` slots, of
+        ``shape`` (None: the run's own machine; only engines with per-rule machines take one).
 
         May raise ``CreateFailed`` at once; failures found later come from ``failures()``.
         """

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from expo_executor.core.scheduler import Pool
+from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed, Instance
 from expo_executor.protocol.keys import RUN_KEY_ENV
 from expo_executor.worker.procs import power_off
@@ -59,7 +60,10 @@ class LocalEngine:
         self._closed = False
         self._preempted: set[str] = set()  # preempted, not yet reported
 
-    def create(self, names: list[str], pool: Pool, slots: int) -> None:
+    def create(self, names: list[str], pool: Pool, slots: int,
+               shape: Shape | None = None) -> None:
+        if shape is not None:  # the front ends give local jobs no machine of their own
+            raise ValueError(f"local workers have no machine type ({shape.describe()})")
         for name in names:
             self._create(name, pool, slots)
 

@@ -430,3 +430,55 @@ def test_boot_faults_apply_per_instance_of_a_bulk_insert(fake, clients):
     assert wait_until(lambda: status(fake, "vm-3") == "RUNNING", 10)
     assert status(fake, "vm-1") == status(fake, "vm-2") == "PROVISIONING"
     assert fake.faults_served() == {"never_boot": 2}
+
+
+def _with_gpus(inst: compute_v1.Instance, machine: str, gpu: str | None, count: int = 1,
+               terminate: bool = True, zone: str = ZONE) -> compute_v1.Instance:
+    inst.machine_type = f"zones/{zone}/machineTypes/{machine}"
+    if gpu:
+        inst.guest_accelerators = [compute_v1.AcceleratorConfig(
+            accelerator_type=f"zones/{zone}/acceleratorTypes/{gpu}", accelerator_count=count)]
+    if terminate:
+        inst.scheduling = compute_v1.Scheduling(on_host_maintenance="TERMINATE",
+                                                automatic_restart=False)
+    return inst
+
+
+@pytest.mark.parametrize("machine, gpu, count, terminate, error, words", [
+    ("n1-standard-4", "nvidia-h999", 1, True, gexc.NotFound, "acceleratorTypes/nvidia-h999"),
+    ("e2-standard-4", "nvidia-tesla-t4", 1, True, gexc.BadRequest, "not supported with machine"),
+    ("n1-standard-4", "nvidia-tesla-t4", 3, True, gexc.BadRequest, "cannot take 3"),
+    ("n1-standard-32", "nvidia-tesla-v100", 1, True, gexc.BadRequest, "cannot take 1"),
+    ("n1-standard-4", "nvidia-l4", 1, True, gexc.BadRequest, "not supported with machine"),
+    ("n1-standard-4", "nvidia-tesla-t4", 1, False, gexc.BadRequest, "live migration"),
+    ("g2-standard-4", None, 0, False, gexc.BadRequest, "live migration"),
+])
+def test_gpus_are_refused_where_gce_has_none(fake, clients, machine, gpu, count, terminate,
+                                             error, words):
+    instances, _ = clients
+    with pytest.raises(error) as info:
+        insert(instances, _with_gpus(instance("gpu-1"), machine, gpu, count, terminate))
+    assert words in str(info.value)
+    assert fake.instances() == {}
+
+
+def test_gpus_where_gce_has_them_are_accepted(fake, clients):
+    instances, _ = clients
+    insert(instances, _with_gpus(instance("t4"), "n1-standard-4", "nvidia-tesla-t4", 2))
+    insert(instances, _with_gpus(instance("l4"), "g2-standard-4", None))
+    assert set(fake.instances()) == {"t4", "l4"}
+    body = [r for r in fake.requests if r["op"] == "insert"][0]["json"]
+    assert body["guestAccelerators"] == [{
+        "acceleratorType": f"zones/{ZONE}/acceleratorTypes/nvidia-tesla-t4",
+        "acceleratorCount": 2}]
+    # a bulk insert names the accelerator type as it names the machine type: bare
+    props = _with_gpus(instance("x"), "n1-standard-4", "nvidia-tesla-t4")
+    props.guest_accelerators[0].accelerator_type = f"zones/{ZONE}/acceleratorTypes/nvidia-tesla-t4"
+    resource = compute_v1.BulkInsertInstanceResource(
+        count=1, min_count=1, name_pattern="b-#", instance_properties=compute_v1.InstanceProperties(
+            machine_type="n1-standard-4", disks=props.disks,
+            network_interfaces=props.network_interfaces, scheduling=props.scheduling,
+            guest_accelerators=props.guest_accelerators))
+    with pytest.raises(gexc.BadRequest, match="accelerator type name"):
+        instances.bulk_insert_unary(request=compute_v1.BulkInsertInstanceRequest(
+            project=PROJECT, zone=ZONE, bulk_insert_instance_resource_resource=resource))

@@ -18,7 +18,9 @@ from google.cloud import compute_v1
 
 from expo_executor.emulator.compute import FakeCompute
 from expo_executor.engines.base import CreateFailed, Instance
-from expo_executor.engines.gce.engine import GceConfig, GceEngine, delete_instances, find_instances
+from expo_executor.engines.gce.engine import (DEFAULT_GPU_IMAGE, GceConfig, GceEngine,
+                                              delete_instances, find_instances)
+from expo_executor.core.shapes import Shape
 from expo_executor.core.scheduler import Pool
 from tests.helpers import wait_until
 
@@ -359,3 +361,49 @@ def test_config_rejects_an_uncapped_vm_life(fake):
         config(fake, max_run_duration_s=0)
     with pytest.raises(ValueError, match="run_label"):
         config(fake, run_label="Run 1")
+
+
+T4 = Shape("n1-standard-4", "nvidia-tesla-t4", 1, disk_gb=120)
+
+
+def test_a_gpu_shape_gets_what_the_api_requires(engine, fake):
+    """Accelerators (a zonal URL in an insert, a bare name in a bulk insert), no live
+    migration even on-demand, the GPU image with the driver flag, the shape's disk."""
+    engine.create(["g-1"], Pool.ON_DEMAND, 4, shape=T4)
+    body = inserts(fake)[0]["json"]
+    assert body["machineType"] == f"zones/{ZONES[0]}/machineTypes/n1-standard-4"
+    assert body["guestAccelerators"] == [{
+        "acceleratorType": f"zones/{ZONES[0]}/acceleratorTypes/nvidia-tesla-t4",
+        "acceleratorCount": 1}]
+    assert body["scheduling"]["onHostMaintenance"] == "TERMINATE"
+    assert body["scheduling"]["provisioningModel"] == "STANDARD"
+    disk = body["disks"][0]["initializeParams"]
+    assert disk["sourceImage"] == DEFAULT_GPU_IMAGE and disk["diskSizeGb"] == "120"
+    assert items(body)["install-nvidia-driver"] == "True"
+    assert json.loads(items(body)["expocloud-worker"])["slots"] == 4
+    engine.create(["g-2", "g-3"], Pool.SPOT, 4, shape=T4)
+    props = inserts(fake, "bulkInsert")[0]["json"]["instanceProperties"]
+    assert props["guestAccelerators"] == [{"acceleratorType": "nvidia-tesla-t4",
+                                           "acceleratorCount": 1}]
+    assert set(fake.instances()) == {"g-1", "g-2", "g-3"}
+
+
+def test_machine_types_that_come_with_gpus_and_plain_shapes(engine, fake):
+    engine.create(["l-1"], Pool.ON_DEMAND, 4, shape=Shape("g2-standard-4", "nvidia-l4", 1))
+    engine.create(["d-1"], Pool.ON_DEMAND, 2, shape=Shape("e2-standard-2", disk_gb=200))
+    l4, disk = (r["json"] for r in inserts(fake))
+    assert "guestAccelerators" not in l4 and l4["scheduling"]["onHostMaintenance"] == "TERMINATE"
+    assert l4["disks"][0]["initializeParams"]["diskSizeGb"] == "50"  # the GPU image's size
+    assert disk["disks"][0]["initializeParams"] == {
+        "sourceImage": "projects/debian-cloud/global/images/family/debian-12",
+        "diskSizeGb": "200", "diskType": f"zones/{ZONES[0]}/diskTypes/pd-balanced"}
+    assert disk["scheduling"]["onHostMaintenance"] == "MIGRATE"
+    assert "install-nvidia-driver" not in items(disk)
+
+
+def test_a_refused_gpu_stops_only_its_shape_and_says_so(engine, fake):
+    with pytest.raises(CreateFailed) as info:
+        engine.create(["x-1"], Pool.SPOT, 2,
+                      shape=Shape("e2-standard-2", "nvidia-tesla-t4", 1))
+    assert info.value.stop_growth and info.value.shape.machine_type == "e2-standard-2"
+    assert "not supported with machine type e2-standard-2" in info.value.message

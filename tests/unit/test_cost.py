@@ -7,6 +7,7 @@ import pytest
 
 from expo_executor.core.budget import (MIN_BILLED_S, BudgetConfig, Phase, affordable, phase,
                                   projected, vm_cost)
+from expo_executor.cost import machines
 from expo_executor.cost.cost_report import summarize
 from expo_executor.core.errors import ExpoError
 from expo_executor.cost.machine_choice import (Candidate, Workload, choose, evaluate, jobs_per_vm,
@@ -165,3 +166,33 @@ def test_auto_machine_types_come_from_the_snapshot(tmp_path) -> None:
         [(1, 0, None)], StateDir(tmp_path), None, lines.append)
     assert fixed.gce_machine_type == "n2-standard-8"
     assert shape(fixed.gce_on_demand_machine_type).vcpus == 8 == fixed.slots_per_worker
+
+
+# -- GPUs: which machine takes which ---------------------------------------------------------------
+@pytest.mark.parametrize("machine_type, gpu_type, count, problem", [
+    ("n1-standard-4", "nvidia-tesla-t4", 1, None),
+    ("n1-standard-8", "nvidia-tesla-v100", 2, None),
+    ("g2-standard-4", "nvidia-l4", 1, None),
+    ("a2-highgpu-2g", "nvidia-tesla-a100", 2, None),
+    ("e2-standard-4", "nvidia-tesla-t4", 1, "e2-standard-4 takes no GPUs"),
+    ("n1-standard-4", "nvidia-tesla-t4", 3, "counts of 1, 2, 4, not 3"),
+    ("n1-standard-32", "nvidia-tesla-v100", 1, "at most 12 vCPUs"),
+    ("n1-standard-4", "nvidia-l4", 1, "comes with g2"),
+    ("g2-standard-4", "nvidia-l4", 2, "comes with 1 x nvidia-l4"),
+    ("a2-highgpu-1g", "nvidia-tesla-t4", 1, "comes with 1 x nvidia-tesla-a100"),
+    ("n1-standard-4", "nvidia-h999", 1, "unknown GPU type 'nvidia-h999'"),
+])
+def test_which_machine_takes_which_gpus(machine_type: str, gpu_type: str, count: int,
+                                        problem: str | None) -> None:
+    found = machines.gpu_problem(machine_type, gpu_type, count)
+    assert (found is None) if problem is None else (problem in (found or "")), found
+
+
+def test_a_gpu_rule_without_a_machine_type_gets_the_smallest_that_holds_it() -> None:
+    assert machines.gpu_machine("nvidia-tesla-t4", 1, 1, 0) == "n1-standard-1"
+    assert machines.gpu_machine("nvidia-tesla-t4", 1, 3, 0) == "n1-standard-4"
+    assert machines.gpu_machine("nvidia-l4", 1, 8, 0) == "g2-standard-8"
+    assert machines.gpu_machine("nvidia-l4", 2, 1, 0) == "g2-standard-24"
+    assert machines.gpu_machine("nvidia-tesla-a100", 4, 1, 0) == "a2-highgpu-4g"
+    assert machines.gpu_machine("nvidia-tesla-v100", 1, 16, 0) is None  # 1 V100: 12 vCPUs
+    assert machines.shape("a2-highgpu-1g") == machines.Shape(12, 85 * 1024)

@@ -129,7 +129,7 @@ def test_hourly_prices_by_hand() -> None:
 
 @pytest.mark.parametrize("machine_type, problem", [
     ("m3-megamem-64", "cannot read"),
-    ("a2-highgpu-1g", "cannot read"),
+    ("a3-highgpu-8g", "cannot read"),
     ("n4-standard-4", "no on-demand price for the n4 family in us-central1"),
     ("n2-custom-6-20480", "custom type"),
 ])
@@ -220,3 +220,29 @@ def test_refresh_without_credentials_is_one_line(tmp_path: Path, private_cache: 
 def test_endpoint_needs_refresh() -> None:
     with pytest.raises(ExpoError, match="--endpoint"):
         prices.run(prices_cli("--endpoint", "http://127.0.0.1:1"))
+
+
+def test_gpu_machines_and_gpus_are_priced_as_the_snapshots_source_prices_them() -> None:
+    """a2 and g2 types come with their GPUs: machine plus GPUs reproduce pricing.yml's totals
+    (us-central1, 2025-03-06); an n1 VM pays its GPUs on top."""
+    table = prices.load("us-central1")
+    for machine_type, on_demand, spot in (("g2-standard-4", 0.706832255, 0.279932),
+                                          ("g2-standard-24", 2.000832574, 0.787192),
+                                          ("a2-highgpu-1g", 3.673385, 1.293355),
+                                          ("a2-megagpu-16g", 55.739504, 19.48024)):
+        assert table.hourly(machine_type, spot=False) == pytest.approx(on_demand, abs=1e-5)
+        assert table.hourly(machine_type, spot=True) == pytest.approx(spot, abs=1e-5)
+    n1 = table.hourly("n1-standard-4", spot=False)
+    assert table.shape_hourly("n1-standard-4", "nvidia-tesla-t4", 2, spot=False) == \
+        pytest.approx(n1 + 2 * table.gpu_hourly("nvidia-tesla-t4", spot=False))
+    # the L4 of a g2 type is not paid twice
+    assert table.shape_hourly("g2-standard-4", "nvidia-l4", 1, spot=True) == \
+        table.hourly("g2-standard-4", spot=True)
+    for gpu in ("nvidia-tesla-t4", "nvidia-l4", "nvidia-tesla-v100", "nvidia-tesla-a100"):
+        assert 0 < table.gpu_hourly(gpu, spot=True) < table.gpu_hourly(gpu, spot=False)
+
+
+def test_an_unpriced_gpu_is_one_line_naming_the_resource() -> None:
+    with pytest.raises(ExpoError) as info:
+        prices.load("europe-west1").gpu_hourly("nvidia-tesla-t4", spot=True)
+    assert "resource 'gpu_type'" in str(info.value) and "\n" not in str(info.value)

@@ -35,6 +35,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from expo_executor.core.scheduler import Pool
+from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed, Instance
 from expo_executor.engines.gce.clients import delete_call, make_clients
 from expo_executor.engines.gce.errors import (LATER_CODES, QUOTA_CODES, STOCKOUT_CODES,
@@ -55,14 +56,23 @@ DEFAULT_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 LABEL_VALUE_RE = re.compile(r"[a-z0-9_-]{1,63}")
 QUOTA_RE = re.compile(r"Quota '([^']+)' exceeded\.\s+Limit:\s*([0-9.]+)\s+in region ([a-z0-9-]+)")
 PREEMPT_CLOCK_SLACK_S = 60.0  # a preemption this long before our insert can still be ours
+# Accelerator-optimized families: their GPUs come with the machine type (no guestAccelerators).
+ACCELERATOR_FAMILIES = ("a2", "a3", "a4", "g2", "g4")
+# Deep Learning VM images install the NVIDIA driver at first boot when this metadata says so.
+GPU_DRIVER_ATTRIBUTE = "install-nvidia-driver"
+DEFAULT_GPU_IMAGE = ("projects/deeplearning-platform-release/global/images/family/"
+                     "common-cu124-debian-11-py310")
+GPU_DISK_GB = 50  # a Deep Learning VM image needs a boot disk of about this size
 
 
 @dataclass
 class GceConfig:
     """Where and how the run's VMs are created.
 
-    ``zones`` in preference order; ``machine_types`` per pool (names, e.g. e2-standard-2);
-    ``image`` a source image URL; ``metadata`` goes on every VM (values never logged; the
+    ``zones`` in preference order; ``machine_types`` per pool (names, e.g. e2-standard-2) for
+    the run's own VMs (a per-rule :class:`Shape` names its own); ``image`` a source image URL,
+    ``gpu_image`` the one of VMs with GPUs (with the NVIDIA driver, or installing it), whose
+    boot disk is at least ``gpu_disk_gb``; ``metadata`` goes on every VM (values never logged; the
     ``slots`` of its ``expocloud-worker`` JSON is set to each create()'s slots); ``endpoint``
     set means a local fake (anonymous credentials); ``bulk_min`` or more VMs at once go
     through one bulk insert; ``exhausted_ttl_s``: how long a stocked-out zone is avoided;
@@ -77,6 +87,8 @@ class GceConfig:
     run_label: str
     metadata: dict[str, str] = field(default_factory=dict)
     disk_gb: int = 20
+    gpu_image: str = DEFAULT_GPU_IMAGE
+    gpu_disk_gb: int = GPU_DISK_GB
     disk_type: str = "pd-balanced"
     network: str = "global/networks/default"
     subnetwork: str | None = None
@@ -108,6 +120,23 @@ class GceConfig:
             raise ValueError("GceConfig.bulk_min must be at least 1")
 
 
+@dataclass(frozen=True)
+class Ask:
+    """What one create call makes: VMs of one pool and shape (None: the run's own machine
+    type of the pool), each with ``slots`` job slots."""
+
+    pool: Pool
+    slots: int
+    shape: Shape | None = None
+
+    @property
+    def gpus(self) -> bool:
+        return self.shape is not None and self.shape.gpus
+
+    def failed(self, names: list[str], message: str, stop_growth: bool) -> CreateFailed:
+        return CreateFailed(self.pool, names, message, stop_growth, shape=self.shape)
+
+
 @dataclass
 class _Pending:
     """An insert (or bulk insert) whose operation was not DONE when we last looked."""
@@ -115,8 +144,7 @@ class _Pending:
     zone: str
     op: str
     names: list[str]
-    pool: Pool
-    slots: int
+    ask: Ask
     tried: list[str]
     doomed: list[str] = field(default_factory=list)  # deleted meanwhile: delete once created
 
@@ -214,21 +242,23 @@ class GceEngine:
         self._zone_of: dict[str, str] = {}
         self._created_at: dict[str, float] = {}  # wall-clock time of our insert, per name
         self._ids: set[int] = set()
-        # (zone, pool) -> clock() until which the pool avoids the zone
-        self._exhausted: dict[tuple[str, Pool], float] = {}
+        # (zone, pool, shape) -> clock() until which the pool avoids the zone
+        self._exhausted: dict[tuple[str, Pool, Shape | None], float] = {}
         self._failures: list[CreateFailed] = []
         self._seen_ops: set[str] = set()
         self._closed = False
 
     # -- Engine ------------------------------------------------------------------------------
-    def create(self, names: list[str], pool: Pool, slots: int) -> None:
-        if pool not in self.config.machine_types:
+    def create(self, names: list[str], pool: Pool, slots: int,
+               shape: Shape | None = None) -> None:
+        if pool not in POOL_LABEL_VALUES or (shape is None
+                                             and pool not in self.config.machine_types):
             raise ValueError(f"no machine type configured for pool {pool.value}")
         with self._lock:
             if self._closed:
                 raise RuntimeError("the engine is closed: the run is ending")
         if names:
-            self._place(list(names), pool, slots, tried=[])
+            self._place(list(names), Ask(pool, slots, shape), tried=[])
 
     def delete(self, name: str) -> None:
         with self._lock:
@@ -318,28 +348,31 @@ class GceEngine:
             return None
 
     # -- placing VMs ------------------------------------------------------------------------
-    def _place(self, names: list[str], pool: Pool, slots: int, tried: list[str]) -> None:
+    def _place(self, names: list[str], ask: Ask, tried: list[str]) -> None:
         """Create ``names`` in the first zones with capacity; raise CreateFailed if none has."""
         left = names
-        for zone in self._candidate_zones(tried, pool):
+        for zone in self._candidate_zones(tried, ask):
             tried = [*tried, zone]
-            left = self._try_zone(zone, left, pool, slots, tried, bulk=True)
+            left = self._try_zone(zone, left, ask, tried, bulk=True)
             if not left:
                 return
-        machine = self.config.machine_types[pool]
+        what = ask.shape.describe() if ask.shape else self._machine(ask)
         zones = ", ".join(tried or self.config.zones)
-        raise CreateFailed(pool, left, f"no capacity for {len(left)} {POOL_LABEL_VALUES[pool]} "
-                                       f"VM(s) of type {machine} in zone(s) {zones} (resource "
-                                       "pool exhausted); trying again later", stop_growth=False)
+        raise ask.failed(left, f"no capacity for {len(left)} {POOL_LABEL_VALUES[ask.pool]} "
+                               f"VM(s) of type {what} in zone(s) {zones} (resource pool "
+                               "exhausted); trying again later", stop_growth=False)
 
-    def _candidate_zones(self, tried: list[str], pool: Pool) -> list[str]:
+    def _machine(self, ask: Ask) -> str:
+        return ask.shape.machine_type if ask.shape else self.config.machine_types[ask.pool]
+
+    def _candidate_zones(self, tried: list[str], ask: Ask) -> list[str]:
         now = self._clock()
         with self._lock:
-            return [z for z in self.config.zones
-                    if z not in tried and self._exhausted.get((z, pool), 0.0) <= now]
+            return [z for z in self.config.zones if z not in tried
+                    and self._exhausted.get((z, ask.pool, ask.shape), 0.0) <= now]
 
-    def _try_zone(self, zone: str, names: list[str], pool: Pool, slots: int,
-                  tried: list[str], bulk: bool) -> list[str]:
+    def _try_zone(self, zone: str, names: list[str], ask: Ask, tried: list[str],
+                  bulk: bool) -> list[str]:
         """Insert ``names`` in ``zone``; return the names left for the next zone (stockout)."""
         use_bulk = bulk and len(names) >= self.config.bulk_min
         batches = [names] if use_bulk else [[n] for n in names]
@@ -349,45 +382,44 @@ class GceEngine:
                 for name in batch:
                     self._created_at[name] = time.time()
             try:
-                op = self._submit(zone, batch, pool, slots, use_bulk)
+                op = self._submit(zone, batch, ask, use_bulk)
             except Exception as err:
                 kind = classify_error(err)
                 if kind == "stockout":
-                    self._mark_exhausted(zone, pool)
+                    self._mark_exhausted(zone, ask)
                     return rest
                 if kind == "conflict" and use_bulk:  # someone holds a name: one by one
-                    return self._try_zone(zone, rest, pool, slots, tried, bulk=False)
+                    return self._try_zone(zone, rest, ask, tried, bulk=False)
                 if kind == "conflict" and self._is_ours(zone, batch[0]):
                     self._remember(batch[0], zone)
                     continue
-                raise self._failed(err, kind, zone, rest, pool) from err
+                raise self._failed(err, kind, zone, rest, ask) from err
             self._remember_all(batch, zone, op)
-            if self._outcome(zone, op, rest, pool) == "stockout":
+            if self._outcome(zone, op, rest, ask) == "stockout":
                 return rest
             if not _is_done(op):
                 with self._lock:
-                    self._pending.append(_Pending(zone, op.name, list(batch), pool, slots,
-                                                  list(tried)))
+                    self._pending.append(_Pending(zone, op.name, list(batch), ask, list(tried)))
         return []
 
     def _failed(self, err: BaseException, kind: str, zone: str, names: list[str],
-                pool: Pool) -> CreateFailed:
+                ask: Ask) -> CreateFailed:
         """The CreateFailed for an insert call that raised."""
         raw = _one_line(getattr(err, "message", None) or str(err))
         if kind == "quota":
-            return CreateFailed(pool, names, quota_message(raw, self.config.project, pool, zone),
-                                stop_growth=True)
+            return ask.failed(names, quota_message(raw, self.config.project, ask.pool, zone),
+                              stop_growth=True)
         if kind == "transient":
-            return CreateFailed(pool, names, f"the Compute API kept failing in {zone} ({raw}); "
-                                             "trying again later", stop_growth=False)
+            return ask.failed(names, f"the Compute API kept failing in {zone} ({raw}); "
+                                     "trying again later", stop_growth=False)
         if kind == "conflict":
-            return CreateFailed(pool, names, f"an instance named {names[0]} already exists in "
-                                             f"{zone} and is not this run's", stop_growth=False)
-        return CreateFailed(pool, names, f"GCE refused to create VMs in {zone}: {raw}; fix the "
-                                         "--expocloud GCE settings (image, network, service "
-                                         "account, machine type)", stop_growth=True)
+            return ask.failed(names, f"an instance named {names[0]} already exists in {zone} "
+                                     "and is not this run's", stop_growth=False)
+        return ask.failed(names, f"GCE refused to create VMs in {zone}: {raw}; fix the "
+                                 "--expocloud GCE settings (image, network, service account, "
+                                 "machine type, GPUs)", stop_growth=True)
 
-    def _outcome(self, zone: str, op: Any, names: list[str], pool: Pool) -> str:
+    def _outcome(self, zone: str, op: Any, names: list[str], ask: Ask) -> str:
         """ok, running or stockout for an insert operation; quota and other errors raise."""
         if not _is_done(op):
             return "running"
@@ -395,22 +427,23 @@ class GceEngine:
         if not codes:
             return "ok"
         if codes & STOCKOUT_CODES:
-            self._mark_exhausted(zone, pool)
+            self._mark_exhausted(zone, ask)
             return "stockout"
         if codes & QUOTA_CODES:
-            raise CreateFailed(pool, names, quota_message(text, self.config.project, pool, zone),
-                               stop_growth=True)
+            raise ask.failed(names, quota_message(text, self.config.project, ask.pool, zone),
+                             stop_growth=True)
         if codes & LATER_CODES:
-            raise CreateFailed(pool, names, f"GCE could not create VMs in {zone} just now "
-                                            f"({text}); trying again later", stop_growth=False)
-        raise CreateFailed(pool, names, f"GCE could not create VMs in {zone}: {text}; fix the "
-                                        "--expocloud GCE settings", stop_growth=True)
+            raise ask.failed(names, f"GCE could not create VMs in {zone} just now ({text}); "
+                                    "trying again later", stop_growth=False)
+        raise ask.failed(names, f"GCE could not create VMs in {zone}: {text}; fix the "
+                                "--expocloud GCE settings", stop_growth=True)
 
-    def _mark_exhausted(self, zone: str, pool: Pool) -> None:
+    def _mark_exhausted(self, zone: str, ask: Ask) -> None:
         with self._lock:
-            self._exhausted[(zone, pool)] = self._clock() + self.config.exhausted_ttl_s
+            self._exhausted[(zone, ask.pool, ask.shape)] = \
+                self._clock() + self.config.exhausted_ttl_s
 
-    def _submit(self, zone: str, names: list[str], pool: Pool, slots: int, bulk: bool) -> Any:
+    def _submit(self, zone: str, names: list[str], ask: Ask, bulk: bool) -> Any:
         """One logical insert or bulk insert: every retry reuses its request_id."""
         from google.cloud import compute_v1
 
@@ -421,52 +454,74 @@ class GceEngine:
                 count=len(names), min_count=len(names),
                 per_instance_properties={n: compute_v1.BulkInsertInstanceResourcePerInstanceProperties(name=n)
                                          for n in names},
-                instance_properties=self._properties(zone, pool, slots))
+                instance_properties=self._properties(ask))
             request = compute_v1.BulkInsertInstanceRequest(
                 project=project, zone=zone, bulk_insert_instance_resource_resource=resource,
                 request_id=request_id)
             return self._call(lambda: self._instances.bulk_insert_unary(
                 request=request, retry=None, timeout=timeout))
         insert = compute_v1.InsertInstanceRequest(
-            project=project, zone=zone, instance_resource=self._instance(names[0], zone, pool, slots),
+            project=project, zone=zone, instance_resource=self._instance(names[0], zone, ask),
             request_id=request_id)
         return self._call(lambda: self._instances.insert_unary(
             request=insert, retry=None, timeout=timeout))
 
     # -- request bodies ----------------------------------------------------------------------
-    def _labels(self, pool: Pool, slots: int) -> dict[str, str]:
+    def _labels(self, ask: Ask) -> dict[str, str]:
         return {**self.config.labels, RUN_LABEL: self.config.run_label,
-                POOL_LABEL: POOL_LABEL_VALUES[pool], SLOTS_LABEL: str(slots)}
+                POOL_LABEL: POOL_LABEL_VALUES[ask.pool], SLOTS_LABEL: str(ask.slots)}
 
-    def _metadata(self, slots: int) -> Any:
+    def _metadata(self, ask: Ask) -> Any:
         from google.cloud import compute_v1
 
-        values = worker_metadata(self.config.metadata, slots)
+        values = worker_metadata(self.config.metadata, ask.slots)
+        if ask.gpus:
+            values[GPU_DRIVER_ATTRIBUTE] = "True"
         return compute_v1.Metadata(items=[compute_v1.Items(key=k, value=v)
                                           for k, v in values.items()])
 
-    def _scheduling(self, pool: Pool) -> Any:
+    def _scheduling(self, ask: Ask) -> Any:
+        """Spot or standard, capped at ``max_run_duration``. A VM with GPUs cannot live-migrate:
+        the API wants TERMINATE on host maintenance for it, on-demand or not."""
         from google.cloud import compute_v1
 
         cap = compute_v1.Duration(seconds=int(self.config.max_run_duration_s))
-        if pool is Pool.SPOT:
+        if ask.pool is Pool.SPOT:
             return compute_v1.Scheduling(provisioning_model="SPOT",
                                          instance_termination_action="DELETE",
                                          on_host_maintenance="TERMINATE",
                                          automatic_restart=False, max_run_duration=cap)
         return compute_v1.Scheduling(provisioning_model="STANDARD",
                                      instance_termination_action="DELETE",
-                                     on_host_maintenance="MIGRATE", automatic_restart=False,
-                                     max_run_duration=cap)
+                                     on_host_maintenance="TERMINATE" if ask.gpus else "MIGRATE",
+                                     automatic_restart=False, max_run_duration=cap)
 
-    def _disk(self, disk_type: str) -> Any:
+    def _disk(self, disk_type: str, ask: Ask) -> Any:
+        """The boot disk: the shape's size (or the run's), from the GPU image for GPU VMs."""
         from google.cloud import compute_v1
 
+        size = (ask.shape.disk_gb if ask.shape else 0) or self.config.disk_gb
+        if ask.gpus:
+            size = max(size, self.config.gpu_disk_gb)
         params = compute_v1.AttachedDiskInitializeParams(
-            source_image=self.config.image, disk_size_gb=int(self.config.disk_gb),
-            disk_type=disk_type)
+            source_image=self.config.gpu_image if ask.gpus else self.config.image,
+            disk_size_gb=int(size), disk_type=disk_type)
         return compute_v1.AttachedDisk(boot=True, auto_delete=True, type_="PERSISTENT",
                                        initialize_params=params)
+
+    def _accelerators(self, ask: Ask, zone: str | None) -> list[Any]:
+        """``guestAccelerators`` for GPUs attached to an N1 VM (a zonal URL for an insert, the
+        bare name for a bulk insert, as for machine types); none where the machine type comes
+        with its GPUs (a2, g2, ...)."""
+        from google.cloud import compute_v1
+
+        shape = ask.shape
+        if shape is None or not shape.gpus \
+                or shape.machine_type.split("-", 1)[0] in ACCELERATOR_FAMILIES:
+            return []
+        name = f"zones/{zone}/acceleratorTypes/{shape.gpu_type}" if zone else shape.gpu_type
+        return [compute_v1.AcceleratorConfig(accelerator_type=name,
+                                             accelerator_count=shape.gpu_count)]
 
     def _nic(self) -> Any:
         from google.cloud import compute_v1
@@ -485,28 +540,29 @@ class GceEngine:
         return [compute_v1.ServiceAccount(email=self.config.service_account or "default",
                                           scopes=list(self.config.scopes))]
 
-    def _instance(self, name: str, zone: str, pool: Pool, slots: int) -> Any:
-        """The body of a single insert: machine and disk types as zonal URLs."""
+    def _instance(self, name: str, zone: str, ask: Ask) -> Any:
+        """The body of a single insert: machine, disk and accelerator types as zonal URLs."""
         from google.cloud import compute_v1
 
         return compute_v1.Instance(
-            name=name,
-            machine_type=f"zones/{zone}/machineTypes/{self.config.machine_types[pool]}",
-            labels=self._labels(pool, slots), metadata=self._metadata(slots),
-            disks=[self._disk(f"zones/{zone}/diskTypes/{self.config.disk_type}")],
+            name=name, machine_type=f"zones/{zone}/machineTypes/{self._machine(ask)}",
+            labels=self._labels(ask), metadata=self._metadata(ask),
+            disks=[self._disk(f"zones/{zone}/diskTypes/{self.config.disk_type}", ask)],
+            guest_accelerators=self._accelerators(ask, zone),
             network_interfaces=[self._nic()], service_accounts=self._service_accounts(),
-            scheduling=self._scheduling(pool))
+            scheduling=self._scheduling(ask))
 
-    def _properties(self, zone: str, pool: Pool, slots: int) -> Any:
-        """The body of a bulk insert: machine and disk types as bare names (URLs are refused)."""
+    def _properties(self, ask: Ask) -> Any:
+        """The body of a bulk insert: machine, disk and accelerator types as bare names (URLs
+        are refused)."""
         from google.cloud import compute_v1
 
         return compute_v1.InstanceProperties(
-            machine_type=self.config.machine_types[pool],
-            labels=self._labels(pool, slots), metadata=self._metadata(slots),
-            disks=[self._disk(self.config.disk_type)],
+            machine_type=self._machine(ask), labels=self._labels(ask),
+            metadata=self._metadata(ask), disks=[self._disk(self.config.disk_type, ask)],
+            guest_accelerators=self._accelerators(ask, None),
             network_interfaces=[self._nic()], service_accounts=self._service_accounts(),
-            scheduling=self._scheduling(pool))
+            scheduling=self._scheduling(ask))
 
     # -- watching ---------------------------------------------------------------------------
     def _call(self, fn: Callable[[], T]) -> T:
@@ -541,12 +597,12 @@ class GceEngine:
         with self._lock:
             names, doomed, closed = list(entry.names), list(entry.doomed), self._closed
         try:
-            outcome = self._outcome(entry.zone, op, names, entry.pool)
+            outcome = self._outcome(entry.zone, op, names, entry.ask)
             if outcome == "ok":
                 for name in doomed:
                     self._delete_quietly((entry.zone, name))
             elif outcome == "stockout" and names and not closed:
-                self._place(names, entry.pool, entry.slots, entry.tried)
+                self._place(names, entry.ask, entry.tried)
         except CreateFailed as failed:
             with self._lock:
                 self._failures.append(failed)

@@ -77,7 +77,7 @@ def build_engine(settings: ExecutorSettings, run_id: str, run_key: bytes, bucket
     return GceEngine(GceConfig(
         project=settings.gce_project or "", zones=zones(settings),
         machine_types={Pool.SPOT: spot_type, Pool.ON_DEMAND: on_demand_type},
-        image=settings.gce_image, disk_gb=settings.gce_disk_gb,
+        image=settings.gce_image, gpu_image=settings.gce_gpu_image, disk_gb=settings.gce_disk_gb,
         disk_type=settings.gce_disk_type, network=settings.gce_network,
         subnetwork=settings.gce_subnetwork, external_ip=not settings.gce_internal_ip_only,
         service_account=settings.gce_service_account,

@@ -7,15 +7,20 @@ Snakefile. The standard ``runtime`` resource (minutes) is a deadline too; ``dead
 
 from __future__ import annotations
 
+import ast
+import builtins
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Mapping
 
+from expo_executor.coordinator.shapes import GPU_TYPE, MACHINE_TYPE, ShapeBook
 from expo_executor.coordinator.state import FamilyRef
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import HardnessSpec, parse_duration
 from expo_executor.core.records import HardnessMeta, JobMeta
 from expo_executor.core.scheduler import Task
+from expo_executor.core.shapes import Shape
 from expo_executor.frontends.base import find_misfit
 
 HARDNESS = "hardness"
@@ -23,6 +28,13 @@ DEADLINE = "deadline"
 RUNTIME = "runtime"
 PREEMPTIBLE = "expocloud_preemptible"  # 0: this rule's jobs run on on-demand VMs only
 THREADS = "_cores"  # how Snakemake names a rule's threads among its resources
+# Resources a profile gives as words (set-resources: {rule: {machine_type: e2-standard-4}}):
+# Snakemake keeps them as expressions for each job, but a constant one is known at planning.
+PLANNED_WORDS = (MACHINE_TYPE, GPU_TYPE)
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
+# what a bare word means to Snakemake's evaluation instead of itself
+_NAMES = frozenset({"wildcards", "input", "attempt", "threads", "system_tmpdir", "shutil",
+                    "async_run", *dir(builtins)})
 
 
 @dataclass(frozen=True)
@@ -57,16 +69,19 @@ class _Annotations:
     cpus: int
     mem_mb: int
     preemptible: bool
+    shape: Shape | None = None
 
 
 class JobDescriber:
     """Describes jobs of one workflow (identified by its Snakefile's path) for one fleet."""
 
     def __init__(self, workflow: str, fleet: Fleet,
-                 log: Callable[[str], None] = lambda line: None) -> None:
+                 log: Callable[[str], None] = lambda line: None,
+                 shapes: ShapeBook | None = None) -> None:
         self.workflow = workflow
         self.fleet = fleet
         self.log = log
+        self.shapes = shapes  # per-rule machines (GCE); None: every job on the run's own
         self._said: set[str] = set()  # what was shrunk to fit, logged once per rule
 
     @staticmethod
@@ -115,7 +130,7 @@ class JobDescriber:
             key=_key(job), label=self.label(job), family=family.key if family else None,
             point=point if family else None, cpus=notes.cpus, mem_mb=notes.mem_mb,
             priority=int(getattr(job, "priority", 0) or 0) if not job.is_group() else 0,
-            preemptible=notes.preemptible,
+            preemptible=notes.preemptible, shape=notes.shape,
         )
         hardness = None if point is None or notes.spec is None else HardnessMeta(
             notes.spec.text, tuple(d.name for d in notes.spec.dimensions),
@@ -131,7 +146,12 @@ class JobDescriber:
         spec = None if spec_text is None else \
             _spec(str(spec_text), f"resource '{HARDNESS}' of rule '{rule}'")
         mem = get("mem_mb")
-        mem = self._mem_mb(rule, int(mem) if isinstance(mem, (int, float)) else 0)
+        mem = int(mem) if isinstance(mem, (int, float)) else 0
+        shape = self.shapes.shape_of(rule, get, max(1, threads), mem) if self.shapes else None
+        if shape is None:
+            cpus, mem = self._cpus(rule, threads), self._mem_mb(rule, mem)
+        else:
+            cpus = self._fit_shape(rule, shape, max(1, threads), mem)
         preemptible = get(PREEMPTIBLE)
         preemptible = 1 if preemptible is None else preemptible
         if str(preemptible) not in ("0", "1", "True", "False"):
@@ -139,17 +159,36 @@ class JobDescriber:
                             f"{preemptible!r} is not 0 or 1",
                             f"set {PREEMPTIBLE}=0 to keep the rule off Spot VMs, 1 (default) "
                             "to allow them")
-        return _Annotations(deadline, spec, self._cpus(rule, threads), mem,
-                            str(preemptible) in ("1", "True"))
+        return _Annotations(deadline, spec, cpus, mem, str(preemptible) in ("1", "True"), shape)
+
+    def _fit_shape(self, rule: str, shape: Shape, threads: int, mem: int) -> int:
+        """A job's threads and memory against its own machine; the CPUs it takes there."""
+        assert self.shapes is not None
+        size = self.shapes.size(shape)
+        misfit = find_misfit(threads, mem, size.slots, size.mem_mb)
+        if misfit is None:
+            return threads
+        what = "threads" if misfit.resource == "cpus" else "MB"
+        setting = f"threads of rule '{rule}'" if misfit.resource == "cpus" else \
+            f"resource 'mem_mb' of rule '{rule}'"
+        raise ExpoError(setting, f"it needs {misfit.needed} {what} but its machine, "
+                        f"{shape.describe()}, has {misfit.have} (the largest machine of this "
+                        f"run: {self.shapes.largest()})", f"give rule '{rule}' a larger "
+                        f"'{MACHINE_TYPE}' (or auto), or lower its {misfit.resource}")
 
     def _cpus(self, rule: str, threads: int) -> int:
         cpus = max(1, threads)
         if not find_misfit(cpus, 0, self.fleet.slots, 0):
             return cpus
         if not self.fleet.shrink_to_fit:
+            largest = f" (the largest machine of this run: {self.shapes.largest()})" \
+                if self.shapes else ""
+            machine = f"give rule '{rule}' a '{MACHINE_TYPE}' resource that holds it (or " \
+                "auto), " if self.shapes else ""
             raise ExpoError(f"threads of rule '{rule}'",
-                            f"it needs {cpus} threads but workers have {self.fleet.slots} slots",
-                            f"set --expocloud-slots-per-worker {cpus} or lower the rule's threads")
+                            f"it needs {cpus} threads but workers have {self.fleet.slots} slots"
+                            f"{largest}", f"{machine}set --expocloud-slots-per-worker {cpus} or "
+                            "lower the rule's threads")
         self._once(f"threads of {rule}", f"rule '{rule}' asks for {cpus} threads; local workers "
                    f"have {self.fleet.slots}: its jobs run with {self.fleet.slots}, as plain "
                    "Snakemake scales threads down to the cores it has")
@@ -202,7 +241,22 @@ def rule_values(rule) -> dict[str, object]:
                 values[name] = resource
         elif not evaluable():
             values[name] = resource.value
+        elif name in PLANNED_WORDS and (word := _constant(getattr(resource, "raw", None))):
+            values[name] = word
     return values
+
+
+def _constant(expression: object) -> str | None:
+    """A profile's word (``e2-standard-4``, ``'auto'``) as Snakemake will evaluate it for every
+    job: a quoted string, or a bare word that is no Python name; None for anything else."""
+    if not isinstance(expression, str):
+        return None
+    try:
+        value = ast.literal_eval(expression)
+    except (ValueError, SyntaxError):
+        return expression if _WORD.fullmatch(expression) \
+            and expression.split(".")[0] not in _NAMES else None
+    return value if isinstance(value, str) else None
 
 
 def _key(job) -> str:

@@ -28,11 +28,13 @@ from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
 from snakemake_interface_executor_plugins.settings import (CommonSettings, DeploymentMethod,
                                                            SharedFSUsage)
 
-from expo_executor.coordinator.launch import max_workers, resolve_machine_types, start_coordinator
+from expo_executor.coordinator.launch import (max_workers, resolve_machine_types, shape_book,
+                                              start_coordinator)
 from expo_executor.coordinator.loop import JobReport, JobRequest
 from expo_executor.coordinator.run_files import REQUESTS, RunFiles
 from expo_executor.coordinator.settings import (ExecutorSettings, validate, with_default_slots,
                                                 worker_memory_mb, worker_provides)
+from expo_executor.coordinator.shapes import AUTO, GPU_TYPE, MACHINE_TYPE
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import EngineName
@@ -88,8 +90,10 @@ class Executor(RemoteExecutor, FrontEnd):
             self.worker_mem_mb = worker_memory_mb(settings, max_workers(settings))
             fleet = Fleet(self.slots, self.worker_mem_mb,
                           shrink_to_fit=settings.engine == EngineName.LOCAL)
+            self.shapes = shape_book(settings, self._auto_rules(planned), self.state,
+                                     self.logger.info)
             self.describer = JobDescriber(os.path.abspath(self.workflow.main_snakefile), fleet,
-                                          self.logger.info)
+                                          self.logger.info, self.shapes)
             self._check_rules(planned)
             self._check_software(planned)
         except ExpoError as exc:
@@ -112,7 +116,7 @@ class Executor(RemoteExecutor, FrontEnd):
                                 "(profiles/gce-spot)")
             self.coordinator = start_coordinator(settings, self.run_dir, self.state,
                                                  self.logger.info,
-                                                 storage.default_storage_prefix)
+                                                 storage.default_storage_prefix, self.shapes)
         except ExpoError as exc:
             raise WorkflowError(str(exc)) from None
         atexit.register(self.coordinator.stop)  # a last resort; shutdown() is the normal path
@@ -127,6 +131,8 @@ class Executor(RemoteExecutor, FrontEnd):
         where the rule gives them as values: a function waits for its job)."""
         shapes = []
         for rule, (values, jobs) in planned.items():
+            if values.get(MACHINE_TYPE) or values.get(GPU_TYPE):  # a machine of its own
+                continue
             threads, mem_mb = values.get(THREADS), values.get("mem_mb")
             runtime = values.get("runtime")
             shapes += [(max(1, threads) if isinstance(threads, int) else 1,
@@ -134,6 +140,21 @@ class Executor(RemoteExecutor, FrontEnd):
                         float(runtime) * 60 if isinstance(runtime, (int, float)) else None)] * jobs
         return resolve_machine_types(settings, shapes, self.state,
                                      {rule.name for rule in planned} or None, self.logger.info)
+
+    @staticmethod
+    def _auto_rules(planned: dict) -> dict[str, tuple[int, int, float | None]]:
+        """The rules whose ``machine_type`` resource is 'auto', with (threads, mem_mb, runtime
+        in s) for the choice of their machine."""
+        autos = {}
+        for rule, (values, _) in planned.items():
+            if values.get(MACHINE_TYPE) != AUTO:
+                continue
+            threads, mem_mb, runtime = (values.get(THREADS), values.get("mem_mb"),
+                                        values.get("runtime"))
+            seconds = float(runtime) * 60 if isinstance(runtime, (int, float)) else None
+            autos[rule.name] = (max(1, threads) if isinstance(threads, int) else 1,
+                                mem_mb if isinstance(mem_mb, int) else 0, seconds)
+        return autos
 
     def _planned_rules(self) -> dict:
         """Each rule Snakemake plans to run: (its resources that are values, threads capped as
@@ -236,7 +257,8 @@ class Executor(RemoteExecutor, FrontEnd):
         machine). With ``--cores N`` the user has said what a job may use, and plain Snakemake
         would give it min(threads, N): so does the job's own snakemake, which gets ``--cores N``.
         """
-        limit = f" --max-threads {self.slots}" if self._given_cores() is None else ""
+        slots = self.shapes.max_slots() if self.shapes else self.slots
+        limit = f" --max-threads {slots}" if self._given_cores() is None else ""
         return "--max-jobs-per-timespan 1000/0s" + limit + self._deploy_prefixes()
 
     def _deploy_prefixes(self) -> str:

@@ -1,0 +1,181 @@
+"""Per-rule machines on GCE: a job's resources choose its VM's shape, and each shape's workers
+are sized and priced here.
+
+A rule asks for a machine of its own with resources (from the Snakefile or a profile's
+``set-resources``): ``machine_type`` (a GCE type, or ``auto``: the cheapest per job for the
+rule's threads, memory and runtime), ``gpu_type`` and ``gpu`` (a count, default 1), and a
+``disk_mb`` more than the run's boot disk holds. Everything is checked before a VM exists, with
+one line naming the rule's resource and the fix: an unknown GPU type, GPUs a machine type cannot
+take, a job larger than its machine. A rule that asks for nothing of its own runs on the run's
+own pools (shape None), exactly as without this module.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from expo_executor.core.errors import ExpoError
+from expo_executor.core.scheduler import Pool
+from expo_executor.core.shapes import Shape, ShapeSize
+from expo_executor.cost import machines
+from expo_executor.cost.prices import PriceTable
+
+MACHINE_TYPE = "machine_type"
+GPU_TYPE = "gpu_type"
+GPU = "gpu"
+DISK_MB = "disk_mb"
+AUTO = "auto"
+SYSTEM_DISK_GB = 10  # what the image and the worker's software take of a boot disk
+
+
+@dataclass(frozen=True)
+class RunMachines:
+    """The run's own machines, which a rule's shape starts from: the Spot and on-demand types
+    (after 'auto'), its slots and memory per worker and its boot disk."""
+
+    spot_type: str
+    on_demand_type: str
+    slots: int
+    mem_mb: int
+    disk_gb: int
+
+    def own(self, shape: Shape) -> bool:
+        """Is ``shape`` the run's own (so its jobs run on the run's own pools)?"""
+        return shape == Shape(self.spot_type) and self.spot_type == self.on_demand_type
+
+
+@dataclass
+class ShapeBook:
+    """Every shape of a run: its workers' size, its hourly prices per pool (no table: not
+    priced) and the largest one seen, for the error of a job no shape holds."""
+
+    run: RunMachines
+    table: PriceTable | None = None
+    priced: bool = False  # a budget needs every shape priced: an unpriced one is an error
+    rule_machines: Mapping[str, str] = field(default_factory=dict)  # rule -> 'auto' resolved
+    _seen: dict[Shape, ShapeSize] = field(default_factory=dict)
+
+    def size(self, shape: Shape | None) -> ShapeSize:
+        if shape is None:
+            return ShapeSize(self.run.slots, self.run.mem_mb)
+        dims = machines.shape(shape.machine_type)
+        return ShapeSize(dims.vcpus, dims.memory_mb) if dims else ShapeSize(1, 0)
+
+    def hourly(self, shape: Shape, pool: Pool) -> float:
+        """USD per hour of a VM of ``shape`` in ``pool``; 0 when the run or the shape is not
+        priced (with a budget, ``shape_of`` refused an unpriced shape already)."""
+        try:
+            return self._hourly(shape, pool)
+        except ExpoError:
+            return 0.0
+
+    def _hourly(self, shape: Shape, pool: Pool) -> float:
+        if self.table is None:
+            return 0.0
+        return self.table.shape_hourly(shape.machine_type, shape.gpu_type, shape.gpu_count,
+                                       spot=pool is Pool.SPOT)
+
+    def max_slots(self) -> int:
+        """The most slots of any worker of the run so far (a job's threads never exceed its
+        own worker's)."""
+        return max([self.run.slots, *(size.slots for size in self._seen.values())])
+
+    def largest(self) -> str:
+        """The largest machine of the run so far, in words."""
+        own = f"{self.run.spot_type} ({self.run.slots} slots)"
+        if not self._seen:
+            return own
+        shape, size = max(self._seen.items(), key=lambda item: (item[1].slots, item[1].mem_mb))
+        return own if size.slots <= self.run.slots else f"{shape.describe()} ({size.slots} vCPUs)"
+
+    def shape_of(self, rule: str, get: Callable[[str], object], threads: int,
+                 mem_mb: int) -> Shape | None:
+        """The shape a job of ``rule`` needs from its resources (``get``), None for the run's
+        own; raises ExpoError naming the resource and the fix."""
+        gpu_type, count = _gpus(rule, get)
+        machine = self._machine(rule, get, gpu_type, count, threads, mem_mb)
+        attached = machines.attached_gpus(machine) if machine else None
+        if attached and gpu_type is None:
+            gpu_type, count = attached
+        disk_gb = _disk_gb(rule, get(DISK_MB), self.run.disk_gb)
+        if machine is None and gpu_type is None and not disk_gb:
+            return None
+        shape = Shape(machine or self.run.spot_type, gpu_type, count, disk_gb)
+        if gpu_type is not None:
+            problem = machines.gpu_problem(shape.machine_type, gpu_type, count)
+            if problem:
+                raise ExpoError(f"resource '{GPU_TYPE}' of rule '{rule}'", problem,
+                                "name a GPU type and count the machine type takes (n1: "
+                                "nvidia-tesla-t4 or -v100; g2: nvidia-l4; a2: nvidia-tesla-a100)"
+                                f", or drop '{MACHINE_TYPE}' to have one chosen")
+        if self.run.own(shape):
+            return None
+        self._register(rule, shape)
+        return shape
+
+    def _machine(self, rule: str, get: Callable[[str], object], gpu_type: str | None,
+                 count: int, threads: int, mem_mb: int) -> str | None:
+        value = get(MACHINE_TYPE)
+        if value is not None and str(value) == AUTO:
+            value = self.rule_machines.get(rule)
+        if value is None and gpu_type is not None:
+            value = machines.gpu_machine(gpu_type, count, threads, mem_mb) \
+                if gpu_type in machines.GPU_TYPES else None
+            if value is None and gpu_type in machines.GPU_TYPES:
+                raise ExpoError(f"resource '{GPU_TYPE}' of rule '{rule}'",
+                                f"no machine type holds {count} x {gpu_type} with {threads} "
+                                f"threads and {mem_mb} MB", f"name one with '{MACHINE_TYPE}', or "
+                                "lower the rule's threads, mem_mb or GPU count")
+        if value is None:
+            return None
+        name = str(value)
+        if machines.shape(name) is None:
+            raise ExpoError(f"resource '{MACHINE_TYPE}' of rule '{rule}'",
+                            f"cannot read the machine type {name!r}",
+                            "give a predefined GCE type such as n2-standard-8, or auto")
+        return name
+
+    def _register(self, rule: str, shape: Shape) -> None:
+        """A new shape: priced now when the run has a budget, before any VM of it exists."""
+        if shape in self._seen:
+            return
+        if self.priced and self.table is not None:
+            for pool in (Pool.SPOT, Pool.ON_DEMAND):
+                try:
+                    self._hourly(shape, pool)
+                except ExpoError as exc:
+                    raise ExpoError(f"machine of rule '{rule}'", f"{shape.describe()} has no "
+                                    f"price ({exc.problem})", "--expocloud-budget needs every "
+                                    "VM priced: choose a priced machine and GPU, or run without "
+                                    "a budget") from None
+        self._seen[shape] = self.size(shape)
+
+
+def _gpus(rule: str, get: Callable[[str], object]) -> tuple[str | None, int]:
+    gpu_type, count = get(GPU_TYPE), get(GPU)
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int)
+                              or count < 0):
+        raise ExpoError(f"resource '{GPU}' of rule '{rule}'", f"{count!r} is not a GPU count",
+                        "give a whole number of GPUs, e.g. gpu=1")
+    if gpu_type is None:
+        if count:
+            raise ExpoError(f"resource '{GPU}' of rule '{rule}'", f"{count} GPUs of no type",
+                            f"name the type with '{GPU_TYPE}', e.g. gpu_type=nvidia-tesla-t4")
+        return None, 0
+    if count == 0:
+        return None, 0
+    return str(gpu_type), 1 if count is None else count
+
+
+def _disk_gb(rule: str, disk_mb: object, run_disk_gb: int) -> int:
+    """The boot disk a job's ``disk_mb`` needs (with the system's share), or 0 when the run's
+    own disk holds it."""
+    if disk_mb is None:
+        return 0
+    if isinstance(disk_mb, bool) or not isinstance(disk_mb, (int, float)) or disk_mb < 0:
+        raise ExpoError(f"resource '{DISK_MB}' of rule '{rule}'", f"{disk_mb!r} is not a size",
+                        "give megabytes, e.g. disk_mb=100000")
+    need = math.ceil(disk_mb / 1024) + SYSTEM_DISK_GB
+    return need if need > run_disk_gb else 0

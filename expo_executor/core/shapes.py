@@ -1,0 +1,56 @@
+"""A worker's shape: the machine a job needs (machine type, GPUs, boot disk). Pure.
+
+A run without per-rule machines has one shape, the run's own (``None`` everywhere: its Spot and
+on-demand pools may even use different machine types, as configured). A rule that asks for a
+machine of its own (``machine_type``, ``gpu_type``/``gpu``, a ``disk_mb`` beyond the run's
+disk) gets a :class:`Shape`, and each shape has a Spot and an on-demand pool of its own, created,
+scaled and deleted on their own. The scheduler puts a job only on a worker of the job's shape,
+so a GPU job never lands on a CPU-only VM and a one-thread job never holds a GPU VM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, order=True)
+class Shape:
+    """What a VM is: its machine type, its GPUs (type and count) and its boot disk in GB
+    (0: the run's own disk size)."""
+
+    machine_type: str
+    gpu_type: str | None = None
+    gpu_count: int = 0
+    disk_gb: int = 0
+
+    @property
+    def gpus(self) -> bool:
+        return self.gpu_count > 0
+
+    def describe(self) -> str:
+        """One phrase for logs and errors: ``n1-standard-4 + 1 x nvidia-tesla-t4, 100 GB``."""
+        text = self.machine_type
+        if self.gpus:
+            text += f" + {self.gpu_count} x {self.gpu_type}"
+        if self.disk_gb:
+            text += f", {self.disk_gb} GB disk"
+        return text
+
+    def to_dict(self) -> dict[str, object]:
+        return {"machine_type": self.machine_type, "gpu_type": self.gpu_type,
+                "gpu_count": self.gpu_count, "disk_gb": self.disk_gb}
+
+
+@dataclass(frozen=True)
+class ShapeSize:
+    """What a worker of a shape holds for its jobs: CPU slots and memory (0: not tracked)."""
+
+    slots: int
+    mem_mb: int = 0
+
+
+def shape_order(shape: Shape | None) -> tuple:
+    """A total order over shapes with the run's own (None) first: every round scales the
+    shapes in the same order."""
+    return (0,) if shape is None else (1, shape.machine_type, shape.gpu_type or "",
+                                       shape.gpu_count, shape.disk_gb)
