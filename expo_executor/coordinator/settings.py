@@ -58,8 +58,9 @@ class ExecutorSettings(ExecutorSettingsBase):
         "type).",
         type=int))
     max_workers: Optional[int] = field(default=None, metadata=_opt(
-        "Most workers at once (local default: one holding every core; with slots per worker "
-        "set, as many as fit in this machine's cores).", type=int))
+        "Most workers at once, of every machine shape together (local default: one holding "
+        "every core; with slots per worker set, as many as fit in this machine's cores).",
+        type=int))
     oversubscribe: bool = field(default=False, metadata=_opt(
         "Local engine: allow more slots in total than this machine has cores (distorts "
         "deadlines)."))
@@ -109,7 +110,7 @@ class ExecutorSettings(ExecutorSettingsBase):
     on_demand_min: int = field(default=0, metadata=_opt(
         "GCE: on-demand VMs kept while work is left, a reliable core.", type=int))
     max_on_demand: Optional[int] = field(default=None, metadata=_opt(
-        "GCE: most on-demand VMs at once (default: a quarter of --expocloud-max-workers, at "
+        "GCE: most on-demand VMs at once, of every machine shape together (default: a quarter of --expocloud-max-workers, at "
         "least 1 and at least --expocloud-on-demand-min).", type=int))
     budget: Optional[float] = field(default=None, metadata=_opt(
         "GCE: spending cap in USD for the run's VMs, priced from the price snapshot "

@@ -104,18 +104,35 @@ def scale_shapes(loads: Mapping[Shape | None, Load], now: float,
     """One round over every shape's pools (``setups``: the run's own, None, and one per
     per-rule machine): each shape's pools grow for its own queued work, shrink by their own idle
     VMs and keep their own straggler rule and health; ``hourly`` prices each shape's VMs. The
-    budget's view moves on from shape to shape as it does from pool to pool."""
+    budget's view moves on from shape to shape as it does from pool to pool, and so do the
+    pools' caps: ``max_workers`` of a pool bounds its VMs of every shape together (a user's
+    ``--expocloud-max-on-demand 5`` is five on-demand VMs, not five per shape)."""
     spend, growths, drain, stragglers = money.spend, [], set(), set()
+    used = {pool: sum(len(load.views.get(pool, ())) for load in loads.values()) for pool in Pool}
     for shape in sorted(setups, key=shape_order):
-        plan, spend = _scale(loads.get(shape, _IDLE), now, setups[shape],
+        load = loads.get(shape, _IDLE)
+        plan, spend = _scale(load, now, _within_caps(setups[shape], load, used),
                              healths.get(shape, PoolHealth()),
                              replace(money, spend=spend, hourly=hourly.get(shape, {})))
+        for growth in plan.pools:
+            used[growth.pool] += growth.create - len(growth.delete)
         growths += [replace(growth, shape=shape) for growth in plan.pools]
         drain |= plan.drain
         if plan.stragglers:
             stragglers.add(shape)
     return ScalePlan(None in stragglers, tuple(growths), frozenset(drain),
                      frozenset(stragglers))
+
+
+def _within_caps(setup: FleetSetup, load: Load, used: Mapping[Pool, int]) -> FleetSetup:
+    """``setup`` with each pool's cap lowered by the VMs other shapes hold in that pool (never
+    below this shape's own VMs: a cap stops growth, it does not delete)."""
+    fleets = {}
+    for pool, fleet in setup.fleets.items():
+        own = len(load.views.get(pool, ()))
+        others = used[pool] - own
+        fleets[pool] = replace(fleet, max_workers=max(own, fleet.max_workers - others))
+    return replace(setup, fleets=fleets)
 
 
 def _scale(load: Load, now: float, setup: FleetSetup, health: PoolHealth,

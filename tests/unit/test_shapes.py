@@ -17,9 +17,9 @@ BIG = Shape("e2-standard-4")
 DISK = Shape("e2-standard-2", disk_gb=120)
 
 
-def _setup(slots: int) -> FleetSetup:
-    return FleetSetup({SPOT: FleetConfig(slots, 3, 5.0), OD: FleetConfig(slots, 1, 5.0)}, SPOT,
-                      False)
+def _setup(slots: int, spot_cap: int = 3) -> FleetSetup:
+    return FleetSetup({SPOT: FleetConfig(slots, spot_cap, 5.0), OD: FleetConfig(slots, 1, 5.0)},
+                      SPOT, False)
 
 
 SETUPS = {None: _setup(1), T4: _setup(4), BIG: _setup(4)}
@@ -82,7 +82,13 @@ def test_an_idle_shape_is_deleted_while_another_shape_still_works() -> None:
     plan = scale_shapes(loads, 10.0, SETUPS, {}, Money(), {})
     deleted = {g.shape: g.delete for g in plan.pools if g.delete}
     assert deleted == {T4: ("gpu-1",)}
-    assert [g.create for g in plan.pools if g.shape is None and g.pool is SPOT] == [2]
+    # the Spot cap (3) still counts gpu-1 this round: its place is free from the next one
+    assert [g.create for g in plan.pools if g.shape is None and g.pool is SPOT] == [1]
+    loads[T4] = Load({SPOT: 0, OD: 0}, {}, 0, 0)
+    loads[None] = Load({SPOT: 2, OD: 0}, {SPOT: [*views_plain[SPOT],
+                                                 WorkerView("plain-2", True, 0, None)]}, 1, 1)
+    plan = scale_shapes(loads, 11.0, SETUPS, {}, Money(), {})
+    assert [g.create for g in plan.pools if g.shape is None and g.pool is SPOT] == [1]
 
 
 def test_one_shape_is_exactly_the_one_pool_round() -> None:
@@ -105,9 +111,26 @@ def test_the_budget_prices_each_shape_and_carries_its_spend_from_shape_to_shape(
     budget = BudgetConfig(1.0, horizon_s=100.0)
     hourly = {None: {SPOT: 3.6, OD: 36.0}, T4: {SPOT: 18.0, OD: 36.0}}  # $0.10 and $0.50
     loads = {None: Load({SPOT: 3, OD: 0}, {}, 0, 0), T4: Load({SPOT: 4, OD: 0}, {}, 0, 0)}
-    plan = scale_shapes(loads, 0.0, SETUPS, {}, Money(Phase.OK, budget, Spend(0.0, ()), {}),
+    wide = {None: _setup(1, spot_cap=10), T4: _setup(4, spot_cap=10)}  # the budget binds
+    plan = scale_shapes(loads, 0.0, wide, {}, Money(Phase.OK, budget, Spend(0.0, ()), {}),
                         hourly)
     grown = {(g.shape, g.pool): g.create for g in plan.pools if g.create}
     # $1: three plain Spot VMs ($0.30), then one T4 Spot VM ($0.50); a second would overrun
     assert grown == {(None, SPOT): 3, (T4, SPOT): 1}
     assert Growth(SPOT, (), 1, shape=T4) in plan.pools
+
+
+def test_a_pools_cap_bounds_its_vms_of_every_shape_together() -> None:
+    # Spot at most 3, on-demand at most 1 (SETUPS): three shapes each wanting more share them,
+    # the run's own first
+    loads = {None: Load({SPOT: 2, OD: 1}, {}, 0, 0), T4: Load({SPOT: 8, OD: 4}, {}, 0, 0),
+             BIG: Load({SPOT: 8, OD: 0}, {}, 0, 0)}
+    plan = scale_shapes(loads, 0.0, SETUPS, {}, Money(), {})
+    grown = {(g.shape, g.pool): g.create for g in plan.pools if g.create}
+    assert grown == {(None, SPOT): 2, (None, OD): 1, (BIG, SPOT): 1}
+    # VMs a shape already has count against the others', and are never deleted for a cap
+    views = {SPOT: [WorkerView(f"big-{i}", False, 4, None) for i in range(3)]}
+    loads[BIG] = Load({SPOT: 8, OD: 0}, views, 12, 12)
+    plan = scale_shapes(loads, 0.0, SETUPS, {}, Money(), {})
+    assert {(g.shape, g.pool): g.create for g in plan.pools if g.create} == {(None, OD): 1}
+    assert not any(g.delete for g in plan.pools)
