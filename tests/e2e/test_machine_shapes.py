@@ -1,0 +1,128 @@
+"""Machines per rule on the emulated GCE path: a 1-thread rule, a 4-thread rule, a GPU rule and
+a big-disk rule get VMs of four shapes, each job on a VM of its own shape, each VM deleted when
+its work ends; a job no machine can hold is refused before any VM. Real snakemake, the fake
+Compute API (which refuses GPU bodies the real one refuses) and the GCS emulator."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from expo_executor.emulator.compute import FakeCompute
+from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
+from tests.gcs_emulator import gcs_emulator  # noqa: F401
+from tests.helpers import run_dirs, run_snakemake
+
+pytestmark = pytest.mark.slow
+
+# the 4-thread rule's machine comes from the command line's set-resources (a profile's words),
+# the others' from the Snakefile
+SNAKEFILE = """
+rule all:
+    input: "out/one.txt", "out/four.txt", "out/gpu.txt", "out/disk.txt"
+
+rule one:
+    output: "out/one.txt"
+    shell: "echo {threads} > {output}"
+
+rule four:
+    output: "out/four.txt"
+    threads: 4
+    shell: "echo {threads} > {output}"
+
+rule gpu:
+    output: "out/gpu.txt"
+    resources: gpu_type="nvidia-tesla-t4", gpu=1
+    shell: "echo {resources.gpu} > {output}"
+
+rule disk:
+    output: "out/disk.txt"
+    resources: disk_mb=200000
+    shell: "echo {resources.disk_mb} > {output}"
+"""
+
+FAST = ("--expocloud-poll-interval", "0.2", "--expocloud-slow-poll-interval", "0.5",
+        "--expocloud-idle-timeout", "1", "--expocloud-max-workers", "4")
+
+
+def _created(fake: FakeCompute) -> dict[str, dict]:
+    """Each VM the run asked for, by name: the instance body the Compute API received (a bulk
+    insert's shared properties; an insert's whole body)."""
+    bodies = {}
+    for request in fake.requests:
+        body = request.get("json") or {}
+        if request["op"] == "insert":
+            bodies[body["name"]] = body
+        elif request["op"] == "bulkInsert":
+            for name in body.get("perInstanceProperties") or {}:
+                bodies[name] = body["instanceProperties"]
+    return bodies
+
+
+def _shape(body: dict) -> tuple[str, tuple, int, str | None]:
+    """(machine type, accelerators as (type, count), boot disk GB, onHostMaintenance)."""
+    accelerators = tuple((a["acceleratorType"].rsplit("/", 1)[-1], a["acceleratorCount"])
+                         for a in body.get("guestAccelerators") or [])
+    disk = int(body["disks"][0]["initializeParams"]["diskSizeGb"])
+    return (body["machineType"].rsplit("/", 1)[-1], accelerators, disk,
+            (body.get("scheduling") or {}).get("onHostMaintenance"))
+
+
+def _git_workdir(tmp_path: Path, snakefile: str) -> Path:
+    workdir = tmp_path / "wf"
+    workdir.mkdir()
+    (workdir / "Snakefile").write_text(snakefile)
+    for git in (["init", "-q"], ["add", "."]):  # sources travel to the VMs by git
+        subprocess.run(["git", *git], cwd=workdir, check=True, capture_output=True)
+    return workdir
+
+
+def test_four_rules_get_four_shapes_and_each_job_a_fitting_vm(
+        tmp_path: Path, fake_compute: FakeCompute, gcs_emulator: str) -> None:  # noqa: F811
+    workdir = _git_workdir(tmp_path, SNAKEFILE)
+    args = emulated_args(fake_compute, gcs_emulator, None, *FAST,
+                         "--set-resources", "four:machine_type=n2-standard-4")
+    proc = run_snakemake(workdir, *args, env=emulated_env(gcs_emulator), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+    created = _created(fake_compute)
+    shapes = {name: _shape(body) for name, body in created.items()}
+    run_dir, = run_dirs(workdir)
+    jobs = {r["rule"]: r for r in map(json.loads, (run_dir / "jobs.jsonl").read_text()
+                                        .splitlines())}
+    ran_on = {rule: shapes[jobs[rule]["worker"]] for rule in ("one", "four", "gpu", "disk")}
+    assert ran_on["one"][:2] == ("e2-standard-2", ()) and ran_on["one"][2] < 200
+    assert ran_on["four"][:2] == ("n2-standard-4", ())
+    machine, accelerators, disk, maintenance = ran_on["gpu"]
+    assert machine.startswith("n1-standard-") and accelerators == (("nvidia-tesla-t4", 1),)
+    assert maintenance == "TERMINATE" and disk >= 50
+    assert ran_on["disk"][:2] == ("e2-standard-2", ()) and ran_on["disk"][2] >= 200000 // 1024
+    assert len({shape[:3] for shape in ran_on.values()}) == 4
+    # GPU VMs boot the GPU image; the others the run's own
+    gpu_vm = jobs["gpu"]["worker"]
+    assert "deeplearning" in created[gpu_vm]["disks"][0]["initializeParams"]["sourceImage"]
+    assert all("deeplearning" not in body["disks"][0]["initializeParams"]["sourceImage"]
+               for name, body in created.items() if not shapes[name][1])
+    # every VM asked for was deleted by the run, and none is left
+    deleted = {r["path"].rsplit("/", 1)[-1] for r in fake_compute.requests
+               if r["method"] == "DELETE"}
+    assert set(created) <= deleted and not fake_compute.instances()
+    # the profile's --expocloud-max-on-demand 1 bounds every shape's on-demand VMs together
+    assert sum(not vm["spot"] for vm in fake_compute.ledger()) <= 1
+
+
+def test_a_job_no_machine_holds_is_refused_before_any_vm(
+        tmp_path: Path, fake_compute: FakeCompute, gcs_emulator: str) -> None:  # noqa: F811
+    workdir = _git_workdir(tmp_path, SNAKEFILE.replace("threads: 4", "threads: 1000"))
+    args = emulated_args(fake_compute, gcs_emulator, None, *FAST,
+                         "--set-resources", "four:machine_type=auto")
+    proc = run_snakemake(workdir, *args, env=emulated_env(gcs_emulator), timeout=300)
+    assert proc.returncode != 0
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines()
+             if "rule 'four'" in line and "fix:" in line]
+    assert len(lines) == 1, proc.stderr[-3000:]
+    assert not [r for r in fake_compute.requests if r["op"] in ("insert", "bulkInsert")]
+    assert not fake_compute.instances()
