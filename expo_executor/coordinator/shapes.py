@@ -3,8 +3,9 @@ are sized and priced here.
 
 A rule asks for a machine of its own with resources (from the Snakefile or a profile's
 ``set-resources``): ``machine_type`` (a GCE type, or ``auto``: the cheapest per job for the
-rule's threads, memory and runtime), ``gpu_type`` and ``gpu`` (a count, default 1), and a
-``disk_mb`` more than the run's boot disk holds. Everything is checked before a VM exists, with
+rule's threads, memory and runtime), ``gpu_type`` (or ``gpu_model``, as Snakemake's SLURM
+plugin names it) and ``gpu`` (a count, default 1), and a ``disk_mb`` more than the run's boot
+disk holds. Everything is checked before a VM exists, with
 one line naming the rule's resource and the fix: an unknown GPU type, GPUs a machine type cannot
 take, a job larger than its machine. A rule that asks for nothing of its own runs on the run's
 own pools (shape None), exactly as without this module.
@@ -24,6 +25,7 @@ from expo_executor.cost.prices import PriceTable
 
 MACHINE_TYPE = "machine_type"
 GPU_TYPE = "gpu_type"
+GPU_MODEL = "gpu_model"  # what Snakemake's SLURM plugin reads: the same, when gpu_type is not set
 GPU = "gpu"
 DISK_MB = "disk_mb"
 AUTO = "auto"
@@ -155,6 +157,8 @@ class ShapeBook:
 
 def _gpus(rule: str, get: Callable[[str], object]) -> tuple[str | None, int]:
     gpu_type, count = get(GPU_TYPE), get(GPU)
+    if gpu_type is None:
+        gpu_type = get(GPU_MODEL)
     if count is not None and (isinstance(count, bool) or not isinstance(count, int)
                               or count < 0):
         raise ExpoError(f"resource '{GPU}' of rule '{rule}'", f"{count!r} is not a GPU count",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Mapping
 
-from expo_executor.coordinator.shapes import GPU_TYPE, MACHINE_TYPE, ShapeBook
+from expo_executor.coordinator.shapes import GPU_MODEL, GPU_TYPE, MACHINE_TYPE, ShapeBook
 from expo_executor.coordinator.state import FamilyRef
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import HardnessSpec, parse_duration
@@ -30,7 +30,7 @@ PREEMPTIBLE = "expocloud_preemptible"  # 0: this rule's jobs run on on-demand VM
 THREADS = "_cores"  # how Snakemake names a rule's threads among its resources
 # Resources a profile gives as words (set-resources: {rule: {machine_type: e2-standard-4}}):
 # Snakemake keeps them as expressions for each job, but a constant one is known at planning.
-PLANNED_WORDS = (MACHINE_TYPE, GPU_TYPE)
+PLANNED_WORDS = (MACHINE_TYPE, GPU_TYPE, GPU_MODEL)
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 # what a bare word means to Snakemake's evaluation instead of itself
 _NAMES = frozenset({"wildcards", "input", "attempt", "threads", "system_tmpdir", "shutil",

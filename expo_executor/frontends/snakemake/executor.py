@@ -34,7 +34,7 @@ from expo_executor.coordinator.loop import JobReport, JobRequest
 from expo_executor.coordinator.run_files import REQUESTS, RunFiles
 from expo_executor.coordinator.settings import (ExecutorSettings, validate, with_default_slots,
                                                 worker_memory_mb, worker_provides)
-from expo_executor.coordinator.shapes import AUTO, GPU_TYPE, MACHINE_TYPE
+from expo_executor.coordinator.shapes import AUTO, GPU_MODEL, GPU_TYPE, MACHINE_TYPE
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import EngineName
@@ -131,7 +131,7 @@ class Executor(RemoteExecutor, FrontEnd):
         where the rule gives them as values: a function waits for its job)."""
         shapes = []
         for rule, (values, jobs) in planned.items():
-            if values.get(MACHINE_TYPE) or values.get(GPU_TYPE):  # a machine of its own
+            if any(values.get(name) for name in (MACHINE_TYPE, GPU_TYPE, GPU_MODEL)):  # its own
                 continue
             threads, mem_mb = values.get(THREADS), values.get("mem_mb")
             runtime = values.get("runtime")
