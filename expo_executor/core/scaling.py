@@ -106,12 +106,16 @@ def scale_shapes(loads: Mapping[Shape | None, Load], now: float,
     VMs and keep their own straggler rule and health; ``hourly`` prices each shape's VMs. The
     budget's view moves on from shape to shape as it does from pool to pool, and so do the
     pools' caps: ``max_workers`` of a pool bounds its VMs of every shape together (a user's
-    ``--expocloud-max-on-demand 5`` is five on-demand VMs, not five per shape)."""
+    ``--expocloud-max-on-demand 5`` is five on-demand VMs, not five per shape). The run's own
+    shape goes first, but a later shape with queued work and no VM keeps one place in the main
+    pool: ten thousand small jobs do not hold a GPU rule back until they are done."""
     spend, growths, drain, stragglers = money.spend, [], set(), set()
     used = {pool: sum(len(load.views.get(pool, ())) for load in loads.values()) for pool in Pool}
-    for shape in sorted(setups, key=shape_order):
-        load = loads.get(shape, _IDLE)
-        plan, spend = _scale(load, now, _within_caps(setups[shape], load, used),
+    order = sorted(setups, key=shape_order)
+    waiting = [i for i, shape in enumerate(order) if _waiting(loads.get(shape, _IDLE))]
+    for i, shape in enumerate(order):
+        load, kept = loads.get(shape, _IDLE), sum(1 for j in waiting if j > i)
+        plan, spend = _scale(load, now, _within_caps(setups[shape], load, used, kept),
                              healths.get(shape, PoolHealth()),
                              replace(money, spend=spend, hourly=hourly.get(shape, {})))
         for growth in plan.pools:
@@ -124,13 +128,20 @@ def scale_shapes(loads: Mapping[Shape | None, Load], now: float,
                      frozenset(stragglers))
 
 
-def _within_caps(setup: FleetSetup, load: Load, used: Mapping[Pool, int]) -> FleetSetup:
-    """``setup`` with each pool's cap lowered by the VMs other shapes hold in that pool (never
-    below this shape's own VMs: a cap stops growth, it does not delete)."""
+def _waiting(load: Load) -> bool:
+    """A shape whose work waits for its first VM."""
+    return sum(load.queued.values()) > 0 and not any(load.views.values())
+
+
+def _within_caps(setup: FleetSetup, load: Load, used: Mapping[Pool, int],
+                 kept: int) -> FleetSetup:
+    """``setup`` with each pool's cap lowered by the VMs other shapes hold in that pool, and
+    in the main pool by ``kept`` places for shapes still waiting (never below this shape's own
+    VMs: a cap stops growth, it does not delete)."""
     fleets = {}
     for pool, fleet in setup.fleets.items():
         own = len(load.views.get(pool, ()))
-        others = used[pool] - own
+        others = used[pool] - own + (kept if pool is setup.main_pool else 0)
         fleets[pool] = replace(fleet, max_workers=max(own, fleet.max_workers - others))
     return replace(setup, fleets=fleets)
 

@@ -122,12 +122,12 @@ def test_the_budget_prices_each_shape_and_carries_its_spend_from_shape_to_shape(
 
 def test_a_pools_cap_bounds_its_vms_of_every_shape_together() -> None:
     # Spot at most 3, on-demand at most 1 (SETUPS): three shapes each wanting more share them,
-    # the run's own first
+    # the run's own first, but every shape waiting for its first VM keeps a Spot place
     loads = {None: Load({SPOT: 2, OD: 1}, {}, 0, 0), T4: Load({SPOT: 8, OD: 4}, {}, 0, 0),
              BIG: Load({SPOT: 8, OD: 0}, {}, 0, 0)}
     plan = scale_shapes(loads, 0.0, SETUPS, {}, Money(), {})
     grown = {(g.shape, g.pool): g.create for g in plan.pools if g.create}
-    assert grown == {(None, SPOT): 2, (None, OD): 1, (BIG, SPOT): 1}
+    assert grown == {(None, SPOT): 1, (None, OD): 1, (BIG, SPOT): 1, (T4, SPOT): 1}
     # VMs a shape already has count against the others', and are never deleted for a cap
     views = {SPOT: [WorkerView(f"big-{i}", False, 4, None) for i in range(3)]}
     loads[BIG] = Load({SPOT: 8, OD: 0}, views, 12, 12)
