@@ -215,7 +215,7 @@ def shape_book(settings: ExecutorSettings, autos: Mapping[str, tuple[int, int, f
     for rule, workload in sorted(autos.items()):
         rule_machines[rule] = _auto_for_rule(settings, rule, workload, state, log)
     return ShapeBook(run, table, priced=settings.budget is not None,
-                     rule_machines=rule_machines)
+                     rule_machines=rule_machines, gpu_image=settings.gce_gpu_image)
 
 
 def _auto_for_rule(settings: ExecutorSettings, rule: str,

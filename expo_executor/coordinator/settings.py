@@ -23,7 +23,6 @@ from expo_executor.core.records import EngineName
 from expo_executor.core.requirements import SETTING as REQUIREMENTS_SETTING
 from expo_executor.core.requirements import UserPin, parse_requirements
 from expo_executor.cost.machines import machine_memory_mb  # noqa: F401
-from expo_executor.engines.gce.engine import DEFAULT_GPU_IMAGE
 
 ON_SKIP_CHOICES = ("error", "placeholder")
 ENGINE_CHOICES = tuple(name.value for name in EngineName)
@@ -140,10 +139,11 @@ class ExecutorSettings(ExecutorSettingsBase):
         "GCE: machine type of on-demand workers, or 'auto' (default: the Spot one)."))
     gce_image: str = field(default="projects/debian-cloud/global/images/family/debian-12",
                            metadata=_opt("GCE: boot image or image family URL."))
-    gce_gpu_image: str = field(default=DEFAULT_GPU_IMAGE, metadata=_opt(
-        "GCE: boot image of VMs with GPUs (a rule's gpu_type resource): one with the NVIDIA "
-        "driver, or a Deep Learning VM family, which installs it at first boot (default "
-        f"{DEFAULT_GPU_IMAGE})."))
+    gce_gpu_image: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: boot image of VMs with GPUs, needed when a rule asks for GPUs: an image with the "
+        "NVIDIA driver (or a Deep Learning VM image's first-boot driver install) and what "
+        "--expocloud-gce-worker-software needs (pip: python3 of this machine's version; image: "
+        "the worker installed), built as docs/gce.md says."))
     gce_worker_software: str = field(default="pip", metadata=_opt(
         "GCE: 'pip' (the startup script installs the host's exact versions) or 'image' (the "
         "image already has them).", choices=list(WORKER_SOFTWARE_CHOICES)))

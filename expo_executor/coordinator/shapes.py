@@ -57,6 +57,7 @@ class ShapeBook:
     table: PriceTable | None = None
     priced: bool = False  # a budget needs every shape priced: an unpriced one is an error
     rule_machines: Mapping[str, str] = field(default_factory=dict)  # rule -> 'auto' resolved
+    gpu_image: str | None = None  # --expocloud-gce-gpu-image: GPU VMs boot nothing else
     _seen: dict[Shape, ShapeSize] = field(default_factory=dict)
 
     def size(self, shape: Shape | None) -> ShapeSize:
@@ -143,6 +144,12 @@ class ShapeBook:
         """A new shape: priced now when the run has a budget, before any VM of it exists."""
         if shape in self._seen:
             return
+        if shape.gpus and self.gpu_image is None:
+            raise ExpoError(f"resource '{GPU_TYPE}' of rule '{rule}'", "the rule asks for GPUs, "
+                            "and no GPU image is set (one with the NVIDIA driver and the "
+                            "worker's Python: the standard GPU images ship another Python)",
+                            "build one and set --expocloud-gce-gpu-image (docs/gce.md, \"GPU "
+                            "workers\")")
         if self.priced and self.table is not None:
             for pool in (Pool.SPOT, Pool.ON_DEMAND):
                 try:

@@ -18,8 +18,8 @@ from google.cloud import compute_v1
 
 from expo_executor.emulator.compute import FakeCompute
 from expo_executor.engines.base import CreateFailed, Instance
-from expo_executor.engines.gce.engine import (DEFAULT_GPU_IMAGE, GceConfig, GceEngine,
-                                              delete_instances, find_instances)
+from expo_executor.engines.gce.engine import (GceConfig, GceEngine, delete_instances,
+                                              find_instances)
 from expo_executor.core.shapes import Shape
 from expo_executor.core.scheduler import Pool
 from tests.helpers import wait_until
@@ -61,12 +61,15 @@ def clock() -> Clock:
     return Clock()
 
 
+GPU_IMAGE = "projects/p/global/images/gpu-worker"
+
+
 def config(fake: FakeCompute, **overrides) -> GceConfig:
     values = dict(
         project=PROJECT, zones=list(ZONES),
         machine_types={Pool.SPOT: "e2-standard-2", Pool.ON_DEMAND: "n2-standard-4"},
         image="projects/debian-cloud/global/images/family/debian-12",
-        max_run_duration_s=7200, run_label="run-1", labels={"team": "sweeps"},
+        gpu_image=GPU_IMAGE, max_run_duration_s=7200, run_label="run-1", labels={"team": "sweeps"},
         metadata={"startup-script": "#!/bin/sh\necho boot", "expocloud-worker": json.dumps(WORKER),
                   "expocloud-run-key": SECRET},
         endpoint=fake.endpoint, close_timeout_s=20.0)
@@ -378,7 +381,7 @@ def test_a_gpu_shape_gets_what_the_api_requires(engine, fake):
     assert body["scheduling"]["onHostMaintenance"] == "TERMINATE"
     assert body["scheduling"]["provisioningModel"] == "STANDARD"
     disk = body["disks"][0]["initializeParams"]
-    assert disk["sourceImage"] == DEFAULT_GPU_IMAGE and disk["diskSizeGb"] == "120"
+    assert disk["sourceImage"] == GPU_IMAGE and disk["diskSizeGb"] == "120"
     assert items(body)["install-nvidia-driver"] == "True"
     assert json.loads(items(body)["expocloud-worker"])["slots"] == 4
     engine.create(["g-2", "g-3"], Pool.SPOT, 4, shape=T4)

@@ -44,7 +44,8 @@ rule disk:
     shell: "echo {resources.disk_mb} > {output}"
 """
 
-FAST = ("--expocloud-poll-interval", "0.2", "--expocloud-slow-poll-interval", "0.5",
+GPU_IMAGE = "projects/expocloud-emulated/global/images/gpu-worker"
+FAST = ("--expocloud-gce-gpu-image", GPU_IMAGE, "--expocloud-poll-interval", "0.2", "--expocloud-slow-poll-interval", "0.5",
         "--expocloud-idle-timeout", "1", "--expocloud-max-workers", "4")
 
 
@@ -102,10 +103,10 @@ def test_four_rules_get_four_shapes_and_each_job_a_fitting_vm(
     assert ran_on["disk"][:2] == ("e2-standard-2", ()) and ran_on["disk"][2] >= 200000 // 1024
     assert len({shape[:3] for shape in ran_on.values()}) == 4
     # GPU VMs boot the GPU image; the others the run's own
-    gpu_vm = jobs["gpu"]["worker"]
-    assert "deeplearning" in created[gpu_vm]["disks"][0]["initializeParams"]["sourceImage"]
-    assert all("deeplearning" not in body["disks"][0]["initializeParams"]["sourceImage"]
-               for name, body in created.items() if not shapes[name][1])
+    images = {name: body["disks"][0]["initializeParams"]["sourceImage"]
+              for name, body in created.items()}
+    assert images.pop(jobs["gpu"]["worker"]) == GPU_IMAGE
+    assert GPU_IMAGE not in images.values()
     # every VM asked for was deleted by the run, and none is left
     deleted = {r["path"].rsplit("/", 1)[-1] for r in fake_compute.requests
                if r["method"] == "DELETE"}

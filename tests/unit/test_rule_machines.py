@@ -12,8 +12,9 @@ from expo_executor.core.shapes import Shape
 RUN = RunMachines("e2-standard-2", "e2-standard-2", 2, 8192, 20)
 
 
-def _shape(resources: dict, threads: int = 1, mem_mb: int = 0) -> Shape | None:
-    return ShapeBook(RUN).shape_of("r", resources.get, threads, mem_mb)
+def _shape(resources: dict, threads: int = 1, mem_mb: int = 0,
+           gpu_image: str | None = "projects/p/global/images/gpu-worker") -> Shape | None:
+    return ShapeBook(RUN, gpu_image=gpu_image).shape_of("r", resources.get, threads, mem_mb)
 
 
 def test_a_rule_that_asks_for_nothing_of_its_own_runs_on_the_runs_own_machines() -> None:
@@ -48,3 +49,11 @@ def test_what_gce_would_refuse_is_one_line_before_any_vm(resources: dict, words:
         _shape(resources)
     assert words in str(info.value) and "fix:" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_a_gpu_rule_needs_a_gpu_image_said_before_any_vm() -> None:
+    with pytest.raises(ExpoError) as info:
+        _shape({"machine_type": "g2-standard-8"}, gpu_image=None)  # comes with an L4
+    assert "resource 'gpu_type' of rule 'r'" in str(info.value)
+    assert "--expocloud-gce-gpu-image" in str(info.value)
+    assert _shape({"machine_type": "n2-standard-8"}, gpu_image=None) == Shape("n2-standard-8")

@@ -58,10 +58,9 @@ QUOTA_RE = re.compile(r"Quota '([^']+)' exceeded\.\s+Limit:\s*([0-9.]+)\s+in reg
 PREEMPT_CLOCK_SLACK_S = 60.0  # a preemption this long before our insert can still be ours
 # Accelerator-optimized families: their GPUs come with the machine type (no guestAccelerators).
 ACCELERATOR_FAMILIES = ("a2", "a3", "a4", "g2", "g4")
-# Deep Learning VM images install the NVIDIA driver at first boot when this metadata says so.
+# Deep Learning VM images install the NVIDIA driver at first boot when this metadata says so
+# (a worker image built from one keeps that; other images ignore it).
 GPU_DRIVER_ATTRIBUTE = "install-nvidia-driver"
-DEFAULT_GPU_IMAGE = ("projects/deeplearning-platform-release/global/images/family/"
-                     "common-cu124-debian-11-py310")
 GPU_DISK_GB = 50  # a Deep Learning VM image needs a boot disk of about this size
 
 
@@ -87,7 +86,7 @@ class GceConfig:
     run_label: str
     metadata: dict[str, str] = field(default_factory=dict)
     disk_gb: int = 20
-    gpu_image: str = DEFAULT_GPU_IMAGE
+    gpu_image: str | None = None
     gpu_disk_gb: int = GPU_DISK_GB
     disk_type: str = "pd-balanced"
     network: str = "global/networks/default"
@@ -503,6 +502,8 @@ class GceEngine:
         size = (ask.shape.disk_gb if ask.shape else 0) or self.config.disk_gb
         if ask.gpus:
             size = max(size, self.config.gpu_disk_gb)
+            if self.config.gpu_image is None:  # the front ends refuse GPU rules without one
+                raise ValueError("GceConfig.gpu_image is needed for VMs with GPUs")
         params = compute_v1.AttachedDiskInitializeParams(
             source_image=self.config.gpu_image if ask.gpus else self.config.image,
             disk_size_gb=int(size), disk_type=disk_type)
