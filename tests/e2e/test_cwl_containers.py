@@ -111,3 +111,45 @@ def test_no_container_keeps_cwltools_own_refusal(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "--no-container, but this CommandLineTool has DockerRequirement" in result.stderr
     assert not list((tmp_path / "state").glob("runs/*/jobs.jsonl"))
+
+
+STAGED_TOOL = f"""cwlVersion: v1.2
+class: CommandLineTool
+requirements:
+  DockerRequirement:
+    dockerPull: {IMAGE}
+  InitialWorkDirRequirement:
+    listing:
+      - entryname: note.txt
+        entry: "from the listing"
+baseCommand: [/bin/sh, -c, 'read a < "$0"; read b < note.txt; read m < /etc/expocloud-marker;
+  echo "$a|$b|$m" > both.txt']
+inputs:
+  data: {{type: File, inputBinding: {{position: 1}}}}
+outputs:
+  both:
+    type: File
+    outputBinding: {{glob: both.txt}}
+"""
+
+
+def test_a_docker_requirement_runs_with_its_files_through_the_bucket(
+        tmp_path: Path, podman_env: dict) -> None:
+    """Bucket staging, the GCE path's, on the local engine: an input outside the run's job root
+    and a file the tool's listing makes reach the container from the worker's own copies,
+    and its output comes back."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "in.txt").write_text("the input\n")
+    (tmp_path / "staged.cwl").write_text(STAGED_TOOL)
+    result = subprocess.run(
+        [EXPOCLOUD_CWL, "--outdir", str(tmp_path / "out"), "--expocloud-state-dir",
+         str(tmp_path / "state"), "--expocloud-staging", "bucket", "staged.cwl", "--data",
+         str(elsewhere / "in.txt")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=podman_env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (tmp_path / "out" / "both.txt").read_text() == \
+        f"the input|from the listing|{MARKER}\n"
+    # the worker ran the container on its own copies: the bucket held the input's bytes
+    staged = list((tmp_path / "state").glob("runs/*/bucket/stage/in/*"))
+    assert any(path.read_bytes() == b"the input\n" for path in staged), staged

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from expo_executor.coordinator.settings import ExecutorSettings, machine_memory_mb, worker_memory_mb
+from expo_executor.frontends.cwl.executor import _mount_sources
 from expo_executor.frontends.cwl.hints import ARV_PREEMPTIBLE, PREEMPTIBLE, spot_attempts
 from expo_executor.worker.staged_job import safe_relative
 
@@ -81,3 +82,10 @@ def test_worker_memory_is_the_smaller_pool_s_and_unknown_types_are_not_tracked()
     local = ExecutorSettings(engine="local")
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
     assert worker_memory_mb(local, 2) == total // 2
+
+
+def test_a_container_commands_mounts_are_what_it_reads() -> None:
+    argv = ["podman", "run", "-i", "--mount=type=bind,source=/r/job/out,target=/var/spool/cwl",
+            "--mount=type=bind,source=/r/inputs-1/x/in.txt,target=/var/lib/cwl/stg1/in.txt,"
+            "readonly", "--workdir=/var/spool/cwl", "img", "cat", "source=/not/a/mount"]
+    assert _mount_sources(argv) == ["/r/job/out", "/r/inputs-1/x/in.txt"]

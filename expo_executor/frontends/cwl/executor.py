@@ -22,6 +22,7 @@ import logging
 import math
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -119,11 +120,7 @@ class ExpoExecutor(JobExecutor, FrontEnd):
         coordinator; raises WorkflowException on a bad annotation, before the batch runs."""
         os.makedirs(job.tmpdir, exist_ok=True)
         job._setup(rc)
-        if isinstance(job, ContainerCommandLineJob):
-            argv, env = _container_command(job, rc), {}  # the job's variables are --env flags
-        else:
-            _stage_bare(job, rc)
-            argv, env = [str(a) for a in job.command_line], dict(job.environment)
+        argv, env, reads = self._command(job, rc)
         shown = " ".join(argv)  # before secrets are filled in: a log never shows them
         store, secrets = rc.secret_store, []
         if store is not None and (store.has_secret(argv) or store.has_secret(env)):
@@ -139,7 +136,8 @@ class ExpoExecutor(JobExecutor, FrontEnd):
         key = f"c{next(self._keys)}"
         task, family, deadline = self._describe(job, key)
         self.started()
-        stage = {"stdin": _stdin_path(job, self.staging is not None),
+        stage = {"stdin": _stdin_path(job, self.staging is not None
+                                      and not isinstance(job, ContainerCommandLineJob)),
                  "stdout": os.path.join(job.base_path_logs, job.stdout) if job.stdout else None,
                  "stderr": os.path.join(job.base_path_logs, job.stderr) if job.stderr else None,
                  "outdir": job.outdir, "timelimit": deadline,
@@ -147,9 +145,7 @@ class ExpoExecutor(JobExecutor, FrontEnd):
                  "host_env": isinstance(job, ContainerCommandLineJob)}
         if self.staging is not None:
             try:
-                stage.update(self.staging.manifest(
-                    key, [(entry.target, entry.staged) for _, entry in _mapped(job)],
-                    job.outdir, job.tmpdir))
+                stage.update(self.staging.manifest(key, reads, job.outdir, job.tmpdir))
             except (OSError, ValueError) as exc:
                 raise WorkflowException(f"[job {job.name}] cannot stage its files: {exc}") from None
         if secrets:  # the bucket holds only ciphertext of a command that carries secrets
@@ -158,6 +154,19 @@ class ExpoExecutor(JobExecutor, FrontEnd):
         _logger.info("[job %s] %s on expocloud: %s", job.name, task.label, shown)
         return JobRequest(task=task, argv=argv, cwd=job.outdir, env=env, deadline_s=deadline,
                           family=family, meta=_meta(job, task), stage=stage)
+
+    def _command(self, job: SweepJob,
+                 rc: RuntimeContext) -> tuple[list[str], dict[str, str], list[tuple[str, bool]]]:
+        """The job's command and environment, and what of this machine it reads (cwltool's
+        path mapper entries as (path, staged), or a container's mount sources), laid out."""
+        if not isinstance(job, ContainerCommandLineJob):
+            _stage_bare(job, rc)
+            return ([str(a) for a in job.command_line], dict(job.environment),
+                    [(entry.target, entry.staged) for _, entry in _mapped(job)])
+        if self.staging_root is not None:
+            _inputs_under(job, self.staging_root)
+        argv = _container_command(job, rc)  # the job's variables are --env flags in it
+        return argv, {}, [(source, True) for source in _mount_sources(argv)]
 
     def _describe(self, job: SweepJob, key: str) -> tuple[Task, FamilyRef | None, float | None]:
         tool = job.tool
@@ -254,6 +263,30 @@ def _stage_bare(job: SweepJob, rc: RuntimeContext) -> None:
                     secret_store=rc.secret_store)
         relink_initialworkdir(job.generatemapper, job.outdir, job.builder.outdir,
                               inplace_update=job.inplace_update)
+
+
+def _inputs_under(job: ContainerCommandLineJob, root: Path) -> None:
+    """Bucket staging uploads only what lies under the job root, which a worker rebuilds on
+    its own disk: a container job's inputs elsewhere get a link under the root, and its mounts
+    name the link (on the worker, the copy made there)."""
+    place = None
+    for key, entry in list(job.pathmapper.items()):
+        if not entry.staged or entry.type not in ("File", "Directory") \
+                or entry.resolved.startswith("_:") \
+                or os.path.abspath(entry.resolved).startswith(f"{root}{os.sep}"):
+            continue
+        place = place or tempfile.mkdtemp(prefix="inputs-", dir=root)
+        link = os.path.join(tempfile.mkdtemp(dir=place),
+                            os.path.basename(entry.resolved.rstrip("/")))
+        os.symlink(entry.resolved, link)
+        job.pathmapper.update(key, link, entry.target, entry.type, entry.staged)
+
+
+def _mount_sources(argv: list[str]) -> list[str]:
+    """The paths of this machine a container command mounts (cwltool's
+    ``--mount=type=bind,source=S,target=T[,readonly]``)."""
+    return [part.removeprefix("source=") for arg in argv if arg.startswith("--mount=")
+            for part in arg.removeprefix("--mount=").split(",") if part.startswith("source=")]
 
 
 def _container_command(job: ContainerCommandLineJob, rc: RuntimeContext) -> list[str]:

@@ -169,8 +169,7 @@ def staging_root(args: argparse.Namespace, settings: ExecutorSettings,
     return root
 
 
-def containers(args: argparse.Namespace, settings: ExecutorSettings,
-               staged: bool) -> Containers | None:
+def containers(args: argparse.Namespace, settings: ExecutorSettings) -> Containers | None:
     """The workers' container runtime, and cwltool's options set to use it (or not); None
     after cwltool's own --no-container, whose refusal of a DockerRequirement is cwltool's."""
     if not args.use_container:
@@ -185,9 +184,6 @@ def containers(args: argparse.Namespace, settings: ExecutorSettings,
         found = Containers(None, "--expocloud-container-runtime is none")
     else:
         found = Containers(choice)
-    if found.runtime is not None and staged:  # mounts would name paths the manifest lacks
-        found = Containers(None, "containers with bucket staging are not built yet "
-                           "(--expocloud-staging shared runs them locally)")
     args.use_container = found.runtime is not None
     args.podman = found.runtime == "podman"
     return found
@@ -235,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     root = staging_root(args, settings, run_dir)
-    found = containers(args, settings, root is not None)
+    found = containers(args, settings)
     workflow = os.path.abspath(args.workflow) if args.workflow else ""
 
     def start():
