@@ -13,7 +13,10 @@ count storage operations cannot drift apart:
 - ``software/<digest>/<wheel>``: this package's wheel for GCE workers (content-addressed);
 - ``logs/<job>/<worker>/<n>``: a failed or timed-out attempt's saved logs, capped and with its
   secrets blanked (single writer: that worker); its result lists them, the coordinator copies
-  them into the run directory, so they outlive the VM.
+  them into the run directory, so they outlive the VM;
+- ``boot/<vm>.log``: the last lines of a VM's startup-script log, written by the startup script
+  just before it powers off a VM whose setup failed (single writer: that VM), so the coordinator
+  can say why a pool's VMs never came up.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ RESULTS_PREFIX = "results/"
 STAGE_PREFIX = "stage/"
 SOFTWARE_PREFIX = "software"
 LOGS_PREFIX = "logs/"
+BOOT_PREFIX = "boot/"
 
 #: The environment variable that carries the run key to a local worker (hex).
 RUN_KEY_ENV = "EXPOCLOUD_RUN_KEY"
@@ -52,3 +56,8 @@ def saved_log_key(job_key: str, worker_id: str, index: int) -> str:
     """The ``index``-th log one attempt saved (numbered: a log's own path may hold any
     character; the result record names each one)."""
     return f"{LOGS_PREFIX}{job_key}/{worker_id}/{index}"
+
+
+def boot_log_key(vm_name: str) -> str:
+    """Where the startup script of VM ``vm_name`` leaves its last log lines when setup fails."""
+    return f"{BOOT_PREFIX}{vm_name}.log"
