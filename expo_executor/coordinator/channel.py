@@ -9,14 +9,20 @@ storage operations each worker reports.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any, Callable
 
 from expo_executor.coordinator.vms import Vm
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket
-from expo_executor.protocol.keys import WORKERS_PREFIX, inbox_key, result_key, status_key
+from expo_executor.protocol.keys import (WORKERS_PREFIX, boot_log_key, inbox_key, result_key,
+                                         status_key)
 from expo_executor.protocol.records import Inbox, WorkerResult, WorkerStatus
+
+BOOT_LOG_LINES = 8  # of a failed VM's startup log, shown in the coordinator's message
+BOOT_LOG_CHARS = 1500
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 class Channel:
@@ -76,6 +82,17 @@ class Channel:
                 continue
             if result.key == key and result.worker == worker:
                 yield result
+
+    def boot_log(self, name: str) -> str:
+        """The last lines VM ``name``'s startup script left in the bucket before it powered
+        the VM off ("" if none): unsigned text from the VM, so it is only shown, control
+        characters blanked and its length capped, never acted on."""
+        blob = self.bucket.read(boot_log_key(name))
+        if blob is None:
+            return ""
+        text = _CONTROL.sub(" ", blob.data.decode("utf-8", "replace"))
+        tail = [line.strip() for line in text.splitlines() if line.strip()][-BOOT_LOG_LINES:]
+        return " | ".join(tail)[-BOOT_LOG_CHARS:]
 
     # -- out -----------------------------------------------------------------------------------
     def write_inboxes(self, vms: Iterable[Vm], now: float, heartbeat: float) -> None:

@@ -12,6 +12,7 @@ from expo_executor.core.pool_health import BOOT_TIMEOUT, CAPACITY_TIMEOUT
 from expo_executor.core.scheduler import Pool
 from expo_executor.core.shapes import Shape, ShapeSize
 
+LISTING_GRACE = 120.0  # seconds; see CoordinatorConfig.listing_grace
 RESULTS_BACKSTOP = 5.0  # seconds between reads of every worker's pending results (locally)
 
 
@@ -43,6 +44,9 @@ class CoordinatorConfig:
     # A VM not ready this long after it was asked for is deleted and replaced; repeated
     # failures stop its pool (core.pool_health.boot_round).
     boot_timeout: float = BOOT_TIMEOUT
+    # A VM missing from the engine's listing is lost only once a listing showed it, or this
+    # long after it was asked for: the Compute API lists a new VM some time after its insert.
+    listing_grace: float = LISTING_GRACE
     # A pool with no ready VM whose every zone has been out of capacity this long stops
     # growing (its work moves to the other pool, or fails with the reason): never a silent wait.
     capacity_timeout: float = CAPACITY_TIMEOUT

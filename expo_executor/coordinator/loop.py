@@ -51,6 +51,8 @@ from expo_executor.protocol.records import InboxJob, WorkerResult
 __all__ = ["CAPACITY_TIMEOUT", "GIVE_UP_AFTER", "RESULTS_BACKSTOP",
            "Coordinator", "CoordinatorConfig", "JobReport", "JobRequest"]
 
+ALIVE = ("PROVISIONING", "STAGING", "RUNNING")  # instance statuses of a VM on its way or up
+HALTING = ("STOPPING", "SUSPENDING")
 GIVE_UP_AFTER = 10.0  # seconds of nothing but failed rounds before the run is failed
 
 
@@ -181,7 +183,7 @@ class Coordinator:
             self._last_results_scan = now
             changed = set(self.vms.names())
         self._read_results(changed)
-        self._check_instances()
+        self._check_instances(now)
         self._check_boots(now)
         self.pools.check_capacity(self.vms.ready_by_shape(), now)
         self._meter(now)
@@ -272,16 +274,38 @@ class Coordinator:
             events = self.scheduler.finish(key, outcome)
         self.reporter.handle(events, result)
 
-    def _check_instances(self) -> None:
-        """What the engine says: creates that failed, VMs preempted, VMs gone."""
+    def _check_instances(self, now: float) -> None:
+        """What the engine says: creates that failed, VMs preempted, VMs gone. A VM is gone
+        only once a listing showed it (a new VM is listed some time after its insert) or after
+        ``listing_grace``; one powered off before it was ready failed its startup."""
         for failure in self.engine.failures():
             self._create_failed(failure, time.time())
         for name in sorted(self.engine.preempted()):
             self._lose(name, VmEnd.PREEMPTED, "was preempted")
-        alive = {i.name for i in self.engine.list()
-                 if i.status in ("PROVISIONING", "STAGING", "RUNNING")}
-        for name in [n for n in self.vms.names() if n not in alive]:
-            self._lose(name, VmEnd.LOST, "was lost")
+        status = {i.name: i.status for i in self.engine.list()}
+        for vm in self.vms:
+            now_status = status.get(vm.name)
+            if now_status in ALIVE:
+                vm.listed = True
+            elif now_status in HALTING and not vm.ready:
+                continue  # powering off: preempted (seen soon) or its startup failed
+            elif now_status is not None and not vm.ready:
+                self._startup_failed(vm.name, now_status)
+            elif vm.listed or vm.name in status or now - vm.created >= self.config.listing_grace:
+                self._lose(vm.name, VmEnd.LOST, "was lost")
+
+    def _startup_failed(self, name: str, status: str) -> None:
+        """VM ``name`` is listed but down (``status``) before its worker said ready: its
+        startup script halted it. That counts as a failed boot of its pool, with the last
+        lines of its startup log, which the script leaves in the bucket."""
+        vm = self.vms[name]
+        boot_log = self.channel.boot_log(name)
+        self.log(f"expocloud: worker {name} is {status} before it reported ready: its startup "
+                 f"failed{'; its log ends: ' + boot_log if boot_log else ''}")
+        self.pools.startup_failed(vm.pool, vm.shape, boot_log)
+        self.reporter.handle(self.scheduler.remove_worker(name))  # not ready: no jobs yet
+        self._end_vm(name, VmEnd.NEVER_READY)
+        self.engine.delete(name)
 
     def _lose(self, name: str, end: VmEnd, how: str) -> None:
         """A VM went away under us (preempted, crashed, deleted): its jobs go back to the queue,
@@ -302,7 +326,7 @@ class Coordinator:
     def _create_failed(self, failure: CreateFailed, now: float) -> None:
         for name in failure.names:
             self._end_vm(name, VmEnd.NOT_CREATED)
-        self.pools.create_failed(failure, now)
+        self.pools.create_failed(failure, now, alive=len(self.vms))
 
     def _check_boots(self, now: float) -> None:
         """Delete VMs that did not come up in time (the fleet replaces them); the pool watch
@@ -394,6 +418,7 @@ class Coordinator:
         self.channel.delete_inbox(name)
         if end is not VmEnd.NOT_CREATED:
             self.meter.vm_ended(vm, ended - vm.created)
+            self.pools.vm_ended()
 
     def _check_stranded(self) -> None:
         """Queued work that no VM alive may run, in pools that cannot grow: fail it now, with

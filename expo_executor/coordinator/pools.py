@@ -42,17 +42,35 @@ class PoolWatch:
     def of(self, shape: Shape | None) -> PoolHealth:
         return self.healths.get(shape, PoolHealth())
 
-    def create_failed(self, failure: CreateFailed, now: float) -> None:
-        """A create call failed: its pool stops for good, or waits ``CAPACITY_RETRY`` s."""
+    def create_failed(self, failure: CreateFailed, now: float, alive: int) -> None:
+        """A create call failed: its pool stops for good, or waits ``CAPACITY_RETRY`` s, or
+        (a full quota) until one of the run's ``alive`` VMs ends."""
         shape = failure.shape
+        if failure.quota:
+            held = alive > 0 and failure.pool not in self.of(shape).stopped
+            self._apply(shape, pool_health.quota_full(self.of(shape), failure.pool, alive,
+                                                      failure.message))
+            if held:
+                self.log(f"expocloud: {failure.message}; {failure.pool.value} VMs wait until one "
+                         f"of the run's {alive} VMs ends and frees some")
+            return
         retry = not failure.stop_growth and failure.pool not in self.of(shape).stopped
         self._apply(shape, pool_health.failed_create(self.of(shape), failure.pool, now,
                                                      failure.stop_growth, failure.message))
         if retry:
             self.log(f"expocloud: {failure.message}; asking again in {CAPACITY_RETRY:g} s")
 
+    def vm_ended(self) -> None:
+        """One of the run's VMs ended: pools of every shape held by a full quota try again
+        (a region's quota is shared by all of them)."""
+        self.healths = {shape: pool_health.vm_ended(h) for shape, h in self.healths.items()}
+
     def vm_ready(self, pool: Pool, shape: Shape | None = None) -> None:
         self.healths[shape] = pool_health.vm_ready(self.of(shape), pool)
+
+    def startup_failed(self, pool: Pool, shape: Shape | None, boot_log: str) -> None:
+        """A VM powered off before it was ready: one more failed boot of its pool."""
+        self._apply(shape, pool_health.startup_failed(self.of(shape), pool, boot_log))
 
     def check_boots(self, booting: Sequence[Booting], now: float) -> tuple[str, ...]:
         """The VMs that did not come up in time, to delete (the fleet replaces them while

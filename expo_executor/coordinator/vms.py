@@ -29,6 +29,7 @@ class Vm:
     pool: Pool
     shape: Shape | None = None  # a per-rule machine; None: the run's own
     ready: bool = False
+    listed: bool = False  # a listing of the engine showed it alive once
     ready_at: float | None = None
     idle_since: float | None = None
     jobs: dict[str, InboxJob] = field(default_factory=dict)

@@ -195,13 +195,21 @@ def boot_check(booting: list[Booting], now: float, boot_timeout: float,
     history = dict(history)
     stop: list[Pool] = []
     for vm in timed_out:
-        before = history.get(vm.pool, BootHistory())
-        after = BootHistory(before.failures_in_a_row + 1, before.ever_ready)
-        history[vm.pool] = after
-        limit = BOOT_FAILURES_CAP if after.ever_ready else BOOT_FAILURES_TO_STOP
-        if before.failures_in_a_row < limit <= after.failures_in_a_row:
+        history, stops = boot_failed(history, vm.pool)
+        if stops:
             stop.append(vm.pool)
     return BootDecision(tuple(b.name for b in timed_out), history, tuple(stop))
+
+
+def boot_failed(history: dict[Pool, BootHistory],
+                pool: Pool) -> tuple[dict[Pool, BootHistory], bool]:
+    """The history after one more failed boot in ``pool`` (a VM overdue, or one whose startup
+    powered it off before it was ready), and whether this failure stops the pool (the limits
+    of :func:`boot_check`)."""
+    before = history.get(pool, BootHistory())
+    after = BootHistory(before.failures_in_a_row + 1, before.ever_ready)
+    limit = BOOT_FAILURES_CAP if after.ever_ready else BOOT_FAILURES_TO_STOP
+    return {**history, pool: after}, before.failures_in_a_row < limit <= after.failures_in_a_row
 
 
 def booted(history: dict[Pool, BootHistory], pool: Pool) -> dict[Pool, BootHistory]:

@@ -1,9 +1,11 @@
 """Whether each of a run's pools may grow, as one record with pure transitions.
 
-A pool stops growing for the rest of the run when a create call says so (a quota), when its VMs
-keep failing to report ready (``fleet.boot_check``), or when it has found no capacity in any zone
-for ``capacity_timeout`` seconds while it had no ready VM. A stockout short of that holds the pool
-back for ``CAPACITY_RETRY`` seconds. Work that no live or growable pool may run is stranded
+A pool stops growing for the rest of the run when a create call says so (GCE refuses what the
+settings ask for; a full quota while the run has no VM that could free some), when its VMs keep
+failing to come up (``fleet.boot_check``, or their startup powers them off), or when it has found
+no capacity in any zone for ``capacity_timeout`` seconds while it had no ready VM. A stockout
+short of that holds the pool back for ``CAPACITY_RETRY`` seconds; a full quota holds it until
+one of the run's VMs ends. Work that no live or growable pool may run is stranded
 (:func:`strand_check`): it fails with the reasons instead of waiting for VMs that will not come.
 
 Pure: no I/O and no clock; the time comes in as an argument. The coordinator and the simulator
@@ -17,8 +19,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from expo_executor.core.fleet import (BootHistory, Booting, FleetConfig, boot_check, booted,
-                                      stranded, unrunnable)
+from expo_executor.core.fleet import (BootHistory, Booting, FleetConfig, boot_check, boot_failed,
+                                      booted, stranded, unrunnable)
 from expo_executor.core.scheduler import Pool
 
 CAPACITY_RETRY = 30.0  # seconds before asking again after every zone was out of capacity
@@ -37,6 +39,8 @@ class PoolHealth:
     stopped_why: Mapping[Pool, str] = field(default_factory=dict)
     boots: Mapping[Pool, BootHistory] = field(default_factory=dict)
     short_since: Mapping[Pool, float] = field(default_factory=dict)
+    # a quota was full: no VM is created in these pools until one of the run's VMs ends
+    quota_held: frozenset[Pool] = frozenset()
 
     @property
     def stopped(self) -> frozenset[Pool]:
@@ -44,7 +48,7 @@ class PoolHealth:
         return frozenset(p for p, until in self.no_growth.items() if until == STOPPED)
 
     def may_grow(self, pool: Pool, now: float) -> bool:
-        return now >= self.no_growth.get(pool, 0.0)
+        return now >= self.no_growth.get(pool, 0.0) and pool not in self.quota_held
 
     def held_until(self, pool: Pool, now: float) -> float | None:
         """When a pool held back by a stockout may grow again; None if it may grow now, or
@@ -85,6 +89,23 @@ def failed_create(health: PoolHealth, pool: Pool, now: float, stop_growth: bool,
         short_since={pool: now, **health.short_since}))
 
 
+def quota_full(health: PoolHealth, pool: Pool, alive: int, why: str) -> Transition:
+    """A create call in ``pool`` met a full quota. With ``alive`` VMs of the run, the pool
+    keeps what it has and grows again once one of them ends (which frees some quota: a
+    preempted Spot VM too); with none, nothing of the run's will free it, so the pool stops."""
+    if alive <= 0:
+        return stop(health, pool, why)
+    if pool in health.stopped:
+        return Transition(health)
+    return Transition(replace(health, quota_held=health.quota_held | {pool}))
+
+
+def vm_ended(health: PoolHealth) -> PoolHealth:
+    """One of the run's VMs ended: the quota it held is free, so pools held by a full quota
+    may try again."""
+    return replace(health, quota_held=frozenset()) if health.quota_held else health
+
+
 def vm_ready(health: PoolHealth, pool: Pool) -> PoolHealth:
     """A VM of ``pool`` reported ready: its failed boots in a row start again from zero."""
     return replace(health, boots=booted(dict(health.boots), pool))
@@ -102,6 +123,17 @@ def boot_round(health: PoolHealth, booting: Sequence[Booting], now: float,
         stopped = stop(after.health, pool, why)
         after = Transition(stopped.health, after.stopped + stopped.stopped, after.timed_out)
     return after
+
+
+def startup_failed(health: PoolHealth, pool: Pool, boot_log: str) -> Transition:
+    """A VM of ``pool`` powered off before it reported ready: its startup script failed (it
+    halts the VM on any error). One more failed boot in a row, as an overdue VM is; the pool
+    stops at the same limits, and the VM's last boot-log lines say why."""
+    history, stops = boot_failed(dict(health.boots), pool)
+    after = replace(health, boots=history)
+    if not stops:
+        return Transition(after)
+    return stop(after, pool, startup_failures_why(history[pool].failures_in_a_row, boot_log))
 
 
 def capacity_round(health: PoolHealth, ready_pools: frozenset[Pool], now: float,
@@ -157,6 +189,13 @@ def boot_failures_why(failed: int, boot_timeout: float) -> str:
             "(--expocloud-boot-timeout); check the image (--expocloud-gce-image), its startup "
             "script, the service account (--expocloud-gce-service-account) and a VM's worker "
             "log (serial console: gcloud compute instances get-serial-port-output NAME)")
+
+
+def startup_failures_why(failed: int, boot_log: str) -> str:
+    last = f"; the last one's startup log ends: {boot_log}" if boot_log else \
+        "; no startup log reached the bucket (can the worker's service account write it?)"
+    return (f"{failed} VMs in a row powered off before they reported ready (their startup "
+            "script failed)" + last + "; fix what it names")
 
 
 def no_capacity_why(machine: str, capacity_timeout: float) -> str:

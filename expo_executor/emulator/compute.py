@@ -13,9 +13,10 @@ instance TERMINATED, as a guest poweroff does.
 
 Tests and a separate process steer it through a control API, both as methods and as HTTP routes
 under ``/_fake/``: ``preempt``, ``fail_next`` (stockout, quota, rate limit, unavailable, a lost
-response, an instance that never boots, one whose worker never reports), ``faults`` (how many
-of each were served), ``chaos`` (seeded exponential Spot lifetimes), ``requests`` (the request
-log) and ``instances()``. ``python -m expo_executor.emulator.compute --port P --scratch DIR``
+response, an instance that never boots, one whose worker never reports, one whose startup
+script fails), ``faults`` (how many of each were served), ``chaos`` (seeded exponential Spot
+lifetimes), ``requests`` (the request log) and ``instances()``. New instances are listed
+``list_delay`` s after their insert, as on the real API. ``python -m expo_executor.emulator.compute --port P --scratch DIR``
 serves it until SIGTERM/SIGINT.
 """
 
@@ -38,7 +39,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -52,19 +53,21 @@ GOOGLE = "https://www.googleapis.com/compute/v1/"
 API_PREFIX = "/compute/v1/projects/"
 WAIT_CAP_S = 30.0  # operations.wait answers after this long even if the operation is not DONE
 MAX_RESULTS = 500
+LIST_DELAY_S = 1.0  # a new instance is listed this long after its insert (a realistic default)
 REQUEST_LOG_MAX = 50_000  # a long emulated run polls for hours: the oldest half is dropped
 NAME_RE = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 LABEL_KEY_RE = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 LABEL_VALUE_RE = re.compile(r"[a-z0-9_-]{0,63}")
 METADATA_KEY_RE = re.compile(r"[a-zA-Z0-9_-]{1,128}")
 METADATA_MAX_BYTES = 512 * 1024
-OP_FAULTS = ("stockout", "stockout_details", "quota")
-HTTP_FAULTS = ("rate_limit", "unavailable", "lost_response")
+OP_FAULTS = ("stockout", "stockout_details", "quota", "spot_unsupported")
+BULK_FAULTS = ("bulk_partial",)  # bulkInsert only
+HTTP_FAULTS = ("rate_limit", "unavailable", "lost_response", "stockout_http")
 # Per instance, taken when it is inserted: ``never_boot`` stays PROVISIONING forever (nothing
 # billed, no worker); ``silent_worker`` boots to RUNNING (billed) but no worker starts, as with
 # a broken image or startup script, so its status never appears in the bucket.
-BOOT_FAULTS = ("never_boot", "silent_worker")
-FAULT_KINDS = OP_FAULTS + HTTP_FAULTS + BOOT_FAULTS
+BOOT_FAULTS = ("never_boot", "silent_worker", "startup_fails", "startup_fails_silently")
+FAULT_KINDS = OP_FAULTS + BULK_FAULTS + HTTP_FAULTS + BOOT_FAULTS
 
 CommandFn = Callable[[str, str, Path], list[str]]
 
@@ -443,6 +446,7 @@ class _Vm:
     power_lock: threading.Lock = field(default_factory=threading.Lock)
     # The ledger (epoch seconds): insert accepted, booted (GCE bills from here), powered off.
     inserted_at: float = field(default_factory=time.time)
+    listed_from: float = 0.0  # time.monotonic() from which list and aggregatedList show it
     running_at: float | None = None
     ended_at: float | None = None
 
@@ -496,6 +500,7 @@ class _Fault:
     http_status: int | None
     quota_metric: str
     spot: bool | None = None  # insert faults: only Spot (True) or only on-demand (False) VMs
+    cause: str = "stockout"  # bulk_partial: what fails the instance (stockout or quota)
 
 
 class _Timers:
@@ -550,13 +555,15 @@ class FakeCompute:
     (or fails) that many seconds later, catching clients that treat RUNNING as success.
     ``command(name, metadata_host, scratch) -> argv`` replaces the worker command line.
     ``max_run_scale`` shrinks ``maxRunDuration`` (validated, as by GCE, to be >= 30 s) so that a
-    test can see it enforced in a fraction of a second.
+    test can see it enforced in a fraction of a second. ``list_delay``: as on the real API, a
+    new instance appears in ``list`` and ``aggregatedList`` only that many seconds after its
+    insert was accepted (``get`` and ``delete`` find it at once); 0 only where a test asks.
     """
 
     def __init__(self, scratch_root: Path, *, port: int = 0, boot_delay: float = 0.0,
                  notice_s: float = 1.0, python: str = sys.executable,
                  command: CommandFn | None = None, op_delay: float = 0.0,
-                 max_run_scale: float = 1.0) -> None:
+                 max_run_scale: float = 1.0, list_delay: float = LIST_DELAY_S) -> None:
         self.scratch_root = Path(scratch_root)
         self.port = port
         self.boot_delay = boot_delay
@@ -565,6 +572,7 @@ class FakeCompute:
         self.command = command
         self.op_delay = op_delay
         self.max_run_scale = max_run_scale
+        self.list_delay = list_delay
         self._lock = threading.RLock()
         self._op_changed = threading.Condition(self._lock)
         self._vms: dict[tuple[str, str, str], _Vm] = {}
@@ -572,6 +580,7 @@ class FakeCompute:
         self._ops: dict[tuple[str, str], dict[str, dict]] = {}  # (project, zone) -> name -> op
         self._by_request_id: dict[tuple[str, str], tuple[str, str]] = {}
         self._faults: list[_Fault] = []
+        self._withheld: dict[str, set[str]] = {}  # zone -> machine and accelerator types
         self._served: dict[str, int] = {}  # fault kind -> faults actually served
         self._requests: list[dict] = []
         self._uids = itertools.count(1)
@@ -655,26 +664,59 @@ class FakeCompute:
 
     def fail_next(self, kind: str, count: int = 1, zone: str | None = None, *,
                   op: str | None = None, http_status: int | None = None,
-                  quota_metric: str = "CPUS", spot: bool | None = None) -> None:
+                  quota_metric: str = "CPUS", spot: bool | None = None,
+                  cause: str = "stockout") -> None:
         """Make the next ``count`` matching calls (or instances) fail.
 
-        stockout / stockout_details / quota: the next insert or bulkInsert operations in
-        ``zone`` (any zone if None) end with ZONE_RESOURCE_POOL_EXHAUSTED[_WITH_DETAILS] or
-        QUOTA_EXCEEDED. rate_limit (403 rateLimitExceeded, or ``http_status=429``),
-        unavailable (503) and lost_response (the request is applied, then answered 503): the
+        stockout / stockout_details / quota / spot_unsupported: the next insert or bulkInsert
+        operations in ``zone`` (any zone if None) end with
+        ZONE_RESOURCE_POOL_EXHAUSTED[_WITH_DETAILS], QUOTA_EXCEEDED or UNSUPPORTED_OPERATION.
+        bulk_partial: the next bulkInsert ends with the summary VM_MIN_COUNT_NOT_REACHED alone,
+        its first instance's operation with ``cause`` (stockout or quota). rate_limit (403
+        rateLimitExceeded, or ``http_status=429``), unavailable (503), stockout_http (503
+        whose message alone says the zone is out of resources) and lost_response (the request
+        is applied, then answered 503): the
         next API requests in ``zone``, of API method ``op`` (insert, bulkInsert, get, list,
         delete, aggregatedList, operations.get, operations.list, operations.wait) if given.
-        never_boot / silent_worker: the next ``count`` instances inserted in ``zone`` (one
-        each, bulk inserts too) never leave PROVISIONING, or run with no worker. ``spot``
+        never_boot / silent_worker / startup_fails / startup_fails_silently: the next
+        ``count`` instances inserted in ``zone`` (one each, bulk inserts too) never leave
+        PROVISIONING, or run with no worker, or fail their startup script (it leaves its log's
+        end in the bucket, or nothing, then powers the VM off: TERMINATED). ``spot``
         (True or False) limits a fault on inserts to Spot or to on-demand instances, as a
         stockout of Spot capacity alone.
         """
         if kind not in FAULT_KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; one of {FAULT_KINDS}")
+        if cause not in ("stockout", "quota"):
+            raise ValueError(f"unknown cause {cause!r}; stockout or quota")
         if count < 1:
             raise ValueError("count must be at least 1")
         with self._lock:
-            self._faults.append(_Fault(kind, count, zone, op, http_status, quota_metric, spot))
+            self._faults.append(_Fault(kind, count, zone, op, http_status, quota_metric, spot,
+                                       cause))
+
+    def withhold(self, zone: str, *names: str) -> None:
+        """``zone`` does not offer these machine types or accelerator types: inserts asking
+        for them there are refused with the real API's 400 (another zone may offer them)."""
+        with self._lock:
+            self._withheld.setdefault(zone, set()).update(names)
+
+    def _check_offered(self, zone: str, body: dict, machine: str, bulk: bool) -> None:
+        """The real API's 400 for a machine type or GPU that ``zone`` does not offer."""
+        withheld = self._withheld.get(zone, set())
+        field = "instanceProperties" if bulk else "resource"
+        if machine in withheld:
+            raise ApiError(400, "invalid", f"Invalid value for field '{field}.machineType': "
+                                           f"'{body['machineType']}'. Machine type with name "
+                                           f"'{machine}' does not exist in zone '{zone}'.")
+        for i, accelerator in enumerate(body.get("guestAccelerators") or []):
+            link = accelerator.get("acceleratorType", "")
+            if link.rsplit("/", 1)[-1] in withheld:
+                raise ApiError(400, "invalid", f"Invalid value for field '{field}."
+                                               f"guestAccelerators[{i}].acceleratorType': "
+                                               f"'{link}'. Accelerator type "
+                                               f"'{link.rsplit('/', 1)[-1]}' does not exist in "
+                                               f"zone '{zone}'.")
 
     def faults_served(self) -> dict[str, int]:
         """Fault kind -> how many were actually served (a request failed, an instance hung)."""
@@ -756,6 +798,10 @@ class FakeCompute:
                     self._meta_stoppers.append(stopper)
 
     def _argv(self, vm: _Vm, host: str) -> list[str]:
+        if vm.boot_fault in ("startup_fails", "startup_fails_silently"):
+            # the real script leaves its log's end in the bucket, then powers the VM off
+            return [self.python, "-m", "expo_executor.emulator.failing_startup",
+                    *(["--silent"] if vm.boot_fault == "startup_fails_silently" else [])]
         if self.command is not None:
             return list(self.command(vm.name, host, vm.scratch))
         return [self.python, "-m", "expo_executor.worker.agent", "--from-metadata",
@@ -839,7 +885,7 @@ class FakeCompute:
     # -- operations ------------------------------------------------------------------------
     def _new_op(self, project: str, zone: str, op_type: str, target: str, *,
                 target_id: str | None = None, done: bool = True, user: str = "fake@example.com",
-                error: dict | None = None) -> dict:
+                error: dict | None = None, group: str | None = None) -> dict:
         stamp = _now_rfc3339()
         name = f"operation-{int(time.time() * 1000)}-{secrets.token_hex(6)}-{secrets.token_hex(4)}"
         zone_url = _zone_url(project, zone)
@@ -852,6 +898,8 @@ class FakeCompute:
         }
         if target_id is not None:
             op["targetId"] = target_id
+        if group is not None:
+            op["operationGroupId"] = group
         self._ops.setdefault((project, zone), {})[name] = op
         if done:
             self._finish_op(op, error)
@@ -866,6 +914,11 @@ class FakeCompute:
         self._op_changed.notify_all()
 
     def _op_fault_error(self, fault: _Fault, project: str, zone: str, machine: str) -> dict:
+        if fault.kind == "spot_unsupported":
+            return {"http": 400, "http_message": "BAD REQUEST", "detail": {
+                "code": "UNSUPPORTED_OPERATION",
+                "message": f"The SPOT provisioning model is not supported for machine type "
+                           f"'{machine}' in zone '{zone}'."}}
         if fault.kind == "quota":
             region = _region(zone)
             return {"http": 403, "http_message": "FORBIDDEN", "detail": {
@@ -922,6 +975,7 @@ class FakeCompute:
             if seen is not None:
                 return seen
             machine = validate_instance(body, zone)
+            self._check_offered(zone, body, machine, bulk=False)
             self._check_free(project, zone, [body["name"]])
             vm = self._make_vm(project, zone, body, machine)
             fault = self._take_fault(OP_FAULTS, zone, "insert", vm.spot)
@@ -946,12 +1000,14 @@ class FakeCompute:
             names = self._bulk_names(project, zone, body)
             bodies = [{**copy.deepcopy(props), "name": name} for name in names]
             machines = [validate_instance(b, zone, bulk=True) for b in bodies]
+            self._check_offered(zone, props, machines[0], bulk=True)
             self._check_free(project, zone, names)
             vms = [self._make_vm(project, zone, b, m) for b, m in zip(bodies, machines)]
-            fault = self._take_fault(OP_FAULTS, zone, "bulkInsert", vms[0].spot)
+            fault = self._take_fault(OP_FAULTS + BULK_FAULTS, zone, "bulkInsert", vms[0].spot)
             if fault is None:
                 self._take_boot_faults(vms)
-            op = self._new_op(project, zone, "bulkInsert", "", done=False)
+            op = self._new_op(project, zone, "bulkInsert", "", done=False,
+                              group=f"group-{secrets.token_hex(8)}")
             op["instancesBulkInsertOperationMetadata"] = {"perLocationStatus": {
                 f"zones/{zone}": {"targetVmCount": len(vms),
                                   "createdVmCount": 0, "status": "CREATING"}}}
@@ -989,14 +1045,34 @@ class FakeCompute:
         vm = _Vm(project=project, zone=zone, name=body["name"], id=str(secrets.randbits(62)),
                  uid=next(self._uids), body=copy.deepcopy(body), machine=machine,
                  created=_now_rfc3339(), scratch=self.scratch_root / body["name"])
+        vm.listed_from = time.monotonic() + self.list_delay
         self._vms[vm.key] = vm
         self._ledger.append(vm)
         return vm
 
+    def _listed(self) -> list[_Vm]:
+        """The instances a listing shows now: not the ones inserted less than
+        ``list_delay`` s ago."""
+        now = time.monotonic()
+        return [vm for vm in self._vms.values() if vm.listed_from <= now]
+
     def _launch(self, vms: list[_Vm], op: dict, fault: _Fault | None) -> None:
-        """Finish the insert operation now or after ``op_delay``; boot the VMs if it succeeded."""
-        error = (self._op_fault_error(fault, vms[0].project, vms[0].zone, vms[0].machine)
-                 if fault else None)
+        """Finish the insert operation now or after ``op_delay``; boot the VMs if it succeeded.
+
+        A bulk insert also gets one ``insert`` operation per instance in its
+        ``operationGroupId``, as on the real API: a ``bulk_partial`` fault fails the first
+        instance's (stockout, or the fault's quota) and the bulk operation only with the summary
+        ``VM_MIN_COUNT_NOT_REACHED``; minCount is the count, so every instance is rolled back."""
+        first, *_ = vms
+        error = cause = None
+        if fault is not None and fault.kind == "bulk_partial":
+            cause = self._op_fault_error(replace(fault, kind=fault.cause), first.project,
+                                         first.zone, first.machine)
+            error = {"http": 503, "http_message": "SERVICE UNAVAILABLE", "detail": {
+                "code": "VM_MIN_COUNT_NOT_REACHED",
+                "message": f"Requested minimum count of {len(vms)} VMs could not be created."}}
+        elif fault is not None:
+            error = self._op_fault_error(fault, first.project, first.zone, first.machine)
 
         def finish() -> None:
             with self._lock:
@@ -1006,9 +1082,13 @@ class FakeCompute:
                         del self._vms[vm.key]
                         vm.ended_at = vm.inserted_at  # never ran: nothing billed
                 status = op.get("instancesBulkInsertOperationMetadata", {}).get(
-                    "perLocationStatus", {}).get(f"zones/{vms[0].zone}")
+                    "perLocationStatus", {}).get(f"zones/{first.zone}")
                 if status is not None:
                     status.update(createdVmCount=0 if error else len(vms), status="DONE")
+                    for i, vm in enumerate(vms):
+                        self._new_op(vm.project, vm.zone, "insert", vm.name, target_id=vm.id,
+                                     group=op["operationGroupId"],
+                                     error=cause if i == 0 else None)
                 self._finish_op(op, error)
             if error is None:
                 for vm in vms:
@@ -1032,7 +1112,7 @@ class FakeCompute:
     def api_list(self, project: str, zone: str, query: dict) -> dict:
         with self._lock:
             keep = compile_filter(query.get("filter", ""))
-            items = [vm.resource() for vm in self._vms.values()
+            items = [vm.resource() for vm in self._listed()
                      if vm.project == project and vm.zone == zone]
         items = [item for item in items if keep(item)]
         page, nxt = _page(items, query)
@@ -1046,7 +1126,7 @@ class FakeCompute:
     def api_aggregated_list(self, project: str, query: dict) -> dict:
         with self._lock:
             keep = compile_filter(query.get("filter", ""))
-            vms = sorted((vm for vm in self._vms.values() if vm.project == project),
+            vms = sorted((vm for vm in self._listed() if vm.project == project),
                          key=lambda v: (v.zone, v.uid))
             items = [(vm.zone, vm.resource()) for vm in vms]
             zones = sorted({z for (p, z) in self._ops if p == project} | {z for z, _ in items})
@@ -1150,13 +1230,13 @@ class FakeCompute:
                 del self._requests[:REQUEST_LOG_MAX // 2]
             fault = self._take_fault(HTTP_FAULTS, zone, api)
         if fault is not None and fault.kind != "lost_response":
-            return _http_fault(fault)
+            return _http_fault(fault, args.get("project", ""), zone)
         try:
             answer = self._call(api, args, body or {}, query)
         except ApiError as err:
             return err.code, err.body()
         if fault is not None:  # applied, but the client never hears of it
-            return _http_fault(fault)
+            return _http_fault(fault, args.get("project", ""), zone)
         with self._lock:
             return 200, copy.deepcopy(answer)
 
@@ -1195,7 +1275,8 @@ class FakeCompute:
             if method == "POST" and what == "fail_next":
                 self.fail_next(body["kind"], int(body.get("count", 1)), body.get("zone"),
                                op=body.get("op"), http_status=body.get("http_status"),
-                               quota_metric=body.get("quota_metric", "CPUS"))
+                               quota_metric=body.get("quota_metric", "CPUS"),
+                               cause=body.get("cause", "stockout"))
                 return 200, {}
             if method == "POST" and what == "chaos":
                 self.chaos(float(body["spot_mean_life_s"]), int(body.get("seed", 0)))
@@ -1205,6 +1286,8 @@ class FakeCompute:
                     self.op_delay = float(body["op_delay"])
                 if "boot_delay" in body:
                     self.boot_delay = float(body["boot_delay"])
+                if "list_delay" in body:
+                    self.list_delay = float(body["list_delay"])
                 return 200, {}
         except KeyError as err:
             return 404, {"error": {"code": 404, "message": str(err)}}
@@ -1243,7 +1326,12 @@ def _route(method: str, path: str) -> tuple[str, dict[str, str]] | None:
     return None
 
 
-def _http_fault(fault: _Fault) -> tuple[int, dict]:
+def _http_fault(fault: _Fault, project: str, zone: str | None) -> tuple[int, dict]:
+    if fault.kind == "stockout_http":  # the cause in the message alone
+        message = (f"The zone 'projects/{project}/zones/{zone}' does not have enough resources "
+                   "available to fulfill the request.  Try a different zone, or try again later.")
+        return 503, {"error": {"code": 503, "message": message, "errors": [
+            {"message": message, "domain": "global", "reason": "backendError"}]}}
     if fault.kind == "rate_limit":
         status = fault.http_status or 403
         message = ("Rate Limit Exceeded" if status == 403 else

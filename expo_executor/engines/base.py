@@ -25,19 +25,21 @@ class Instance:
 class CreateFailed(Exception):
     """VMs could not be created in ``pool``.
 
-    ``stop_growth``: for the rest of the run (a quota is exhausted: the message says which and
-    how to raise it); otherwise try again later (every zone is out of capacity just now).
-    ``names``: the VMs that will not come; ``shape``: theirs (None: the run's own).
+    ``stop_growth``: for the rest of the run (the settings ask for what GCE refuses: the
+    message says what to fix); otherwise try again later (every zone is out of capacity just
+    now). ``quota``: a quota is full: try again once one of the run's VMs has ended and freed
+    some of it. ``names``: the VMs that will not come; ``shape``: theirs (None: the run's own).
     """
 
     def __init__(self, pool: Pool, names: list[str], message: str, stop_growth: bool,
-                 shape: Shape | None = None) -> None:
+                 shape: Shape | None = None, quota: bool = False) -> None:
         super().__init__(message)
         self.pool = pool
         self.shape = shape
         self.names = list(names)
         self.message = message
         self.stop_growth = stop_growth
+        self.quota = quota
 
 
 class Engine(Protocol):

@@ -244,32 +244,26 @@ rule core:
 """
 
 
-def test_on_demand_quota_fails_only_the_work_that_must_not_run_on_spot(
+def test_on_demand_quota_waits_for_a_vm_to_end_and_then_the_work_runs(
         tmp_path: Path, fake_compute: FakeCompute, gcs_emulator: str,  # noqa: F811
         fault_figures) -> None:
-    """On-demand refused by quota while Spot VMs run: the ordinary jobs finish on Spot, and the
-    job that must not be preempted fails with the reason instead of waiting forever."""
+    """On-demand refused by quota while Spot VMs run: the pool waits instead of stopping for
+    good (before: the job that must not be preempted failed), and once a Spot VM ends and frees
+    some quota the on-demand VM comes and runs it."""
     jobs = size(2, 30)
     fake_compute.fail_next("quota", 1, op="insert")  # Spot's 2 come in bulk: on-demand's insert
-    run = _run(tmp_path, fake_compute, gcs_emulator, jobs, "--keep-going",
-               snakefile=CORE.format(n=jobs))
-    assert run.result.returncode != 0
+    run = _run(tmp_path, fake_compute, gcs_emulator, jobs, snakefile=CORE.format(n=jobs))
+    lost, orphans = _completed(run, fake_compute, gcs_emulator, jobs)
     assert fake_compute.faults_served().get("quota", 0) == 1
-    assert len([line for line in run.log.splitlines()
-                if "no more on_demand VMs this run: GCE quota" in line]) == 1, run.log[-4000:]
-    records = job_records(run.run_dir)
-    core = records["core"]
-    assert core["outcome"] == "failed", core
-    assert "no VM that may run it is left and no more can be created" in core["reason"]
-    assert "quota" in core["reason"]
-    right = _outputs(gcs_emulator, run.prefix, jobs)
-    assert right == jobs and {r["outcome"] for r in run.jobs()} == {"solved"}
-    orphans = _orphans(fake_compute)
-    assert orphans == 0, fake_compute.instances()
+    waits = [line for line in run.log.splitlines()
+             if "GCE quota" in line and "wait until one of the run's" in line]
+    assert len(waits) == 1 and "no more on_demand" not in run.log, run.log[-4000:]
+    core = job_records(run.run_dir)["core"]
+    assert core["outcome"] == "solved" and core["pool"] == "on_demand", core
     fault_figures("quota on the on-demand pool, Spot alive", injected=1, survived=1,
-                  jobs=jobs + 1, jobs_lost=jobs - right, orphan_vms=orphans,
-                  detail=f"{right} Spot jobs solved; the non-preemptible job failed with the "
-                         f"reason; run {run.seconds:.0f} s")
+                  jobs=jobs + 1, jobs_lost=lost, orphan_vms=orphans,
+                  detail=f"on-demand waited for a Spot VM to end, then ran the non-preemptible "
+                         f"job; run {run.seconds:.0f} s")
 
 
 def test_quota_with_no_vm_at_all_fails_the_run_clearly_and_in_bounded_time(

@@ -77,7 +77,7 @@ LAYERS: Mapping[str, Layer] = {
     "simulate.command": _layer("core", "cost", "simulate", "coordinator.run_files",
                                "report").plus(lazily=["coordinator.settings"]),
     "coordinator": _layer("core", "protocol", "engines", "cost", "coordinator"),
-    "emulator": _layer("emulator", "worker.procs"),
+    "emulator": _layer("emulator", "worker.procs", "protocol.keys"),
     # "everything below them": the docstring's list leaves out the worker, whose path check
     # (worker.staged_job.safe_relative) the CWL staging shares
     "frontends": _layer("core", "protocol", "coordinator", "cost", "engines.gce.launch", "worker",

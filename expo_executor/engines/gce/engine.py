@@ -38,8 +38,8 @@ from expo_executor.core.scheduler import Pool
 from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed, Instance
 from expo_executor.engines.gce.clients import delete_call, make_clients
-from expo_executor.engines.gce.errors import (LATER_CODES, QUOTA_CODES, STOCKOUT_CODES,
-                                              classify_error, is_transient)
+from expo_executor.engines.gce.errors import (SUMMARY_CODES, classify_codes, classify_error,
+                                              is_transient)
 from expo_executor.engines.gce.retry import retry_call
 from expo_executor.protocol.keys import WORKER_ATTRIBUTE
 
@@ -132,8 +132,10 @@ class Ask:
     def gpus(self) -> bool:
         return self.shape is not None and self.shape.gpus
 
-    def failed(self, names: list[str], message: str, stop_growth: bool) -> CreateFailed:
-        return CreateFailed(self.pool, names, message, stop_growth, shape=self.shape)
+    def failed(self, names: list[str], message: str, stop_growth: bool,
+               quota: bool = False) -> CreateFailed:
+        return CreateFailed(self.pool, names, message, stop_growth, shape=self.shape,
+                            quota=quota)
 
 
 @dataclass
@@ -243,8 +245,11 @@ class GceEngine:
         self._ids: set[int] = set()
         # (zone, pool, shape) -> clock() until which the pool avoids the zone
         self._exhausted: dict[tuple[str, Pool, Shape | None], float] = {}
+        # (zone, pool, shape) -> why the zone does not offer it: not asked there again
+        self._refused: dict[tuple[str, Pool, Shape | None], str] = {}
         self._failures: list[CreateFailed] = []
         self._seen_ops: set[str] = set()
+        self._deleted: set[str] = set()  # names whose delete Compute Engine accepted
         self._closed = False
 
     # -- Engine ------------------------------------------------------------------------------
@@ -272,7 +277,9 @@ class GceEngine:
             if zone is None:
                 return
         delete_call(self._instances, self.config.project, zone, name,
-                     self.config.call_timeout_s, self._call)
+                    self.config.call_timeout_s, self._call)
+        with self._lock:
+            self._deleted.add(name)
 
     def list(self) -> list[Instance]:
         self._check_pending()
@@ -311,30 +318,39 @@ class GceEngine:
     def close(self) -> None:
         """Delete every VM labelled for the run (not only ours) and wait until none is left.
 
-        Bounded by ``close_timeout_s`` of real time; what is left then is logged with the fix.
+        What a listing shows is not enough: a VM whose insert is young is not listed yet, so
+        every VM this engine created is deleted by name too, until its delete is done or it is
+        found gone. Bounded by ``close_timeout_s`` of real time; what is left then is logged
+        with the fix.
         """
         with self._lock:
             self._closed = True
             self._pending.clear()
+            unconfirmed = {name: zone for name, zone in self._zone_of.items()
+                           if name not in self._deleted}
         deadline = time.monotonic() + self.config.close_timeout_s
         issued: dict[str, tuple[str, str]] = {}  # name -> (zone, delete op) not seen DONE
         with ThreadPoolExecutor(max_workers=8, thread_name_prefix="gce-delete") as pool:
             while True:
-                left = self._list_quietly()
-                if left == []:
+                listed = self._list_quietly()
+                left = sorted({*(listed or []), *((z, n) for n, z in unconfirmed.items())})
+                if listed == [] and not unconfirmed:
                     return
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    names = ", ".join(n for _z, n in left or []) or "unknown (listing fails)"
+                    names = ", ".join(n for _z, n in left) or "unknown (listing fails)"
                     log.error("VMs of run %s still exist after %.0f s: %s; fix: run "
                               "`expocloud cleanup` for this run", self.config.run_label,
                               self.config.close_timeout_s, names)
                     return
-                todo = [(z, n) for z, n in left or [] if n not in issued]
-                for (zone, name), op in zip(todo, pool.map(self._delete_quietly, todo)):
-                    if op is not None:
+                todo = [(z, n) for z, n in left if n not in issued]
+                for (zone, name), (op, gone) in zip(todo, pool.map(self._delete_quietly, todo)):
+                    if gone:
+                        unconfirmed.pop(name, None)
+                    elif op is not None:
                         issued[name] = (zone, op.name)
-                self._wait_deletes(issued, min(remaining, 60.0))
+                for name in self._wait_deletes(issued, min(remaining, 60.0)):
+                    unconfirmed.pop(name, None)
                 if not todo:  # nothing new to delete: let the running deletions progress
                     time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
 
@@ -348,7 +364,8 @@ class GceEngine:
 
     # -- placing VMs ------------------------------------------------------------------------
     def _place(self, names: list[str], ask: Ask, tried: list[str]) -> None:
-        """Create ``names`` in the first zones with capacity; raise CreateFailed if none has."""
+        """Create ``names`` in the first zones with capacity; raise CreateFailed if none has
+        (for good if every zone refuses what it is asked for)."""
         left = names
         for zone in self._candidate_zones(tried, ask):
             tried = [*tried, zone]
@@ -356,10 +373,19 @@ class GceEngine:
             if not left:
                 return
         what = ask.shape.describe() if ask.shape else self._machine(ask)
+        kind = POOL_LABEL_VALUES[ask.pool]
+        with self._lock:
+            refusals = {z: self._refused[(z, ask.pool, ask.shape)] for z in self.config.zones
+                        if (z, ask.pool, ask.shape) in self._refused}
+        if len(refusals) == len(self.config.zones):
+            raise ask.failed(left, f"no zone offers {kind} VMs of type {what}: "
+                                   f"{'; '.join(f'{z}: {m}' for z, m in refusals.items())}; fix: "
+                                   "--expocloud-gce-zones with zones that offer it, or another "
+                                   "machine type or GPU", stop_growth=True)
         zones = ", ".join(tried or self.config.zones)
-        raise ask.failed(left, f"no capacity for {len(left)} {POOL_LABEL_VALUES[ask.pool]} "
-                               f"VM(s) of type {what} in zone(s) {zones} (resource pool "
-                               "exhausted); trying again later", stop_growth=False)
+        raise ask.failed(left, f"no capacity for {len(left)} {kind} VM(s) of type {what} in "
+                               f"zone(s) {zones} (resource pool exhausted); trying again later",
+                         stop_growth=False)
 
     def _machine(self, ask: Ask) -> str:
         return ask.shape.machine_type if ask.shape else self.config.machine_types[ask.pool]
@@ -368,11 +394,13 @@ class GceEngine:
         now = self._clock()
         with self._lock:
             return [z for z in self.config.zones if z not in tried
+                    and (z, ask.pool, ask.shape) not in self._refused
                     and self._exhausted.get((z, ask.pool, ask.shape), 0.0) <= now]
 
     def _try_zone(self, zone: str, names: list[str], ask: Ask, tried: list[str],
                   bulk: bool) -> list[str]:
-        """Insert ``names`` in ``zone``; return the names left for the next zone (stockout)."""
+        """Insert ``names`` in ``zone``; return the names left for the next zone (a stockout,
+        or a refusal of this zone's)."""
         use_bulk = bulk and len(names) >= self.config.bulk_min
         batches = [names] if use_bulk else [[n] for n in names]
         for i, batch in enumerate(batches):
@@ -384,8 +412,8 @@ class GceEngine:
                 op = self._submit(zone, batch, ask, use_bulk)
             except Exception as err:
                 kind = classify_error(err)
-                if kind == "stockout":
-                    self._mark_exhausted(zone, ask)
+                if kind in ("stockout", "zonal"):
+                    self._move_on(zone, ask, kind, getattr(err, "message", None) or str(err))
                     return rest
                 if kind == "conflict" and use_bulk:  # someone holds a name: one by one
                     return self._try_zone(zone, rest, ask, tried, bulk=False)
@@ -394,20 +422,31 @@ class GceEngine:
                     continue
                 raise self._failed(err, kind, zone, rest, ask) from err
             self._remember_all(batch, zone, op)
-            if self._outcome(zone, op, rest, ask) == "stockout":
+            if self._outcome(zone, op, rest, ask) == "next zone":
                 return rest
             if not _is_done(op):
                 with self._lock:
                     self._pending.append(_Pending(zone, op.name, list(batch), ask, list(tried)))
         return []
 
+    def _move_on(self, zone: str, ask: Ask, kind: str, message: str) -> None:
+        """Leave ``zone`` to the next one: for a while (a stockout), or for the run (the zone
+        does not offer what is asked)."""
+        if kind == "stockout":
+            self._mark_exhausted(zone, ask)
+            return
+        with self._lock:
+            self._refused[(zone, ask.pool, ask.shape)] = _one_line(message)[:300]
+        log.warning("GCE refuses %s VMs of %s in %s, trying the next zone: %s",
+                    POOL_LABEL_VALUES[ask.pool], ask.shape.describe() if ask.shape
+                    else self._machine(ask), zone, _one_line(message))
+
     def _failed(self, err: BaseException, kind: str, zone: str, names: list[str],
                 ask: Ask) -> CreateFailed:
         """The CreateFailed for an insert call that raised."""
         raw = _one_line(getattr(err, "message", None) or str(err))
         if kind == "quota":
-            return ask.failed(names, quota_message(raw, self.config.project, ask.pool, zone),
-                              stop_growth=True)
+            return self._quota(raw, zone, names, ask)
         if kind == "transient":
             return ask.failed(names, f"the Compute API kept failing in {zone} ({raw}); "
                                      "trying again later", stop_growth=False)
@@ -418,24 +457,55 @@ class GceEngine:
                                  "--expocloud GCE settings (image, network, service account, "
                                  "machine type, GPUs)", stop_growth=True)
 
+    def _quota(self, raw: str, zone: str, names: list[str], ask: Ask) -> CreateFailed:
+        """A quota is full: the pool waits until one of the run's VMs ends and frees some
+        (the coordinator stops it if none is alive to free any)."""
+        return ask.failed(names, quota_message(raw, self.config.project, ask.pool, zone),
+                          stop_growth=False, quota=True)
+
     def _outcome(self, zone: str, op: Any, names: list[str], ask: Ask) -> str:
-        """ok, running or stockout for an insert operation; quota and other errors raise."""
+        """ok, running or next zone (a stockout, or a refusal of this zone's) for an insert
+        operation; quota and other errors raise. A bulk insert's summary code is resolved
+        from the operations of its instances."""
         if not _is_done(op):
             return "running"
         codes, text = _op_errors(op)
         if not codes:
             return "ok"
-        if codes & STOCKOUT_CODES:
-            self._mark_exhausted(zone, ask)
-            return "stockout"
-        if codes & QUOTA_CODES:
-            raise ask.failed(names, quota_message(text, self.config.project, ask.pool, zone),
-                             stop_growth=True)
-        if codes & LATER_CODES:
+        if codes & SUMMARY_CODES:
+            codes, text = self._group_errors(zone, op) or (codes, text)
+        kind = classify_codes(codes)
+        if kind in ("stockout", "zonal"):
+            self._move_on(zone, ask, kind, text)
+            return "next zone"
+        if kind == "quota":
+            raise self._quota(text, zone, names, ask)
+        if kind == "later":
             raise ask.failed(names, f"GCE could not create VMs in {zone} just now ({text}); "
                                     "trying again later", stop_growth=False)
         raise ask.failed(names, f"GCE could not create VMs in {zone}: {text}; fix the "
                                 "--expocloud GCE settings", stop_growth=True)
+
+    def _group_errors(self, zone: str, op: Any) -> tuple[set[str], str] | None:
+        """The error codes and messages of the instance operations of a bulk insert (its
+        ``operationGroupId``); None if they cannot be read or say nothing more."""
+        from google.cloud import compute_v1
+
+        group = getattr(op, "operation_group_id", "")
+        if not group:
+            return None
+        request = compute_v1.ListZoneOperationsRequest(
+            project=self.config.project, zone=zone, filter=f'operationGroupId = "{group}"')
+        try:
+            ops = self._call(lambda: list(self._operations.list(
+                request=request, retry=None, timeout=self.config.call_timeout_s)))
+        except Exception as err:  # noqa: BLE001 - the summary is all we know then
+            log.warning("could not read the operations of bulk insert %s: %s", op.name,
+                        _one_line(str(err)))
+            return None
+        found = [_op_errors(o) for o in ops if o.name != op.name and _is_done(o) and o.error]
+        codes = {c for cs, _t in found for c in cs} - SUMMARY_CODES
+        return (codes, "; ".join(sorted({t for _c, t in found}))) if codes else None
 
     def _mark_exhausted(self, zone: str, ask: Ask) -> None:
         with self._lock:
@@ -602,7 +672,7 @@ class GceEngine:
             if outcome == "ok":
                 for name in doomed:
                     self._delete_quietly((entry.zone, name))
-            elif outcome == "stockout" and names and not closed:
+            elif outcome == "next zone" and names and not closed:
                 self._place(names, entry.ask, entry.tried)
         except CreateFailed as failed:
             with self._lock:
@@ -672,22 +742,26 @@ class GceEngine:
         when = _epoch(op.insert_time)
         return when is None or when >= created - PREEMPT_CLOCK_SLACK_S
 
-    def _delete_quietly(self, target: tuple[str, str]) -> Any | None:
+    def _delete_quietly(self, target: tuple[str, str]) -> tuple[Any | None, bool]:
+        """(the delete operation, False), or (None, True) if the VM is gone already, or
+        (None, False) if the call failed (close() tries again)."""
         zone, name = target
         try:
-            return delete_call(self._instances, self.config.project, zone, name,
-                                self.config.call_timeout_s, self._call)
+            op = delete_call(self._instances, self.config.project, zone, name,
+                             self.config.call_timeout_s, self._call)
         except Exception as err:  # noqa: BLE001 - close() lists again and retries
             log.warning("deleting %s in %s failed: %s", name, zone, _one_line(str(err)))
-            return None
+            return None, False
+        return op, op is None
 
-    def _wait_deletes(self, issued: dict[str, tuple[str, str]], bound: float) -> None:
-        """Wait (bounded) for our delete operations; forget the ones that are DONE."""
+    def _wait_deletes(self, issued: dict[str, tuple[str, str]], bound: float) -> list[str]:
+        """Wait (bounded) for our delete operations; forget and return the ones DONE."""
         deadline = time.monotonic() + bound
+        done = []
         for name, (zone, op_name) in list(issued.items()):
             left = deadline - time.monotonic()
             if left <= 0:
-                return
+                break
             try:
                 op = self._operations.wait(project=self.config.project, zone=zone,
                                            operation=op_name, retry=None, timeout=left + 5)
@@ -695,6 +769,8 @@ class GceEngine:
                 continue
             if _is_done(op):
                 del issued[name]
+                done.append(name)
+        return done
 
 
 def worker_metadata(metadata: dict[str, str], slots: int) -> dict[str, str]:
