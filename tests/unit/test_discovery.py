@@ -13,6 +13,7 @@ import json
 import pytest
 
 from expo_executor.emulator import discovery
+from expo_executor.emulator.compute import DISCOVERY_IDS
 
 INSERT = "compute.instances.insert"
 BULK = "compute.instances.bulkInsert"
@@ -177,3 +178,7 @@ def test_path_parameters_match_their_pattern() -> None:
         "Invalid value for field 'instance': 'VM_1'. Must be a match of regex "
         "'[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?|[1-9][0-9]{0,19}'"]
 
+
+def test_every_method_the_fake_serves_is_in_the_document() -> None:
+    for method_id in DISCOVERY_IDS.values():
+        assert discovery.method(method_id)["id"] == method_id
