@@ -3,7 +3,10 @@
 It speaks the JSON the real API speaks (camelCase, int64 as strings, Operation objects, the
 ``{"error": {"code", "message", "errors": [{"reason"}]}}`` bodies), so what it catches are the
 mistakes a mock of our own code cannot: wrong URLs, wrong field names, a missing ``requestId``,
-an operation polled through the client's hidden Google-bound operations client.
+an operation polled through the client's hidden Google-bound operations client. Every request
+is first checked against Google's published discovery document (``discovery``: unknown fields
+and parameters, wrong JSON types, unknown enum values), then against what the document cannot
+say (``validate_instance``: machine types, labels, Spot rules, GPUs).
 
 An instance is a worker process in its own session: PROVISIONING -> (boot delay) -> RUNNING
 starts a ``FakeMetadata`` server for it and launches the worker pointed at it through
@@ -46,6 +49,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from expo_executor.emulator.discovery import check_request, document
 from expo_executor.emulator.metadata import FakeMetadata
 from expo_executor.worker.procs import power_off
 
@@ -598,6 +602,7 @@ class FakeCompute:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def start(self) -> FakeCompute:
+        document()  # a missing discovery document fails here, with its fix, not as a 500 later
         self.scratch_root.mkdir(parents=True, exist_ok=True)
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), _handler_class(self))
         self._server.daemon_threads = True
@@ -636,7 +641,8 @@ class FakeCompute:
     # -- control API -----------------------------------------------------------------------
     @property
     def requests(self) -> list[dict]:
-        """Every Compute API request so far: method, path, op, zone, query, json, time."""
+        """Every Compute API request so far: method, path, op, zone, query, json, time, and
+        the problems the discovery document found in it (answered 400; [] for a valid one)."""
         with self._lock:
             return copy.deepcopy(self._requests)
 
@@ -1222,12 +1228,15 @@ class FakeCompute:
                                                   "this server.").body()
         api, args = route
         zone = args.get("zone")
+        problems = check_request(DISCOVERY_IDS[api], args, query, body)
         with self._lock:
             self._requests.append({"method": method, "path": path, "op": api, "zone": zone,
                                    "query": dict(query), "json": copy.deepcopy(body),
-                                   "time": time.time()})
+                                   "problems": problems, "time": time.time()})
             if len(self._requests) > REQUEST_LOG_MAX:
                 del self._requests[:REQUEST_LOG_MAX // 2]
+            if problems:
+                return _payload_error(problems[0])
             fault = self._take_fault(HTTP_FAULTS, zone, api)
         if fault is not None and fault.kind != "lost_response":
             return _http_fault(fault, args.get("project", ""), zone)
@@ -1241,7 +1250,8 @@ class FakeCompute:
             return 200, copy.deepcopy(answer)
 
     def _call(self, api: str, args: dict[str, str], body: dict, query: dict) -> dict:
-        project, zone, name = args.get("project", ""), args.get("zone", ""), args.get("name", "")
+        project, zone = args.get("project", ""), args.get("zone", "")
+        name = args.get("instance", args.get("operation", ""))
         if api == "insert":
             return self.api_insert(project, zone, body, query)
         if api == "bulkInsert":
@@ -1301,18 +1311,29 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
      "bulkInsert"),
     ("POST", re.compile(r"(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instances"), "insert"),
     ("GET", re.compile(r"(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instances"), "list"),
-    ("GET", re.compile(r"(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)"),
-     "get"),
-    ("DELETE", re.compile(r"(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)"),
-     "delete"),
+    ("GET", re.compile(
+        r"(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instances/(?P<instance>[^/]+)"), "get"),
+    ("DELETE", re.compile(
+        r"(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instances/(?P<instance>[^/]+)"), "delete"),
     ("GET", re.compile(r"(?P<project>[^/]+)/aggregated/instances"), "aggregatedList"),
     ("GET", re.compile(r"(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/operations"), "operations.list"),
-    ("GET", re.compile(r"(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)"),
+    ("GET", re.compile(
+        r"(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/operations/(?P<operation>[^/]+)"),
      "operations.get"),
     ("POST", re.compile(
-        r"(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/operations/(?P<name>[^/]+)/wait"),
+        r"(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/operations/(?P<operation>[^/]+)/wait"),
      "operations.wait"),
 ]
+
+# Each route's method in the discovery document; the routes' groups bear its parameters' names.
+DISCOVERY_IDS = {"insert": "compute.instances.insert",
+                 "bulkInsert": "compute.instances.bulkInsert",
+                 "list": "compute.instances.list", "get": "compute.instances.get",
+                 "delete": "compute.instances.delete",
+                 "aggregatedList": "compute.instances.aggregatedList",
+                 "operations.list": "compute.zoneOperations.list",
+                 "operations.get": "compute.zoneOperations.get",
+                 "operations.wait": "compute.zoneOperations.wait"}
 
 
 def _route(method: str, path: str) -> tuple[str, dict[str, str]] | None:
@@ -1324,6 +1345,14 @@ def _route(method: str, path: str) -> tuple[str, dict[str, str]] | None:
         if verb == method and match is not None:
             return api, match.groupdict()
     return None
+
+
+def _payload_error(message: str) -> tuple[int, dict]:
+    """A request the discovery document refuses, answered as Google's front end answers a
+    payload it cannot parse: reason ``invalid``, status INVALID_ARGUMENT, no domain."""
+    return 400, {"error": {"code": 400, "message": message,
+                           "errors": [{"message": message, "reason": "invalid"}],
+                           "status": "INVALID_ARGUMENT"}}
 
 
 def _http_fault(fault: _Fault, project: str, zone: str | None) -> tuple[int, dict]:

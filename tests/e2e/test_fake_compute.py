@@ -12,6 +12,7 @@ import signal
 import stat
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -482,3 +483,50 @@ def test_gpus_where_gce_has_them_are_accepted(fake, clients):
     with pytest.raises(gexc.BadRequest, match="accelerator type name"):
         instances.bulk_insert_unary(request=compute_v1.BulkInsertInstanceRequest(
             project=PROJECT, zone=ZONE, bulk_insert_instance_resource_resource=resource))
+
+
+def _raw(fake: FakeCompute, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+    """(status, JSON answer) of a request sent without the client, as a hand-built body is."""
+    request = urllib.request.Request(f"{fake.endpoint}/compute/v1/projects/{PROJECT}/{path}",
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def _invalid_argument(message: str) -> dict:
+    return {"error": {"code": 400, "message": message,
+                      "errors": [{"message": message, "reason": "invalid"}],
+                      "status": "INVALID_ARGUMENT"}}
+
+
+def test_what_the_discovery_document_refuses_is_a_400_as_google_answers_it(fake, clients):
+    """A body the client itself sent, with one unknown field added by hand; an enum typo the
+    client passes through (enums are strings in its protos); a query parameter the method does
+    not take; an instance name no URL may carry. Each is answered 400 before anything happens,
+    and the request log says why."""
+    instances, _ = clients
+    insert(instances, instance("vm-1", spot=True))
+    body = fake.requests[-1]["json"]
+    assert fake.requests[-1]["problems"] == []
+    body["name"], body["scheduling"]["preemptable"] = "vm-2", True
+    unknown = ('Invalid JSON payload received. Unknown name "preemptable" at '
+               "'instance_resource.scheduling': Cannot find field.")
+    answer = _raw(fake, "POST", f"zones/{ZONE}/instances", body)
+    assert answer == (400, _invalid_argument(unknown))
+    assert fake.requests[-1]["problems"] == [unknown]
+
+    typo = instance("vm-3", spot=True)
+    typo.scheduling.provisioning_model = "SPOTT"
+    with pytest.raises(gexc.BadRequest) as info:
+        insert(instances, typo)
+    assert info.value.message.endswith(
+        ": Invalid value at 'instance_resource.scheduling.provisioning_model' "
+        "(type.googleapis.com/google.cloud.compute.v1.Scheduling.ProvisioningModel), \"SPOTT\"")
+    assert _raw(fake, "GET", f"zones/{ZONE}/instances?maxResult=5")[0] == 400
+    with pytest.raises(gexc.BadRequest, match="Must be a match of regex"):
+        instances.get(project=PROJECT, zone=ZONE, instance="VM_1")
+    assert list(fake.instances()) == ["vm-1"]

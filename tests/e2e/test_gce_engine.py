@@ -16,12 +16,12 @@ import pytest
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
-from expo_executor.emulator.compute import FakeCompute
-from expo_executor.engines.base import CreateFailed, Instance
-from expo_executor.engines.gce.engine import (GceConfig, GceEngine, delete_instances,
-                                              find_instances)
-from expo_executor.core.shapes import Shape
 from expo_executor.core.scheduler import Pool
+from expo_executor.core.shapes import Shape
+from expo_executor.emulator.compute import DISCOVERY_IDS, FakeCompute
+from expo_executor.engines.base import CreateFailed, Instance
+from expo_executor.engines.gce.engine import (GceConfig, GceEngine,
+                                              delete_instances, find_instances)
 from tests.helpers import wait_until
 
 PROJECT = "proj"
@@ -410,3 +410,32 @@ def test_a_refused_gpu_stops_only_its_shape_and_says_so(engine, fake):
                       shape=Shape("e2-standard-2", "nvidia-tesla-t4", 1))
     assert info.value.stop_growth and info.value.shape.machine_type == "e2-standard-2"
     assert "not supported with machine type e2-standard-2" in info.value.message
+
+
+def test_every_request_the_engine_makes_passes_the_discovery_document(fake):
+    """Spot and on-demand VMs, plain and with a GPU shape, one by insert and several by
+    bulkInsert while the operations still run (operations.get); a name taken (instances.get:
+    is it ours?), preemptions (operations.list), a delete, the cleanup's zonal list and
+    close() (aggregatedList, operations.wait): the fake checked each request against Google's
+    discovery document and found nothing wrong."""
+    fake.op_delay = 0.2
+    engine = GceEngine(config(fake), sleep=lambda _s: None)
+    engine.create(["v-1"], Pool.SPOT, 2)
+    engine.create(["v-2", "v-3"], Pool.ON_DEMAND, 4)
+    engine.create(["v-4"], Pool.ON_DEMAND, 4, shape=T4)
+    engine.create(["v-5", "v-6"], Pool.SPOT, 4, shape=T4)
+    assert wait_until(lambda: [i.status for i in engine.list()] == ["RUNNING"] * 6, 10)
+    engine.create(["v-1"], Pool.SPOT, 2)
+    engine.preempted()
+    engine.delete("v-2")
+    assert len(find_instances(PROJECT, ZONES, endpoint=fake.endpoint)) == 5
+    engine.close()
+    requests = fake.requests
+    assert {r["op"] for r in requests} == set(DISCOVERY_IDS)
+    assert [(r["op"], r["problems"]) for r in requests if r["problems"]] == []
+    inserted = [r["json"] for r in requests if r["op"] == "insert"]
+    assert {b["scheduling"]["provisioningModel"] for b in inserted} == {"SPOT", "STANDARD"}
+    assert any("guestAccelerators" in b for b in inserted)
+    bulk = [r["json"]["instanceProperties"] for r in requests if r["op"] == "bulkInsert"]
+    assert [("guestAccelerators" in p, p["scheduling"]["provisioningModel"]) for p in bulk] == [
+        (False, "STANDARD"), (True, "SPOT")]

@@ -111,6 +111,8 @@ def test_four_rules_get_four_shapes_and_each_job_a_fitting_vm(
     deleted = {r["path"].rsplit("/", 1)[-1] for r in fake_compute.requests
                if r["method"] == "DELETE"}
     assert set(created) <= deleted and not fake_compute.instances()
+    # Google's discovery document found nothing wrong in any request of the run
+    assert [r["problems"] for r in fake_compute.requests if r["problems"]] == []
     # the profile's --expocloud-max-on-demand 1 bounds every shape's on-demand VMs together
     assert sum(not vm["spot"] for vm in fake_compute.ledger()) <= 1
 
