@@ -25,7 +25,8 @@ def _sleeper(name: str, host: str, scratch: Path) -> list[str]:
 
 @pytest.fixture
 def fake(tmp_path: Path):
-    server = FakeCompute(tmp_path / "vms", command=_sleeper).start()
+    # cleanup is for VMs of runs that are gone, long listed: no listing delay here
+    server = FakeCompute(tmp_path / "vms", command=_sleeper, list_delay=0).start()
     yield server
     server.stop()
 

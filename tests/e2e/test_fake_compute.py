@@ -57,7 +57,9 @@ def probe(name: str, host: str, scratch: Path) -> list[str]:
 
 @pytest.fixture
 def fake(tmp_path: Path):
-    server = FakeCompute(tmp_path / "vms", command=sleeper, notice_s=0.3).start()
+    # These tests look at each call's answer: new instances are listed at once (the listing
+    # delay has its own test below).
+    server = FakeCompute(tmp_path / "vms", command=sleeper, notice_s=0.3, list_delay=0).start()
     yield server
     server.stop()
 
@@ -102,6 +104,25 @@ def status(fake: FakeCompute, name: str) -> str | None:
 
 def is_done(op) -> bool:
     return op.status == compute_v1.Operation.Status.DONE
+
+
+def test_a_new_instance_is_listed_only_after_the_listing_delay(tmp_path: Path) -> None:
+    """As on the real API: get and delete find a new instance at once, list and
+    aggregatedList show it only ``list_delay`` s after its insert."""
+    fake = FakeCompute(tmp_path / "vms", command=sleeper, list_delay=1.5).start()
+    try:
+        kwargs = {"client_options": {"api_endpoint": fake.endpoint},
+                  "credentials": AnonymousCredentials()}
+        instances = compute_v1.InstancesClient(**kwargs)
+        insert(instances, instance("vm-1"))
+        assert instances.get(project=PROJECT, zone=ZONE, instance="vm-1").name == "vm-1"
+        assert [i.name for i in instances.list(project=PROJECT, zone=ZONE)] == []
+        assert not [i for _z, scoped in instances.aggregated_list(project=PROJECT)
+                    for i in scoped.instances]
+        assert wait_until(lambda: [i.name for i in instances.list(project=PROJECT, zone=ZONE)]
+                          == ["vm-1"], 5)
+    finally:
+        fake.stop()
 
 
 def test_insert_get_list_delete(fake, clients):

@@ -203,12 +203,15 @@ def test_every_zone_exhausted_is_a_temporary_failure(engine, fake):
     assert len(inserts(fake)) == 3
 
 
-def test_quota_stops_growth_with_a_clear_message(engine, fake):
+def test_quota_holds_growth_with_a_clear_message(engine, fake):
+    """A full quota: the pool waits for one of the run's VMs to end (the coordinator decides,
+    with ``quota``), never a zone hop and never a stop for good here."""
     fake.fail_next("quota", quota_metric="PREEMPTIBLE_CPUS")
     with pytest.raises(CreateFailed) as caught:
         engine.create(["q-1", "q-2", "q-3"], Pool.SPOT, 1)
     failed = caught.value
-    assert failed.stop_growth is True and failed.names == ["q-1", "q-2", "q-3"]
+    assert failed.quota is True and failed.stop_growth is False
+    assert failed.names == ["q-1", "q-2", "q-3"]
     assert "PREEMPTIBLE_CPUS" in failed.message and "us-central1" in failed.message
     assert "quota increase" in failed.message and "--expocloud-max-workers" in failed.message
     assert "\n" not in failed.message
@@ -278,7 +281,7 @@ def test_late_quota_becomes_a_failure(engine, fake):
         return bool(found)
 
     assert wait_until(failed, 10)
-    assert len(found) == 1 and found[0].stop_growth and found[0].names == ["lq-1", "lq-2"]
+    assert len(found) == 1 and found[0].quota and found[0].names == ["lq-1", "lq-2"]
     assert "CPUS" in found[0].message
     assert engine.failures() == []  # drained
 
@@ -293,7 +296,7 @@ def test_delete_while_insert_runs_deletes_once_created(engine, fake):
 def test_list_maps_labels_back(engine, fake):
     engine.create(["l-1"], Pool.SPOT, 3)
     engine.create(["l-2"], Pool.ON_DEMAND, 5)
-    assert wait_until(lambda: all(i.status == "RUNNING" for i in engine.list()), 5)
+    assert wait_until(lambda: [i.status for i in engine.list()] == ["RUNNING"] * 2, 5)
     assert sorted(engine.list(), key=lambda i: i.name) == [
         Instance("l-1", Pool.SPOT, 3, "RUNNING"), Instance("l-2", Pool.ON_DEMAND, 5, "RUNNING")]
     other = GceEngine(config(fake, run_label="run-2"))
@@ -307,7 +310,7 @@ def test_preempted_reports_once(engine, fake):
     fake.preempt("pre-1")
     assert engine.preempted() == {"pre-1"}
     assert engine.preempted() == set()
-    assert [i.name for i in engine.list()] == ["pre-2"]
+    assert wait_until(lambda: [i.name for i in engine.list()] == ["pre-2"], 5)
 
 
 def test_close_deletes_every_vm_of_the_run(engine, fake):
@@ -320,6 +323,10 @@ def test_close_deletes_every_vm_of_the_run(engine, fake):
             source_image="projects/debian-cloud/global/images/family/debian-12"))],
         network_interfaces=[compute_v1.NetworkInterface(network="global/networks/default")])
     client(fake).insert_unary(project=PROJECT, zone=ZONES[2], instance_resource=stray)
+    # close() finds a VM it did not create by its label: once a listing shows it (its own
+    # are deleted by name, listed or not)
+    assert wait_until(lambda: "stray" in [f["name"] for f in find_instances(
+        PROJECT, ZONES, endpoint=fake.endpoint, run_label="run-1")], 5)
     engine.close()
     assert fake.instances() == {}
     engine.close()  # twice is fine
@@ -347,6 +354,8 @@ def test_find_and_delete_instances_for_cleanup(fake):
             source_image="projects/debian-cloud/global/images/family/debian-12"))],
         network_interfaces=[compute_v1.NetworkInterface(network="global/networks/default")])
     client(fake).insert_unary(project=PROJECT, zone=ZONES[0], instance_resource=plain)
+    assert wait_until(lambda: len(find_instances(PROJECT, ZONES, endpoint=fake.endpoint)) == 3,
+                      5)  # once listed
     found = find_instances(PROJECT, ZONES, endpoint=fake.endpoint)
     assert sorted(f["name"] for f in found) == ["f-1", "f-2", "g-1"]
     assert {f["labels"]["expocloud-run"] for f in found} == {"run-1", "run-2"}
