@@ -70,6 +70,12 @@ def test_stage_uploads_the_wheel_under_the_bucket_prefix(tmp_path: Path) -> None
     assert staged.storage_host == "http://127.0.0.1:9"
     assert staged.pins == tuple(startup.host_pins())
     assert staged.python_version == PY_MINOR
+    # a failed boot's log goes next to the run's other objects: boot/<vm>.log
+    assert (staged.run_bucket, staged.run_prefix) == ("bkt", "runs/r1/")
+    script = startup.render(staged)
+    assert "readonly BOOT_LOG_BUCKET=bkt\n" in script
+    assert "readonly BOOT_LOG_PREFIX=runs%2Fr1%2Fboot%2F BOOT_LOG_SUFFIX=.log " \
+        "BOOT_LOG_LINES=60\n" in script
     # Staging again (a retried submit) finds the content-addressed object and is fine.
     assert startup.stage(bucket, tmp_path / "software", find_links="/srv/wheelhouse",
                          storage_host="http://127.0.0.1:9") == staged
@@ -82,6 +88,7 @@ def test_stage_needs_gcs_except_in_image_mode(tmp_path: Path) -> None:
     assert image.mode == "image" and image.wheel_object is None
     assert not (tmp_path / "b").joinpath("software").exists()
     assert "readonly MODE=image" in startup.render(image)
+    assert image.run_bucket is None and "readonly BOOT_LOG_BUCKET=''\n" in startup.render(image)
 
 
 @pytest.mark.parametrize("changes, problem", [
@@ -92,6 +99,7 @@ def test_stage_needs_gcs_except_in_image_mode(tmp_path: Path) -> None:
     ({"wheel_object": "runs/r1/software/x/../evil"}, "does not name a wheel"),
     ({"index_url": "https://i", "find_links": "/w"}, "both index_url and find_links"),
     ({"python_version": "3"}, "major.minor"),
+    ({"run_prefix": "runs/r1"}, "must end in /"),
 ])
 def test_worker_software_rejects_bad_values(changes: dict, problem: str) -> None:
     with pytest.raises(ExpoError, match=problem):

@@ -16,7 +16,10 @@ in the venv records what was installed, the user's packages included, so a reboo
 VM reinstalls nothing), starts ``expocloud-worker --from-metadata`` as the unprivileged user
 ``expocloud``, and halts the VM with the metadata attribute ``expocloud-halt`` (default
 ``poweroff``) when the worker exits or the setup fails, so that a broken VM does not keep
-billing. It holds no secret: the worker reads the run key from metadata itself.
+billing. A VM whose setup failed first leaves the last lines of its log in the run's bucket
+(``protocol.keys.boot_log_key``), so that the coordinator can say why a pool's VMs never came
+up instead of replacing them blindly. It holds no secret: the worker reads the run key from
+metadata itself, and the script's access token never reaches its log.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from expo_executor.core.errors import ExpoError
 from expo_executor.core.requirements import SETTING as REQUIREMENTS_SETTING
 from expo_executor.core.requirements import UserPin, requirements_text, worker_clashes
 from expo_executor.protocol.bucket import Bucket, PreconditionFailed
+from expo_executor.protocol.keys import boot_log_key
 
 DIST = "snakemake-executor-plugin-expocloud"
 DEFAULT_STORAGE_HOST = "https://storage.googleapis.com"
@@ -50,6 +54,7 @@ HOME_DIR = "/var/lib/expocloud"  # the worker user's home
 SCRATCH = "/var/lib/expocloud/scratch"
 LOG = "/var/log/expocloud-startup.log"
 LOCK = "/run/expocloud-startup.lock"
+BOOT_LOG_LINES = 60  # what a failed boot leaves in the bucket: the end of its log
 # Needed where the run is driven, never on a worker: CWL jobs reach workers fully evaluated,
 # models are fitted and prices refreshed on the user's machine.
 RUNNER_ONLY = {"cwltool", "scipy", "google-cloud-billing"}
@@ -272,6 +277,10 @@ class WorkerSoftware:
     (``--expocloud-worker-requirements``). In pip mode their requirements file (with any
     hashes) is staged next to the wheel as ``requirements_object`` in the same bucket, and the
     VM checks it against ``requirements_sha256``; image mode only checks their versions.
+
+    ``run_bucket`` and ``run_prefix`` (``""`` or ending in ``/``) name the run's bucket and
+    object prefix, where a VM whose setup failed leaves its log's last lines; without a
+    bucket (a local one in tests) nothing is uploaded.
     """
 
     mode: str
@@ -288,6 +297,8 @@ class WorkerSoftware:
     requirements_object: str | None = None
     requirements_sha256: str | None = None
     requirements_hashed: bool = False
+    run_bucket: str | None = None
+    run_prefix: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pins", tuple(self.pins))
@@ -306,6 +317,9 @@ class WorkerSoftware:
         if self.index_url and self.find_links:
             raise ExpoError("worker software", "both index_url and find_links are set",
                             "choose one: find_links installs with --no-index")
+        if self.run_prefix and not self.run_prefix.endswith("/"):
+            raise ExpoError("worker software", f"run_prefix {self.run_prefix!r} must end in /",
+                            "use stage(), which takes it from the run's bucket")
         if self.mode == "pip":
             if not (self.wheel_bucket and self.wheel_object):
                 raise ExpoError("worker software", "pip mode needs the staged wheel's bucket and "
@@ -388,7 +402,9 @@ def stage(bucket: Bucket, software_dir: Path, *, mode: str = "pip", extra: str |
     version = _own_distribution().version
     host = storage_host or os.environ.get("STORAGE_EMULATOR_HOST") or DEFAULT_STORAGE_HOST
     common = {"index_url": index_url, "find_links": find_links,
-              "storage_host": host.rstrip("/"), "package_version": version}
+              "storage_host": host.rstrip("/"), "package_version": version,
+              "run_bucket": getattr(bucket, "bucket_name", None),
+              "run_prefix": getattr(bucket, "prefix", "")}
     if mode == "image":
         return WorkerSoftware(mode="image", pins=pins, wheel_object=None, wheel_sha256=None,
                               **common, **_requirements_fields(None, requirements))
@@ -415,6 +431,7 @@ export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INP
 HALT=poweroff
 HALT_ON_EXIT=1
 TEE_PID=
+WORKER_STARTED=0
 
 log() { printf '%s expocloud-startup: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
 die() { log "ERROR: $*"; exit 1; }
@@ -428,6 +445,9 @@ finish() {
     exec 1>&3 2>&3 3>&-
     wait "$TEE_PID"
   fi
+  if [ "$status" != 0 ] && [ "$WORKER_STARTED" = 0 ] && [ "$HALT_ON_EXIT" = 1 ]; then
+    upload_boot_log 2>&1 | tee -a "$LOG"
+  fi
   if [ "$HALT_ON_EXIT" = 1 ] && [ -n "$HALT" ]; then
     local -a halt_argv
     read -r -a halt_argv <<<"$HALT"
@@ -438,9 +458,46 @@ finish() {
   exit "$status"
 }
 
-metadata() {
-  curl -fsS --retry 10 --retry-connrefused --retry-delay 1 --connect-timeout 5 \
-    -H 'Metadata-Flavor: Google' "$METADATA/$1"
+metadata() {  # metadata PATH [CURL-OPTION...]: later options override the retries
+  local path=$1
+  shift
+  curl -fsS --retry 10 --retry-connrefused --retry-delay 1 --connect-timeout 5 "$@" \
+    -H 'Metadata-Flavor: Google' "$METADATA/$path"
+}
+
+# The service account's access token, parsed without python3 (which a failed setup may lack).
+# It only ever travels through pipes and variables: never argv, never the log.
+access_token() {  # access_token [CURL-OPTION...]
+  local token
+  token=$(metadata instance/service-accounts/default/token "$@" |
+    sed -n 's/.*"access_token"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p') || return 1
+  [ -n "$token" ] || return 1
+  printf '%s' "$token"
+}
+
+# A VM whose setup failed leaves the end of this log in the run's bucket before it halts, so
+# that the coordinator can say why its VMs never come up. Best effort and bounded in time
+# (about a minute at worst): whatever fails here is logged, and the VM halts anyway.
+upload_boot_log() {
+  [ -n "$BOOT_LOG_BUCKET" ] || return 0
+  local vm token lines url
+  vm=$(metadata instance/name --retry 2 --max-time 5) && [[ $vm =~ ^[a-z0-9-]+$ ]] ||
+    { log "boot log not uploaded: no instance name from the metadata server"; return 0; }
+  token=$(access_token --retry 2 --max-time 5) ||
+    { log "boot log not uploaded: no access token from the metadata server"; return 0; }
+  lines=$(mktemp) || return 0
+  tail -n "$BOOT_LOG_LINES" "$LOG" >"$lines"
+  url="$STORAGE_HOST/upload/storage/v1/b/$BOOT_LOG_BUCKET/o?uploadType=media&name="
+  url+="$BOOT_LOG_PREFIX$vm$BOOT_LOG_SUFFIX"
+  if printf 'Authorization: Bearer %s\n' "$token" |
+    curl -fsS --connect-timeout 5 --max-time 20 --retry 2 --retry-max-time 20 -H @- \
+      -H 'Content-Type: text/plain; charset=utf-8' --data-binary "@$lines" -o /dev/null "$url"
+  then
+    log "left the last $BOOT_LOG_LINES log lines in the run's bucket: $url"
+  else
+    log "could not upload the boot log to $url (above); halting anyway"
+  fi
+  rm -f "$lines"
 }
 
 attribute() {  # attribute NAME DEFAULT: an instance metadata attribute, or DEFAULT if absent
@@ -507,9 +564,7 @@ ensure_python() {
 
 fetch_staged() {  # fetch_staged DEST OBJECT SHA256 WHAT: a staged file from GCS, checked
   local token url
-  token=$(metadata instance/service-accounts/default/token |
-    python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])') ||
-    die "no access token from the metadata server"
+  token=$(access_token) || die "no access token from the metadata server"
   url="$STORAGE_HOST/storage/v1/b/$WHEEL_BUCKET/o/$2?alt=media"
   log "downloading $url"
   # The token goes through stdin, not argv, so other processes cannot read it.
@@ -593,6 +648,7 @@ ensure_user() {
 run_worker() {
   [ -x "$VENV/bin/expocloud-worker" ] || die "$VENV/bin/expocloud-worker is missing"
   log "starting expocloud-worker as $USER_NAME"
+  WORKER_STARTED=1
   cd /
   local status=0
   # A clean environment: nothing of the script runner's leaks into the worker and its jobs.
@@ -633,6 +689,15 @@ def _q(value: str | None) -> str:
     return shlex.quote(value or "")
 
 
+def _boot_log_config(software: WorkerSoftware) -> list[str]:
+    """Where a failed boot leaves its log: the bucket, and the URL-encoded object name around
+    the VM's name, which only the VM knows (from its metadata)."""
+    head, tail = (software.run_prefix + boot_log_key("{vm}")).split("{vm}")
+    return [f"readonly BOOT_LOG_BUCKET={_q(quote(software.run_bucket or '', safe=''))}",
+            f"readonly BOOT_LOG_PREFIX={_q(quote(head, safe=''))}"
+            f" BOOT_LOG_SUFFIX={_q(quote(tail, safe=''))} BOOT_LOG_LINES={BOOT_LOG_LINES}"]
+
+
 def render(software: WorkerSoftware) -> str:
     """The bash startup script for ``software``; every rendered value is shell-quoted."""
     config = "\n".join([
@@ -651,6 +716,7 @@ def render(software: WorkerSoftware) -> str:
         f"readonly REQUIREMENTS_OBJECT={_q(quote(software.requirements_object or '', safe=''))}",
         f"readonly REQUIREMENTS_SHA256={_q(software.requirements_sha256)}",
         f"readonly REQUIREMENTS_HASHED={int(software.requirements_hashed)}",
+        *_boot_log_config(software),
     ])
     body = _BODY
     paths = {"VENV": VENV, "SCRATCH": SCRATCH, "HOME_DIR": HOME_DIR, "LOG": LOG, "LOCK": LOCK}
