@@ -502,7 +502,7 @@ def test_the_startup_script_quotes_every_rendered_value(
         tmp_path: Path, hostile: str, monkeypatch: pytest.MonkeyPatch) -> None:
     marker = Path("/tmp/expocloud-pwned")
     marker.unlink(missing_ok=True)
-    for name in ("VENV", "SCRATCH", "HOME_DIR", "LOG", "LOCK"):
+    for name in ("VENV", "SCRATCH", "HOME_DIR", "LOG", "LOCK", "SYSTEMD_DIR"):
         monkeypatch.setattr(startup, name, f"/x/{name}{hostile}")
     pip = startup.WorkerSoftware(
         mode="pip", pins=("pyyaml==6.0",), wheel_bucket=f"bkt{hostile}",
@@ -520,7 +520,7 @@ def test_the_startup_script_quotes_every_rendered_value(
                  "BOOT_LOG_BUCKET": startup.quote(pip.run_bucket, safe=""),
                  "BOOT_LOG_PREFIX": startup.quote(f"{pip.run_prefix}boot/", safe=""),
                  **{n: getattr(startup, n) for n in
-                                                  ("VENV", "SCRATCH", "HOME_DIR", "LOG", "LOCK")}}
+                    ("VENV", "SCRATCH", "HOME_DIR", "LOG", "LOCK", "SYSTEMD_DIR")}}
     for software, expect in ((pip, variables), (image, {"FIND_LINKS": image.find_links})):
         script = startup.render(software)
         check = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)

@@ -151,8 +151,9 @@ def fake_bin(tmp_path: Path) -> Path:
 
 
 def sandboxed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Point the script's absolute paths into ``tmp_path``."""
-    for name in ("VENV", "HOME_DIR", "SCRATCH", "LOG", "LOCK"):
+    """Point the script's absolute paths into ``tmp_path`` (so the systemd marker is absent
+    unless a test makes it)."""
+    for name in ("VENV", "HOME_DIR", "SCRATCH", "LOG", "LOCK", "SYSTEMD_DIR"):
         path = str(tmp_path / "vm" / getattr(startup, name).lstrip("/"))
         monkeypatch.setattr(startup, name, path)
 
@@ -248,6 +249,87 @@ def test_the_boot_log_needs_no_python(tmp_path: Path, monkeypatch: pytest.Monkey
     uploaded = (tmp_path / "logs/boot.log").read_text()
     assert "E: no network for apt-get -o DPkg::Lock::Timeout=300 update\n" in uploaded, uploaded
     assert "SECRET-TOKEN" not in uploaded and (tmp_path / "logs/halted").exists()
+
+
+# -- the worker under systemd, or as the script's child ---------------------------------------
+
+# Fake systemd-run and runuser: each records its argv, one argument a line, and exits with
+# FAKE_WORKER_STATUS (the worker's exit status, as systemd-run --wait passes it on).
+FAKE_LAUNCHER = ('#!/bin/bash\nprintf "%s\\n" "$@" >"$FAKE_LOG/$(basename "$0")"\n'
+                 'exit "${FAKE_WORKER_STATUS:-0}"\n')
+
+
+def _up_to_the_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                      systemd: bool) -> tuple[Path, dict[str, str]]:
+    """A sandboxed VM whose image-mode venv matches this host, so the script reaches the
+    worker's start (faked, as are the user's creation and systemd); the script and its env."""
+    sandboxed(monkeypatch, tmp_path)
+    bin_dir = fake_bin(tmp_path)
+    for name, text in (("systemd-run", FAKE_LAUNCHER), ("runuser", FAKE_LAUNCHER),
+                       ("install", '#!/bin/bash\necho "install $*" >>"$FAKE_LOG/touched"\n')):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    venv_bin = Path(startup.VENV) / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (venv_bin / "expocloud-worker").write_text("#!/bin/sh\nexit 99\n")  # never run here
+    for path in venv_bin.iterdir():
+        path.chmod(0o755)
+    if systemd:
+        Path(startup.SYSTEMD_DIR).mkdir(parents=True)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    script = tmp_path / "startup.sh"
+    script.write_text(startup.render(software(
+        mode="image", pins=(), wheel_object=None, wheel_sha256=None, wheel_bucket=None,
+        package_version=importlib.metadata.version(startup.DIST))))
+    return script, {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_LOG": str(logs),
+                    "GCE_METADATA_HOST": "metadata.invalid"}
+
+
+def test_under_systemd_the_worker_runs_in_a_unit_of_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script, env = _up_to_the_worker(tmp_path, monkeypatch, systemd=True)
+    run = subprocess.run(["bash", str(script)], env={**env, "FAKE_WORKER_STATUS": "3"},
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 3, run.stdout + run.stderr
+    logs = tmp_path / "logs"
+    assert not (logs / "runuser").exists()
+    argv = (logs / "systemd-run").read_text().splitlines()
+    venv, log = startup.VENV, startup.LOG
+    assert argv == [
+        "--unit=expocloud-worker", "--description=expocloud worker", "--service-type=exec",
+        "--collect", "--wait", "--uid=expocloud", "--gid=expocloud", "--working-directory=/",
+        "--property=After=network-online.target", "--property=Wants=network-online.target",
+        "--property=KillMode=mixed", "--property=TimeoutStopSec=25s",
+        f"--property=StandardOutput=append:{log}", f"--property=StandardError=append:{log}",
+        f"--setenv=PATH={venv}/bin:/usr/local/bin:/usr/bin:/bin",
+        f"--setenv=HOME={startup.HOME_DIR}", "--setenv=LANG=C.UTF-8",
+        "--setenv=GCE_METADATA_HOST=metadata.invalid",
+        "--", f"{venv}/bin/expocloud-worker", "--from-metadata", "--scratch", startup.SCRATCH]
+    text = Path(log).read_text()
+    assert "starting expocloud-worker as expocloud in the systemd unit expocloud-worker.service" \
+        in text
+    assert "expocloud-worker exited with status 3" in text
+    # the worker ran: its exit is no failed setup, so no boot log; the VM halts as ever
+    assert (logs / "halted").exists() and "/upload/" not in (logs / "argv").read_text()
+
+
+def test_without_systemd_the_worker_is_the_scripts_child(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script, env = _up_to_the_worker(tmp_path, monkeypatch, systemd=False)
+    run = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    logs = tmp_path / "logs"
+    assert not (logs / "systemd-run").exists()
+    venv = startup.VENV
+    assert (logs / "runuser").read_text().splitlines() == [
+        "-u", "expocloud", "--", "env", "-i", f"PATH={venv}/bin:/usr/local/bin:/usr/bin:/bin",
+        f"HOME={startup.HOME_DIR}", "LANG=C.UTF-8", "GCE_METADATA_HOST=metadata.invalid",
+        f"{venv}/bin/expocloud-worker", "--from-metadata", "--scratch", startup.SCRATCH]
+    assert "starting expocloud-worker as expocloud\n" in Path(startup.LOG).read_text()
+    assert (logs / "halted").exists()
 
 
 def _rendered(script: str, names: list[str]) -> list[str]:

@@ -191,3 +191,18 @@ def test_a_gce_run_stages_the_setting_and_renders_it_into_the_startup_script(
     assert len(staged) == 1 and staged[0].read_text() == "expocloud_testpkg==0.1.0\n"
     assert "readonly REQUIREMENTS_HASHED=0" in script
     assert f"runs%2Fr1%2Fsoftware%2F{staged[0].parent.name}%2Frequirements.txt" in script
+
+
+def test_the_worker_unit_is_stopped_before_the_network_within_spots_notice() -> None:
+    props = dict(p.split("=", 1) for p in startup.worker_unit_properties())
+    # at shutdown systemd stops units in the reverse order of their start: after the network
+    # started means stopped before it goes
+    assert props["After"] == props["Wants"] == "network-online.target"
+    assert props["KillMode"] == "mixed"  # SIGTERM to the worker, which ends its own jobs
+    assert int(props["TimeoutStopSec"].removesuffix("s")) < 30  # Spot: hard off after 30 s
+    # appended by systemd itself: no pipe that dies before the worker does
+    assert props["StandardOutput"] == props["StandardError"] == f"append:{startup.LOG}"
+    script = startup.render(software())
+    assert "readonly WORKER_UNIT=expocloud-worker\n" in script
+    assert "readonly WORKER_UNIT_PROPERTIES=(\n  After=network-online.target\n" in script
+    assert f"readonly VENV={startup.VENV} SYSTEMD_DIR=/run/systemd/system\n" in script

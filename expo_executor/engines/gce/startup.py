@@ -14,7 +14,8 @@ hashed) into the same venv; image mode checks their versions.
 The script (metadata key ``startup-script``) re-runs on every boot. It installs once (a stamp
 in the venv records what was installed, the user's packages included, so a reboot of the same
 VM reinstalls nothing), starts ``expocloud-worker --from-metadata`` as the unprivileged user
-``expocloud``, and halts the VM with the metadata attribute ``expocloud-halt`` (default
+``expocloud`` (in a systemd unit of its own where systemd runs, so that a shutdown stops it
+before the network and its output does not hang on the script's), waits for it, and halts the VM with the metadata attribute ``expocloud-halt`` (default
 ``poweroff``) when the worker exits or the setup fails, so that a broken VM does not keep
 billing. A VM whose setup failed first leaves the last lines of its log in the run's bucket
 (``protocol.keys.boot_log_key``), so that the coordinator can say why a pool's VMs never came
@@ -55,6 +56,11 @@ SCRATCH = "/var/lib/expocloud/scratch"
 LOG = "/var/log/expocloud-startup.log"
 LOCK = "/run/expocloud-startup.lock"
 BOOT_LOG_LINES = 60  # what a failed boot leaves in the bucket: the end of its log
+SYSTEMD_DIR = "/run/systemd/system"  # exists when systemd is PID 1 (sd_booted(3))
+WORKER_UNIT = "expocloud-worker"  # the transient service the worker runs in under systemd
+# A Spot VM is powered off hard 30 s after its preemption notice, which starts the shutdown:
+# the worker, stopped first, has this long to report its jobs before systemd kills it.
+WORKER_STOP_TIMEOUT_S = 25
 # Needed where the run is driven, never on a worker: CWL jobs reach workers fully evaluated,
 # models are fitted and prices refreshed on the user's machine.
 RUNNER_ONLY = {"cwltool", "scipy", "google-cloud-billing"}
@@ -422,7 +428,7 @@ def stage(bucket: Bucket, software_dir: Path, *, mode: str = "pip", extra: str |
 # -- the script --------------------------------------------------------------------------------
 
 _BODY = r"""
-readonly VENV=__VENV__
+readonly VENV=__VENV__ SYSTEMD_DIR=__SYSTEMD_DIR__
 readonly HOME_DIR=__HOME_DIR__ SCRATCH=__SCRATCH__ USER_NAME=expocloud
 readonly LOG=__LOG__ LOCK=__LOCK__
 readonly METADATA="http://${GCE_METADATA_HOST:-metadata.google.internal}/computeMetadata/v1"
@@ -645,17 +651,45 @@ ensure_user() {
   install -d -o "$USER_NAME" -g "$USER_NAME" -m 0750 "$HOME_DIR" "$SCRATCH"
 }
 
+# Under systemd (a real VM) the worker runs in a service of its own, not as this script's
+# child: Google's guest agent runs startup scripts in a oneshot service with KillMode=process,
+# so at a shutdown (a Spot preemption) systemd stops the script runner first, the worker's
+# output pipe (tee) dies and its last report races the network going down. The worker's unit
+# is ordered after network-online.target (so it is stopped before the network), its SIGTERM
+# goes to the worker alone (KillMode=mixed: it ends its jobs itself and says how), with
+# TimeoutStopSec to report; systemd appends its output to the log, and systemd-run --wait
+# returns its exit status.
+run_worker_unit() {  # run_worker_unit NAME=VALUE... -- ARGV...
+  local -a args=(--unit="$WORKER_UNIT" --description="expocloud worker" --service-type=exec
+    --collect --wait --uid="$USER_NAME" --gid="$USER_NAME" --working-directory=/)
+  local property
+  for property in "${WORKER_UNIT_PROPERTIES[@]}"; do
+    args+=(--property="$property")
+  done
+  while [ "$1" != -- ]; do
+    args+=(--setenv="$1")
+    shift
+  done
+  shift
+  systemd-run "${args[@]}" -- "$@"
+}
+
 run_worker() {
   [ -x "$VENV/bin/expocloud-worker" ] || die "$VENV/bin/expocloud-worker is missing"
-  log "starting expocloud-worker as $USER_NAME"
   WORKER_STARTED=1
   cd /
   local status=0
   # A clean environment: nothing of the script runner's leaks into the worker and its jobs.
-  runuser -u "$USER_NAME" -- env -i \
-    PATH="$VENV/bin:/usr/local/bin:/usr/bin:/bin" HOME="$HOME_DIR" LANG=C.UTF-8 \
-    ${GCE_METADATA_HOST:+GCE_METADATA_HOST="$GCE_METADATA_HOST"} \
-    "$VENV/bin/expocloud-worker" --from-metadata --scratch "$SCRATCH" 3>&- 9>&- || status=$?
+  local -a env=(PATH="$VENV/bin:/usr/local/bin:/usr/bin:/bin" HOME="$HOME_DIR" LANG=C.UTF-8
+    ${GCE_METADATA_HOST:+"GCE_METADATA_HOST=$GCE_METADATA_HOST"})
+  local -a worker=("$VENV/bin/expocloud-worker" --from-metadata --scratch "$SCRATCH")
+  if [ -d "$SYSTEMD_DIR" ]; then
+    log "starting expocloud-worker as $USER_NAME in the systemd unit $WORKER_UNIT.service"
+    run_worker_unit "${env[@]}" -- "${worker[@]}" 3>&- 9>&- || status=$?
+  else  # no systemd (a container, a chroot): the worker is this script's child
+    log "starting expocloud-worker as $USER_NAME"
+    runuser -u "$USER_NAME" -- env -i "${env[@]}" "${worker[@]}" 3>&- 9>&- || status=$?
+  fi
   log "expocloud-worker exited with status $status"
   return "$status"
 }
@@ -689,6 +723,15 @@ def _q(value: str | None) -> str:
     return shlex.quote(value or "")
 
 
+def worker_unit_properties() -> list[str]:
+    """The systemd properties of the worker's service (``systemd-run --property``): stopped
+    before the network at shutdown, SIGTERM to the worker only, a stop timeout within Spot's
+    notice, and its output appended to the startup log by systemd, not through a pipe."""
+    return ["After=network-online.target", "Wants=network-online.target", "KillMode=mixed",
+            f"TimeoutStopSec={WORKER_STOP_TIMEOUT_S}s", f"StandardOutput=append:{LOG}",
+            f"StandardError=append:{LOG}"]
+
+
 def _boot_log_config(software: WorkerSoftware) -> list[str]:
     """Where a failed boot leaves its log: the bucket, and the URL-encoded object name around
     the VM's name, which only the VM knows (from its metadata)."""
@@ -717,9 +760,13 @@ def render(software: WorkerSoftware) -> str:
         f"readonly REQUIREMENTS_SHA256={_q(software.requirements_sha256)}",
         f"readonly REQUIREMENTS_HASHED={int(software.requirements_hashed)}",
         *_boot_log_config(software),
+        f"readonly WORKER_UNIT={_q(WORKER_UNIT)}",
+        "readonly WORKER_UNIT_PROPERTIES=(\n"
+        + "".join(f"  {_q(prop)}\n" for prop in worker_unit_properties()) + ")",
     ])
     body = _BODY
-    paths = {"VENV": VENV, "SCRATCH": SCRATCH, "HOME_DIR": HOME_DIR, "LOG": LOG, "LOCK": LOCK}
+    paths = {"VENV": VENV, "SCRATCH": SCRATCH, "HOME_DIR": HOME_DIR, "LOG": LOG, "LOCK": LOCK,
+             "SYSTEMD_DIR": SYSTEMD_DIR}
     for name, path in paths.items():  # module globals, read now: tests point them elsewhere
         body = body.replace(f"__{name}__", _q(path))
     return ("#!/bin/bash\n"
