@@ -572,6 +572,7 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
                         timeout=120)
         result = messages.decode("result", blob.data)
         assert result["outcome"] == "solved", result
+        _run_snakemake_and_cwl_jobs(bucket, url, name, run_key, tmp_path, vm)
 
         vm.stop_worker()
         assert vm.wait(60) == 0, vm.tail()
@@ -624,6 +625,64 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
         if metadata is not None:
             metadata.stop()
         emulator.stop()
+
+
+# A Snakemake job as a worker runs one: its own snakemake process (which loads every installed
+# executor plugin, this one included) with the workflow's files in GCS; and first, proof that
+# the host's plotting, fitting and CWL libraries are not on the VM.
+SNAKEMAKE_JOB = """
+import importlib.util, pathlib, subprocess, sys
+import snakemake_executor_plugin_expocloud
+present = [m for m in ("matplotlib", "numpy", "scipy", "cwltool") if importlib.util.find_spec(m)]
+assert not present, f"the host's packages are on the worker: {present}"
+pathlib.Path("Snakefile").write_text(
+    'rule make:\\n    output: "made.txt"\\n    shell: "echo made by snakemake > {output}"\\n')
+subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", "Snakefile", "--cores", "1",
+                "--default-storage-provider", "gcs", "--default-storage-prefix", sys.argv[1],
+                "--storage-gcs-project", "p", "--shared-fs-usage", "none"], check=True)
+"""
+
+
+def _run_snakemake_and_cwl_jobs(bucket, url: str, name: str, run_key: bytes,  # type: ignore[no-untyped-def]
+                                tmp_path: Path, vm: Vm) -> None:
+    """The two kinds of job a worker runs, on the VM's pinned software (no host-only package):
+    a Snakemake job writing its output to GCS, and a staged CWL job with a sealed secret (the
+    worker opens it with cryptography), its input and output moved through the bucket."""
+    from expo_executor.frontends.cwl.staging import Staging
+    from expo_executor.protocol.bucket import open_bucket
+    from expo_executor.protocol.keys import inbox_key, result_key
+
+    workflow = f"gs://{url.split('/')[2]}/wf"
+    root = tmp_path / "cwl-root"
+    outdir, tmpdir, stagedir = root / "out1", root / "tmp1", root / "stg1"
+    for directory in (outdir, tmpdir, stagedir):
+        directory.mkdir(parents=True)
+    (stagedir / "in.txt").write_text("staged input\n")
+    staging = Staging(bucket, root)
+    stage = staging.manifest("c1", [(str(stagedir / "in.txt"), True)], str(outdir), str(tmpdir))
+    argv = ["/bin/sh", "-c", f'tr a-z A-Z < {stagedir}/in.txt > upper.txt; '
+            'printf %s "$SECRET" | wc -c > secret-length.txt']
+    env = {"HOME": str(outdir), "TMPDIR": str(tmpdir), "PATH": "/usr/bin:/bin",
+           "SECRET": "hunter2"}
+    stage.update(stdin=None, stdout=None, stderr=None, outdir=str(outdir), timelimit=None,
+                 success_codes=[0], host_env=False,
+                 sealed=messages.seal(argv, env, run_key, "c1", ["hunter2"]))
+    jobs = {"j2": {"argv": ["python", "-c", SNAKEMAKE_JOB, workflow], "cwd": None, "env": {},
+                   "deadline_s": 300, "cpus": 1},
+            "c1": {"argv": list(messages.SEALED_ARGV), "cwd": str(outdir), "env": {},
+                   "deadline_s": 120, "cpus": 1, "stage": stage}}
+    bucket.write(inbox_key(name), messages.encode(
+        "inbox", {"seq": 2, "jobs": jobs, "cancel": []}, run_key))
+    for key in jobs:
+        blob = wait_for(f"result of {key}", lambda: bucket.read(result_key(key, name)), vm,
+                        timeout=300)
+        result = messages.decode("result", blob.data)
+        assert result["outcome"] == "solved", result
+    made = open_bucket(workflow).read("made.txt")
+    assert made is not None and made.data == b"made by snakemake\n"
+    staging.fetch(stage["upload"], name, str(outdir))
+    assert (outdir / "upper.txt").read_text() == "STAGED INPUT\n"
+    assert (outdir / "secret-length.txt").read_text().strip() == "7"
 
 
 # -- the user's own packages (--expocloud-worker-requirements) ---------------------------------

@@ -7,12 +7,16 @@ tests/e2e/test_startup_script.py.)
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.metadata
+import importlib.util
 import re
+import sys
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from expo_executor.core.errors import ExpoError
 from expo_executor.engines.gce import startup
@@ -49,6 +53,115 @@ def test_pins_are_exact_and_cover_the_gce_stack() -> None:
     assert startup.DIST not in names  # shipped as a wheel instead
     assert "packaging" in names and "google-auth" in names  # transitive, not just direct
     assert "cwltool" not in names and "rdflib" not in names  # the CWL runner's, not workers'
+    # the host's reports, fits and prices: not installed on workers
+    assert not HOST_ONLY & set(names), HOST_ONLY & set(names)
+
+
+HOST_ONLY = {"matplotlib", "numpy", "pandas", "scipy", "pillow", "cwltool",
+             "google-cloud-billing"}
+# What runs on a worker: the agent, what it starts for a staged (CWL) job, the VM side, and the
+# plugin package, which Snakemake imports in every job's own snakemake process.
+WORKER_ROOTS = ("expo_executor.worker.agent", "expo_executor.worker.staged_job",
+                "expo_executor.engines.gce.guest", "snakemake_executor_plugin_expocloud")
+# Modules whose lazy imports run on a worker too. Elsewhere a lazy import serves the host
+# (coordinator.settings reaches cost.preemption, whose fit imports numpy, only when it fits).
+WORKER_SIDE = ("expo_executor.worker", "expo_executor.protocol", "expo_executor.engines.gce.guest",
+               "expo_executor.engines.gce.clients", "expo_executor.engines.gce.errors",
+               "expo_executor.engines.gce.retry")
+REPO = Path(startup.__file__).resolve().parents[3]
+
+
+def _module_file(module: str) -> Path | None:
+    base = REPO.joinpath(*module.split("."))
+    for path in (base / "__init__.py", base.with_suffix(".py")):
+        if path.is_file():
+            return path
+    return None
+
+
+def _imports(module: str, path: Path) -> list[tuple[str, bool]]:
+    """(dotted name, lazy) of each name ``module`` imports; ``from a import b`` gives ``a.b``."""
+    found: list[tuple[str, bool]] = []
+
+    def visit(node: ast.AST, lazy: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                found.extend((alias.name, lazy) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    parts = module.split(".")[:len(module.split(".")) - child.level
+                                                + (path.name == "__init__.py")]
+                    base = ".".join(parts + ([base] if base else []))
+                found.extend((f"{base}.{alias.name}", lazy) for alias in child.names)
+            visit(child, lazy or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    visit(ast.parse(path.read_text()), False)
+    return found
+
+
+def worker_imports() -> set[str]:
+    """Every module outside this package that a worker can import: at module level from the
+    roots on, lazily from the worker's side."""
+    ours = ("expo_executor", "snakemake_executor_plugin_expocloud")
+    seen: set[str] = set()
+    todo, third = list(WORKER_ROOTS), set()
+    while todo:
+        module = todo.pop()
+        path = _module_file(module)
+        if module in seen or path is None:
+            continue
+        seen.add(module)
+        for name, lazy in _imports(module, path):
+            if lazy and not module.startswith(WORKER_SIDE):
+                continue
+            if name.split(".")[0] in ours:
+                todo += [name, name.rsplit(".", 1)[0]]
+            elif name.split(".")[0] not in sys.stdlib_module_names and name != "__future__":
+                third.add(name)
+    return third
+
+
+def unpinned_imports(pins: list[str]) -> list[str]:
+    """The worker's imports that no distribution among ``pins`` provides (by its RECORD)."""
+    owner = {}
+    for pin in pins:
+        dist = importlib.metadata.distribution(pin.partition("==")[0])
+        for file in dist.files or []:
+            owner[Path(str(dist.locate_file(file))).resolve()] = pin
+    missing = []
+    for name in sorted(worker_imports()):
+        spec = None
+        for candidate in (name, name.rsplit(".", 1)[0]):  # a module, or a name in one
+            try:
+                spec = importlib.util.find_spec(candidate)
+            except ModuleNotFoundError:
+                continue
+            if spec is not None:
+                break
+        if spec is None or spec.origin is None:  # unknown here, or a namespace package
+            if spec is None:
+                missing.append(name)
+            continue
+        if Path(spec.origin).resolve() not in owner:
+            missing.append(name)
+    return missing
+
+
+def test_the_worker_pins_provide_every_import_a_worker_can_reach() -> None:
+    imports = worker_imports()
+    assert {"google.cloud.storage", "google.cloud.compute_v1",
+            "cryptography.hazmat.primitives.ciphers.aead.AESGCM"} <= imports
+    assert not [i for i in imports if i.split(".")[0] in {"matplotlib", "numpy", "scipy",
+                                                           "cwltool"}]
+    assert unpinned_imports(startup.host_pins()) == []
+    # the check can fail: without a distribution the worker imports, it says so
+    pins = [p for p in startup.host_pins() if not p.startswith("google-cloud-storage==")]
+    assert "google.cloud.storage" in unpinned_imports(pins)
+    # and what the worker needs is among this package's requirements (no typo in the list)
+    own = {startup._canonical(Requirement(r).name)
+           for r in importlib.metadata.requires(startup.DIST) or []}
+    assert startup.WORKER_NEEDS <= own
 
 
 def test_unknown_extra_fails_clearly() -> None:

@@ -1,8 +1,9 @@
 """The software of a worker VM: pins, this package's wheel, and the GCE startup script.
 
 A worker must run exactly the code the submitting host runs, or a sweep silently mixes
-versions. So the host computes the transitive closure of this distribution's requirements as
-``name==version`` pins of what it has installed, ships its own copy of this package (which is
+versions. So the host computes the transitive closure of what a worker needs of this
+distribution's requirements (``WORKER_NEEDS``: not the plotting, fitting and CWL-parsing
+libraries only the host uses) as ``name==version`` pins of what it has installed, ships its own copy of this package (which is
 not on PyPI) as a wheel in the run's bucket, and renders a startup script that installs exactly
 that closure with ``pip install --no-deps`` into a venv: no resolver runs on the VM, so nothing
 can drift. In "image" mode the user's image already holds the venv and the script only checks
@@ -61,9 +62,17 @@ WORKER_UNIT = "expocloud-worker"  # the transient service the worker runs in und
 # A Spot VM is powered off hard 30 s after its preemption notice, which starts the shutdown:
 # the worker, stopped first, has this long to report its jobs before systemd kills it.
 WORKER_STOP_TIMEOUT_S = 25
-# Needed where the run is driven, never on a worker: CWL jobs reach workers fully evaluated,
-# models are fitted and prices refreshed on the user's machine.
-RUNNER_ONLY = {"cwltool", "scipy", "google-cloud-billing"}
+# What a worker runs, of this package's own requirements: the worker (its bucket, sealed CWL
+# secrets, deleting its own VM), Snakemake's jobs (snakemake, which loads this plugin in every
+# job, and its GCS storage plugin) and staged CWL jobs (this package alone). The rest serves
+# only the machine that drives the run: matplotlib (and numpy) draw reports, scipy fits
+# preemption models, cwltool evaluates CWL jobs before they reach a worker, the Cloud Billing
+# client refreshes prices. tests/unit/test_startup_script.py checks this against the imports
+# the worker's code can reach.
+WORKER_NEEDS = frozenset({
+    "snakemake", "snakemake-interface-executor-plugins", "snakemake-interface-common",
+    "cryptography", "google-cloud-compute", "google-cloud-storage", "snakemake-storage-plugin-gcs",
+})
 _PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed timestamps: the same tree gives the same sha256
 
@@ -90,8 +99,9 @@ def _own_distribution() -> importlib.metadata.Distribution:
 
 
 def host_pins(extra: str | None = "gce") -> list[str]:
-    """``name==version`` for every distribution this package needs (with ``extra``), as installed
-    here, sorted; this package itself is left out (workers get it as a wheel).
+    """``name==version`` for every distribution a worker needs: the closure of this package's
+    requirements (with ``extra``) named in ``WORKER_NEEDS``, as installed here, sorted; this
+    package itself is left out (workers get it as a wheel).
 
     Markers are evaluated for this host; the VM runs the same Python major.minor, and the
     script checks that. A requirement that is not installed here is an error: pinning
@@ -133,8 +143,8 @@ def host_pins(extra: str | None = "gce") -> list[str]:
         environments = [{"extra": e} for e in ("", *sorted(extras))]
         for line in dist.requires or []:
             req = Requirement(line)
-            if key == _canonical(DIST) and _canonical(req.name) in RUNNER_ONLY:
-                continue
+            if key == _canonical(DIST) and _canonical(req.name) not in WORKER_NEEDS:
+                continue  # the host's alone
             if req.marker is None or any(req.marker.evaluate(env) for env in environments):
                 todo.append((req.name, set(req.extras), f"{dist.metadata['Name']} {dist.version}"))
     versions.pop(_canonical(DIST), None)
