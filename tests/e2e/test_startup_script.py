@@ -423,6 +423,14 @@ def _debian_root() -> Path:
     return root
 
 
+def _cmdline(process: psutil.Process) -> list[str]:
+    """A process's argv, or [] once it has exited (a job's last processes may be ending)."""
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
+
+
 class Vm:
     """One boot of the Debian root as a VM: an overlay over the shared root keeps it clean."""
 
@@ -471,7 +479,7 @@ class Vm:
         assert self.proc is not None
         # the venv's python running the entry-point script (runuser's argv names it too)
         workers = [p for p in psutil.Process(self.proc.pid).children(recursive=True)
-                   if p.cmdline()[1:2] and p.cmdline()[1].endswith("/bin/expocloud-worker")]
+                   if _cmdline(p)[1:2] and _cmdline(p)[1].endswith("/bin/expocloud-worker")]
         assert len(workers) == 1, f"expected one worker process, found {workers}:\n{self.tail()}"
         workers[0].send_signal(signal.SIGTERM)
 
