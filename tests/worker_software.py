@@ -19,7 +19,7 @@ def software(**changes: object) -> startup.WorkerSoftware:
         "mode": "pip", "pins": ("snakemake==9.0.0", "pyyaml==6.0"),
         "wheel_object": "runs/r1/software/0123/pkg-0.1.0-py3-none-any.whl",
         "wheel_sha256": "a" * 64, "wheel_bucket": "bkt", "package_version": "0.1.0",
-        "python_version": PY_MINOR}
+        "python_version": PY_MINOR, "run_bucket": "bkt", "run_prefix": "runs/r1/"}
     base.update(changes)
     return startup.WorkerSoftware(**base)  # type: ignore[arg-type]
 

@@ -162,8 +162,11 @@ class ExecutorSettings(ExecutorSettingsBase):
     gce_disk_gb: int = field(default=20, metadata=_opt("GCE: boot disk size in GB.", type=int))
     gce_disk_type: str = field(default="pd-balanced", metadata=_opt("GCE: boot disk type."))
     gce_network: str = field(default="global/networks/default", metadata=_opt(
-        "GCE: VPC network."))
-    gce_subnetwork: Optional[str] = field(default=None, metadata=_opt("GCE: subnetwork."))
+        "GCE: VPC network, a name or a URL (global/networks/NAME)."))
+    gce_subnetwork: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: subnetwork, a name (completed in the zones' region) or a URL "
+        "(projects/PROJECT/regions/REGION/subnetworks/NAME, for Shared VPC); with it and the "
+        "default network, the network is the subnetwork's."))
     gce_internal_ip_only: bool = field(default=False, metadata=_opt(
         "GCE: no external IP on workers (then they need Cloud NAT or Private Google Access to "
         "reach GCS and the package index). Workers listen on no port either way."))
@@ -442,12 +445,32 @@ def _validate_gce(settings: ExecutorSettings) -> None:
         raise ExpoError("--expocloud-gce-disk-gb", f"{settings.gce_disk_gb!r} is too small",
                         "give at least 10 (GB)")
     parse_duration(settings.gce_max_run_duration, "--expocloud-gce-max-run-duration")
+    _check_network(settings)
     if settings.worker_requirements:  # before any VM: a pin the worker's own software breaks
         from expo_executor.engines.gce.startup import check_clashes
         check_clashes(worker_requirements(settings))
     if not settings.on_demand_only and max_on_demand(settings, settings.max_workers) == 0:
         raise ExpoError("--expocloud-max-on-demand", "0 leaves no VM for jobs preempted "
                         f"{settings.spot_attempts} times", "allow at least 1 on-demand VM")
+
+
+def _check_network(settings: ExecutorSettings) -> None:
+    """The network and subnetwork as names or URLs the Compute API takes, a subnetwork in the
+    zones' region (a bare name is completed there, per zone)."""
+    from expo_executor.engines.gce.references import network_url, subnetwork_url
+
+    try:
+        network_url(settings.gce_network)
+    except ValueError as exc:
+        raise ExpoError("--expocloud-gce-network", str(exc),
+                        "give the network's name, e.g. default, or its URL") from None
+    for zone in zones(settings) if settings.gce_subnetwork else []:
+        try:
+            subnetwork_url(settings.gce_subnetwork, settings.gce_project or "", zone)
+        except ValueError as exc:
+            raise ExpoError("--expocloud-gce-subnetwork", str(exc),
+                            "give the subnetwork's name (completed in the zones' region) or "
+                            "its URL projects/PROJECT/regions/REGION/subnetworks/NAME") from None
 
 
 def worker_memory_mb(settings: ExecutorSettings, workers: int) -> int:

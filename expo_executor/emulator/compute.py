@@ -403,6 +403,29 @@ def _validate_accelerators(body: dict, zone: str, machine: str, bulk: bool) -> N
                                        "accelerators do not support live migration.")
 
 
+_API_ROOT = r"(?:https://www\.googleapis\.com/compute/v1/)?(?:projects/[^/]+/)?"
+_NETWORK_URL = re.compile(rf"{_API_ROOT}global/networks/[^/]+")
+_SUBNETWORK_URL = re.compile(rf"{_API_ROOT}regions/(?P<region>[^/]+)/subnetworks/[^/]+")
+
+
+def _validate_network_interfaces(body: dict, zone: str) -> None:
+    """Networks and subnetworks are URLs, full or partial: a bare name is malformed (what the
+    real API answers), and a subnetwork must be in the VM's region."""
+    for i, nic in enumerate(body.get("networkInterfaces") or []):
+        for key, pattern in (("network", _NETWORK_URL), ("subnetwork", _SUBNETWORK_URL)):
+            value = nic.get(key)
+            if value is not None and not pattern.fullmatch(value):
+                raise ApiError(400, "invalid", f"Invalid value for field 'resource."
+                                               f"networkInterfaces[{i}].{key}': '{value}'. "
+                                               "The URL is malformed.")
+        match = _SUBNETWORK_URL.fullmatch(nic.get("subnetwork") or "")
+        if match and match["region"] != zone.rsplit("-", 1)[0]:
+            raise ApiError(400, "invalid", f"Invalid value for field 'resource."
+                                           f"networkInterfaces[{i}].subnetwork': "
+                                           f"'{nic['subnetwork']}'. The subnetwork must be in "
+                                           "the instance's region.")
+
+
 def validate_instance(body: dict, zone: str, bulk: bool = False) -> str:
     """Reject what the real API rejects; return the machine type's name."""
     name = body.get("name", "")
@@ -421,6 +444,7 @@ def validate_instance(body: dict, zone: str, bulk: bool = False) -> str:
     if not body.get("networkInterfaces"):
         raise ApiError(400, "invalid", "Invalid value for field 'resource.networkInterfaces': "
                                        "At least one network interface is required.")
+    _validate_network_interfaces(body, zone)
     _validate_labels(body.get("labels") or {})
     _validate_metadata(body.get("metadata") or {})
     _validate_scheduling(body.get("scheduling") or {})

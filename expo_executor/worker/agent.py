@@ -29,6 +29,7 @@ from expo_executor.protocol.bucket import Bucket, PreconditionFailed, open_bucke
 from expo_executor.protocol.keys import (DEPLOY_DIR_ENV, RUN_KEY_ENV, inbox_key, result_key,
                                          status_key)
 from expo_executor.protocol.records import Inbox, InboxJob, SavedLog, WorkerResult, WorkerStatus
+from expo_executor.worker.console import guard_output
 from expo_executor.worker.procs import kill_session, vm_mark
 from expo_executor.worker.saved_logs import save_logs
 from expo_executor.worker.staged_job import verdict_path
@@ -453,6 +454,7 @@ def _tail(path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    guard_output()  # a closed stdout (the VM shutting down) must not cost the last report
     parser = argparse.ArgumentParser(prog="expocloud-worker", description=__doc__.splitlines()[0])
     parser.add_argument("--from-metadata", action="store_true",
                         help="on a VM: read every setting and the run key from the metadata server")

@@ -368,6 +368,47 @@ def test_find_and_delete_instances_for_cleanup(fake):
     assert list(fake.instances()) == ["not-ours"]
 
 
+def test_bare_network_names_become_urls_in_both_request_bodies(fake):
+    """GCE refuses a bare name ("The URL is malformed"): a subnetwork name is completed in the
+    region of the VM's zone, a network name to global/networks/NAME."""
+    engine = GceEngine(config(fake, network="my-vpc", subnetwork="my-subnet"),
+                       sleep=lambda _s: None)
+    try:
+        engine.create(["n-1"], Pool.SPOT, 1)
+        engine.create(["n-2", "n-3"], Pool.SPOT, 1)
+        [single] = inserts(fake)
+        [bulk] = inserts(fake, "bulkInsert")
+        for nics in (single["json"]["networkInterfaces"],
+                     bulk["json"]["instanceProperties"]["networkInterfaces"]):
+            assert nics[0]["network"] == "global/networks/my-vpc"
+            assert nics[0]["subnetwork"] == "projects/proj/regions/us-central1/subnetworks/my-subnet"
+        assert wait_until(lambda: len(engine.list()) == 3, 5)
+    finally:
+        engine.close()
+    # a subnetwork with the network left at its default: the subnetwork's network, not default
+    engine = GceEngine(config(fake, subnetwork="my-subnet"), sleep=lambda _s: None)
+    try:
+        engine.create(["n-4"], Pool.SPOT, 1)
+        nic = inserts(fake)[-1]["json"]["networkInterfaces"][0]
+        assert "network" not in nic and nic["subnetwork"].endswith("/subnetworks/my-subnet")
+    finally:
+        engine.close()
+    with pytest.raises(ValueError, match="is in region europe-west1"):
+        config(fake, subnetwork="projects/proj/regions/europe-west1/subnetworks/s")
+
+
+def test_the_fake_refuses_a_bare_network_name_as_gce_does(fake):
+    bare = compute_v1.Instance(
+        name="bare", machine_type=f"zones/{ZONES[0]}/machineTypes/e2-small",
+        disks=[compute_v1.AttachedDisk(boot=True, initialize_params=compute_v1.AttachedDiskInitializeParams(
+            source_image="projects/debian-cloud/global/images/family/debian-12"))],
+        network_interfaces=[compute_v1.NetworkInterface(network="default", subnetwork="sub")])
+    with pytest.raises(Exception, match="networkInterfaces\\[0\\].network': 'default'. The URL is "
+                                        "malformed"):
+        client(fake).insert_unary(project=PROJECT, zone=ZONES[0], instance_resource=bare)
+    assert fake.instances() == {}
+
+
 def test_config_rejects_an_uncapped_vm_life(fake):
     with pytest.raises(ValueError, match="max_run_duration_s"):
         config(fake, max_run_duration_s=0)

@@ -502,21 +502,25 @@ def test_the_startup_script_quotes_every_rendered_value(
         tmp_path: Path, hostile: str, monkeypatch: pytest.MonkeyPatch) -> None:
     marker = Path("/tmp/expocloud-pwned")
     marker.unlink(missing_ok=True)
-    for name in ("VENV", "SCRATCH", "HOME_DIR", "LOG", "LOCK"):
+    for name in ("VENV", "SCRATCH", "HOME_DIR", "LOG", "LOCK", "SYSTEMD_DIR"):
         monkeypatch.setattr(startup, name, f"/x/{name}{hostile}")
     pip = startup.WorkerSoftware(
         mode="pip", pins=("pyyaml==6.0",), wheel_bucket=f"bkt{hostile}",
         wheel_object=f"runs/{hostile}/expocloud-0.1.0-py3-none-any.whl",
         wheel_sha256="a" * 64, index_url=f"https://pypi.example/{hostile}",
-        storage_host=f"https://storage.example/{hostile}", package_version=f"0.1{hostile}")
+        storage_host=f"https://storage.example/{hostile}", package_version=f"0.1{hostile}",
+        run_bucket=f"bkt{hostile}", run_prefix=f"runs/{hostile}/")
     image = startup.WorkerSoftware(mode="image", pins=(), wheel_object=None, wheel_sha256=None,
                                    find_links=f"/wheels/{hostile}")
     variables = {"INDEX_URL": pip.index_url, "STORAGE_HOST": pip.storage_host.rstrip("/"),
                  "PACKAGE_VERSION": pip.package_version,
                  "WHEEL_BUCKET": startup.quote(pip.wheel_bucket, safe=""),
                  "WHEEL_OBJECT": startup.quote(pip.wheel_object, safe=""),
-                 "WHEEL_FILE": pip.wheel_file, **{n: getattr(startup, n) for n in
-                                                  ("VENV", "SCRATCH", "HOME_DIR", "LOG", "LOCK")}}
+                 "WHEEL_FILE": pip.wheel_file,
+                 "BOOT_LOG_BUCKET": startup.quote(pip.run_bucket, safe=""),
+                 "BOOT_LOG_PREFIX": startup.quote(f"{pip.run_prefix}boot/", safe=""),
+                 **{n: getattr(startup, n) for n in
+                    ("VENV", "SCRATCH", "HOME_DIR", "LOG", "LOCK", "SYSTEMD_DIR")}}
     for software, expect in ((pip, variables), (image, {"FIND_LINKS": image.find_links})):
         script = startup.render(software)
         check = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)

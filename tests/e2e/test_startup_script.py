@@ -28,6 +28,7 @@ import pytest
 from expo_executor.emulator.metadata import FakeMetadata
 from expo_executor.engines.gce import startup
 from expo_executor.protocol import messages
+from expo_executor.protocol.keys import boot_log_key
 from tests.helpers import require
 from tests.worker_software import PY_MINOR, software
 
@@ -104,24 +105,30 @@ def test_hostile_values_stay_data(tmp_path: Path) -> None:
 
 
 FAKE_CURL = r"""#!/bin/bash
-# Fake curl: metadata answers, a corrupt wheel, and a record of each call's argv and stdin.
+# Fake curl: metadata answers, a corrupt wheel, an upload kept in boot.log (refused with
+# FAKE_UPLOAD_FAILS set), and a record of each call's argv and stdin.
 printf '%s\n' "$*" >>"$FAKE_LOG/argv"
-out= url=
+out= url= data=
 while [ $# -gt 0 ]; do
   case "$1" in
     -o) out=$2; shift ;;
     -H) [ "$2" = @- ] && cat >>"$FAKE_LOG/stdin"; shift ;;
+    --data-binary) data=${2#@}; shift ;;
     http*) url=$1 ;;
   esac
   shift
 done
 case "$url" in
   */instance/service-accounts/default/token) echo '{"access_token": "SECRET-TOKEN"}' ;;
-  */instance/attributes/expocloud-halt) printf 'touch %s' "$FAKE_LOG/halted" ;;
+  */instance/name) printf 'expo-r1-w1' ;;
+  */instance/attributes/expocloud-halt) printf 'fake-halt' ;;
+  */upload/storage/v1/b/*) [ -z "${FAKE_UPLOAD_FAILS:-}" ] || exit 22; cat "$data" >"$FAKE_LOG/boot.log" ;;
   */storage/v1/b/*) echo "not the wheel" >"$out" ;;
   *) exit 22 ;;
 esac
 """
+# The halt command (expocloud-halt): recorded in the same sequence as curl's calls.
+FAKE_HALT = '#!/bin/bash\necho HALT >>"$FAKE_LOG/argv"\ntouch "$FAKE_LOG/halted"\n'
 
 
 def fake_bin(tmp_path: Path) -> Path:
@@ -134,6 +141,7 @@ def fake_bin(tmp_path: Path) -> Path:
                'exec /usr/bin/id "$@"\n'),
         "useradd": '#!/bin/bash\necho "useradd $*" >>"$FAKE_LOG/touched"\n',
         "runuser": '#!/bin/bash\necho "runuser $*" >>"$FAKE_LOG/touched"\n',
+        "fake-halt": FAKE_HALT,
     }
     for name, text in scripts.items():
         (bin_dir / name).write_text(text)
@@ -143,8 +151,9 @@ def fake_bin(tmp_path: Path) -> Path:
 
 
 def sandboxed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Point the script's absolute paths into ``tmp_path``."""
-    for name in ("VENV", "HOME_DIR", "SCRATCH", "LOG", "LOCK"):
+    """Point the script's absolute paths into ``tmp_path`` (so the systemd marker is absent
+    unless a test makes it)."""
+    for name in ("VENV", "HOME_DIR", "SCRATCH", "LOG", "LOCK", "SYSTEMD_DIR"):
         path = str(tmp_path / "vm" / getattr(startup, name).lstrip("/"))
         monkeypatch.setattr(startup, name, path)
 
@@ -170,6 +179,157 @@ def test_wrong_wheel_checksum_fails_before_installing(tmp_path: Path,
     argv = (logs / "argv").read_text()
     assert "https://storage.example/storage/v1/b/bkt/o/runs%2Fr1%2Fsoftware%2F0123%2F" in argv
     assert "SECRET-TOKEN" not in argv and "SECRET-TOKEN" in (logs / "stdin").read_text()
+    # The end of the log went to the run's bucket, at boot/<vm>.log, before the halt.
+    upload = f"https://storage.example/upload/storage/v1/b/bkt/o?uploadType=media&name=" \
+        f"{startup.quote('runs/r1/' + boot_log_key('expo-r1-w1'), safe='')}"
+    calls = argv.splitlines()
+    assert [c for c in calls if "/upload/" in c] == [
+        f"-fsS --connect-timeout 5 --max-time 20 --retry 2 --retry-max-time 20 -H @- "
+        f"-H Content-Type: text/plain; charset=utf-8 --data-binary @{_tmp_of(calls)} "
+        f"-o /dev/null {upload}"]
+    assert calls[-1] == "HALT" and upload in calls[-2]
+    uploaded = (logs / "boot.log").read_text()
+    assert "wheel checksum mismatch" in uploaded and "SECRET-TOKEN" not in uploaded
+    assert uploaded.endswith("exit status 1\n")
+    assert len(uploaded.splitlines()) <= startup.BOOT_LOG_LINES
+    assert f"left the last {startup.BOOT_LOG_LINES} log lines in the run's bucket: {upload}" \
+        in Path(startup.LOG).read_text()
+
+
+def _tmp_of(calls: list[str]) -> str:
+    """The temporary file the upload's body came from (it is removed afterwards)."""
+    upload = next(c for c in calls if "/upload/" in c)
+    return upload.split("--data-binary @", 1)[1].split(" ", 1)[0]
+
+
+def _fail_setup(tmp_path: Path, path: str, sw: startup.WorkerSoftware | None = None,
+                **env: str) -> subprocess.CompletedProcess[str]:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    script = tmp_path / "startup.sh"
+    script.write_text(startup.render(sw or software(storage_host="https://storage.example")))
+    return subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
+                          check=False, env={"PATH": path, "FAKE_LOG": str(logs),
+                                            "GCE_METADATA_HOST": "metadata.invalid", **env})
+
+
+def test_a_failed_upload_of_the_boot_log_still_halts(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    sandboxed(monkeypatch, tmp_path)
+    run = _fail_setup(tmp_path, f"{fake_bin(tmp_path)}:/usr/bin:/bin", FAKE_UPLOAD_FAILS="1")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert (tmp_path / "logs/halted").exists() and not (tmp_path / "logs/boot.log").exists()
+    assert "could not upload the boot log to https://storage.example/upload/" in \
+        Path(startup.LOG).read_text()
+    # without a bucket to write to (a local run), nothing is tried
+    (tmp_path / "logs").rename(tmp_path / "logs-1")
+    run = _fail_setup(tmp_path, f"{tmp_path / 'bin'}:/usr/bin:/bin",
+                      software(storage_host="https://storage.example", run_bucket=None))
+    assert run.returncode == 1 and (tmp_path / "logs/halted").exists()
+    assert "/upload/" not in (tmp_path / "logs/argv").read_text()
+
+
+# What the script needs besides python3: the boot log must reach the bucket without it.
+BASE_TOOLS = ("bash", "cat", "cut", "date", "dirname", "flock", "mkdir", "mktemp", "rm", "sed",
+              "sha256sum", "sync", "tail", "tee", "touch")
+
+
+def test_the_boot_log_needs_no_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """python3 missing and apt-get failing (no network, say): the log still reaches the bucket."""
+    sandboxed(monkeypatch, tmp_path)
+    bin_dir = fake_bin(tmp_path)
+    (bin_dir / "python3").unlink()
+    (bin_dir / "apt-get").write_text('#!/bin/bash\necho "E: no network for apt-get $*"; exit 100\n')
+    for tool in BASE_TOOLS:
+        found = shutil.which(tool)
+        assert found, tool
+        (bin_dir / tool).symlink_to(found)
+    run = _fail_setup(tmp_path, str(bin_dir))
+    assert run.returncode == 100, run.stdout + run.stderr
+    uploaded = (tmp_path / "logs/boot.log").read_text()
+    assert "E: no network for apt-get -o DPkg::Lock::Timeout=300 update\n" in uploaded, uploaded
+    assert "SECRET-TOKEN" not in uploaded and (tmp_path / "logs/halted").exists()
+
+
+# -- the worker under systemd, or as the script's child ---------------------------------------
+
+# Fake systemd-run and runuser: each records its argv, one argument a line, and exits with
+# FAKE_WORKER_STATUS (the worker's exit status, as systemd-run --wait passes it on).
+FAKE_LAUNCHER = ('#!/bin/bash\nprintf "%s\\n" "$@" >"$FAKE_LOG/$(basename "$0")"\n'
+                 'exit "${FAKE_WORKER_STATUS:-0}"\n')
+
+
+def _up_to_the_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                      systemd: bool) -> tuple[Path, dict[str, str]]:
+    """A sandboxed VM whose image-mode venv matches this host, so the script reaches the
+    worker's start (faked, as are the user's creation and systemd); the script and its env."""
+    sandboxed(monkeypatch, tmp_path)
+    bin_dir = fake_bin(tmp_path)
+    for name, text in (("systemd-run", FAKE_LAUNCHER), ("runuser", FAKE_LAUNCHER),
+                       ("install", '#!/bin/bash\necho "install $*" >>"$FAKE_LOG/touched"\n')):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    venv_bin = Path(startup.VENV) / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (venv_bin / "expocloud-worker").write_text("#!/bin/sh\nexit 99\n")  # never run here
+    for path in venv_bin.iterdir():
+        path.chmod(0o755)
+    if systemd:
+        Path(startup.SYSTEMD_DIR).mkdir(parents=True)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    script = tmp_path / "startup.sh"
+    script.write_text(startup.render(software(
+        mode="image", pins=(), wheel_object=None, wheel_sha256=None, wheel_bucket=None,
+        package_version=importlib.metadata.version(startup.DIST))))
+    return script, {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_LOG": str(logs),
+                    "GCE_METADATA_HOST": "metadata.invalid"}
+
+
+def test_under_systemd_the_worker_runs_in_a_unit_of_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script, env = _up_to_the_worker(tmp_path, monkeypatch, systemd=True)
+    run = subprocess.run(["bash", str(script)], env={**env, "FAKE_WORKER_STATUS": "3"},
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 3, run.stdout + run.stderr
+    logs = tmp_path / "logs"
+    assert not (logs / "runuser").exists()
+    argv = (logs / "systemd-run").read_text().splitlines()
+    venv, log = startup.VENV, startup.LOG
+    assert argv == [
+        "--unit=expocloud-worker", "--description=expocloud worker", "--service-type=exec",
+        "--collect", "--wait", "--uid=expocloud", "--gid=expocloud", "--working-directory=/",
+        "--property=After=network-online.target", "--property=Wants=network-online.target",
+        "--property=KillMode=mixed", "--property=TimeoutStopSec=25s",
+        f"--property=StandardOutput=append:{log}", f"--property=StandardError=append:{log}",
+        f"--setenv=PATH={venv}/bin:/usr/local/bin:/usr/bin:/bin",
+        f"--setenv=HOME={startup.HOME_DIR}", "--setenv=LANG=C.UTF-8",
+        "--setenv=GCE_METADATA_HOST=metadata.invalid",
+        "--", f"{venv}/bin/expocloud-worker", "--from-metadata", "--scratch", startup.SCRATCH]
+    text = Path(log).read_text()
+    assert "starting expocloud-worker as expocloud in the systemd unit expocloud-worker.service" \
+        in text
+    assert "expocloud-worker exited with status 3" in text
+    # the worker ran: its exit is no failed setup, so no boot log; the VM halts as ever
+    assert (logs / "halted").exists() and "/upload/" not in (logs / "argv").read_text()
+
+
+def test_without_systemd_the_worker_is_the_scripts_child(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script, env = _up_to_the_worker(tmp_path, monkeypatch, systemd=False)
+    run = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    logs = tmp_path / "logs"
+    assert not (logs / "systemd-run").exists()
+    venv = startup.VENV
+    assert (logs / "runuser").read_text().splitlines() == [
+        "-u", "expocloud", "--", "env", "-i", f"PATH={venv}/bin:/usr/local/bin:/usr/bin:/bin",
+        f"HOME={startup.HOME_DIR}", "LANG=C.UTF-8", "GCE_METADATA_HOST=metadata.invalid",
+        f"{venv}/bin/expocloud-worker", "--from-metadata", "--scratch", startup.SCRATCH]
+    assert "starting expocloud-worker as expocloud\n" in Path(startup.LOG).read_text()
+    assert (logs / "halted").exists()
 
 
 def _rendered(script: str, names: list[str]) -> list[str]:
@@ -263,6 +423,14 @@ def _debian_root() -> Path:
     return root
 
 
+def _cmdline(process: psutil.Process) -> list[str]:
+    """A process's argv, or [] once it has exited (a job's last processes may be ending)."""
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
+
+
 class Vm:
     """One boot of the Debian root as a VM: an overlay over the shared root keeps it clean."""
 
@@ -311,7 +479,7 @@ class Vm:
         assert self.proc is not None
         # the venv's python running the entry-point script (runuser's argv names it too)
         workers = [p for p in psutil.Process(self.proc.pid).children(recursive=True)
-                   if p.cmdline()[1:2] and p.cmdline()[1].endswith("/bin/expocloud-worker")]
+                   if _cmdline(p)[1:2] and _cmdline(p)[1].endswith("/bin/expocloud-worker")]
         assert len(workers) == 1, f"expected one worker process, found {workers}:\n{self.tail()}"
         workers[0].send_signal(signal.SIGTERM)
 
@@ -412,6 +580,7 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
                         timeout=120)
         result = messages.decode("result", blob.data)
         assert result["outcome"] == "solved", result
+        _run_snakemake_and_cwl_jobs(bucket, url, name, run_key, tmp_path, vm)
 
         vm.stop_worker()
         assert vm.wait(60) == 0, vm.tail()
@@ -446,15 +615,15 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
         _boot_image_mode(vm, bucket, status_key(name), image)
         # ...and an image with other versions is refused before any worker starts; the VM
         # still halts.
-        vm.file("/var/lib/expocloud-halted").unlink()
         other = startup.WorkerSoftware(**{**image.__dict__, "pins": (
             *[p for p in image.pins if not p.startswith("snakemake==")], "snakemake==0.0.1")})
-        vm.boot(startup.render(other))
-        assert vm.wait(120) == 1, vm.tail()
-        log = vm.file(startup.LOG).read_text()
-        assert f"snakemake: want 0.0.1, have {snakemake_version}" in log
-        assert log.count("starting expocloud-worker") == 3
-        assert vm.file("/var/lib/expocloud-halted").exists()
+        uploaded = _boot_and_fail(vm, startup.render(other), bucket, name)
+        assert f"snakemake: want 0.0.1, have {snakemake_version}" in uploaded
+        # A wheel that is not the one staged: refused before pip runs; the bucket says why.
+        tampered = startup.WorkerSoftware(**{**staged.__dict__, "wheel_sha256": "c" * 64})
+        uploaded = _boot_and_fail(vm, startup.render(tampered), bucket, name)
+        assert "wheel checksum mismatch: want " + "c" * 64 in uploaded
+        assert vm.file(startup.LOG).read_text().count("starting expocloud-worker") == 3
         passed = True
     finally:
         if vm is not None:
@@ -464,6 +633,64 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
         if metadata is not None:
             metadata.stop()
         emulator.stop()
+
+
+# A Snakemake job as a worker runs one: its own snakemake process (which loads every installed
+# executor plugin, this one included) with the workflow's files in GCS; and first, proof that
+# the host's plotting, fitting and CWL libraries are not on the VM.
+SNAKEMAKE_JOB = """
+import importlib.util, pathlib, subprocess, sys
+import snakemake_executor_plugin_expocloud
+present = [m for m in ("matplotlib", "numpy", "scipy", "cwltool") if importlib.util.find_spec(m)]
+assert not present, f"the host's packages are on the worker: {present}"
+pathlib.Path("Snakefile").write_text(
+    'rule make:\\n    output: "made.txt"\\n    shell: "echo made by snakemake > {output}"\\n')
+subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", "Snakefile", "--cores", "1",
+                "--default-storage-provider", "gcs", "--default-storage-prefix", sys.argv[1],
+                "--storage-gcs-project", "p", "--shared-fs-usage", "none"], check=True)
+"""
+
+
+def _run_snakemake_and_cwl_jobs(bucket, url: str, name: str, run_key: bytes,  # type: ignore[no-untyped-def]
+                                tmp_path: Path, vm: Vm) -> None:
+    """The two kinds of job a worker runs, on the VM's pinned software (no host-only package):
+    a Snakemake job writing its output to GCS, and a staged CWL job with a sealed secret (the
+    worker opens it with cryptography), its input and output moved through the bucket."""
+    from expo_executor.frontends.cwl.staging import Staging
+    from expo_executor.protocol.bucket import open_bucket
+    from expo_executor.protocol.keys import inbox_key, result_key
+
+    workflow = f"gs://{url.split('/')[2]}/wf"
+    root = tmp_path / "cwl-root"
+    outdir, tmpdir, stagedir = root / "out1", root / "tmp1", root / "stg1"
+    for directory in (outdir, tmpdir, stagedir):
+        directory.mkdir(parents=True)
+    (stagedir / "in.txt").write_text("staged input\n")
+    staging = Staging(bucket, root)
+    stage = staging.manifest("c1", [(str(stagedir / "in.txt"), True)], str(outdir), str(tmpdir))
+    argv = ["/bin/sh", "-c", f'tr a-z A-Z < {stagedir}/in.txt > upper.txt; '
+            'printf %s "$SECRET" | wc -c > secret-length.txt']
+    env = {"HOME": str(outdir), "TMPDIR": str(tmpdir), "PATH": "/usr/bin:/bin",
+           "SECRET": "hunter2"}
+    stage.update(stdin=None, stdout=None, stderr=None, outdir=str(outdir), timelimit=None,
+                 success_codes=[0], host_env=False,
+                 sealed=messages.seal(argv, env, run_key, "c1", ["hunter2"]))
+    jobs = {"j2": {"argv": ["python", "-c", SNAKEMAKE_JOB, workflow], "cwd": None, "env": {},
+                   "deadline_s": 300, "cpus": 1},
+            "c1": {"argv": list(messages.SEALED_ARGV), "cwd": str(outdir), "env": {},
+                   "deadline_s": 120, "cpus": 1, "stage": stage}}
+    bucket.write(inbox_key(name), messages.encode(
+        "inbox", {"seq": 2, "jobs": jobs, "cancel": []}, run_key))
+    for key in jobs:
+        blob = wait_for(f"result of {key}", lambda: bucket.read(result_key(key, name)), vm,
+                        timeout=300)
+        result = messages.decode("result", blob.data)
+        assert result["outcome"] == "solved", result
+    made = open_bucket(workflow).read("made.txt")
+    assert made is not None and made.data == b"made by snakemake\n"
+    staging.fetch(stage["upload"], name, str(outdir))
+    assert (outdir / "upper.txt").read_text() == "STAGED INPUT\n"
+    assert (outdir / "secret-length.txt").read_text().strip() == "7"
 
 
 # -- the user's own packages (--expocloud-worker-requirements) ---------------------------------
@@ -497,14 +724,24 @@ def _boot_image_mode(vm: Vm, bucket, key: str, image) -> None:  # type: ignore[n
     assert "image software matches the host" in vm.file(startup.LOG).read_text()
 
 
-def _boot_and_fail(vm: Vm, script: str) -> str:
-    """Boot ``script``, which must fail before any worker starts; the VM halts anyway."""
+def _boot_and_fail(vm: Vm, script: str, bucket, name: str) -> str:  # type: ignore[no-untyped-def]
+    """Boot ``script``, which must fail before any worker starts; the VM halts anyway, and
+    leaves the end of its log (this boot's failure) in the bucket at boot/<vm>.log."""
     halted = vm.file("/var/lib/expocloud-halted")
     halted.unlink(missing_ok=True)
+    bucket.delete(boot_log_key(name))
     vm.boot(script)
     assert vm.wait(180) == 1, vm.tail()
     assert halted.exists()
-    return vm.file(startup.LOG).read_text()
+    log = vm.file(startup.LOG).read_text()
+    blob = bucket.read(boot_log_key(name))
+    assert blob is not None, log[-3000:]
+    uploaded = blob.data.decode()
+    assert uploaded.endswith("expocloud-startup: exit status 1\n")
+    assert uploaded in log and len(uploaded.splitlines()) == startup.BOOT_LOG_LINES
+    assert "fake-token" not in uploaded and "fake-token" not in log
+    assert "left the last 60 log lines in the run's bucket" in log.split(uploaded, 1)[1]
+    return uploaded
 
 
 @pytest.mark.slow
@@ -587,20 +824,20 @@ def test_worker_requirements_are_installed_once_and_imported_by_a_job(
         # ...and refuses an image without the pinned version.
         other = startup.stage(bucket, tmp_path / "software", mode="image",
                               requirements=startup_pins("expocloud_testpkg==0.2.0"))
-        log = _boot_and_fail(vm, startup.render(other))
+        log = _boot_and_fail(vm, startup.render(other), bucket, name)
         assert "expocloud_testpkg: want 0.2.0, have 0.1.0" in log
 
         # A hash that is not the wheel's: pip refuses it and the VM halts without a worker.
         wrong = _requirements_software(bucket, tmp_path, emulator.endpoint,
                                        f"expocloud_testpkg==0.1.0 --hash=sha256:{'0' * 64}\n")
-        log = _boot_and_fail(vm, startup.render(wrong))
+        log = _boot_and_fail(vm, startup.render(wrong), bucket, name)
         assert "DO NOT MATCH THE HASHES" in log
         assert "could not install your worker requirements" in log
         # A requirements file that is not the one staged: refused before pip reads it.
         tampered = startup.WorkerSoftware(**{**staged.__dict__, "requirements_sha256": "b" * 64})
-        log = _boot_and_fail(vm, startup.render(tampered))
+        log = _boot_and_fail(vm, startup.render(tampered), bucket, name)
         assert "requirements file checksum mismatch: want " + "b" * 64 in log
-        assert log.count("starting expocloud-worker") == 3
+        assert vm.file(startup.LOG).read_text().count("starting expocloud-worker") == 3
         passed = True
     finally:
         if vm is not None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -10,9 +14,9 @@ import pytest
 
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import LocalBucket
-from expo_executor.worker.procs import session_members
+from expo_executor.protocol.keys import RUN_KEY_ENV, inbox_key, result_key, status_key
 from expo_executor.worker.agent import Worker
-from expo_executor.protocol.keys import inbox_key, result_key
+from expo_executor.worker.procs import session_members
 
 from tests.helpers import wait_until
 
@@ -162,3 +166,38 @@ def test_jobs_without_a_shared_directory_each_get_their_own_and_it_is_removed(
         dirs[key] = Path(directory)
     assert dirs["a"] != dirs["b"] and {d.parent for d in dirs.values()} == {work.resolve()}
     assert not dirs["a"].exists() and not dirs["b"].exists()
+
+
+def test_a_worker_whose_output_pipes_close_still_runs_and_reports(tmp_path: Path) -> None:
+    """At a VM's shutdown the reader of the worker's output (the startup script's tee) can die
+    first: every later line the worker prints would raise BrokenPipeError. It must go on, run
+    its jobs and report them, and stop cleanly."""
+    bucket = LocalBucket(tmp_path / "bucket")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "expo_executor.worker.agent", "--bucket", str(tmp_path / "bucket"),
+         "--worker-id", "w-1", "--slots", "1", "--scratch", str(tmp_path / "vm"),
+         "--poll", "0.05", "--heartbeat", "0.5"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, RUN_KEY_ENV: KEY.hex()})
+    try:
+        assert wait_until(lambda: bucket.read(status_key("w-1")) is not None, 30)
+        worker.stdout.close()  # the reader is gone
+        worker.stderr.close()
+        # A bad inbox makes the worker say so on stderr: a write to the closed pipe.
+        bucket.write(inbox_key("w-1"), b"not a signed inbox")
+        time.sleep(0.5)
+        assert worker.poll() is None, "the worker died of its closed output"
+        body = {"seq": 1, "jobs": {"j1": _job(["sh", "-c", f"echo hi > {tmp_path}/out.txt"])},
+                "cancel": []}
+        bucket.write(inbox_key("w-1"), messages.encode("inbox", body, KEY))
+        assert wait_until(lambda: bucket.read(result_key("j1", "w-1")) is not None, 30)
+        assert messages.decode("result", bucket.read(result_key("j1", "w-1")).data)[
+            "outcome"] == "solved"
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(30) == 0
+        status = messages.decode("status", bucket.read(status_key("w-1")).data)
+        assert status["state"] == "stopped", status
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()

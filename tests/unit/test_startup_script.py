@@ -7,12 +7,16 @@ tests/e2e/test_startup_script.py.)
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.metadata
+import importlib.util
 import re
+import sys
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from expo_executor.core.errors import ExpoError
 from expo_executor.engines.gce import startup
@@ -49,6 +53,115 @@ def test_pins_are_exact_and_cover_the_gce_stack() -> None:
     assert startup.DIST not in names  # shipped as a wheel instead
     assert "packaging" in names and "google-auth" in names  # transitive, not just direct
     assert "cwltool" not in names and "rdflib" not in names  # the CWL runner's, not workers'
+    # the host's reports, fits and prices: not installed on workers
+    assert not HOST_ONLY & set(names), HOST_ONLY & set(names)
+
+
+HOST_ONLY = {"matplotlib", "numpy", "pandas", "scipy", "pillow", "cwltool",
+             "google-cloud-billing"}
+# What runs on a worker: the agent, what it starts for a staged (CWL) job, the VM side, and the
+# plugin package, which Snakemake imports in every job's own snakemake process.
+WORKER_ROOTS = ("expo_executor.worker.agent", "expo_executor.worker.staged_job",
+                "expo_executor.engines.gce.guest", "snakemake_executor_plugin_expocloud")
+# Modules whose lazy imports run on a worker too. Elsewhere a lazy import serves the host
+# (coordinator.settings reaches cost.preemption, whose fit imports numpy, only when it fits).
+WORKER_SIDE = ("expo_executor.worker", "expo_executor.protocol", "expo_executor.engines.gce.guest",
+               "expo_executor.engines.gce.clients", "expo_executor.engines.gce.errors",
+               "expo_executor.engines.gce.retry")
+REPO = Path(startup.__file__).resolve().parents[3]
+
+
+def _module_file(module: str) -> Path | None:
+    base = REPO.joinpath(*module.split("."))
+    for path in (base / "__init__.py", base.with_suffix(".py")):
+        if path.is_file():
+            return path
+    return None
+
+
+def _imports(module: str, path: Path) -> list[tuple[str, bool]]:
+    """(dotted name, lazy) of each name ``module`` imports; ``from a import b`` gives ``a.b``."""
+    found: list[tuple[str, bool]] = []
+
+    def visit(node: ast.AST, lazy: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                found.extend((alias.name, lazy) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    parts = module.split(".")[:len(module.split(".")) - child.level
+                                                + (path.name == "__init__.py")]
+                    base = ".".join(parts + ([base] if base else []))
+                found.extend((f"{base}.{alias.name}", lazy) for alias in child.names)
+            visit(child, lazy or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    visit(ast.parse(path.read_text()), False)
+    return found
+
+
+def worker_imports() -> set[str]:
+    """Every module outside this package that a worker can import: at module level from the
+    roots on, lazily from the worker's side."""
+    ours = ("expo_executor", "snakemake_executor_plugin_expocloud")
+    seen: set[str] = set()
+    todo, third = list(WORKER_ROOTS), set()
+    while todo:
+        module = todo.pop()
+        path = _module_file(module)
+        if module in seen or path is None:
+            continue
+        seen.add(module)
+        for name, lazy in _imports(module, path):
+            if lazy and not module.startswith(WORKER_SIDE):
+                continue
+            if name.split(".")[0] in ours:
+                todo += [name, name.rsplit(".", 1)[0]]
+            elif name.split(".")[0] not in sys.stdlib_module_names and name != "__future__":
+                third.add(name)
+    return third
+
+
+def unpinned_imports(pins: list[str]) -> list[str]:
+    """The worker's imports that no distribution among ``pins`` provides (by its RECORD)."""
+    owner = {}
+    for pin in pins:
+        dist = importlib.metadata.distribution(pin.partition("==")[0])
+        for file in dist.files or []:
+            owner[Path(str(dist.locate_file(file))).resolve()] = pin
+    missing = []
+    for name in sorted(worker_imports()):
+        spec = None
+        for candidate in (name, name.rsplit(".", 1)[0]):  # a module, or a name in one
+            try:
+                spec = importlib.util.find_spec(candidate)
+            except ModuleNotFoundError:
+                continue
+            if spec is not None:
+                break
+        if spec is None or spec.origin is None:  # unknown here, or a namespace package
+            if spec is None:
+                missing.append(name)
+            continue
+        if Path(spec.origin).resolve() not in owner:
+            missing.append(name)
+    return missing
+
+
+def test_the_worker_pins_provide_every_import_a_worker_can_reach() -> None:
+    imports = worker_imports()
+    assert {"google.cloud.storage", "google.cloud.compute_v1",
+            "cryptography.hazmat.primitives.ciphers.aead.AESGCM"} <= imports
+    assert not [i for i in imports if i.split(".")[0] in {"matplotlib", "numpy", "scipy",
+                                                           "cwltool"}]
+    assert unpinned_imports(startup.host_pins()) == []
+    # the check can fail: without a distribution the worker imports, it says so
+    pins = [p for p in startup.host_pins() if not p.startswith("google-cloud-storage==")]
+    assert "google.cloud.storage" in unpinned_imports(pins)
+    # and what the worker needs is among this package's requirements (no typo in the list)
+    own = {startup._canonical(Requirement(r).name)
+           for r in importlib.metadata.requires(startup.DIST) or []}
+    assert startup.WORKER_NEEDS <= own
 
 
 def test_unknown_extra_fails_clearly() -> None:
@@ -70,6 +183,12 @@ def test_stage_uploads_the_wheel_under_the_bucket_prefix(tmp_path: Path) -> None
     assert staged.storage_host == "http://127.0.0.1:9"
     assert staged.pins == tuple(startup.host_pins())
     assert staged.python_version == PY_MINOR
+    # a failed boot's log goes next to the run's other objects: boot/<vm>.log
+    assert (staged.run_bucket, staged.run_prefix) == ("bkt", "runs/r1/")
+    script = startup.render(staged)
+    assert "readonly BOOT_LOG_BUCKET=bkt\n" in script
+    assert "readonly BOOT_LOG_PREFIX=runs%2Fr1%2Fboot%2F BOOT_LOG_SUFFIX=.log " \
+        "BOOT_LOG_LINES=60\n" in script
     # Staging again (a retried submit) finds the content-addressed object and is fine.
     assert startup.stage(bucket, tmp_path / "software", find_links="/srv/wheelhouse",
                          storage_host="http://127.0.0.1:9") == staged
@@ -82,6 +201,7 @@ def test_stage_needs_gcs_except_in_image_mode(tmp_path: Path) -> None:
     assert image.mode == "image" and image.wheel_object is None
     assert not (tmp_path / "b").joinpath("software").exists()
     assert "readonly MODE=image" in startup.render(image)
+    assert image.run_bucket is None and "readonly BOOT_LOG_BUCKET=''\n" in startup.render(image)
 
 
 @pytest.mark.parametrize("changes, problem", [
@@ -92,6 +212,7 @@ def test_stage_needs_gcs_except_in_image_mode(tmp_path: Path) -> None:
     ({"wheel_object": "runs/r1/software/x/../evil"}, "does not name a wheel"),
     ({"index_url": "https://i", "find_links": "/w"}, "both index_url and find_links"),
     ({"python_version": "3"}, "major.minor"),
+    ({"run_prefix": "runs/r1"}, "must end in /"),
 ])
 def test_worker_software_rejects_bad_values(changes: dict, problem: str) -> None:
     with pytest.raises(ExpoError, match=problem):
@@ -183,3 +304,18 @@ def test_a_gce_run_stages_the_setting_and_renders_it_into_the_startup_script(
     assert len(staged) == 1 and staged[0].read_text() == "expocloud_testpkg==0.1.0\n"
     assert "readonly REQUIREMENTS_HASHED=0" in script
     assert f"runs%2Fr1%2Fsoftware%2F{staged[0].parent.name}%2Frequirements.txt" in script
+
+
+def test_the_worker_unit_is_stopped_before_the_network_within_spots_notice() -> None:
+    props = dict(p.split("=", 1) for p in startup.worker_unit_properties())
+    # at shutdown systemd stops units in the reverse order of their start: after the network
+    # started means stopped before it goes
+    assert props["After"] == props["Wants"] == "network-online.target"
+    assert props["KillMode"] == "mixed"  # SIGTERM to the worker, which ends its own jobs
+    assert int(props["TimeoutStopSec"].removesuffix("s")) < 30  # Spot: hard off after 30 s
+    # appended by systemd itself: no pipe that dies before the worker does
+    assert props["StandardOutput"] == props["StandardError"] == f"append:{startup.LOG}"
+    script = startup.render(software())
+    assert "readonly WORKER_UNIT=expocloud-worker\n" in script
+    assert "readonly WORKER_UNIT_PROPERTIES=(\n  After=network-online.target\n" in script
+    assert f"readonly VENV={startup.VENV} SYSTEMD_DIR=/run/systemd/system\n" in script

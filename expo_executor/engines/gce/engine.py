@@ -40,6 +40,7 @@ from expo_executor.engines.base import CreateFailed, Instance
 from expo_executor.engines.gce.clients import delete_call, make_clients
 from expo_executor.engines.gce.errors import (SUMMARY_CODES, classify_codes, classify_error,
                                               is_transient)
+from expo_executor.engines.gce.references import DEFAULT_NETWORK, network_interface
 from expo_executor.engines.gce.retry import retry_call
 from expo_executor.protocol.keys import WORKER_ATTRIBUTE
 
@@ -89,7 +90,7 @@ class GceConfig:
     gpu_image: str | None = None
     gpu_disk_gb: int = GPU_DISK_GB
     disk_type: str = "pd-balanced"
-    network: str = "global/networks/default"
+    network: str = DEFAULT_NETWORK
     subnetwork: str | None = None
     external_ip: bool = True
     service_account: str | None = None
@@ -117,6 +118,8 @@ class GceConfig:
             raise ValueError("GceConfig.machine_types needs Pool.SPOT and/or Pool.ON_DEMAND keys")
         if self.bulk_min < 1:
             raise ValueError("GceConfig.bulk_min must be at least 1")
+        for zone in self.zones:  # raises ValueError on a malformed or misplaced reference
+            network_interface(self.network, self.subnetwork, self.project, zone)
 
 
 @dataclass(frozen=True)
@@ -523,7 +526,7 @@ class GceEngine:
                 count=len(names), min_count=len(names),
                 per_instance_properties={n: compute_v1.BulkInsertInstanceResourcePerInstanceProperties(name=n)
                                          for n in names},
-                instance_properties=self._properties(ask))
+                instance_properties=self._properties(ask, zone))
             request = compute_v1.BulkInsertInstanceRequest(
                 project=project, zone=zone, bulk_insert_instance_resource_resource=resource,
                 request_id=request_id)
@@ -594,12 +597,13 @@ class GceEngine:
         return [compute_v1.AcceleratorConfig(accelerator_type=name,
                                              accelerator_count=shape.gpu_count)]
 
-    def _nic(self) -> Any:
+    def _nic(self, zone: str) -> Any:
+        """The VM's interface in ``zone``: network and subnetwork as the API takes them (a bare
+        subnetwork name completed in the zone's region), and an external IP unless told not."""
         from google.cloud import compute_v1
 
-        nic = compute_v1.NetworkInterface(network=self.config.network)
-        if self.config.subnetwork:
-            nic.subnetwork = self.config.subnetwork
+        nic = compute_v1.NetworkInterface(**network_interface(
+            self.config.network, self.config.subnetwork, self.config.project, zone))
         if self.config.external_ip:
             nic.access_configs = [compute_v1.AccessConfig(name="External NAT",
                                                           type_="ONE_TO_ONE_NAT")]
@@ -620,10 +624,10 @@ class GceEngine:
             labels=self._labels(ask), metadata=self._metadata(ask),
             disks=[self._disk(f"zones/{zone}/diskTypes/{self.config.disk_type}", ask)],
             guest_accelerators=self._accelerators(ask, zone),
-            network_interfaces=[self._nic()], service_accounts=self._service_accounts(),
+            network_interfaces=[self._nic(zone)], service_accounts=self._service_accounts(),
             scheduling=self._scheduling(ask))
 
-    def _properties(self, ask: Ask) -> Any:
+    def _properties(self, ask: Ask, zone: str) -> Any:
         """The body of a bulk insert: machine, disk and accelerator types as bare names (URLs
         are refused)."""
         from google.cloud import compute_v1
@@ -632,7 +636,7 @@ class GceEngine:
             machine_type=self._machine(ask), labels=self._labels(ask),
             metadata=self._metadata(ask), disks=[self._disk(self.config.disk_type, ask)],
             guest_accelerators=self._accelerators(ask, None),
-            network_interfaces=[self._nic()], service_accounts=self._service_accounts(),
+            network_interfaces=[self._nic(zone)], service_accounts=self._service_accounts(),
             scheduling=self._scheduling(ask))
 
     # -- watching ---------------------------------------------------------------------------

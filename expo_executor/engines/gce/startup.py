@@ -1,8 +1,9 @@
 """The software of a worker VM: pins, this package's wheel, and the GCE startup script.
 
 A worker must run exactly the code the submitting host runs, or a sweep silently mixes
-versions. So the host computes the transitive closure of this distribution's requirements as
-``name==version`` pins of what it has installed, ships its own copy of this package (which is
+versions. So the host computes the transitive closure of what a worker needs of this
+distribution's requirements (``WORKER_NEEDS``: not the plotting, fitting and CWL-parsing
+libraries only the host uses) as ``name==version`` pins of what it has installed, ships its own copy of this package (which is
 not on PyPI) as a wheel in the run's bucket, and renders a startup script that installs exactly
 that closure with ``pip install --no-deps`` into a venv: no resolver runs on the VM, so nothing
 can drift. In "image" mode the user's image already holds the venv and the script only checks
@@ -14,9 +15,13 @@ hashed) into the same venv; image mode checks their versions.
 The script (metadata key ``startup-script``) re-runs on every boot. It installs once (a stamp
 in the venv records what was installed, the user's packages included, so a reboot of the same
 VM reinstalls nothing), starts ``expocloud-worker --from-metadata`` as the unprivileged user
-``expocloud``, and halts the VM with the metadata attribute ``expocloud-halt`` (default
+``expocloud`` (in a systemd unit of its own where systemd runs, so that a shutdown stops it
+before the network and its output does not hang on the script's), waits for it, and halts the VM with the metadata attribute ``expocloud-halt`` (default
 ``poweroff``) when the worker exits or the setup fails, so that a broken VM does not keep
-billing. It holds no secret: the worker reads the run key from metadata itself.
+billing. A VM whose setup failed first leaves the last lines of its log in the run's bucket
+(``protocol.keys.boot_log_key``), so that the coordinator can say why a pool's VMs never came
+up instead of replacing them blindly. It holds no secret: the worker reads the run key from
+metadata itself, and the script's access token never reaches its log.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from expo_executor.core.errors import ExpoError
 from expo_executor.core.requirements import SETTING as REQUIREMENTS_SETTING
 from expo_executor.core.requirements import UserPin, requirements_text, worker_clashes
 from expo_executor.protocol.bucket import Bucket, PreconditionFailed
+from expo_executor.protocol.keys import boot_log_key
 
 DIST = "snakemake-executor-plugin-expocloud"
 DEFAULT_STORAGE_HOST = "https://storage.googleapis.com"
@@ -50,9 +56,23 @@ HOME_DIR = "/var/lib/expocloud"  # the worker user's home
 SCRATCH = "/var/lib/expocloud/scratch"
 LOG = "/var/log/expocloud-startup.log"
 LOCK = "/run/expocloud-startup.lock"
-# Needed where the run is driven, never on a worker: CWL jobs reach workers fully evaluated,
-# models are fitted and prices refreshed on the user's machine.
-RUNNER_ONLY = {"cwltool", "scipy", "google-cloud-billing"}
+BOOT_LOG_LINES = 60  # what a failed boot leaves in the bucket: the end of its log
+SYSTEMD_DIR = "/run/systemd/system"  # exists when systemd is PID 1 (sd_booted(3))
+WORKER_UNIT = "expocloud-worker"  # the transient service the worker runs in under systemd
+# A Spot VM is powered off hard 30 s after its preemption notice, which starts the shutdown:
+# the worker, stopped first, has this long to report its jobs before systemd kills it.
+WORKER_STOP_TIMEOUT_S = 25
+# What a worker runs, of this package's own requirements: the worker (its bucket, sealed CWL
+# secrets, deleting its own VM), Snakemake's jobs (snakemake, which loads this plugin in every
+# job, and its GCS storage plugin) and staged CWL jobs (this package alone). The rest serves
+# only the machine that drives the run: matplotlib (and numpy) draw reports, scipy fits
+# preemption models, cwltool evaluates CWL jobs before they reach a worker, the Cloud Billing
+# client refreshes prices. tests/unit/test_startup_script.py checks this against the imports
+# the worker's code can reach.
+WORKER_NEEDS = frozenset({
+    "snakemake", "snakemake-interface-executor-plugins", "snakemake-interface-common",
+    "cryptography", "google-cloud-compute", "google-cloud-storage", "snakemake-storage-plugin-gcs",
+})
 _PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed timestamps: the same tree gives the same sha256
 
@@ -79,8 +99,9 @@ def _own_distribution() -> importlib.metadata.Distribution:
 
 
 def host_pins(extra: str | None = "gce") -> list[str]:
-    """``name==version`` for every distribution this package needs (with ``extra``), as installed
-    here, sorted; this package itself is left out (workers get it as a wheel).
+    """``name==version`` for every distribution a worker needs: the closure of this package's
+    requirements (with ``extra``) named in ``WORKER_NEEDS``, as installed here, sorted; this
+    package itself is left out (workers get it as a wheel).
 
     Markers are evaluated for this host; the VM runs the same Python major.minor, and the
     script checks that. A requirement that is not installed here is an error: pinning
@@ -122,8 +143,8 @@ def host_pins(extra: str | None = "gce") -> list[str]:
         environments = [{"extra": e} for e in ("", *sorted(extras))]
         for line in dist.requires or []:
             req = Requirement(line)
-            if key == _canonical(DIST) and _canonical(req.name) in RUNNER_ONLY:
-                continue
+            if key == _canonical(DIST) and _canonical(req.name) not in WORKER_NEEDS:
+                continue  # the host's alone
             if req.marker is None or any(req.marker.evaluate(env) for env in environments):
                 todo.append((req.name, set(req.extras), f"{dist.metadata['Name']} {dist.version}"))
     versions.pop(_canonical(DIST), None)
@@ -272,6 +293,10 @@ class WorkerSoftware:
     (``--expocloud-worker-requirements``). In pip mode their requirements file (with any
     hashes) is staged next to the wheel as ``requirements_object`` in the same bucket, and the
     VM checks it against ``requirements_sha256``; image mode only checks their versions.
+
+    ``run_bucket`` and ``run_prefix`` (``""`` or ending in ``/``) name the run's bucket and
+    object prefix, where a VM whose setup failed leaves its log's last lines; without a
+    bucket (a local one in tests) nothing is uploaded.
     """
 
     mode: str
@@ -288,6 +313,8 @@ class WorkerSoftware:
     requirements_object: str | None = None
     requirements_sha256: str | None = None
     requirements_hashed: bool = False
+    run_bucket: str | None = None
+    run_prefix: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pins", tuple(self.pins))
@@ -306,6 +333,9 @@ class WorkerSoftware:
         if self.index_url and self.find_links:
             raise ExpoError("worker software", "both index_url and find_links are set",
                             "choose one: find_links installs with --no-index")
+        if self.run_prefix and not self.run_prefix.endswith("/"):
+            raise ExpoError("worker software", f"run_prefix {self.run_prefix!r} must end in /",
+                            "use stage(), which takes it from the run's bucket")
         if self.mode == "pip":
             if not (self.wheel_bucket and self.wheel_object):
                 raise ExpoError("worker software", "pip mode needs the staged wheel's bucket and "
@@ -388,7 +418,9 @@ def stage(bucket: Bucket, software_dir: Path, *, mode: str = "pip", extra: str |
     version = _own_distribution().version
     host = storage_host or os.environ.get("STORAGE_EMULATOR_HOST") or DEFAULT_STORAGE_HOST
     common = {"index_url": index_url, "find_links": find_links,
-              "storage_host": host.rstrip("/"), "package_version": version}
+              "storage_host": host.rstrip("/"), "package_version": version,
+              "run_bucket": getattr(bucket, "bucket_name", None),
+              "run_prefix": getattr(bucket, "prefix", "")}
     if mode == "image":
         return WorkerSoftware(mode="image", pins=pins, wheel_object=None, wheel_sha256=None,
                               **common, **_requirements_fields(None, requirements))
@@ -406,7 +438,7 @@ def stage(bucket: Bucket, software_dir: Path, *, mode: str = "pip", extra: str |
 # -- the script --------------------------------------------------------------------------------
 
 _BODY = r"""
-readonly VENV=__VENV__
+readonly VENV=__VENV__ SYSTEMD_DIR=__SYSTEMD_DIR__
 readonly HOME_DIR=__HOME_DIR__ SCRATCH=__SCRATCH__ USER_NAME=expocloud
 readonly LOG=__LOG__ LOCK=__LOCK__
 readonly METADATA="http://${GCE_METADATA_HOST:-metadata.google.internal}/computeMetadata/v1"
@@ -415,6 +447,7 @@ export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INP
 HALT=poweroff
 HALT_ON_EXIT=1
 TEE_PID=
+WORKER_STARTED=0
 
 log() { printf '%s expocloud-startup: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
 die() { log "ERROR: $*"; exit 1; }
@@ -428,6 +461,9 @@ finish() {
     exec 1>&3 2>&3 3>&-
     wait "$TEE_PID"
   fi
+  if [ "$status" != 0 ] && [ "$WORKER_STARTED" = 0 ] && [ "$HALT_ON_EXIT" = 1 ]; then
+    upload_boot_log 2>&1 | tee -a "$LOG"
+  fi
   if [ "$HALT_ON_EXIT" = 1 ] && [ -n "$HALT" ]; then
     local -a halt_argv
     read -r -a halt_argv <<<"$HALT"
@@ -438,9 +474,46 @@ finish() {
   exit "$status"
 }
 
-metadata() {
-  curl -fsS --retry 10 --retry-connrefused --retry-delay 1 --connect-timeout 5 \
-    -H 'Metadata-Flavor: Google' "$METADATA/$1"
+metadata() {  # metadata PATH [CURL-OPTION...]: later options override the retries
+  local path=$1
+  shift
+  curl -fsS --retry 10 --retry-connrefused --retry-delay 1 --connect-timeout 5 "$@" \
+    -H 'Metadata-Flavor: Google' "$METADATA/$path"
+}
+
+# The service account's access token, parsed without python3 (which a failed setup may lack).
+# It only ever travels through pipes and variables: never argv, never the log.
+access_token() {  # access_token [CURL-OPTION...]
+  local token
+  token=$(metadata instance/service-accounts/default/token "$@" |
+    sed -n 's/.*"access_token"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p') || return 1
+  [ -n "$token" ] || return 1
+  printf '%s' "$token"
+}
+
+# A VM whose setup failed leaves the end of this log in the run's bucket before it halts, so
+# that the coordinator can say why its VMs never come up. Best effort and bounded in time
+# (about a minute at worst): whatever fails here is logged, and the VM halts anyway.
+upload_boot_log() {
+  [ -n "$BOOT_LOG_BUCKET" ] || return 0
+  local vm token lines url
+  vm=$(metadata instance/name --retry 2 --max-time 5) && [[ $vm =~ ^[a-z0-9-]+$ ]] ||
+    { log "boot log not uploaded: no instance name from the metadata server"; return 0; }
+  token=$(access_token --retry 2 --max-time 5) ||
+    { log "boot log not uploaded: no access token from the metadata server"; return 0; }
+  lines=$(mktemp) || return 0
+  tail -n "$BOOT_LOG_LINES" "$LOG" >"$lines"
+  url="$STORAGE_HOST/upload/storage/v1/b/$BOOT_LOG_BUCKET/o?uploadType=media&name="
+  url+="$BOOT_LOG_PREFIX$vm$BOOT_LOG_SUFFIX"
+  if printf 'Authorization: Bearer %s\n' "$token" |
+    curl -fsS --connect-timeout 5 --max-time 20 --retry 2 --retry-max-time 20 -H @- \
+      -H 'Content-Type: text/plain; charset=utf-8' --data-binary "@$lines" -o /dev/null "$url"
+  then
+    log "left the last $BOOT_LOG_LINES log lines in the run's bucket: $url"
+  else
+    log "could not upload the boot log to $url (above); halting anyway"
+  fi
+  rm -f "$lines"
 }
 
 attribute() {  # attribute NAME DEFAULT: an instance metadata attribute, or DEFAULT if absent
@@ -507,9 +580,7 @@ ensure_python() {
 
 fetch_staged() {  # fetch_staged DEST OBJECT SHA256 WHAT: a staged file from GCS, checked
   local token url
-  token=$(metadata instance/service-accounts/default/token |
-    python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])') ||
-    die "no access token from the metadata server"
+  token=$(access_token) || die "no access token from the metadata server"
   url="$STORAGE_HOST/storage/v1/b/$WHEEL_BUCKET/o/$2?alt=media"
   log "downloading $url"
   # The token goes through stdin, not argv, so other processes cannot read it.
@@ -590,16 +661,45 @@ ensure_user() {
   install -d -o "$USER_NAME" -g "$USER_NAME" -m 0750 "$HOME_DIR" "$SCRATCH"
 }
 
+# Under systemd (a real VM) the worker runs in a service of its own, not as this script's
+# child: Google's guest agent runs startup scripts in a oneshot service with KillMode=process,
+# so at a shutdown (a Spot preemption) systemd stops the script runner first, the worker's
+# output pipe (tee) dies and its last report races the network going down. The worker's unit
+# is ordered after network-online.target (so it is stopped before the network), its SIGTERM
+# goes to the worker alone (KillMode=mixed: it ends its jobs itself and says how), with
+# TimeoutStopSec to report; systemd appends its output to the log, and systemd-run --wait
+# returns its exit status.
+run_worker_unit() {  # run_worker_unit NAME=VALUE... -- ARGV...
+  local -a args=(--unit="$WORKER_UNIT" --description="expocloud worker" --service-type=exec
+    --collect --wait --uid="$USER_NAME" --gid="$USER_NAME" --working-directory=/)
+  local property
+  for property in "${WORKER_UNIT_PROPERTIES[@]}"; do
+    args+=(--property="$property")
+  done
+  while [ "$1" != -- ]; do
+    args+=(--setenv="$1")
+    shift
+  done
+  shift
+  systemd-run "${args[@]}" -- "$@"
+}
+
 run_worker() {
   [ -x "$VENV/bin/expocloud-worker" ] || die "$VENV/bin/expocloud-worker is missing"
-  log "starting expocloud-worker as $USER_NAME"
+  WORKER_STARTED=1
   cd /
   local status=0
   # A clean environment: nothing of the script runner's leaks into the worker and its jobs.
-  runuser -u "$USER_NAME" -- env -i \
-    PATH="$VENV/bin:/usr/local/bin:/usr/bin:/bin" HOME="$HOME_DIR" LANG=C.UTF-8 \
-    ${GCE_METADATA_HOST:+GCE_METADATA_HOST="$GCE_METADATA_HOST"} \
-    "$VENV/bin/expocloud-worker" --from-metadata --scratch "$SCRATCH" 3>&- 9>&- || status=$?
+  local -a env=(PATH="$VENV/bin:/usr/local/bin:/usr/bin:/bin" HOME="$HOME_DIR" LANG=C.UTF-8
+    ${GCE_METADATA_HOST:+"GCE_METADATA_HOST=$GCE_METADATA_HOST"})
+  local -a worker=("$VENV/bin/expocloud-worker" --from-metadata --scratch "$SCRATCH")
+  if [ -d "$SYSTEMD_DIR" ]; then
+    log "starting expocloud-worker as $USER_NAME in the systemd unit $WORKER_UNIT.service"
+    run_worker_unit "${env[@]}" -- "${worker[@]}" 3>&- 9>&- || status=$?
+  else  # no systemd (a container, a chroot): the worker is this script's child
+    log "starting expocloud-worker as $USER_NAME"
+    runuser -u "$USER_NAME" -- env -i "${env[@]}" "${worker[@]}" 3>&- 9>&- || status=$?
+  fi
   log "expocloud-worker exited with status $status"
   return "$status"
 }
@@ -633,6 +733,24 @@ def _q(value: str | None) -> str:
     return shlex.quote(value or "")
 
 
+def worker_unit_properties() -> list[str]:
+    """The systemd properties of the worker's service (``systemd-run --property``): stopped
+    before the network at shutdown, SIGTERM to the worker only, a stop timeout within Spot's
+    notice, and its output appended to the startup log by systemd, not through a pipe."""
+    return ["After=network-online.target", "Wants=network-online.target", "KillMode=mixed",
+            f"TimeoutStopSec={WORKER_STOP_TIMEOUT_S}s", f"StandardOutput=append:{LOG}",
+            f"StandardError=append:{LOG}"]
+
+
+def _boot_log_config(software: WorkerSoftware) -> list[str]:
+    """Where a failed boot leaves its log: the bucket, and the URL-encoded object name around
+    the VM's name, which only the VM knows (from its metadata)."""
+    head, tail = (software.run_prefix + boot_log_key("{vm}")).split("{vm}")
+    return [f"readonly BOOT_LOG_BUCKET={_q(quote(software.run_bucket or '', safe=''))}",
+            f"readonly BOOT_LOG_PREFIX={_q(quote(head, safe=''))}"
+            f" BOOT_LOG_SUFFIX={_q(quote(tail, safe=''))} BOOT_LOG_LINES={BOOT_LOG_LINES}"]
+
+
 def render(software: WorkerSoftware) -> str:
     """The bash startup script for ``software``; every rendered value is shell-quoted."""
     config = "\n".join([
@@ -651,9 +769,14 @@ def render(software: WorkerSoftware) -> str:
         f"readonly REQUIREMENTS_OBJECT={_q(quote(software.requirements_object or '', safe=''))}",
         f"readonly REQUIREMENTS_SHA256={_q(software.requirements_sha256)}",
         f"readonly REQUIREMENTS_HASHED={int(software.requirements_hashed)}",
+        *_boot_log_config(software),
+        f"readonly WORKER_UNIT={_q(WORKER_UNIT)}",
+        "readonly WORKER_UNIT_PROPERTIES=(\n"
+        + "".join(f"  {_q(prop)}\n" for prop in worker_unit_properties()) + ")",
     ])
     body = _BODY
-    paths = {"VENV": VENV, "SCRATCH": SCRATCH, "HOME_DIR": HOME_DIR, "LOG": LOG, "LOCK": LOCK}
+    paths = {"VENV": VENV, "SCRATCH": SCRATCH, "HOME_DIR": HOME_DIR, "LOG": LOG, "LOCK": LOCK,
+             "SYSTEMD_DIR": SYSTEMD_DIR}
     for name, path in paths.items():  # module globals, read now: tests point them elsewhere
         body = body.replace(f"__{name}__", _q(path))
     return ("#!/bin/bash\n"
