@@ -767,8 +767,9 @@ class FakeCompute:
 
     def preempt(self, name: str, action: str | None = None, *, zone: str | None = None,
                 project: str | None = None) -> bool:
-        """Preempt an instance as GCE does: the metadata notice, ``notice_s`` of grace, power
-        off, then TERMINATED or deleted per ``action`` (default: the instance's
+        """Preempt an instance as GCE does: the metadata notice and an ACPI soft-off (the
+        worker gets SIGTERM, as services do when the guest shuts down), ``notice_s`` of grace,
+        power off, then TERMINATED or deleted per ``action`` (default: the instance's
         instanceTerminationAction; DELETE for Spot, STOP otherwise); a zone operation
         ``compute.instances.preempted`` records it. False if it was already stopping."""
         with self._lock:
@@ -795,11 +796,15 @@ class FakeCompute:
         vm.stopping, vm.status = "preempt", "STOPPING"
         op = self._new_op(vm.project, vm.zone, "compute.instances.preempted", vm.name,
                           target_id=vm.id, done=False, user="system")
-        meta = vm.meta
+        meta, proc = vm.meta, vm.proc
         self._lock.release()
         try:
             if meta is not None:
                 meta.preempt()
+            if proc is not None and proc.poll() is None:
+                # ACPI soft-off: the guest shuts down and its services get SIGTERM, then the
+                # power goes ``notice_s`` later (about 30 s on GCE)
+                proc.send_signal(signal.SIGTERM)
             time.sleep(self.notice_s)
             self._power_off(vm)
         finally:

@@ -32,8 +32,10 @@ IMAGE = "projects/debian-cloud/global/images/family/debian-12"
 # Stands in for the worker: reads an attribute from its metadata server, then long-polls the
 # preemption notice and writes what it saw to its scratch directory.
 PROBE = r"""
-import pathlib, sys, time, urllib.request
+import pathlib, signal, sys, time, urllib.request
 host, scratch = sys.argv[1], pathlib.Path(sys.argv[2])
+# the soft-off's SIGTERM: noted, and outlived until the power goes
+signal.signal(signal.SIGTERM, lambda *_: (scratch / "sigterm").write_text("1"))
 def get(path):
     req = urllib.request.Request(f"http://{host}/computeMetadata/v1/{path}",
                                  headers={"Metadata-Flavor": "Google"})
@@ -299,6 +301,7 @@ def test_boot_starts_metadata_and_preempt_raises_the_notice(tmp_path, clients, f
     assert record["scheduling"]["provisioningModel"] == "SPOT"
     assert fake.preempt("spot-1")
     assert (scratch / "notice").read_text() == "TRUE"  # seen before the power-off
+    assert (scratch / "sigterm").exists()  # ACPI soft-off: the guest's services got SIGTERM
     assert "spot-1" not in fake.instances()  # Spot default termination action: DELETE
     request = compute_v1.ListZoneOperationsRequest(
         project=PROJECT, zone=ZONE, filter='operationType = "compute.instances.preempted"')
