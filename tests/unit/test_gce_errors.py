@@ -7,8 +7,8 @@ import urllib.error
 
 import pytest
 
-from expo_executor.engines.gce.errors import (classify_error, is_transient, is_transient_metadata,
-                                              is_transient_storage)
+from expo_executor.engines.gce.errors import (classify_codes, classify_error, is_transient,
+                                              is_transient_metadata, is_transient_storage)
 
 gexc = pytest.importorskip("google.api_core.exceptions")
 
@@ -40,7 +40,17 @@ def test_compute_errors_classified() -> None:
                       _api_error(gexc.BadRequest, "resourceNotReady"),
                       ConnectionResetError(), TimeoutError(), requests.ConnectionError()],
         "stockout": [_api_error(gexc.ServiceUnavailable,
-                                message="ZONE_RESOURCE_POOL_EXHAUSTED in us-central1-a")],
+                                message="ZONE_RESOURCE_POOL_EXHAUSTED in us-central1-a"),
+                     # a 503 whose message alone says it (no code)
+                     _api_error(gexc.ServiceUnavailable, "backendError", message=(
+                         "The zone 'projects/p/zones/us-central1-a' does not have enough "
+                         "resources available to fulfill the request.  Try a different zone, "
+                         "or try again later."))],
+        "zonal": [_api_error(gexc.BadRequest, "invalid", message=(
+                      "Invalid value for field 'resource.machineType': 'zones/us-central1-f/"
+                      "machineTypes/a2-highgpu-1g'. Machine type with name 'a2-highgpu-1g' does "
+                      "not exist in zone 'us-central1-f'.")),
+                  _api_error(gexc.BadRequest, message="UNSUPPORTED_OPERATION: Spot in zone")],
         "quota": [_api_error(gexc.Forbidden, "quotaExceeded"),
                   _api_error(gexc.BadRequest, message="QUOTA_EXCEEDED: Quota 'CPUS' exceeded.")],
         "notfound": [_api_error(gexc.NotFound)],
@@ -51,6 +61,19 @@ def test_compute_errors_classified() -> None:
         for err in errors:
             assert classify_error(err) == kind, err
             assert is_transient(err) == (kind == "transient"), err
+
+
+def test_insert_operation_codes_classified() -> None:
+    """A finished insert's error codes; a bulk insert's summary alone is for later (its
+    instances' operations say more: the engine reads them first)."""
+    assert classify_codes({"ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"}) == "stockout"
+    assert classify_codes({"QUOTA_EXCEEDED"}) == "quota"
+    assert classify_codes({"UNSUPPORTED_OPERATION"}) == "zonal"
+    assert classify_codes({"VM_MIN_COUNT_NOT_REACHED"}) == "later"
+    assert classify_codes({"RESOURCE_OPERATION_RATE_EXCEEDED"}) == "later"
+    assert classify_codes({"INVALID_USAGE"}) == "fatal"
+    # the most telling code wins
+    assert classify_codes({"VM_MIN_COUNT_NOT_REACHED", "QUOTA_EXCEEDED"}) == "quota"
 
 
 def test_the_services_differ_where_they_answer_differently() -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from expo_executor.core.fleet import BOOT_FAILURES_TO_STOP, Booting, FleetConfig
 from expo_executor.core.pool_health import (CAPACITY_RETRY, STOPPED, PoolHealth, boot_round,
-                                            capacity_round, failed_create, stop, strand_check,
+                                            capacity_round, failed_create, quota_full,
+                                            startup_failed, stop, strand_check, vm_ended,
                                             vm_ready)
 from expo_executor.core.scheduler import Pool
 
@@ -84,3 +85,35 @@ def test_work_is_stranded_only_where_no_live_or_growable_pool_may_run_it() -> No
     assert whole is not None and whole.whole_run and whole.dead == {SPOT, OD}
     assert whole.reason == ("no VM is left and no more can be created "
                             "(on_demand: quota; spot: boots fail)")
+
+
+def test_a_full_quota_holds_the_pool_until_a_vm_of_the_run_ends() -> None:
+    held = quota_full(PoolHealth(), OD, alive=2, why="quota CPUS")
+    assert held.stopped == () and not held.health.may_grow(OD, 1e9)
+    assert held.health.may_grow(SPOT, 0.0) and held.health.held_until(OD, 0.0) is None
+    assert vm_ended(held.health).may_grow(OD, 0.0)
+
+
+def test_a_full_quota_with_no_vm_of_the_run_alive_stops_the_pool() -> None:
+    after = quota_full(PoolHealth(), SPOT, alive=0, why="quota PREEMPTIBLE_CPUS")
+    assert after.stopped == ((SPOT, "quota PREEMPTIBLE_CPUS"),)
+    assert not vm_ended(after.health).may_grow(SPOT, 0.0)  # stopped stays stopped
+
+
+def test_failed_startups_count_as_failed_boots_and_quote_the_boot_log() -> None:
+    health = PoolHealth()
+    for _ in range(BOOT_FAILURES_TO_STOP - 1):
+        step = startup_failed(health, OD, "ERROR: Python 3.11, host 3.13")
+        assert step.stopped == ()
+        health = step.health
+    last = startup_failed(health, OD, "ERROR: Python 3.11, host 3.13")
+    [(pool, why)] = last.stopped
+    assert pool is OD and f"{BOOT_FAILURES_TO_STOP} VMs in a row powered off" in why
+    assert "ERROR: Python 3.11, host 3.13" in why
+    silent = PoolHealth()
+    for _ in range(BOOT_FAILURES_TO_STOP):
+        step = startup_failed(silent, SPOT, "")
+        silent = step.health
+    assert "no startup log reached the bucket" in step.stopped[0][1]
+    # a VM that came up resets the count, as for boots that time out
+    assert vm_ready(health, OD).boots[OD].failures_in_a_row == 0
