@@ -15,12 +15,14 @@ instance powers it off with ``procs.power_off``; a worker that exits on its own 
 instance TERMINATED, as a guest poweroff does.
 
 Tests and a separate process steer it through a control API, both as methods and as HTTP routes
-under ``/_fake/``: ``preempt``, ``fail_next`` (stockout, quota, rate limit, unavailable, a lost
-response, an instance that never boots, one whose worker never reports, one whose startup
-script fails), ``faults`` (how many of each were served), ``chaos`` (seeded exponential Spot
-lifetimes), ``requests`` (the request log) and ``instances()``. New instances are listed
-``list_delay`` s after their insert, as on the real API. ``python -m expo_executor.emulator.compute --port P --scratch DIR``
-serves it until SIGTERM/SIGINT.
+under ``/_fake/``: ``preempt`` (the metadata notice and an ACPI soft-off), ``withhold`` (a zone
+without a machine or GPU type), ``fail_next`` (stockout, quota, Spot unsupported, a partial bulk
+insert, rate limit, unavailable, a stockout said in a 503's message, a lost response, an
+instance that never boots, one whose worker never reports, one whose startup script fails),
+``faults`` (how many of each were served), ``chaos`` (seeded exponential Spot lifetimes),
+``requests`` (the request log) and ``instances()``. It is strict by default (the document's
+checks; new instances listed ``list_delay`` s after their insert, as on the real API).
+``python -m expo_executor.emulator.compute --port P --scratch DIR`` serves it until SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -1316,6 +1318,9 @@ class FakeCompute:
                                op=body.get("op"), http_status=body.get("http_status"),
                                quota_metric=body.get("quota_metric", "CPUS"),
                                cause=body.get("cause", "stockout"))
+                return 200, {}
+            if method == "POST" and what == "withhold":
+                self.withhold(body["zone"], *body["names"])
                 return 200, {}
             if method == "POST" and what == "chaos":
                 self.chaos(float(body["spot_mean_life_s"]), int(body.get("seed", 0)))
