@@ -347,15 +347,30 @@ class GceEngine:
                               self.config.close_timeout_s, names)
                     return
                 todo = [(z, n) for z, n in left if n not in issued]
-                for (zone, name), (op, gone) in zip(todo, pool.map(self._delete_quietly, todo)):
+                for (zone, name), (op, gone) in zip(todo, self._delete_all(pool, todo)):
                     if gone:
-                        unconfirmed.pop(name, None)
+                        self._confirm_deleted(name, unconfirmed)
                     elif op is not None:
                         issued[name] = (zone, op.name)
                 for name in self._wait_deletes(issued, min(remaining, 60.0)):
-                    unconfirmed.pop(name, None)
+                    self._confirm_deleted(name, unconfirmed)
                 if not todo:  # nothing new to delete: let the running deletions progress
                     time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+    def _delete_all(self, pool: ThreadPoolExecutor,
+                    todo: list[tuple[str, str]]) -> list[tuple[Any | None, bool]]:
+        """``_delete_quietly`` of each, in parallel; one at a time when the interpreter is
+        shutting down (close() from an atexit hook), where no thread may start."""
+        try:
+            return list(pool.map(self._delete_quietly, todo))
+        except RuntimeError:
+            return [self._delete_quietly(target) for target in todo]
+
+    def _confirm_deleted(self, name: str, unconfirmed: dict[str, str]) -> None:
+        """``name`` is gone: neither this close() nor a later one deletes it again."""
+        unconfirmed.pop(name, None)
+        with self._lock:
+            self._deleted.add(name)
 
     def _list_quietly(self) -> list[tuple[str, str]] | None:
         """(zone, name) of the run's VMs; None if listing failed even after retries."""
