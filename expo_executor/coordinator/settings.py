@@ -30,6 +30,7 @@ WORKER_PROVIDES_CHOICES = ("conda", "apptainer")  # Snakemake's deployment metho
 WORKER_SOFTWARE_CHOICES = ("pip", "image")
 BUDGET_ACTIONS = ("drain", "cancel")
 DEFAULT_MACHINE_TYPE = "e2-standard-2"
+AUTO_MACHINE = "auto"  # a machine type chosen from the jobs (coordinator/shapes.py's AUTO)
 DEFAULT_SERVICE_ACCOUNT = "default"  # the Compute Engine default account, asked for by name
 SERVICE_ACCOUNT_SETTING = "--expocloud-gce-service-account"
 # The cloud polls the bucket far less often: every storage operation is billed
@@ -186,6 +187,10 @@ class ExecutorSettings(ExecutorSettingsBase):
         "GCE: hard cap on each VM's life, the last resort against runaway cost."))
     gce_endpoint: Optional[str] = field(default=None, metadata=_opt(
         "GCE: Compute API endpoint (only for the local fake: profiles/gce-emulated)."))
+    gce_skip_doctor: bool = field(default=False, metadata=_opt(
+        "GCE: do not run the checks of 'expocloud doctor' (APIs, permissions, the worker "
+        "account, the bucket, machine types, quotas, Python, NAT) before the first VM; for a "
+        "check that is wrong about your project (please say so in an issue)."))
 
 
 def validate(settings: ExecutorSettings) -> None:
