@@ -232,6 +232,14 @@ def test_warnings_pass_and_transient_errors_are_retried(setup: Setup, capsys) ->
     assert lines[1].startswith("expocloud doctor: project expocloud-emulated is ready")
     served = setup.fake.faults_served()
     assert served.get("unavailable") == 2 and served.get("rate_limit") == 1, served
+    # what the caller may not read is not checked, and said so: not a reason to stop a run
+    setup.fake.project.deny("compute.regions.get", "serviceusage.services.get")
+    code, lines = doctor(setup, capsys)
+    assert code == 0, lines
+    assert [line.split(":")[0] for line in lines[:-1]] == ["warn  APIs", "warn  machine types",
+                                                          "warn  quotas"], lines
+    assert lines[2].startswith("warn  quotas: not checked: you@example.com may not read what "
+                               "this check needs (403 Required 'compute.regions.get' permission")
 
 
 def test_internal_ips_pass_with_a_nat_or_without_installs(setup: Setup, capsys) -> None:

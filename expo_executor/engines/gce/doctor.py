@@ -522,10 +522,11 @@ def _guarded(name: str, check: Callable[[Context], Check], ctx: Context) -> Chec
         if service:
             return failed(name, f"{service} is not enabled in project {ctx.plan.project}",
                           _enable(service, ctx.plan.project))
-        if _forbidden(err):
-            return failed(name, f"{ctx.account} may not read what this check needs "
-                          f"({brief(err)})", f"grant the permission the message names, "
-                          f"{SKIP_FIX}")
+        if _forbidden(err):  # not a problem of the run's: of the check's, said as a warning
+            return passed(name, f"not checked: {ctx.account} may not read what this check "
+                          f"needs ({brief(err)})", warning=True,
+                          fix="grant the permission the message names to have it checked "
+                          "(docs/gce.md, 'expocloud doctor')")
         if is_connection_error(err):
             return failed(name, f"Google's API could not be reached ({brief(err)})",
                           "check this machine's network and proxy, then run again")
