@@ -7,6 +7,7 @@ setup stops before any VM. The checks' pure parts: tests/unit/test_doctor.py.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -200,23 +201,49 @@ def test_each_broken_setup_fails_in_one_line_with_its_fix(setup: Setup, capsys, 
     assert not [r for r in setup.fake.requests if r["op"] in ("insert", "bulkInsert")]
 
 
-def test_no_credentials_fails_first_with_the_login_command(tmp_path: Path) -> None:
-    """The real path (no endpoint, no emulator): Application Default Credentials, none here;
-    every route out points at a closed loopback port, so failing needs no network."""
+def _real_path(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    """``expocloud doctor`` on the real path (no endpoint, no emulator), every route out
+    pointed at a closed loopback port, so that failing needs no network."""
     env = {**os.environ, "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
            "GCE_METADATA_HOST": "127.0.0.1:9", "GCE_METADATA_IP": "127.0.0.1:9",
-           "NO_GCE_CHECK": "True", "CLOUDSDK_CONFIG": str(tmp_path / "gcloud")}
+           "NO_GCE_CHECK": "True", "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"), **env}
     for name in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS"):
-        env.pop(name, None)
-    result = subprocess.run([EXPOCLOUD, "doctor", "--profile", str(REPO / "profiles" / "gce-spot"),
-                             "--expocloud-gce-project", "p", "--expocloud-gce-service-account",
-                             "expocloud-worker@p.iam.gserviceaccount.com",
-                             "--default-storage-prefix", "gs://expocloud-bkt/wf"],
-                            capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+        if not env.get(name):
+            env.pop(name, None)
+    return subprocess.run([EXPOCLOUD, "doctor", "--profile", str(REPO / "profiles" / "gce-spot"),
+                           "--expocloud-gce-project", "p", "--expocloud-gce-service-account",
+                           "expocloud-worker@p.iam.gserviceaccount.com",
+                           "--default-storage-prefix", "gs://expocloud-bkt/wf"],
+                          capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+
+
+def test_no_credentials_fails_first_with_the_login_command(tmp_path: Path) -> None:
+    result = _real_path(tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith("FAIL  credentials: no Application Default "
                                                    "Credentials"), result.stdout
+    assert "gcloud auth application-default login" in lines[0]
+
+
+def test_credentials_that_get_no_token_fail_first(tmp_path: Path) -> None:
+    """A well-formed service-account key whose token endpoint does not answer: found, but not
+    working, said in one line before any other check."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()).decode()
+    (tmp_path / "key.json").write_text(json.dumps({
+        "type": "service_account", "project_id": "p", "private_key_id": "1", "private_key": key,
+        "client_email": "runner@p.iam.gserviceaccount.com", "client_id": "1",
+        "token_uri": "http://127.0.0.1:9/token"}))
+    result = _real_path(tmp_path, GOOGLE_APPLICATION_CREDENTIALS=str(tmp_path / "key.json"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("FAIL  credentials: the credentials do not "
+                                                   "work ("), result.stdout
     assert "gcloud auth application-default login" in lines[0]
 
 

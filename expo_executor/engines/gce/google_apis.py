@@ -107,22 +107,25 @@ class GoogleApis:
 
     # -- who, and which project ---------------------------------------------------------------
     def identity(self) -> str | None:
-        """The credentials' account (a service account's email, else what tokeninfo says)."""
+        """The credentials' account, once a token was had for them (so they work): a service
+        account's email, else what tokeninfo says."""
+        token = self._token()
         email = getattr(self.credentials, "service_account_email", None)
         if isinstance(email, str) and "@" in email:
             return email
-        token = self._token()
         data = self._call("POST", f"{self.roots.oauth2}/oauth2/v2/tokeninfo",
                           params={"access_token": token} if token else None)
         return data.get("email")
 
     def _token(self) -> str | None:
+        """A fresh access token (None for the fakes' anonymous credentials)."""
+        from google.auth.credentials import AnonymousCredentials
         from google.auth.transport.requests import Request
 
-        if getattr(self.credentials, "token", None) is None and \
-                type(self.credentials).__name__ != "AnonymousCredentials":
-            retry_call(lambda: self.credentials.refresh(Request()), is_transient=is_transient,
-                       attempts=self._attempts, base=0.5, cap=4.0, sleep=self._sleep)
+        if isinstance(self.credentials, AnonymousCredentials):
+            return None
+        retry_call(lambda: self.credentials.refresh(Request()), is_transient=is_transient,
+                   attempts=self._attempts, base=0.5, cap=4.0, sleep=self._sleep)
         return getattr(self.credentials, "token", None)
 
     def project(self, project: str) -> dict:
