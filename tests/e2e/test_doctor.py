@@ -317,3 +317,13 @@ def test_a_gce_run_with_a_broken_setup_stops_before_any_vm(
     assert "iam.projects.serviceAccounts.testIamPermissions" in ops
     assert not [op for op in ops if op in ("insert", "bulkInsert", "aggregatedList")], ops
     assert not fake_compute.ledger()
+
+
+def test_faults_armed_for_no_method_are_left_to_the_run(setup: Setup, capsys) -> None:
+    """The fault-injection suites arm faults for whichever instance call comes next: the
+    checks before the run must not take them."""
+    setup.fake.fail_next("unavailable", 5)
+    setup.fake.fail_next("rate_limit", 5, zone="us-central1-a")
+    code, lines = doctor(setup, capsys)
+    assert code == 0, lines
+    assert setup.fake.faults_served() == {}
