@@ -22,8 +22,8 @@ from expo_executor import cli
 from expo_executor.emulator.catalogue import default_bucket_policy
 from expo_executor.emulator.compute import FakeCompute
 
-from tests.emulated_gce import PROJECT, REPO, WORKER, emulated_args, emulated_env
-from tests.emulated_gce import fake_compute  # noqa: F401
+from tests.emulated_gce import (PROJECT, REPO, WORKER, emulated_args, emulated_env,  # noqa: F401
+                                fake_compute)
 from tests.gcs_emulator import fresh_bucket, gcs_emulator  # noqa: F401
 from tests.helpers import SNAKEMAKE
 
