@@ -1,7 +1,7 @@
 """``expocloud``: the user's command line for runs, their results, their cost and the cloud.
 
-Subcommands: report, status, logs, forget, runs, cleanup, emulator, prices, fit-preemption,
-simulate.
+Subcommands: report, status, logs, forget, runs, cleanup, doctor, emulator, prices,
+fit-preemption, simulate.
 
 Runs themselves start from ``snakemake --executor expocloud``; this tool reads what they leave in
 the state directory (``.expocloud`` by default).
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_parser(sub)
     _add_state_parsers(sub)
     _add_cleanup_parser(sub)
+    _add_doctor_parser(sub)
     _add_emulator_parser(sub)
     for module in _PLUGGED:
         module.add_parser(sub)
@@ -95,6 +96,21 @@ def _add_cleanup_parser(sub: Any) -> None:
     clean.add_argument("--dry-run", action="store_true", help="list, delete nothing")
     clean.add_argument("--endpoint", help="Compute API endpoint (the local fake)")
     _add_state_dir(clean)
+
+
+def _add_doctor_parser(sub: Any) -> None:
+    from expo_executor.coordinator.profile_settings import add_setting_flags
+
+    doc = sub.add_parser("doctor", help="check a GCE project is ready for a run (APIs, "
+                         "credentials, permissions, the worker account, the bucket, machine "
+                         "types, quotas, Python, NAT), as a run does before its first VM")
+    doc.add_argument("--profile", "--workflow-profile", type=Path, metavar="DIR",
+                     help="the run's profile (its config.yaml), e.g. profiles/gce-spot")
+    doc.add_argument("--default-storage-prefix", metavar="gs://BUCKET/PREFIX",
+                     help="as Snakemake's (default: the profile's)")
+    doc.add_argument("-v", "--verbose", action="store_true",
+                     help="print every check's line, not only failures and warnings")
+    add_setting_flags(doc)
 
 
 def _add_emulator_parser(sub: Any) -> None:
@@ -287,6 +303,41 @@ def _cleanup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    """The checks a GCE run makes before its first VM, for the settings a run with this
+    profile (and these flags) would have: 0 when all pass, 1 when one fails."""
+    from expo_executor.coordinator.launch import shape_book
+    from expo_executor.coordinator.profile_settings import Profile, read_profile, settings_of
+    from expo_executor.coordinator.settings import validate, with_default_slots
+    from expo_executor.coordinator.shapes import named_shapes
+    from expo_executor.coordinator.state import StateDir
+    from expo_executor.core.records import EngineName
+    from expo_executor.engines.gce import doctor
+    from expo_executor.engines.gce.launch import coordination_url, doctor_plan
+
+    profile = read_profile(args.profile) if args.profile else Profile()
+    settings = with_default_slots(settings_of(profile, args))
+    if settings.engine != EngineName.GCE:
+        raise ExpoError("--expocloud-engine", f"the profile runs on the {settings.engine} "
+                        "engine: there is no GCE project to check",
+                        "give a GCE profile (--profile profiles/gce-spot) or --expocloud-engine gce")
+    validate(settings)
+    url = coordination_url(settings, args.default_storage_prefix
+                           or profile.default_storage_prefix, "doctor")
+    book = shape_book(settings, {}, StateDir(Path(settings.state_dir)), lambda _line: None)
+    plan = doctor_plan(settings, named_shapes(book, profile.resources) if book else [], url)
+    started = time.monotonic()
+    checks = doctor.run_checks(plan, doctor.host_python())
+    for check in checks:
+        if not check.ok or check.warning or args.verbose:
+            word = "ok  " if check.ok and not check.warning else "warn" if check.ok else "FAIL"
+            print(f"{word}  {check.line}")
+    if all(check.ok for check in checks):
+        print(f"expocloud doctor: {doctor.summary(plan, checks, time.monotonic() - started)}")
+        return 0
+    return 1
+
+
 def _emulator(args: argparse.Namespace) -> int:
     from expo_executor.emulator.serve import serve
 
@@ -301,7 +352,7 @@ def _emulator(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"report": _report, "status": _status, "logs": _logs, "forget": _forget, "runs": _runs,
-            "cleanup": _cleanup, "emulator": _emulator,
+            "cleanup": _cleanup, "doctor": _doctor, "emulator": _emulator,
             "prices": prices.run, "fit-preemption": preemption.run, "simulate": simulate.run}
 
 if __name__ == "__main__":

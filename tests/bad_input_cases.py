@@ -25,16 +25,20 @@ outputs: []
 
 COMPUTE = "@COMPUTE@"  # replaced by the case's fake Compute endpoint
 TMP = "@TMP@"  # replaced by the case's directory
+WORKER = ["--expocloud-gce-service-account", "expocloud-worker@p.iam.gserviceaccount.com"]
 GCE = ["--expocloud-engine", "gce", "--expocloud-gce-project", "p", "--expocloud-gce-zones",
-       "us-central1-a", "--expocloud-max-workers", "2", "--expocloud-gce-endpoint", COMPUTE]
+       "us-central1-a", "--expocloud-max-workers", "2", "--expocloud-gce-endpoint", COMPUTE,
+       *WORKER]
 # the real GCE path: no endpoint at all, files through GCS as profiles/gce-spot has it
 REAL_GCE = ["--expocloud-engine", "gce", "--expocloud-gce-project", "p",
             "--expocloud-gce-zones", "us-central1-a", "--expocloud-max-workers", "2",
             "--shared-fs-usage", "none", "--default-storage-provider", "gcs",
-            "--default-storage-prefix", "gs://expocloud-bkt/wf", "--storage-gcs-project", "p"]
+            "--default-storage-prefix", "gs://expocloud-bkt/wf", "--storage-gcs-project", "p",
+            *WORKER]
 # the CWL runner on the fake Compute
 CWL_GCE = ["--expocloud-engine", "gce", "--expocloud-gce-project", "p", "--expocloud-gce-zones",
-           "us-central1-a", "--expocloud-max-workers", "2", "--expocloud-gce-endpoint", COMPUTE]
+           "us-central1-a", "--expocloud-max-workers", "2", "--expocloud-gce-endpoint", COMPUTE,
+           *WORKER]
 CRED = "GOOGLE_APPLICATION_CREDENTIALS"
 ARGPARSE = "usage:"  # Snakemake's own parser: the fix is the usage it prints above the line
 
@@ -183,6 +187,17 @@ CASES = [
          "share no file system"),
     Case("gce small disk", "settings", [*GCE, "--expocloud-gce-disk-gb", "5"],
          "--expocloud-gce-disk-gb", "too small"),
+    Case("gce without a worker service account", "settings",
+         [*GCE, "--expocloud-gce-service-account", ""], "--expocloud-gce-service-account",
+         "needs the workers' service account named", fix="'default' for the Compute Engine"),
+    Case("cwl gce without a worker service account", "settings",
+         [*CWL_GCE, "--expocloud-gce-service-account", "", "--default-storage-prefix",
+          "gs://expocloud-bkt/wf", "tool.cwl", "--size", "1"], "--expocloud-gce-service-account",
+         "needs the workers' service account named", front="cwl",
+         files={"tool.cwl": PLAIN_TOOL}, fix="expocloud-worker@p.iam.gserviceaccount.com"),
+    Case("gce worker service account that is no email", "settings",
+         [*GCE, "--expocloud-gce-service-account", "expocloud-worker"],
+         "--expocloud-gce-service-account", "'expocloud-worker' is not a service account's"),
     Case("budget on the local engine", "settings", ["--expocloud-budget", "5"],
          "--expocloud-budget", "local workers cost nothing"),
     Case("negative budget", "settings", [*GCE, "--expocloud-budget", "-1"],
@@ -280,7 +295,7 @@ CASES = [
     Case("credentials: cwl on the real GCE path", "credentials",
          ["--expocloud-engine", "gce", "--expocloud-gce-project", "p", "--expocloud-gce-zones",
           "us-central1-a", "--expocloud-max-workers", "2", "--default-storage-prefix",
-          "gs://expocloud-bkt/wf", "tool.cwl", "--size", "1"], CRED, "is not a usable",
+          "gs://expocloud-bkt/wf", *WORKER, "tool.cwl", "--size", "1"], CRED, "is not a usable",
          front="cwl", files={"key.json": "[]", "tool.cwl": PLAIN_TOOL},
          env={**OFFLINE, CRED: f"{TMP}/key.json"}),
     # -- bucket names (GCS naming rules) ----------------------------------------------------

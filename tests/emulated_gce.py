@@ -17,6 +17,7 @@ from .gcs_emulator import fresh_bucket, gcs_emulator  # noqa: F401  (session fix
 REPO = Path(__file__).parent.parent
 PROJECT = "expocloud-emulated"
 ZONES = "us-central1-a,us-central1-b"
+WORKER = f"expocloud-worker@{PROJECT}.iam.gserviceaccount.com"  # profiles/gce-emulated's
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from expo_executor.core.records import EngineName
 from expo_executor.core.requirements import SETTING as REQUIREMENTS_SETTING
 from expo_executor.core.requirements import UserPin
 from expo_executor.core.scheduler import Pool, Scheduler
+from expo_executor.core.shapes import Shape
 from expo_executor.cost import machines, preemption, prices
 from expo_executor.cost.machine_choice import candidates, choose, measured_runtimes, workload_of
 from expo_executor.engines.base import Engine
@@ -61,7 +62,8 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
         status_interval=settings.status_interval, boot_timeout=boot_timeout(settings),
         capacity_timeout=capacity_timeout(settings), shapes=shapes)
     if settings.engine == EngineName.GCE:
-        bucket, engine = _gce(settings, config, run_key, run_dir, default_storage_prefix, log)
+        bucket, engine = _gce(settings, config, run_key, run_dir, default_storage_prefix, log,
+                              shapes.known() if shapes else [])
     else:
         if settings.worker_requirements:
             log(local_requirements_note(worker_requirements(settings)))
@@ -97,14 +99,18 @@ def local_requirements_note(pins: Sequence[UserPin]) -> str:
 
 
 def _gce(settings: ExecutorSettings, config: CoordinatorConfig, run_key: bytes, run_dir: Path,
-         default_storage_prefix: str | None,
-         log: Callable[[str], None]) -> tuple[Bucket, Engine]:
-    """The coordination prefix, the worker software and the pools of a GCE run."""
-    from expo_executor.engines.gce.launch import build_engine, coordination_url, vm_prefix
+         default_storage_prefix: str | None, log: Callable[[str], None],
+         shapes: Sequence[Shape] = ()) -> tuple[Bucket, Engine]:
+    """The coordination prefix, the worker software and the pools of a GCE run, once the
+    project passed ``expocloud doctor``'s checks for it (``shapes``: the per-rule machines
+    known before the run)."""
+    from expo_executor.engines.gce.launch import (build_engine, check_ready, coordination_url,
+                                                  vm_prefix)
 
     url = coordination_url(settings, default_storage_prefix, config.run_id)
     if needs_credentials(settings):
         check_credentials()  # the real GCS or Compute API: credentials first, in one line
+    check_ready(settings, shapes, url, log)  # before anything is staged or a VM asked for
     bucket = open_bucket(url)
     on_demand = max_on_demand(settings, config.max_workers)
     if settings.on_demand_only:  # one pool: the on-demand one

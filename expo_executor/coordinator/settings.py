@@ -30,6 +30,9 @@ WORKER_PROVIDES_CHOICES = ("conda", "apptainer")  # Snakemake's deployment metho
 WORKER_SOFTWARE_CHOICES = ("pip", "image")
 BUDGET_ACTIONS = ("drain", "cancel")
 DEFAULT_MACHINE_TYPE = "e2-standard-2"
+AUTO_MACHINE = "auto"  # a machine type chosen from the jobs (coordinator/shapes.py's AUTO)
+DEFAULT_SERVICE_ACCOUNT = "default"  # the Compute Engine default account, asked for by name
+SERVICE_ACCOUNT_SETTING = "--expocloud-gce-service-account"
 # The cloud polls the bucket far less often: every storage operation is billed
 # (see request_budget.py).
 LOCAL_POLL, GCE_POLL = 0.05, 2.0
@@ -171,7 +174,9 @@ class ExecutorSettings(ExecutorSettingsBase):
         "GCE: no external IP on workers (then they need Cloud NAT or Private Google Access to "
         "reach GCS and the package index). Workers listen on no port either way."))
     gce_service_account: Optional[str] = field(default=None, metadata=_opt(
-        "GCE: the workers' service account (default: the project's default one)."))
+        "GCE: the workers' service account, e.g. expocloud-worker@PROJECT.iam."
+        "gserviceaccount.com (docs/gce.md: least privilege); required. 'default' asks for the "
+        "Compute Engine default account, which usually holds Editor on the whole project."))
     gce_scopes: str = field(default="https://www.googleapis.com/auth/devstorage.read_write,"
                                     "https://www.googleapis.com/auth/compute", metadata=_opt(
         "GCE: OAuth scopes of the workers, comma separated (least privilege: storage and "
@@ -182,6 +187,10 @@ class ExecutorSettings(ExecutorSettingsBase):
         "GCE: hard cap on each VM's life, the last resort against runaway cost."))
     gce_endpoint: Optional[str] = field(default=None, metadata=_opt(
         "GCE: Compute API endpoint (only for the local fake: profiles/gce-emulated)."))
+    gce_skip_doctor: bool = field(default=False, metadata=_opt(
+        "GCE: do not run the checks of 'expocloud doctor' (APIs, permissions, the worker "
+        "account, the bucket, machine types, quotas, Python, NAT) before the first VM; for a "
+        "check that is wrong about your project (please say so in an issue)."))
 
 
 def validate(settings: ExecutorSettings) -> None:
@@ -452,6 +461,25 @@ def _validate_gce(settings: ExecutorSettings) -> None:
     if not settings.on_demand_only and max_on_demand(settings, settings.max_workers) == 0:
         raise ExpoError("--expocloud-max-on-demand", "0 leaves no VM for jobs preempted "
                         f"{settings.spot_attempts} times", "allow at least 1 on-demand VM")
+    _check_service_account(settings)
+
+
+def _check_service_account(settings: ExecutorSettings) -> None:
+    """The workers' identity is named, never assumed: left unset, GCE would attach the Compute
+    Engine default account, which usually holds Editor on the whole project (docs/security.md).
+    'default' asks for it explicitly."""
+    account = (settings.gce_service_account or "").strip()
+    fix = (f"set expocloud-gce-service-account: expocloud-worker@"
+           f"{settings.gce_project or 'PROJECT'}.iam.gserviceaccount.com, created with least "
+           "privilege as docs/gce.md says ('Service accounts and IAM'), or "
+           f"'{DEFAULT_SERVICE_ACCOUNT}' for the Compute Engine default account")
+    if not account:
+        raise ExpoError(SERVICE_ACCOUNT_SETTING, "a GCE run needs the workers' service account "
+                        "named", fix)
+    if account != DEFAULT_SERVICE_ACCOUNT and not re.fullmatch(r"[^@\s]+@[^@\s]+\.[a-z]+",
+                                                               account):
+        raise ExpoError(SERVICE_ACCOUNT_SETTING, f"{account!r} is not a service account's "
+                        "email", fix)
 
 
 def _check_network(settings: ExecutorSettings) -> None:

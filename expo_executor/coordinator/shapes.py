@@ -80,6 +80,11 @@ class ShapeBook:
         return self.table.shape_hourly(shape.machine_type, shape.gpu_type, shape.gpu_count,
                                        spot=pool is Pool.SPOT)
 
+    def known(self) -> list[Shape]:
+        """Every shape seen so far (before a run: those of the rules that name theirs as
+        values), for the checks of the project before the first VM."""
+        return sorted(self._seen)
+
     def max_slots(self) -> int:
         """The most slots of any worker of the run so far (a job's threads never exceed its
         own worker's)."""
@@ -190,3 +195,13 @@ def _disk_gb(rule: str, disk_mb: object, run_disk_gb: int) -> int:
                         "give megabytes, e.g. disk_mb=100000")
     need = math.ceil(disk_mb / 1024) + SYSTEM_DISK_GB
     return need if need > run_disk_gb else 0
+
+
+def named_shapes(book: ShapeBook, resources: Mapping[str, Mapping[str, object]]) -> list[Shape]:
+    """The machines rules name as values (a profile's ``set-resources``), checked as at a run
+    (ExpoError names the rule's resource and the fix): what ``expocloud doctor`` checks the
+    zones and quotas for, besides the run's own. A rule's ``auto`` is chosen at the run."""
+    for rule, values in sorted(resources.items()):
+        mem_mb = values.get("mem_mb")
+        book.shape_of(rule, values.get, 1, mem_mb if isinstance(mem_mb, int) else 0)
+    return book.known()

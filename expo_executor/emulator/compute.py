@@ -23,6 +23,14 @@ instance that never boots, one whose worker never reports, one whose startup scr
 ``requests`` (the request log) and ``instances()``. It is strict by default (the document's
 checks; new instances listed ``list_delay`` s after their insert, as on the real API).
 ``python -m expo_executor.emulator.compute --port P --scratch DIR`` serves it until SIGTERM/SIGINT.
+
+The same server answers what ``expocloud doctor`` reads before a run: Compute's catalogue
+(``machineTypes``, ``acceleratorTypes``, ``regions`` with their quotas, ``routers``:
+``compute_catalogue.py``, steered through ``.catalogue`` and ``withhold``) and the project's
+other APIs under their real paths (Service Usage, Resource Manager, IAM, tokeninfo:
+``project_apis.py``, steered through ``.project``; ``/_fake/project`` and ``/_fake/catalogue``
+from another process). While the project's Compute API is disabled every Compute call answers
+403 SERVICE_DISABLED, and a permission ``project.deny`` takes away refuses the calls needing it.
 """
 
 from __future__ import annotations
@@ -51,6 +59,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from expo_executor.emulator import project_apis
+from expo_executor.emulator.api_error import ApiError, permission_denied
+from expo_executor.emulator.compute_catalogue import ComputeCatalogue
 from expo_executor.emulator.discovery import check_request, document
 from expo_executor.emulator.metadata import FakeMetadata
 from expo_executor.worker.procs import power_off
@@ -76,21 +87,6 @@ BOOT_FAULTS = ("never_boot", "silent_worker", "startup_fails", "startup_fails_si
 FAULT_KINDS = OP_FAULTS + BULK_FAULTS + HTTP_FAULTS + BOOT_FAULTS
 
 CommandFn = Callable[[str, str, Path], list[str]]
-
-
-class ApiError(Exception):
-    """An HTTP error answered with the Compute API's JSON error body."""
-
-    def __init__(self, code: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.reason = reason
-        self.message = message
-
-    def body(self) -> dict:
-        return {"error": {"code": self.code, "message": self.message,
-                          "errors": [{"message": self.message, "domain": "global",
-                                      "reason": self.reason}]}}
 
 
 def _now_rfc3339() -> str:
@@ -611,6 +607,9 @@ class FakeCompute:
         self._by_request_id: dict[tuple[str, str], tuple[str, str]] = {}
         self._faults: list[_Fault] = []
         self._withheld: dict[str, set[str]] = {}  # zone -> machine and accelerator types
+        # the project's APIs and identities, and what Compute offers (both served here too)
+        self.project = project_apis.FakeProjectApis()
+        self.catalogue = ComputeCatalogue(self._withheld_in)
         self._served: dict[str, int] = {}  # fault kind -> faults actually served
         self._requests: list[dict] = []
         self._uids = itertools.count(1)
@@ -729,9 +728,14 @@ class FakeCompute:
 
     def withhold(self, zone: str, *names: str) -> None:
         """``zone`` does not offer these machine types or accelerator types: inserts asking
-        for them there are refused with the real API's 400 (another zone may offer them)."""
+        for them there are refused with the real API's 400 (another zone may offer them), and
+        ``machineTypes.get``/``acceleratorTypes.get`` there answer 404, as the real API's do."""
         with self._lock:
             self._withheld.setdefault(zone, set()).update(names)
+
+    def _withheld_in(self, zone: str) -> set[str]:
+        with self._lock:
+            return set(self._withheld.get(zone, set()))
 
     def _check_offered(self, zone: str, body: dict, machine: str, bulk: bool) -> None:
         """The real API's 400 for a machine type or GPU that ``zone`` does not offer."""
@@ -975,10 +979,15 @@ class FakeCompute:
                        f"compute)'. Try a different zone, or try again later. ({machine})"}}
 
     def _take_fault(self, kinds: tuple[str, ...], zone: str | None, op: str,
-                    spot: bool | None = None) -> _Fault | None:
+                    spot: bool | None = None, explicit: bool = False) -> _Fault | None:
+        """The next armed fault for this call, if any. A fault armed for no method reaches the
+        instance and operation methods only: the reads the doctor makes (CATALOGUE_OPS, the
+        project's APIs) only meet faults armed for their own method (``explicit``)."""
+        explicit = explicit or op in CATALOGUE_OPS
         for fault in self._faults:
             if (fault.kind in kinds and fault.zone in (None, zone)
-                    and fault.op in (None, op) and fault.spot in (None, spot)):
+                    and (fault.op == op or (fault.op is None and not explicit))
+                    and fault.spot in (None, spot)):
                 fault.count -= 1
                 if fault.count <= 0:
                     self._faults.remove(fault)
@@ -1253,6 +1262,9 @@ class FakeCompute:
         query = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         if path.startswith("/_fake/"):
             return self._control(method, path[len("/_fake/"):], body or {})
+        other = project_apis.route(method, path)
+        if other is not None:
+            return self._handle_project_api(method, path, query, body, other)
         route = _route(method, path)
         if route is None:
             return 404, ApiError(404, "notFound", f"The requested URL {path} was not found on "
@@ -1261,17 +1273,14 @@ class FakeCompute:
         zone = args.get("zone")
         problems = check_request(DISCOVERY_IDS[api], args, query, body)
         with self._lock:
-            self._requests.append({"method": method, "path": path, "op": api, "zone": zone,
-                                   "query": dict(query), "json": copy.deepcopy(body),
-                                   "problems": problems, "time": time.time()})
-            if len(self._requests) > REQUEST_LOG_MAX:
-                del self._requests[:REQUEST_LOG_MAX // 2]
+            self._log(method, path, api, zone, query, body, problems)
             if problems:
                 return _payload_error(problems[0])
             fault = self._take_fault(HTTP_FAULTS, zone, api)
         if fault is not None and fault.kind != "lost_response":
             return _http_fault(fault, args.get("project", ""), zone)
         try:
+            self._allowed(api, args, path)
             answer = self._call(api, args, body or {}, query)
         except ApiError as err:
             return err.code, err.body()
@@ -1279,6 +1288,48 @@ class FakeCompute:
             return _http_fault(fault, args.get("project", ""), zone)
         with self._lock:
             return 200, copy.deepcopy(answer)
+
+    def _log(self, method: str, path: str, api: str, zone: str | None, query: dict,
+             body: Any, problems: list[str]) -> None:
+        """Append to the request log (lock held)."""
+        self._requests.append({"method": method, "path": path, "op": api, "zone": zone,
+                               "query": dict(query), "json": copy.deepcopy(body),
+                               "problems": problems, "time": time.time()})
+        if len(self._requests) > REQUEST_LOG_MAX:
+            del self._requests[:REQUEST_LOG_MAX // 2]
+
+    def _allowed(self, api: str, args: dict[str, str], path: str) -> None:
+        """The project's side of a Compute call: 403 SERVICE_DISABLED while the Compute API is
+        disabled, 403 when the caller was denied the permission the call needs."""
+        disabled = self.project.disabled_error(args.get("project", ""), "compute.googleapis.com")
+        if disabled is not None:
+            raise disabled
+        needed = PERMISSIONS[api]
+        if self.project.denied(needed):
+            raise permission_denied(needed, path[len("/compute/v1/"):])
+
+    def _handle_project_api(self, method: str, path: str, query: dict, body: Any,
+                            found: tuple[str, str, dict[str, str]]) -> tuple[int, Any]:
+        """A Service Usage, Resource Manager, IAM or tokeninfo request (project_apis.py):
+        checked against its discovery document, logged, answered 403 while its API is
+        disabled. HTTP faults reach it only when armed for its method id."""
+        method_id, service, params = found
+        problems = check_request(method_id, params, query, body)
+        with self._lock:
+            self._log(method, path, method_id, None, query, body, problems)
+            if problems:
+                return _payload_error(problems[0])
+            fault = self._take_fault(HTTP_FAULTS, None, method_id, explicit=True)
+        if fault is not None:
+            return _http_fault(fault, "", None)
+        project = params.get("name", params.get("resource", "")).split("/")[1:2]
+        try:
+            disabled = self.project.disabled_error(project[0] if project else "", service)
+            if disabled is not None:
+                raise disabled
+            return 200, self.project.call(method_id, params, body)
+        except ApiError as err:
+            return err.code, err.body()
 
     def _call(self, api: str, args: dict[str, str], body: dict, query: dict) -> dict:
         project, zone = args.get("project", ""), args.get("zone", "")
@@ -1299,7 +1350,31 @@ class FakeCompute:
             return self.api_op_get(project, zone, name)
         if api == "operations.wait":
             return self.api_op_wait(project, zone, name)
+        if api in CATALOGUE_OPS:
+            return self._call_catalogue(api, args)
         return self.api_op_list(project, zone, query)
+
+    def _call_catalogue(self, api: str, args: dict[str, str]) -> dict:
+        project, zone, region = args["project"], args.get("zone", ""), args.get("region", "")
+        if api == "machineTypes.get":
+            return self.catalogue.machine_type(project, zone, args["machineType"])
+        if api == "machineTypes.list":
+            return self.catalogue.machine_types(project, zone)
+        if api == "acceleratorTypes.get":
+            return self.catalogue.accelerator_type(project, zone, args["acceleratorType"])
+        if api == "regions.get":
+            return self.catalogue.region(project, region)
+        return self.catalogue.routers(project, region)
+
+    def _steer(self, what: str, body: dict) -> tuple[int, Any]:
+        """``POST /_fake/project`` or ``/_fake/catalogue`` with ``{"call": NAME, "args": [...],
+        "kwargs": {...}}``: one of their control methods, from another process."""
+        target = self.project if what == "project" else self.catalogue
+        allowed = STEERING[what]
+        if body["call"] not in allowed:
+            raise ValueError(f"no control call {body['call']!r}; one of {sorted(allowed)}")
+        getattr(target, body["call"])(*body.get("args", []), **body.get("kwargs", {}))
+        return 200, {}
 
     def _control(self, method: str, what: str, body: dict) -> tuple[int, Any]:
         """The ``/_fake/`` routes: the control API for another process."""
@@ -1325,6 +1400,11 @@ class FakeCompute:
             if method == "POST" and what == "chaos":
                 self.chaos(float(body["spot_mean_life_s"]), int(body.get("seed", 0)))
                 return 200, {}
+            if method == "POST" and what == "withhold":
+                self.withhold(body["zone"], *body["names"])
+                return 200, {}
+            if method == "POST" and what in ("project", "catalogue"):
+                return self._steer(what, body)
             if method == "POST" and what == "config":
                 if "op_delay" in body:
                     self.op_delay = float(body["op_delay"])
@@ -1357,7 +1437,24 @@ _ROUTES: list[tuple[str, re.Pattern[str], str]] = [
     ("POST", re.compile(
         r"(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/operations/(?P<operation>[^/]+)/wait"),
      "operations.wait"),
+    ("GET", re.compile(r"(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/machineTypes"),
+     "machineTypes.list"),
+    ("GET", re.compile(
+        r"(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/machineTypes/(?P<machineType>[^/]+)"),
+     "machineTypes.get"),
+    ("GET", re.compile(
+        r"(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/acceleratorTypes/(?P<acceleratorType>[^/]+)"),
+     "acceleratorTypes.get"),
+    ("GET", re.compile(r"(?P<project>[^/]+)/regions/(?P<region>[^/]+)"), "regions.get"),
+    ("GET", re.compile(r"(?P<project>[^/]+)/regions/(?P<region>[^/]+)/routers"), "routers.list"),
 ]
+# The control calls of the project's APIs and of the catalogue that /_fake/ serves.
+STEERING = {"project": frozenset({"disable", "enable", "deny", "deny_act_as",
+                                  "remove_service_account", "set_caller", "bind", "unbind"}),
+            "catalogue": frozenset({"set_quota", "add_nat", "remove_routers"})}
+# The read-only methods of compute_catalogue.py, which the doctor calls before a run.
+CATALOGUE_OPS = frozenset({"machineTypes.list", "machineTypes.get", "acceleratorTypes.get",
+                           "regions.get", "routers.list"})
 
 # Each route's method in the discovery document; the routes' groups bear its parameters' names.
 DISCOVERY_IDS = {"insert": "compute.instances.insert",
@@ -1367,7 +1464,20 @@ DISCOVERY_IDS = {"insert": "compute.instances.insert",
                  "aggregatedList": "compute.instances.aggregatedList",
                  "operations.list": "compute.zoneOperations.list",
                  "operations.get": "compute.zoneOperations.get",
-                 "operations.wait": "compute.zoneOperations.wait"}
+                 "operations.wait": "compute.zoneOperations.wait",
+                 **{op: f"compute.{op}" for op in CATALOGUE_OPS}}
+# The IAM permission each route needs of its caller (what FakeProjectApis.deny takes away).
+PERMISSIONS = {"insert": "compute.instances.create", "bulkInsert": "compute.instances.create",
+               "list": "compute.instances.list", "get": "compute.instances.get",
+               "delete": "compute.instances.delete",
+               "aggregatedList": "compute.instances.list",
+               "operations.list": "compute.zoneOperations.list",
+               "operations.get": "compute.zoneOperations.get",
+               "operations.wait": "compute.zoneOperations.get",
+               "machineTypes.list": "compute.machineTypes.list",
+               "machineTypes.get": "compute.machineTypes.get",
+               "acceleratorTypes.get": "compute.acceleratorTypes.get",
+               "regions.get": "compute.regions.get", "routers.list": "compute.routers.list"}
 
 
 def _route(method: str, path: str) -> tuple[str, dict[str, str]] | None:

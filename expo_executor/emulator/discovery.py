@@ -1,4 +1,5 @@
-"""A request checked against Google's published Compute v1 discovery document.
+"""A request checked against Google's published discovery documents (Compute v1, and the
+Service Usage, Resource Manager, IAM, Cloud Storage and OAuth2 APIs the other fakes serve).
 
 The fake Compute Engine answers what the real one answers only if it also refuses what the real
 one refuses before any semantics: a field the API does not have, a value of the wrong JSON type,
@@ -10,7 +11,8 @@ Each check returns problems as the messages Google's front end answers a bad pay
 (``Invalid JSON payload received. Unknown name "foo" at 'instance_resource.scheduling': Cannot
 find field.``), with paths in proto field names, as the real messages have them. The checks are
 structural only; what the document cannot say (which machine types exist, label syntax, Spot
-rules) stays with the fake's own checks.
+rules) stays with the fake's own checks. A method id names its document by its first part
+(``compute.instances.insert`` is in ``compute.v1``; ``iam.roles.get`` in ``iam.v1``).
 
 Strictness, on purpose: fields are looked up by their JSON (lowerCamel) names, the ones every
 Google client sends; int32 and uint32 values must be JSON numbers, while int64 and uint64 values
@@ -30,7 +32,16 @@ from pathlib import Path
 from typing import Any
 
 PACKAGE = "googleapiclient"
-DOCUMENT = ("discovery_cache", "documents", "compute.v1.json")
+DOCUMENTS = ("discovery_cache", "documents")
+COMPUTE = "compute.v1"
+# Each API a fake serves, by the first part of its method ids: the document's version, and the
+# proto package its messages' type URLs name (in Google's 400 messages).
+VERSIONS = {"compute": "v1", "serviceusage": "v1", "cloudresourcemanager": "v3", "iam": "v1",
+            "storage": "v1", "oauth2": "v2"}
+PROTO_PACKAGES = {"compute": "google.cloud.compute.v1", "serviceusage": "google.api.serviceusage.v1",
+                  "cloudresourcemanager": "google.cloud.resourcemanager.v3",
+                  "iam": "google.iam.admin.v1", "storage": "google.storage.v1",
+                  "oauth2": "google.oauth2.v2"}
 TYPE_PREFIX = "type.googleapis.com/google.cloud.compute.v1."
 # proto scalar type -> the whole numbers it holds
 _RANGES = {"TYPE_INT32": (-2**31, 2**31 - 1), "TYPE_UINT32": (0, 2**32 - 1),
@@ -47,23 +58,31 @@ _DIGITS = re.compile(r"-?[0-9]+")
 
 # -- the document --------------------------------------------------------------------------------
 @functools.cache
-def document() -> dict:
-    """The discovery document, read once from the installed wheel: never fetched, so that the
-    tests run offline and the pinned version fixes what is checked."""
+def document(name: str = COMPUTE) -> dict:
+    """A discovery document (``compute.v1``, ``iam.v1``, ...), read once from the installed
+    wheel: never fetched, so that the tests run offline and the pinned version fixes what is
+    checked."""
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the fake Compute Engine checks requests against the discovery "
-                           "document of google-api-python-client, which is not installed; "
+        raise RuntimeError("the fake Google APIs check requests against the discovery "
+                           "documents of google-api-python-client, which is not installed; "
                            "fix: pip install -e '.[emulator]'")
-    path = Path(next(iter(spec.submodule_search_locations)), *DOCUMENT)
+    path = Path(next(iter(spec.submodule_search_locations)), *DOCUMENTS, f"{name}.json")
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def document_of(method_id: str) -> str:
+    """The document that describes ``method_id``: ``iam.roles.get`` -> ``iam.v1``."""
+    api = method_id.split(".", 1)[0]
+    return f"{api}.{VERSIONS[api]}"
+
+
 @functools.cache
-def _methods() -> dict[str, dict]:
-    """Every method of the document by its id (``compute.instances.insert``)."""
-    found: dict[str, dict] = {}
-    pending = list(document()["resources"].values())
+def _methods(name: str) -> dict[str, dict]:
+    """Every method of a document by its id (``compute.instances.insert``)."""
+    doc = document(name)
+    found: dict[str, dict] = {m["id"]: m for m in doc.get("methods", {}).values()}
+    pending = list(doc.get("resources", {}).values())
     while pending:
         resource = pending.pop()
         found.update((m["id"], m) for m in resource.get("methods", {}).values())
@@ -73,7 +92,7 @@ def _methods() -> dict[str, dict]:
 
 def method(method_id: str) -> dict:
     """The document's description of one method; KeyError names an id it does not have."""
-    return _methods()[method_id]
+    return _methods(document_of(method_id))[method_id]
 
 
 # -- the checks ----------------------------------------------------------------------------------
@@ -86,7 +105,7 @@ def check_request(method_id: str, path_params: Mapping[str, str], query: Mapping
 
 def check_path(method_id: str, params: Mapping[str, str]) -> list[str]:
     """Path parameters that do not match their pattern (an instance name with a capital)."""
-    specs = method(method_id)["parameters"]
+    specs = method(method_id).get("parameters", {})
     return [f"Invalid value for field '{name}': '{value}'. Must be a match of regex "
             f"'{specs[name]['pattern']}'"
             for name, value in params.items()
@@ -96,7 +115,8 @@ def check_path(method_id: str, params: Mapping[str, str]) -> list[str]:
 def check_query(method_id: str, query: Mapping[str, str]) -> list[str]:
     """Query parameters the method does not take (its own or the API's system parameters),
     and values that do not parse as their type, enum or range."""
-    known = {**document()["parameters"], **method(method_id)["parameters"]}
+    known = {**document(document_of(method_id)).get("parameters", {}),
+             **method(method_id).get("parameters", {})}
     problems: list[str] = []
     for name, text in query.items():
         spec = known.get(name)
@@ -105,7 +125,8 @@ def check_query(method_id: str, query: Mapping[str, str]) -> list[str]:
                             f"query parameter. Field '{name}' could not be found in request "
                             "message.")
             continue
-        problems += _check_scalar(spec, _from_query(spec, text), _At("", "", name))
+        problems += _check_scalar(spec, _from_query(spec, text),
+                                  _At("", "", name, api=_api(method_id)))
     return problems
 
 
@@ -117,8 +138,8 @@ def check_body(method_id: str, body: Any) -> list[str]:
         return []
     if not isinstance(body, dict):
         return ['Invalid JSON payload received. Unknown name "": Root element must be a message.']
-    ref = request["$ref"]
-    return _check_fields(_schema(ref), body, f"{_snake(ref)}_resource", ref)
+    ref, api = request["$ref"], _api(method_id)
+    return _check_fields(_schema(ref, api), body, f"{_snake(ref)}_resource", ref, api)
 
 
 # -- values --------------------------------------------------------------------------------------
@@ -132,6 +153,7 @@ class _At:
     owner: str
     key: str
     index: str = ""
+    api: str = "compute"  # the first part of the method ids: which document, which types
 
     @property
     def path(self) -> str:
@@ -166,7 +188,7 @@ def _check_list(items: dict, value: Any, at: _At) -> list[str]:
 def _check_object(schema: dict, value: Any, at: _At) -> list[str]:
     """A message (by ``$ref`` or inline), a map (``additionalProperties``) or a free-form
     object (neither: any object goes)."""
-    spec = _schema(schema["$ref"]) if "$ref" in schema else schema
+    spec = _schema(schema["$ref"], at.api) if "$ref" in schema else schema
     if not isinstance(value, dict):
         return [_invalid(at, _type_name(schema, at), value)]
     if "additionalProperties" in spec:
@@ -175,10 +197,11 @@ def _check_object(schema: dict, value: Any, at: _At) -> list[str]:
                                       at.entry(f"[{index}].value"))]
     if "$ref" not in schema and "properties" not in spec:
         return []
-    return _check_fields(spec, value, at.path, schema.get("$ref") or _nested_type(at))
+    return _check_fields(spec, value, at.path, schema.get("$ref") or _nested_type(at), at.api)
 
 
-def _check_fields(spec: dict, value: dict, path: str, owner: str) -> list[str]:
+def _check_fields(spec: dict, value: dict, path: str, owner: str,
+                  api: str = "compute") -> list[str]:
     """Each field of a message: known by its JSON name, and a valid value of its schema."""
     properties = spec.get("properties", {})
     problems: list[str] = []
@@ -187,7 +210,7 @@ def _check_fields(spec: dict, value: dict, path: str, owner: str) -> list[str]:
             problems.append(f'Invalid JSON payload received. Unknown name "{key}" at '
                             f"'{path}': Cannot find field.")
         else:
-            problems += _check(properties[key], item, _At(path, owner, key))
+            problems += _check(properties[key], item, _At(path, owner, key, api=api))
     return problems
 
 
@@ -247,8 +270,18 @@ def _from_query(spec: dict, text: str) -> Any:
 
 
 # -- names ----------------------------------------------------------------------------------------
-def _schema(ref: str) -> dict:
-    return document()["schemas"][ref]
+def _api(method_id: str) -> str:
+    return method_id.split(".", 1)[0]
+
+
+def _schema(ref: str, api: str = "compute") -> dict:
+    return document(f"{api}.{VERSIONS[api]}")["schemas"][ref]
+
+
+def _prefix(at: _At) -> str:
+    """The type URL prefix of the messages of ``at``'s API."""
+    return TYPE_PREFIX if at.api == "compute" else \
+        f"type.googleapis.com/{PROTO_PACKAGES[at.api]}."
 
 
 def _snake(name: str) -> str:
@@ -267,7 +300,7 @@ def _nested_type(at: _At) -> str:
 
 def _enum_type(at: _At) -> str:
     """An enum's type URL; a query parameter's enum has no message to name: ``TYPE_ENUM``."""
-    return TYPE_PREFIX + _nested_type(at) if at.owner else "TYPE_ENUM"
+    return _prefix(at) + _nested_type(at) if at.owner else "TYPE_ENUM"
 
 
 def _scalar_type(schema: dict) -> str:
@@ -278,11 +311,11 @@ def _scalar_type(schema: dict) -> str:
 def _type_name(schema: dict, at: _At) -> str:
     """What a value of ``schema`` parses as, named as Google's messages name it."""
     if "$ref" in schema:
-        return TYPE_PREFIX + schema["$ref"]
+        return _prefix(at) + schema["$ref"]
     if "additionalProperties" in schema:
-        return TYPE_PREFIX + _nested_type(at) + "Entry"
+        return _prefix(at) + _nested_type(at) + "Entry"
     if schema.get("type") == "object":
-        return TYPE_PREFIX + _nested_type(at)
+        return _prefix(at) + _nested_type(at)
     return _enum_type(at) if "enum" in schema else _scalar_type(schema)
 
 

@@ -7,12 +7,15 @@ resumable upload chunks, XML upload, patch, delete) so that a request whose prec
 not hold gets HTTP 412 with GCS's JSON error body (reason ``conditionNotMet``). The emulator
 serves one request at a time, so the check and the write are atomic. Downloads also get the
 ``x-goog-generation``/``x-goog-metageneration`` headers that real GCS sends, and listings
-honour ``maxResults``/``pageToken`` (the stock emulator returns everything in one page).
+honour ``maxResults``/``pageToken`` (the stock emulator returns everything in one page), and a
+bucket's IAM policy is kept and applied as GCS does (``gcs_iam.py``: the stock emulator grants
+every permission asked about).
 
 ``--bare`` runs the stock emulator (no wrapper), for tests that show the wrapper matters.
 It lives in the package, not the tests, because ``expocloud emulator`` (profiles/gce-emulated)
 serves it too. ``EmulatorProcess`` runs it in a child process; ``fresh_bucket(endpoint)``
-creates a new bucket and returns its name.
+creates a new bucket, set up as docs/gce.md sets one up (the emulated worker account holds the
+``expocloudStorage`` role on it), and returns its name.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ import uuid
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
+
+from expo_executor.emulator.catalogue import PROJECT, WORKER, default_bucket_policy
 
 Handler = Callable[..., Any]  # one of the emulator's request handlers
 PRECONDITIONS = ("ifGenerationMatch", "ifGenerationNotMatch",
@@ -174,13 +179,16 @@ def _with_paging(handler: Handler) -> Handler:
 def _install_wrapper() -> None:
     """Swap the emulator's object handlers for the faithful ones, in its routing table too."""
     from gcp_storage_emulator import server
-    from gcp_storage_emulator.handlers import objects
+    from gcp_storage_emulator.handlers import buckets, objects
+
+    from expo_executor.emulator.gcs_iam import REPLACING
 
     originals = {name: getattr(objects, name)
                  for name in ("insert", "upload_partial", "xml_upload", "patch", "delete")}
     replacements = {fn: _guard(fn, name) for name, fn in originals.items()}
     replacements[objects.download] = _with_generation_headers(objects.download)
     replacements[objects.ls] = _with_paging(objects.ls)
+    replacements.update({getattr(buckets, name): fn for name, fn in REPLACING.items()})
     # The routing table holds the functions themselves; the Router also falls back to
     # ``objects.insert`` by attribute, so patch both.
     for _regex, handlers in server.HANDLERS:
@@ -246,18 +254,27 @@ class EmulatorProcess:
             self.proc.stdout.close()
 
 
-def fresh_bucket(endpoint: str, name: str | None = None) -> str:
-    """Create a bucket (with a new name unless given) on the emulator and return the name."""
+def fresh_bucket(endpoint: str, name: str | None = None, worker: str | None = WORKER) -> str:
+    """Create a bucket (with a new name unless given) on the emulator and return the name.
+
+    ``worker`` (the emulated profile's worker account by default; None: nobody) gets the
+    ``expocloudStorage`` role on it, as docs/gce.md's one-time setup grants it."""
     name = name or f"b-{uuid.uuid4().hex[:16]}"
-    request = urllib.request.Request(
-        endpoint + "/storage/v1/b?project=expocloud-test",
-        data=json.dumps({"name": name}).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
+    _send(endpoint, "POST", "/storage/v1/b?project=expocloud-test", {"name": name})
+    if worker is not None:
+        bindings = [*default_bucket_policy(PROJECT),
+                    {"role": f"projects/{PROJECT}/roles/expocloudStorage",
+                     "members": [f"serviceAccount:{worker}"]}]
+        _send(endpoint, "PUT", f"/storage/v1/b/{name}/iam", {"bindings": bindings})
+    return name
+
+
+def _send(endpoint: str, method: str, path: str, body: dict) -> None:
+    request = urllib.request.Request(endpoint + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"},
+                                     method=method)
     with urllib.request.urlopen(request, timeout=10) as answer:
         answer.read()
-    return name
 
 
 if __name__ == "__main__":

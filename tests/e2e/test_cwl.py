@@ -157,6 +157,7 @@ def test_bad_settings_fail_in_one_line_before_loading(tmp_path: Path) -> None:
     assert "expocloud-colour" in result.stderr and "fix:" in result.stderr, result.stderr
     result = _run(tmp_path, "--expocloud-engine", "gce", "--expocloud-gce-project", "p",
                   "--expocloud-gce-zones", "us-central1-a", "--expocloud-max-workers", "2",
+                  "--expocloud-gce-service-account", "default",
                   "--default-storage-prefix", "gs://bkt/p", "--expocloud-machine-type", "auto",
                   "nothing.cwl", timeout=120)
     assert result.returncode == 2

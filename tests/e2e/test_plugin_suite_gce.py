@@ -16,7 +16,7 @@ from snakemake_interface_executor_plugins.settings import ExecutorSettingsBase
 from expo_executor.emulator.compute import FakeCompute
 from expo_executor.coordinator.settings import ExecutorSettings
 
-from tests.emulated_gce import PROJECT, ZONES
+from tests.emulated_gce import PROJECT, WORKER, ZONES
 from tests.gcs_emulator import fresh_bucket, gcs_emulator  # noqa: F401
 
 
@@ -42,6 +42,7 @@ class TestWorkflowsEmulatedGce(snakemake.common.tests.TestWorkflowsBase):
     def get_executor_settings(self) -> Optional[ExecutorSettingsBase]:
         return ExecutorSettings(engine="gce", gce_endpoint=self.fake.endpoint,
                                 gce_project=PROJECT, gce_zones=ZONES, max_workers=2,
+                                gce_service_account=WORKER,
                                 gce_worker_software="image", poll_interval=0.2,
                                 slow_poll_interval=2.0,
                                 heartbeat_grace=30.0, idle_timeout=2.0)

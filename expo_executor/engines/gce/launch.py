@@ -1,6 +1,8 @@
-"""Turning validated settings into a GCE engine for one run: names, labels, worker metadata.
+"""Turning validated settings into a GCE engine for one run: names, labels, worker metadata,
+and the checks of ``expocloud doctor`` it passes before its first VM.
 
-Kept apart from the Snakemake front end so that the CWL runner builds its GCE runs the same way.
+Kept apart from the Snakemake front end so that the CWL runner builds its GCE runs the same way,
+and ``expocloud doctor`` reads the settings exactly as a run does.
 """
 
 from __future__ import annotations
@@ -8,16 +10,22 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from expo_executor.coordinator.settings import (ExecutorSettings, check_bucket_url, heartbeat_grace,
-                                                labels, poll_interval, pool_machine_types,
-                                                slow_poll_interval, worker_requirements,
-                                                zones)
+from expo_executor.coordinator.settings import (AUTO_MACHINE, ExecutorSettings, check_bucket_url,
+                                                heartbeat_grace, labels, max_on_demand,
+                                                needs_credentials, poll_interval,
+                                                pool_machine_types, slow_poll_interval,
+                                                worker_requirements, zones)
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import parse_duration
 from expo_executor.core.scheduler import Pool
-from expo_executor.engines.gce.engine import GceConfig, GceEngine
+from expo_executor.core.shapes import Shape
+from expo_executor.engines.gce import doctor
+from expo_executor.engines.gce.engine import ACCELERATOR_FAMILIES, GceConfig, GceEngine
+from expo_executor.engines.gce.quota_plan import FleetPlan, Machine
 from expo_executor.engines.gce.startup import render, stage
 from expo_executor.protocol.bucket import Bucket
 from expo_executor.protocol.keys import RUN_KEY_ATTRIBUTE, WORKER_ATTRIBUTE
@@ -86,3 +94,59 @@ def build_engine(settings: ExecutorSettings, run_id: str, run_key: bytes, bucket
         max_run_duration_s=int(parse_duration(settings.gce_max_run_duration,
                                                "--expocloud-gce-max-run-duration")),
         run_label=run_label(run_id), metadata=metadata, endpoint=settings.gce_endpoint))
+
+
+# -- expocloud doctor, before the first VM --------------------------------------------------------
+def doctor_plan(settings: ExecutorSettings, shapes: Iterable[Shape],
+                bucket_url: str) -> doctor.Plan:
+    """What the run will ask of the project, for the checks: its machine types (the pools'
+    and every per-rule shape known before the run), GPUs, fleet, network, images, bucket."""
+    shapes = sorted(set(shapes))
+    spot, on_demand = pool_machine_types(settings)
+    own = [t for t in dict.fromkeys((on_demand,) if settings.on_demand_only else (spot, on_demand))
+           if t != AUTO_MACHINE]
+    types = tuple(dict.fromkeys([*own, *(shape.machine_type for shape in shapes)]))
+    gpus = tuple(dict.fromkeys((s.gpu_type, s.gpu_count) for s in shapes if s.gpus and s.gpu_type
+                               and s.machine_type.split("-", 1)[0] not in ACCELERATOR_FAMILIES))
+    extra = tuple(Machine(s.machine_type, s.gpu_type, s.gpu_count) for s in shapes)
+    workers = settings.max_workers or 1
+    fleet = FleetPlan(
+        spot=0 if settings.on_demand_only else workers,
+        on_demand=max_on_demand(settings, workers),
+        spot_machines=tuple(Machine(t) for t in (spot,) if t != AUTO_MACHINE) + extra,
+        on_demand_machines=tuple(Machine(t) for t in (on_demand,) if t != AUTO_MACHINE) + extra,
+        external_ip=not settings.gce_internal_ip_only)
+    images = (settings.gce_image,) + ((settings.gce_gpu_image,) if settings.gce_gpu_image
+                                      and any(s.gpus for s in shapes) else ())
+    return doctor.Plan(
+        project=settings.gce_project or "", zones=tuple(zones(settings)),
+        bucket=bucket_url.removeprefix("gs://").split("/", 1)[0],
+        worker=settings.gce_service_account or "default", machine_types=types, gpus=gpus,
+        fleet=fleet, network=settings.gce_network, subnetwork=settings.gce_subnetwork,
+        images=images, worker_software=settings.gce_worker_software,
+        pip_index_url=settings.gce_pip_index_url, endpoint=settings.gce_endpoint,
+        storage_endpoint=doctor.storage_endpoint(), emulated=not needs_credentials(settings),
+        auto=AUTO_MACHINE in (spot, on_demand))
+
+
+def check_ready(settings: ExecutorSettings, shapes: Iterable[Shape], bucket_url: str,
+                log: Callable[[str], None]) -> None:
+    """Run ``expocloud doctor``'s checks for this run before any VM: warnings are logged, the
+    first failure raises ExpoError with its one line (the others are logged first), all green
+    logs one summary line. ``--expocloud-gce-skip-doctor`` skips them, saying so."""
+    if settings.gce_skip_doctor:
+        log("expocloud: the project's checks are skipped (--expocloud-gce-skip-doctor)")
+        return
+    plan = doctor_plan(settings, shapes, bucket_url)
+    started = time.monotonic()
+    checks = doctor.run_checks(plan, doctor.host_python())
+    for check in checks:
+        if check.warning:
+            log(f"expocloud doctor: warning: {check.line}")
+    failures = [check for check in checks if not check.ok]
+    for check in failures[1:]:
+        log(f"expocloud doctor: {check.line}")
+    if failures:
+        first = failures[0]
+        raise ExpoError(f"expocloud doctor: {first.name}", first.found, first.fix)
+    log(f"expocloud doctor: {doctor.summary(plan, checks, time.monotonic() - started)}")
