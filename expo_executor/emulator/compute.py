@@ -1400,9 +1400,6 @@ class FakeCompute:
             if method == "POST" and what == "chaos":
                 self.chaos(float(body["spot_mean_life_s"]), int(body.get("seed", 0)))
                 return 200, {}
-            if method == "POST" and what == "withhold":
-                self.withhold(body["zone"], *body["names"])
-                return 200, {}
             if method == "POST" and what in ("project", "catalogue"):
                 return self._steer(what, body)
             if method == "POST" and what == "config":

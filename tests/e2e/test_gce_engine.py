@@ -483,7 +483,11 @@ def test_every_request_the_engine_makes_passes_the_discovery_document(fake):
     assert len(find_instances(PROJECT, ZONES, endpoint=fake.endpoint)) == 5
     engine.close()
     requests = fake.requests
-    assert {r["op"] for r in requests} == set(DISCOVERY_IDS)
+    # every instance and operation method the fake serves (the catalogue's are the doctor's)
+    assert {r["op"] for r in requests} == {"insert", "bulkInsert", "get", "list", "delete",
+                                          "aggregatedList", "operations.get",
+                                          "operations.wait", "operations.list"}
+    assert {r["op"] for r in requests} <= set(DISCOVERY_IDS)
     assert [(r["op"], r["problems"]) for r in requests if r["problems"]] == []
     inserted = [r["json"] for r in requests if r["op"] == "insert"]
     assert {b["scheduling"]["provisioningModel"] for b in inserted} == {"SPOT", "STANDARD"}
