@@ -291,7 +291,8 @@ class Coordinator:
                 continue  # powering off: preempted (seen soon) or its startup failed
             elif now_status is not None and not vm.ready:
                 self._startup_failed(vm.name, now_status)
-            elif vm.listed or vm.name in status or now - vm.created >= self.config.listing_grace:
+            elif vm.listed or now_status is not None \
+                    or now - vm.created >= self.config.listing_grace:
                 self._lose(vm.name, VmEnd.LOST, "was lost")
 
     def _startup_failed(self, name: str, status: str) -> None:
@@ -303,9 +304,7 @@ class Coordinator:
         self.log(f"expocloud: worker {name} is {status} before it reported ready: its startup "
                  f"failed{'; its log ends: ' + boot_log if boot_log else ''}")
         self.pools.startup_failed(vm.pool, vm.shape, boot_log)
-        self.reporter.handle(self.scheduler.remove_worker(name))  # not ready: no jobs yet
-        self._end_vm(name, VmEnd.NEVER_READY)
-        self.engine.delete(name)
+        self._drop_unready(name)
 
     def _lose(self, name: str, end: VmEnd, how: str) -> None:
         """A VM went away under us (preempted, crashed, deleted): its jobs go back to the queue,
@@ -332,9 +331,13 @@ class Coordinator:
         """Delete VMs that did not come up in time (the fleet replaces them); the pool watch
         stops a pool whose VMs keep failing to come up."""
         for name in self.pools.check_boots(self.vms.booting(), now):
-            self.reporter.handle(self.scheduler.remove_worker(name))  # not ready: no jobs yet
-            self._end_vm(name, VmEnd.NEVER_READY)
-            self.engine.delete(name)
+            self._drop_unready(name)
+
+    def _drop_unready(self, name: str) -> None:
+        """Delete a VM that never reported ready (it holds no jobs): it ends "never ready"."""
+        self.reporter.handle(self.scheduler.remove_worker(name))
+        self._end_vm(name, VmEnd.NEVER_READY)
+        self.engine.delete(name)
 
     # -- decide and act ----------------------------------------------------------------------
     def _meter(self, now: float) -> None:

@@ -390,8 +390,7 @@ class GceEngine:
             left = self._try_zone(zone, left, ask, tried, bulk=True)
             if not left:
                 return
-        what = ask.shape.describe() if ask.shape else self._machine(ask)
-        kind = POOL_LABEL_VALUES[ask.pool]
+        what, kind = self._what(ask), POOL_LABEL_VALUES[ask.pool]
         with self._lock:
             refusals = {z: self._refused[(z, ask.pool, ask.shape)] for z in self.config.zones
                         if (z, ask.pool, ask.shape) in self._refused}
@@ -407,6 +406,10 @@ class GceEngine:
 
     def _machine(self, ask: Ask) -> str:
         return ask.shape.machine_type if ask.shape else self.config.machine_types[ask.pool]
+
+    def _what(self, ask: Ask) -> str:
+        """The asked-for machine, for a message: the shape, or the pool's machine type."""
+        return ask.shape.describe() if ask.shape else self._machine(ask)
 
     def _candidate_zones(self, tried: list[str], ask: Ask) -> list[str]:
         now = self._clock()
@@ -456,8 +459,7 @@ class GceEngine:
         with self._lock:
             self._refused[(zone, ask.pool, ask.shape)] = _one_line(message)[:300]
         log.warning("GCE refuses %s VMs of %s in %s, trying the next zone: %s",
-                    POOL_LABEL_VALUES[ask.pool], ask.shape.describe() if ask.shape
-                    else self._machine(ask), zone, _one_line(message))
+                    POOL_LABEL_VALUES[ask.pool], self._what(ask), zone, _one_line(message))
 
     def _failed(self, err: BaseException, kind: str, zone: str, names: list[str],
                 ask: Ask) -> CreateFailed:
