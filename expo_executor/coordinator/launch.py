@@ -104,14 +104,15 @@ def _gce(settings: ExecutorSettings, config: CoordinatorConfig, run_key: bytes, 
     """The coordination prefix, the worker software and the pools of a GCE run, once the
     project passed ``expocloud doctor``'s checks for it (``shapes``: the per-rule machines
     known before the run)."""
-    from expo_executor.engines.gce.launch import (build_engine, check_ready, coordination_url,
-                                                  vm_prefix)
+    from expo_executor.engines.gce.launch import (build_engine, check_new_prefix, check_ready,
+                                                  coordination_url, vm_prefix)
 
     url = coordination_url(settings, default_storage_prefix, config.run_id)
     if needs_credentials(settings):
         check_credentials()  # the real GCS or Compute API: credentials first, in one line
     check_ready(settings, shapes, url, log)  # before anything is staged or a VM asked for
     bucket = open_bucket(url)
+    check_new_prefix(bucket, url)
     on_demand = max_on_demand(settings, config.max_workers)
     if settings.on_demand_only:  # one pool: the on-demand one
         config.pool, config.max_workers, config.max_on_demand = Pool.ON_DEMAND, on_demand, 0

@@ -14,6 +14,7 @@ import pytest
 from expo_executor.cli import main
 from expo_executor.emulator.compute import FakeCompute
 from expo_executor.engines.gce.engine import GceConfig, GceEngine
+from expo_executor.engines.gce.launch import run_label, vm_prefix
 from expo_executor.core.scheduler import Pool
 
 ZONES = ["us-central1-a"]
@@ -36,8 +37,13 @@ def _vm(fake: FakeCompute, run: str) -> None:
                                  machine_types={Pool.SPOT: "e2-standard-2",
                                                 Pool.ON_DEMAND: "e2-standard-2"},
                                  image="projects/debian-cloud/global/images/family/debian-12",
-                                 max_run_duration_s=3600, run_label=run, endpoint=fake.endpoint))
-    engine.create([f"expo-{run}-w-1"], Pool.SPOT, 1)
+                                 max_run_duration_s=3600, run_label=run_label(run),
+                                 endpoint=fake.endpoint))
+    engine.create([_name(run)], Pool.SPOT, 1)
+
+
+def _name(run: str) -> str:
+    return f"{vm_prefix(run)}-1"
 
 
 def _run_record(state: Path, run: str, pid: int) -> None:
@@ -60,14 +66,14 @@ def test_cleanup_deletes_only_vms_of_runs_that_are_gone(fake: FakeCompute, tmp_p
             fake.endpoint, "--state-dir", str(state)]
 
     assert main([*args, "--dry-run"]) == 0
-    assert "would delete us-central1-a/expo-dead-run-w-1" in capsys.readouterr().out
+    assert f"would delete us-central1-a/{_name('dead-run')}" in capsys.readouterr().out
     assert len(fake.instances()) == 3
 
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "keep   us-central1-a/expo-live-run-w-1" in out and "its run is alive" in out
+    assert f"keep   us-central1-a/{_name('live-run')}" in out and "its run is alive" in out
     assert "--all deletes it" in out
-    assert sorted(fake.instances()) == ["expo-live-run-w-1", "expo-stranger-w-1"]
+    assert sorted(fake.instances()) == sorted([_name("live-run"), _name("stranger")])
 
     assert main([*args, "--all"]) == 0
-    assert sorted(fake.instances()) == ["expo-live-run-w-1"]
+    assert sorted(fake.instances()) == [_name("live-run")]
