@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Callable
 
 from expo_executor.coordinator.loop import RESULTS_BACKSTOP, Coordinator, CoordinatorConfig
+from expo_executor.coordinator.recover import stop_crashed_runs
 from expo_executor.coordinator.run_files import read_jsonl
+from expo_executor.coordinator.run_state import RunState, record
 from expo_executor.coordinator.shapes import AUTO, RunMachines, ShapeBook
 from expo_executor.coordinator.settings import (ExecutorSettings, boot_timeout, capacity_timeout,
                                                 check_credentials, heartbeat_grace,
@@ -72,10 +74,36 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
             bucket_root=bucket.root, scratch_root=run_dir / "vms", run_key=run_key,
             poll=poll, grace=grace, heartbeat=heartbeat(poll, grace),
             boot_delay=settings.boot_delay))
+    stop_crashed_runs(state.root, run_dir, log)  # before this run can touch their outputs
+    held = record(run_dir, _run_state(settings, config.run_id, bucket, default_storage_prefix),
+                  run_key)
     coordinator = Coordinator(config, engine, bucket, run_key, run_dir, state, log,
                               Scheduler(spot_attempts=settings.spot_attempts))
+    coordinator.held_run = held
     coordinator.start()
     return coordinator
+
+
+def _run_state(settings: ExecutorSettings, run_id: str, bucket: Bucket,
+               default_storage_prefix: str | None) -> RunState:
+    """What a rerun needs to find this run's workers should its coordinator die."""
+    engine = EngineName(settings.engine).value
+    version = _version()
+    if settings.engine != EngineName.GCE:
+        return RunState(run_id, engine, str(getattr(bucket, "root", "")), version=version)
+    from expo_executor.engines.gce.launch import coordination_url, run_label
+
+    return RunState(run_id, engine, coordination_url(settings, default_storage_prefix, run_id),
+                    label=run_label(run_id), project=settings.gce_project or "",
+                    zones=tuple(zones(settings)), endpoint=settings.gce_endpoint,
+                    version=version)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("snakemake-executor-plugin-expocloud")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
 
 
 def local_requirements_note(pins: Sequence[UserPin]) -> str:
