@@ -284,6 +284,19 @@ def _check_stopped_first(ledger: Path, killed: float, stopped_at: float) -> tupl
     return len(running), len(ended & again)
 
 
+def _check_prefix_refused(workdir: Path, args: list[str], env: dict | None, run_id: str,
+                          state_dir: Path) -> None:
+    """A new run given the killed run's id (from another state directory, so that only the
+    bucket prefix is shared) stops at once with the one-line error: the prefix holds that
+    run's objects, whose results it would take for its own."""
+    refused = subprocess.run([SNAKEMAKE, *args, "--forceall", "--expocloud-run-id", run_id,
+                              "--expocloud-state-dir", str(state_dir)], cwd=workdir, env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0
+    assert re.search(r"--expocloud-run-id: .* holds \d+ objects of another run", refused.stderr), \
+        refused.stderr[-3000:]
+
+
 def test_rerun_stops_the_killed_runs_workers_first_local(tmp_path: Path, fault_figures) -> None:
     """Rerun at once after a SIGKILL (local engine): the rerun finds the killed run by its
     host-side state, powers off its worker processes, and only then starts; every output is
@@ -332,6 +345,8 @@ def test_rerun_stops_the_killed_runs_workers_first_gce(tmp_path: Path, fake_comp
         {f"out/{job}.txt": Grid.text(job) for job in GRID.jobs}
     assert wait_until(lambda: not fake_compute.instances(), timeout=60)
     assert wait_until(lambda: not worker_pids(fake_compute.scratch_root), timeout=20)
+    _check_prefix_refused(workdir, args, env, old.name, tmp_path / "elsewhere")
+    assert not fake_compute.instances()
     fault_figures("SIGKILL the coordinator, rerun at once (emulated GCE)", injected=1,
                   survived=1, jobs=len(GRID.jobs), jobs_lost=0, orphan_vms=0,
                   detail=f"rerun deleted {stopped} VMs ({running} jobs running) before "
