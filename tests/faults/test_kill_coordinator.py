@@ -23,6 +23,11 @@ no hopeless job, so that the rerun can complete (exit 0).
 
 No cleanup of VMs is needed: each worker's dead man's switch deletes its own VM after
 ``--expocloud-heartbeat-grace`` seconds of silence (``expocloud cleanup`` finds none left).
+
+A rerun need not wait for that (``test_rerun_stops_the_killed_runs_workers_first_*``, with a
+grace far longer than the rerun): it finds the killed run by the state its coordinator left in
+the run directory (coordinator/run_state.py) and stops its workers before it starts anything
+(coordinator/recover.py); the ledger shows no line of the killed run's jobs after that.
 """
 
 from __future__ import annotations
