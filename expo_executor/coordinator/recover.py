@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from expo_executor.coordinator.run_files import RunFiles
-from expo_executor.coordinator.run_state import RunState, crashed_runs
+from expo_executor.coordinator.run_state import KEY, RunState, crashed_runs
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import EngineName
 
@@ -35,7 +35,15 @@ def stop_crashed_runs(state_root: Path, run_dir: Path, log: Callable[[str], None
     for held in crashed_runs(state_root, skip=run_dir):
         try:
             state = held.state
-            stopped = _stop(state, held.dir, gone_timeout)
+            try:
+                stopped = _stop(state, held.dir, gone_timeout)
+            except ExpoError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any failure: the same one line and fix
+                raise ExpoError("--expocloud-state-dir", f"the workers of the crashed run "
+                                f"{state.run_id} could not be stopped ({exc})",
+                                f"stop them (expocloud cleanup --run {state.run_id}), then "
+                                f"delete {held.dir / KEY}") from None
             RunFiles(held.dir).stopped_by(run_dir.name, stopped)
             log(f"expocloud: run {state.run_id}'s coordinator died before the run ended: "
                 f"stopped {stopped} of its workers before this run starts")

@@ -56,3 +56,4 @@ def test_a_run_dir_cannot_be_held_twice(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError):
         record(run_dir, RunState("r1", "local", "/b"), KEY_BYTES)
     held.end()
+
