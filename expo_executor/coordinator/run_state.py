@@ -94,6 +94,16 @@ def _lock(run_dir: Path) -> int | None:
     return handle
 
 
+def is_held(run_dir: Path) -> bool:
+    """Whether a live process (a coordinator, or a rerun stopping the run's workers) holds
+    the run's lock."""
+    handle = _lock(run_dir)
+    if handle is None:
+        return True
+    os.close(handle)
+    return False
+
+
 def record(run_dir: Path, state: RunState, run_key: bytes) -> HeldRun:
     """Take the run's lock and leave its state and key for a rerun (called by the coordinator
     as it starts, before any VM)."""

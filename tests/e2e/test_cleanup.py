@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from expo_executor.cli import main
+from expo_executor.coordinator.run_state import RunState, record
 from expo_executor.emulator.compute import FakeCompute
 from expo_executor.engines.gce.engine import GceConfig, GceEngine
 from expo_executor.engines.gce.launch import run_label, vm_prefix
@@ -77,3 +78,25 @@ def test_cleanup_deletes_only_vms_of_runs_that_are_gone(fake: FakeCompute, tmp_p
 
     assert main([*args, "--all"]) == 0
     assert sorted(fake.instances()) == [_name("live-run")]
+
+
+def test_cleanup_trusts_the_runs_lock_over_its_pid(fake: FakeCompute, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    """A run whose coordinator died leaves its lock free; its pid may since belong to another
+    process (here: this one), which must not keep the dead run's VMs alive. A run whose lock
+    is held is alive whatever its pid says."""
+    state = tmp_path / ".expocloud"
+    _run_record(state, "dead-run", os.getpid())  # pid reused
+    record(state / "runs" / "dead-run", RunState("dead-run", "gce", "gs://b/p"),
+           b"k" * 32).release()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    _run_record(state, "live-run", dead.pid)  # its pid says dead, its lock says alive
+    held = record(state / "runs" / "live-run", RunState("live-run", "gce", "gs://b/q"),
+                  b"k" * 32)
+    for run in ("dead-run", "live-run"):
+        _vm(fake, run)
+    assert main(["cleanup", "--project", "p", "--zones", ",".join(ZONES), "--endpoint",
+                 fake.endpoint, "--state-dir", str(state)]) == 0
+    assert sorted(fake.instances()) == [_name("live-run")], capsys.readouterr().out
+    held.end()
