@@ -248,10 +248,12 @@ def _runs(args: argparse.Namespace) -> int:
 
 def _runs_here(state_dir: Path) -> tuple[set[str], set[str]]:
     """Run labels this state directory knows, and those of them whose coordinator may still
-    be alive (on this host: its pid lives; another host's: assumed alive)."""
+    be alive: on this host, one that holds its run's lock (coordinator/run_state.py), or
+    without a lock file (an older run) one whose pid lives; another host's: assumed alive."""
     import os
     import socket
 
+    from expo_executor.coordinator.run_state import LOCK, is_held
     from expo_executor.engines.gce.launch import run_label
 
     known, live = set(), set()
@@ -263,6 +265,10 @@ def _runs_here(state_dir: Path) -> tuple[set[str], set[str]]:
             continue
         if info.get("host") != socket.gethostname():
             live.add(label)
+            continue
+        if (path.parent / LOCK).exists():
+            if is_held(path.parent):
+                live.add(label)
             continue
         try:
             os.kill(int(info.get("pid", 0)), 0)

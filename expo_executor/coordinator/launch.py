@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Callable
 
 from expo_executor.coordinator.loop import RESULTS_BACKSTOP, Coordinator, CoordinatorConfig
+from expo_executor.coordinator.recover import stop_crashed_runs
 from expo_executor.coordinator.run_files import read_jsonl
+from expo_executor.coordinator.run_state import RunState, record
 from expo_executor.coordinator.shapes import AUTO, RunMachines, ShapeBook
 from expo_executor.coordinator.settings import (ExecutorSettings, boot_timeout, capacity_timeout,
                                                 check_credentials, heartbeat_grace,
@@ -72,10 +74,36 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
             bucket_root=bucket.root, scratch_root=run_dir / "vms", run_key=run_key,
             poll=poll, grace=grace, heartbeat=heartbeat(poll, grace),
             boot_delay=settings.boot_delay))
+    stop_crashed_runs(state.root, run_dir, log)  # before this run can touch their outputs
+    held = record(run_dir, _run_state(settings, config.run_id, bucket, default_storage_prefix),
+                  run_key)
     coordinator = Coordinator(config, engine, bucket, run_key, run_dir, state, log,
                               Scheduler(spot_attempts=settings.spot_attempts))
+    coordinator.held_run = held
     coordinator.start()
     return coordinator
+
+
+def _run_state(settings: ExecutorSettings, run_id: str, bucket: Bucket,
+               default_storage_prefix: str | None) -> RunState:
+    """What a rerun needs to find this run's workers should its coordinator die."""
+    engine = EngineName(settings.engine).value
+    version = _version()
+    if settings.engine != EngineName.GCE:
+        return RunState(run_id, engine, str(getattr(bucket, "root", "")), version=version)
+    from expo_executor.engines.gce.launch import coordination_url, run_label
+
+    return RunState(run_id, engine, coordination_url(settings, default_storage_prefix, run_id),
+                    label=run_label(run_id), project=settings.gce_project or "",
+                    zones=tuple(zones(settings)), endpoint=settings.gce_endpoint,
+                    version=version)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("snakemake-executor-plugin-expocloud")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
 
 
 def local_requirements_note(pins: Sequence[UserPin]) -> str:
@@ -104,14 +132,15 @@ def _gce(settings: ExecutorSettings, config: CoordinatorConfig, run_key: bytes, 
     """The coordination prefix, the worker software and the pools of a GCE run, once the
     project passed ``expocloud doctor``'s checks for it (``shapes``: the per-rule machines
     known before the run)."""
-    from expo_executor.engines.gce.launch import (build_engine, check_ready, coordination_url,
-                                                  vm_prefix)
+    from expo_executor.engines.gce.launch import (build_engine, check_new_prefix, check_ready,
+                                                  coordination_url, vm_prefix)
 
     url = coordination_url(settings, default_storage_prefix, config.run_id)
     if needs_credentials(settings):
         check_credentials()  # the real GCS or Compute API: credentials first, in one line
     check_ready(settings, shapes, url, log)  # before anything is staged or a VM asked for
     bucket = open_bucket(url)
+    check_new_prefix(bucket, url)
     on_demand = max_on_demand(settings, config.max_workers)
     if settings.on_demand_only:  # one pool: the on-demand one
         config.pool, config.max_workers, config.max_on_demand = Pool.ON_DEMAND, on_demand, 0

@@ -32,6 +32,7 @@ from expo_executor.coordinator.progress import Progress
 from expo_executor.coordinator.reports import Reporter
 from expo_executor.coordinator.requests import JobReport, JobRequest
 from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.coordinator.run_state import HeldRun
 from expo_executor.coordinator.saved_logs import LogFetcher
 from expo_executor.coordinator.state import StateDir
 from expo_executor.coordinator.vms import VmFleet
@@ -96,6 +97,8 @@ class Coordinator:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        # the run's host-side state (run_state.py): ended once every VM is deleted
+        self.held_run: HeldRun | None = None
 
     # -- front-end side (any thread) ---------------------------------------------------------
     def submit(self, requests: list[JobRequest]) -> None:
@@ -123,6 +126,8 @@ class Coordinator:
         self.engine.close()
         for name in self.vms.names():
             self._end_vm(name, VmEnd.DELETED)
+        if self.held_run is not None:
+            self.held_run.end()  # nothing of the run lives on: a rerun has nothing to stop
         self._progress(time.time(), force=True)
         self._write_requests()
         if self.config.hourly and not self.files.has_cost():

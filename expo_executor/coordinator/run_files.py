@@ -21,6 +21,7 @@ import datetime as dt
 import json
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,13 @@ class RunFiles:
         whose process was killed)."""
         record = self.read_json(RUN) or {"v": RECORD_VERSION, "run_id": self.run_id}
         self._write_json(RUN, {**record, "ended": dt.datetime.now().isoformat()})
+
+    def stopped_by(self, run_id: str, workers: int) -> None:
+        """Mark a crashed run's workers stopped by the rerun ``run_id`` (see recover.py), with
+        the time (s since the epoch) from which none of them runs."""
+        record = self.read_json(RUN) or {"v": RECORD_VERSION, "run_id": self.run_id}
+        self._write_json(RUN, {**record, "stopped_by": {"run": run_id, "workers": workers,
+                                                        "at": time.time()}})
 
     # -- records ---------------------------------------------------------------------------------
     def append_job(self, record: dict[str, Any]) -> None:

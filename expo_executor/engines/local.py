@@ -23,7 +23,12 @@ from expo_executor.core.scheduler import Pool
 from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed, Instance
 from expo_executor.protocol.keys import RUN_KEY_ENV
-from expo_executor.worker.procs import power_off
+from expo_executor.worker.procs import kill_session, marked_sessions, power_off, \
+    recorded_sessions, session_members
+
+#: In each "VM"'s scratch directory: the worker's pid, so that a rerun can stop the workers
+#: of a run whose coordinator was killed (they are no child of the rerun's process).
+PID_FILE = "worker.pid"
 
 
 @dataclass
@@ -87,6 +92,7 @@ class LocalEngine:
         with open(log, "ab") as out:
             proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        (scratch / PID_FILE).write_text(str(proc.pid))  # for a rerun, should we die first
         with self._lock:
             self._vms[name] = _Vm(name, pool, slots, proc, scratch, log,
                                   None if delay is None else created + delay)
@@ -149,3 +155,49 @@ class LocalEngine:
         for vm in vms:
             self.delete(vm.name)
 
+
+
+def stop_workers(scratch_root: Path, grace: float = 5.0) -> int:
+    """Power off every live worker under ``scratch_root`` (a crashed run's ``vms/``) as
+    ``delete`` would: SIGTERM first (the worker kills its jobs and reports them), then every
+    job session it started and its own session. Returns how many were alive; when it returns,
+    none of them or their jobs is. A pid is taken only if its command line is a worker of that
+    very scratch directory (pids are reused)."""
+    stopped = []
+    for pid_file in sorted(scratch_root.glob(f"*/{PID_FILE}")):
+        scratch = pid_file.parent
+        try:
+            pid = int(pid_file.read_text())
+        except (OSError, ValueError):
+            continue
+        if _is_worker(pid, scratch):
+            signal_pid(pid, signal.SIGTERM)
+            stopped.append((pid, scratch))
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_is_worker(p, s) for p, s in stopped):
+        time.sleep(0.1)
+    for pid, scratch in stopped:
+        for sid in sorted(set(recorded_sessions(scratch)) | marked_sessions(scratch)):
+            kill_session(sid, grace=0.5)
+        kill_session(pid, grace=0.5)
+    return len(stopped)
+
+
+def signal_pid(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _is_worker(pid: int, scratch: Path) -> bool:
+    """Whether ``pid`` is a live worker agent of the "VM" ``scratch`` (Linux /proc)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    args = [a.decode(errors="replace") for a in argv]
+    return ("expo_executor.worker.agent" in args and "--scratch" in args
+            and args.index("--scratch") + 1 < len(args)
+            and Path(args[args.index("--scratch") + 1]) == scratch
+            and pid in session_members(pid))

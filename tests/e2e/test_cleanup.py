@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from expo_executor.cli import main
+from expo_executor.coordinator.run_state import RunState, record
 from expo_executor.emulator.compute import FakeCompute
 from expo_executor.engines.gce.engine import GceConfig, GceEngine
+from expo_executor.engines.gce.launch import run_label, vm_prefix
 from expo_executor.core.scheduler import Pool
 
 ZONES = ["us-central1-a"]
@@ -36,8 +38,13 @@ def _vm(fake: FakeCompute, run: str) -> None:
                                  machine_types={Pool.SPOT: "e2-standard-2",
                                                 Pool.ON_DEMAND: "e2-standard-2"},
                                  image="projects/debian-cloud/global/images/family/debian-12",
-                                 max_run_duration_s=3600, run_label=run, endpoint=fake.endpoint))
-    engine.create([f"expo-{run}-w-1"], Pool.SPOT, 1)
+                                 max_run_duration_s=3600, run_label=run_label(run),
+                                 endpoint=fake.endpoint))
+    engine.create([_name(run)], Pool.SPOT, 1)
+
+
+def _name(run: str) -> str:
+    return f"{vm_prefix(run)}-1"
 
 
 def _run_record(state: Path, run: str, pid: int) -> None:
@@ -60,14 +67,36 @@ def test_cleanup_deletes_only_vms_of_runs_that_are_gone(fake: FakeCompute, tmp_p
             fake.endpoint, "--state-dir", str(state)]
 
     assert main([*args, "--dry-run"]) == 0
-    assert "would delete us-central1-a/expo-dead-run-w-1" in capsys.readouterr().out
+    assert f"would delete us-central1-a/{_name('dead-run')}" in capsys.readouterr().out
     assert len(fake.instances()) == 3
 
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "keep   us-central1-a/expo-live-run-w-1" in out and "its run is alive" in out
+    assert f"keep   us-central1-a/{_name('live-run')}" in out and "its run is alive" in out
     assert "--all deletes it" in out
-    assert sorted(fake.instances()) == ["expo-live-run-w-1", "expo-stranger-w-1"]
+    assert sorted(fake.instances()) == sorted([_name("live-run"), _name("stranger")])
 
     assert main([*args, "--all"]) == 0
-    assert sorted(fake.instances()) == ["expo-live-run-w-1"]
+    assert sorted(fake.instances()) == [_name("live-run")]
+
+
+def test_cleanup_trusts_the_runs_lock_over_its_pid(fake: FakeCompute, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    """A run whose coordinator died leaves its lock free; its pid may since belong to another
+    process (here: this one), which must not keep the dead run's VMs alive. A run whose lock
+    is held is alive whatever its pid says."""
+    state = tmp_path / ".expocloud"
+    _run_record(state, "dead-run", os.getpid())  # pid reused
+    record(state / "runs" / "dead-run", RunState("dead-run", "gce", "gs://b/p"),
+           b"k" * 32).release()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    _run_record(state, "live-run", dead.pid)  # its pid says dead, its lock says alive
+    held = record(state / "runs" / "live-run", RunState("live-run", "gce", "gs://b/q"),
+                  b"k" * 32)
+    for run in ("dead-run", "live-run"):
+        _vm(fake, run)
+    assert main(["cleanup", "--project", "p", "--zones", ",".join(ZONES), "--endpoint",
+                 fake.endpoint, "--state-dir", str(state)]) == 0
+    assert sorted(fake.instances()) == [_name("live-run")], capsys.readouterr().out
+    held.end()

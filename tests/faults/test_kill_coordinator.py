@@ -23,6 +23,11 @@ no hopeless job, so that the rerun can complete (exit 0).
 
 No cleanup of VMs is needed: each worker's dead man's switch deletes its own VM after
 ``--expocloud-heartbeat-grace`` seconds of silence (``expocloud cleanup`` finds none left).
+
+A rerun need not wait for that (``test_rerun_stops_the_killed_runs_workers_first_*``, with a
+grace far longer than the rerun): it finds the killed run by the state its coordinator left in
+the run directory (coordinator/run_state.py) and stops its workers before it starts anything
+(coordinator/recover.py); the ledger shows no line of the killed run's jobs after that.
 """
 
 from __future__ import annotations
@@ -58,24 +63,29 @@ def _reported(workdir: Path) -> dict[str, dict]:
             if r.get("rule") == "sweep"}
 
 
-def _running(ledger: Path) -> set[str]:
-    """Jobs whose script started and has not ended (in the ledger)."""
-    state: dict[str, str] = {}
+def _running(ledger: Path, since: float = 0.0) -> set[str]:
+    """Jobs whose script started (at ``since`` or later) and has not ended (in the ledger)."""
+    state: dict[str, tuple[str, float]] = {}
     for entry in read_ledger(ledger):
         if entry["event"] in ("start", "end"):
-            state[entry["job"]] = entry["event"]
-    return {job for job, event in state.items() if event == "start"}
+            state[entry["job"]] = (entry["event"], entry["t"])
+    return {job for job, (event, t) in state.items() if event == "start" and t >= since}
 
 
 def _kill_mid_run(workdir: Path, args: list[str], env: dict | None, ledger: Path,
-                  ) -> tuple[float, dict[str, dict]]:
+                  fresh: bool = False) -> tuple[float, dict[str, dict]]:
     """Start the run in a session of its own; SIGKILL it once some jobs are reported and a slow
-    one is running. Returns when it was killed and what it had reported by then."""
+    one is running (``fresh``: one that started within the last second, so that it still runs
+    a few seconds later). Returns when it was killed and what it had reported by then."""
     proc = subprocess.Popen([SNAKEMAKE, *args], cwd=workdir, env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def slow_running() -> bool:
+        since = time.time() - 1.0 if fresh else 0.0
+        return any(Grid.is_slow(j) for j in _running(ledger, since))
+
     try:
-        assert wait_until(lambda: len(_reported(workdir)) >= 3 and any(
-            Grid.is_slow(j) for j in _running(ledger)), timeout=300, interval=0.2), \
+        assert wait_until(lambda: len(_reported(workdir)) >= 3 and slow_running(),
+                          timeout=300, interval=0.2), \
             "the run never got going"
         proc.send_signal(signal.SIGKILL)
         killed = time.time()
@@ -88,14 +98,17 @@ def _kill_mid_run(workdir: Path, args: list[str], env: dict | None, ledger: Path
 
 
 def _rerun(workdir: Path, args: list[str], env: dict | None,
-           ) -> tuple[subprocess.CompletedProcess, bool]:
+           said: list[str] | None = None) -> tuple[subprocess.CompletedProcess, bool]:
     """What the user does, step by step, each step only when Snakemake asks for it: the lock
     ("--unlock"), incomplete files (add --rerun-incomplete; Snakemake checks these first).
     The lock must have been there (SIGKILL leaves it). Returns the last run and whether
-    --rerun-incomplete was needed."""
+    --rerun-incomplete was needed; ``said`` collects every step's stderr."""
     def snakemake(*extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run([SNAKEMAKE, *args, *extra], cwd=workdir, env=env,
+        done = subprocess.run([SNAKEMAKE, *args, *extra], cwd=workdir, env=env,
                               capture_output=True, text=True, timeout=600)
+        if said is not None:
+            said.append(done.stderr)
+        return done
 
     extra: list[str] = []
     unlocked = False
@@ -231,3 +244,116 @@ def test_sigkilled_coordinator_gce(tmp_path: Path, fake_compute,  # noqa: F811
                   f"{finished} that had finished", vms=vms, not_taken=not_taken,
                   stopped_after_s=stopped_after, restarted=restarted, orphaned=orphaned,
                   rerun_incomplete_needed=incomplete)
+
+
+# -- a rerun at once, while the killed run's workers still live -------------------------------
+# The grace is far longer than the rerun takes: only the rerun can have stopped the workers.
+LONG_GRACE = 120.0
+STOPPED = re.compile(r"run (\S+)'s coordinator died before the run ended: stopped (\d+) of its "
+                     r"workers before this run starts")
+
+
+def _rerun_at_once(workdir: Path, args: list[str], env: dict | None, ledger: Path,
+                   ) -> tuple[float, Path, int]:
+    """Kill the run mid-sweep, then at once what a user does: ``snakemake --unlock``, and the
+    same command with ``--rerun-incomplete``. Returns when it was killed, the killed run's
+    directory, and the workers the rerun says it stopped (its one line)."""
+    killed, _ = _kill_mid_run(workdir, args, env, ledger, fresh=True)
+    run = run_dirs(workdir)[-1]
+
+    def snakemake(*extra: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([SNAKEMAKE, *args, *extra], cwd=workdir, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-4000:]
+        return done
+
+    snakemake("--unlock")
+    said = snakemake("--rerun-incomplete").stderr
+    lines = STOPPED.findall(said)
+    assert [name for name, _ in lines] == [run.name], said[-3000:]
+    return killed, run, int(lines[0][1])
+
+
+def _check_stopped_first(ledger: Path, killed: float, stopped_at: float) -> tuple[int, int]:
+    """Once the rerun stopped the killed run's workers (``stopped_at``, before it started
+    anything), no job of theirs leaves a trace: every later ledger line is of a job the rerun
+    started. Returns (jobs of the killed run that ran past the kill, jobs that finished
+    between the kill and the stop and ran again in the rerun)."""
+    entries = read_ledger(ledger)
+    old = {e["pid"] for e in entries if e["event"] == "start" and e["t"] < stopped_at}
+    late = [e for e in entries if e["pid"] in old and e["t"] > stopped_at]
+    assert not late, f"the killed run's jobs ran on into the rerun: {late[:5]}"
+    running = {e["job"] for e in entries if e["pid"] in old and e["t"] > killed}
+    ended = {e["job"] for e in entries if e["event"] == "end" and killed < e["t"] < stopped_at}
+    again = {e["job"] for e in entries if e["event"] == "start" and e["t"] > stopped_at}
+    return len(running), len(ended & again)
+
+
+def _check_prefix_refused(workdir: Path, args: list[str], env: dict | None, run_id: str,
+                          state_dir: Path) -> None:
+    """A new run given the killed run's id (from another state directory, so that only the
+    bucket prefix is shared) stops at once with the one-line error: the prefix holds that
+    run's objects, whose results it would take for its own."""
+    refused = subprocess.run([SNAKEMAKE, *args, "--forceall", "--expocloud-run-id", run_id,
+                              "--expocloud-state-dir", str(state_dir)], cwd=workdir, env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0
+    assert re.search(r"--expocloud-run-id: .* holds \d+ objects of another run", refused.stderr), \
+        refused.stderr[-3000:]
+
+
+def test_rerun_stops_the_killed_runs_workers_first_local(tmp_path: Path, fault_figures) -> None:
+    """Rerun at once after a SIGKILL (local engine): the rerun finds the killed run by its
+    host-side state, powers off its worker processes, and only then starts; every output is
+    written, no worker of either run is left."""
+    workdir = tmp_path / "wf"
+    ledger = tmp_path / "ledger.jsonl"
+    write_workflow(workdir, GRID, ledger)
+    args = sweep_args(DEADLINE_S, "--expocloud-max-workers", "2",
+                      "--expocloud-poll-interval", "0.1",
+                      "--expocloud-heartbeat-grace", str(LONG_GRACE))
+    killed, old, stopped = _rerun_at_once(workdir, args, None, ledger)
+    assert stopped == 2  # both workers lived: their grace is far longer than the rerun
+    stopped_at = json.loads((old / "run.json").read_text())["stopped_by"]["at"]
+    running, redone = _check_stopped_first(ledger, killed, stopped_at)
+    for job in GRID.jobs:
+        assert (workdir / "out" / f"{job}.txt").read_text() == Grid.text(job)
+    assert not worker_pids(workdir / ".expocloud")
+    assert not processes_under(workdir)
+    assert not (old / "run.key").exists()  # a later run leaves it alone
+    fault_figures("SIGKILL the coordinator, rerun at once (local engine)", injected=1,
+                  survived=1, jobs=len(GRID.jobs), jobs_lost=0, orphan_vms=0,
+                  detail=f"rerun stopped {stopped} workers ({running} jobs running) before "
+                  f"starting; {redone} jobs that ended after the kill ran again",
+                  workers=stopped, running=running, redone=redone)
+
+
+def test_rerun_stops_the_killed_runs_workers_first_gce(tmp_path: Path, fake_compute,  # noqa: F811
+                                                       gcs_emulator, fault_figures,  # noqa: F811
+                                                       ) -> None:
+    """The same on emulated GCE: the rerun deletes the killed run's VMs by its label and
+    waits until none is listed before it starts; no VM is left after the rerun."""
+    workdir = tmp_path / "wf"
+    ledger = tmp_path / "ledger.jsonl"
+    write_workflow(workdir, GRID, ledger)
+    args = emulated_args(fake_compute, gcs_emulator, None,
+                         *sweep_args(DEADLINE_S, "--expocloud-heartbeat-grace", str(LONG_GRACE),
+                                     "--expocloud-poll-interval", "0.2",
+                                     "--expocloud-slow-poll-interval", "1"))
+    env = emulated_env(gcs_emulator)
+    killed, old, stopped = _rerun_at_once(workdir, args, env, ledger)
+    assert stopped >= 1
+    stopped_at = json.loads((old / "run.json").read_text())["stopped_by"]["at"]
+    running, redone = _check_stopped_first(ledger, killed, stopped_at)
+    outputs = bucket_outputs(gcs_emulator, args[args.index("--default-storage-prefix") + 1])
+    assert {name: text for name, (text, _) in outputs.items()} == \
+        {f"out/{job}.txt": Grid.text(job) for job in GRID.jobs}
+    assert wait_until(lambda: not fake_compute.instances(), timeout=60)
+    assert wait_until(lambda: not worker_pids(fake_compute.scratch_root), timeout=20)
+    _check_prefix_refused(workdir, args, env, old.name, tmp_path / "elsewhere")
+    assert not fake_compute.instances()
+    fault_figures("SIGKILL the coordinator, rerun at once (emulated GCE)", injected=1,
+                  survived=1, jobs=len(GRID.jobs), jobs_lost=0, orphan_vms=0,
+                  detail=f"rerun deleted {stopped} VMs ({running} jobs running) before "
+                  f"starting; {redone} jobs that ended after the kill ran again",
+                  vms=stopped, running=running, redone=redone)

@@ -7,6 +7,7 @@ and ``expocloud doctor`` reads the settings exactly as a run does.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -33,14 +34,41 @@ from expo_executor.protocol.keys import RUN_KEY_ATTRIBUTE, WORKER_ATTRIBUTE
 HALT_ATTRIBUTE = "expocloud-halt"
 
 
+#: How much of the run id a label keeps readable; the digest that follows makes it unique.
+LABEL_READABLE = 24
+LABEL_DIGEST = 10
+
+
 def run_label(run_id: str) -> str:
-    """The run id as a GCE label value and name part: lowercase letters, digits and '-'."""
-    return re.sub(r"[^a-z0-9-]", "-", run_id.lower())[:40].strip("-") or "run"
+    """The run id as a GCE label value and bucket prefix: a readable part (lowercase letters,
+    digits and '-', at most 24 characters) and 10 hex digits of the full id's SHA-256.
+
+    Unique by construction: ids that differ only in case, in '_' or '.', or past the readable
+    part get different digests, so two runs never share a prefix (a stale result read as
+    "reported already") or a label (one run adopting or deleting the other's VMs). At most 35
+    characters: within a label value's 63, and leaves ``vm_prefix`` room for its VM suffix.
+    """
+    readable = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", run_id.lower()))
+    readable = readable[:LABEL_READABLE].strip("-")
+    digest = hashlib.sha256(run_id.encode()).hexdigest()[:LABEL_DIGEST]
+    return f"{readable}-{digest}" if readable else f"run-{digest}"
 
 
 def vm_prefix(run_id: str) -> str:
-    """Instance names must start with a letter and be unique in the project's zone."""
+    """Instance names must start with a letter and be unique in the project's zone: at most
+    40 characters, so ``<prefix>-<n>`` fits the 63 of an instance name."""
     return f"expo-{run_label(run_id)}"
+
+
+def check_new_prefix(bucket: Bucket, url: str) -> None:
+    """A new run's coordination prefix must be empty: objects there belong to another run (or
+    an earlier one with this run id), whose results this run would take for its own. Raises
+    ExpoError naming the setting and the fix; called before anything is staged or any VM."""
+    found = bucket.list("")
+    if found:
+        raise ExpoError("--expocloud-run-id", f"{url} holds {len(found)} objects of another "
+                        "run", "choose a new run id (or leave it unset), or delete that run's "
+                        "objects if it is over")
 
 
 def coordination_url(settings: ExecutorSettings, default_storage_prefix: str | None,
