@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 import time
-import traceback
 from pathlib import Path
 from typing import Callable
 
@@ -27,6 +26,7 @@ from expo_executor.coordinator.channel import Channel
 from expo_executor.coordinator.config import RESULTS_BACKSTOP, CoordinatorConfig
 from expo_executor.coordinator.desk import JobDesk
 from expo_executor.coordinator.meter import Meter
+from expo_executor.coordinator.outage import GIVE_UP_AFTER, Outage
 from expo_executor.coordinator.pools import PoolWatch
 from expo_executor.coordinator.progress import Progress
 from expo_executor.coordinator.reports import Reporter
@@ -53,7 +53,6 @@ __all__ = ["CAPACITY_TIMEOUT", "GIVE_UP_AFTER", "RESULTS_BACKSTOP",
 
 ALIVE = ("PROVISIONING", "STAGING", "RUNNING")  # instance statuses of a VM on its way or up
 HALTING = ("STOPPING", "SUSPENDING")
-GIVE_UP_AFTER = 10.0  # seconds of nothing but failed rounds before the run is failed
 
 
 class Coordinator:
@@ -93,6 +92,7 @@ class Coordinator:
         self.desk = JobDesk()
         self.reporter = Reporter(self._requests, self.scheduler, self.vms, self.files, self.desk,
                                  state, config.run_id, log, LogFetcher(bucket, self.files, log))
+        self.outage = Outage(log, config.give_up_after)
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -148,24 +148,29 @@ class Coordinator:
 
     # -- the loop ----------------------------------------------------------------------------
     def _loop(self) -> None:
-        failing_since: float | None = None
-        while not self._stopping.is_set():
-            try:
-                self.tick(time.time())
-                failing_since = None
-            except Exception as exc:  # never die silently: the run would hang with VMs billing
-                if failing_since is None:
-                    failing_since = time.monotonic()
-                    self.log(f"expocloud: coordinator error (retrying): {traceback.format_exc()}")
-                elif time.monotonic() - failing_since >= GIVE_UP_AFTER:
-                    self._give_up(exc)
-                    return
+        while not self._stopping.is_set() and self.round(time.time()):
             self._wake.wait(self.config.poll)
             self._wake.clear()
 
+    def round(self, now: float) -> bool:
+        """One :meth:`tick`, never dying silently (the run would hang with VMs billing): a
+        failed round is tried again next poll, an outage of the coordinator's own storage or
+        compute is ridden out (:mod:`.outage`); False once the run has been given up."""
+        try:
+            self.tick(now)
+        except Exception as exc:  # noqa: BLE001 - see above
+            if self.outage.round_failed(exc, now):
+                self._give_up(exc)
+                return False
+            return True
+        self.outage.round_ok(now)
+        return True
+
     def _give_up(self, exc: Exception) -> None:
-        """After repeated failures: delete the VMs and fail every open job, loudly, not hang."""
-        self.log(f"expocloud: giving up after {GIVE_UP_AFTER:g} s of failed rounds: {exc}")
+        """After a non-transient error repeated for a while: delete the VMs and fail every open
+        job, loudly, not hang."""
+        self.log(f"expocloud: giving up after {self.outage.give_up_after:g} s of failed "
+                 f"rounds: {exc}")
         self.engine.close()
         pending = [r.task.key for r in self.desk.take_submissions()]
         pending += [k for k in self._requests if k not in self.scheduler.outcomes]
@@ -183,15 +188,27 @@ class Coordinator:
             self._last_results_scan = now
             changed = set(self.vms.names())
         self._read_results(changed)
-        self._check_instances(now)
-        self._check_boots(now)
+        engine_error = self._watch_engine(now)
         self.pools.check_capacity(self.vms.ready_by_shape(), now)
         self._meter(now)
         self._assign()
         self.channel.write_inboxes(self.vms, now, self.config.heartbeat)
+        if engine_error is not None:  # no scaling or stranding on a blind engine
+            raise engine_error
         self._scale(now)
         self._check_stranded()
         self._progress(now)
+
+    def _watch_engine(self, now: float) -> Exception | None:
+        """What the engine says of the VMs, and the boots that timed out. Its error is
+        returned, not raised: while Compute Engine does not answer, the round still assigns
+        and heartbeats through the bucket, so the workers carry on (the round then fails)."""
+        try:
+            self._check_instances(now)
+            self._check_boots(now)
+        except Exception as exc:  # noqa: BLE001 - raised again at the end of the round
+            return exc
+        return None
 
     # -- intake ------------------------------------------------------------------------------
     def _intake(self) -> None:
