@@ -285,7 +285,10 @@ class Coordinator:
         if outcome is None:  # cancelled
             events = self.scheduler.cancelled(key)
             if not events and self.scheduler.state(key) in ("running", "queued"):
-                # killed for another reason (its worker is stopping): run it elsewhere
+                # killed for another reason (its worker is stopping): run it elsewhere, once
+                # every other result of the worker is in (results are read in key order: a
+                # job that ended before the worker stopped may come after this one)
+                self._read_results({result.worker})
                 events = self.scheduler.remove_worker(result.worker)
         else:
             events = self.scheduler.finish(key, outcome)
