@@ -124,6 +124,7 @@ class Coordinator:
         for name in self.vms.names():
             self._end_vm(name, VmEnd.DELETED)
         self._progress(time.time(), force=True)
+        self.reporter.persist.flush()
         self._write_requests()
         if self.config.hourly and not self.files.has_cost():
             report = self.cost_report()
@@ -180,6 +181,7 @@ class Coordinator:
 
     def tick(self, now: float) -> None:
         """One round: intake, observe, decide, act."""
+        self.reporter.persist.retry(now)  # the local records that failed to be written
         self._intake()
         # Workers rewrite their status whenever a job ends, so only the jobs of workers whose
         # status changed can have new results; the backstop covers a status write that failed.
