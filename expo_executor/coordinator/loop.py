@@ -283,6 +283,9 @@ class Coordinator:
         if result.end is AttemptEnd.PREEMPTED:
             self._lose(result.worker, VmEnd.PREEMPTED, "was preempted (its last breath)")
             return
+        if result.end is AttemptEnd.LOST:  # the worker crashed: not the job's doing
+            self._lose(result.worker, VmEnd.LOST, f"failed ({result.reason})")
+            return
         outcome = result.end.outcome
         if outcome is None:  # cancelled
             events = self.scheduler.cancelled(key)

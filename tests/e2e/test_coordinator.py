@@ -194,3 +194,38 @@ def test_workers_that_never_come_up_stop_the_pool_and_the_queued_jobs_fail(
     late = _wait_reports(coordinator, ["c"], 30)["c"]
     assert late.outcome is Outcome.FAILED and "no VM is left" in late.message
     assert len(_vms(coordinator.run_dir)) == 3
+
+
+def test_a_worker_whose_own_disk_fails_loses_its_jobs_to_another(tmp_path: Path) -> None:
+    """C5: worker w-1 runs one job, then cannot write the next one's spec (ENOSPC: its spec
+    file is /dev/full). That is the worker's failure, not the jobs': both are reported lost,
+    re-queued, and solved on another worker; none fails."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    bucket = LocalBucket(run_dir / "bucket")
+    jobs = run_dir / "vms" / "w-1" / "jobs"  # w-1's disk, before it boots
+    jobs.mkdir(parents=True)
+    (jobs / "staged.json").symlink_to("/dev/full")
+    engine = LocalEngine(LocalEngineConfig(bucket.root, run_dir / "vms", KEY, poll=0.05,
+                                           grace=30, heartbeat=1))
+    lines: list[str] = []
+    config = CoordinatorConfig("run", 2, 1, poll=0.05, heartbeat=1, status_interval=60)
+    coordinator = Coordinator(config, engine, bucket, KEY, run_dir, StateDir(tmp_path),
+                              lines.append)
+    coordinator.start()
+    try:
+        coordinator.submit([
+            _request("plain", ["sh", "-c", "sleep 2; echo x >> plain.txt"], tmp_path),
+            JobRequest(Task("staged", "staged"), ["sh", "-c", "echo y >> staged.txt"],
+                       str(tmp_path), {}, None, meta=JobMeta("r", {"i": "staged"}),
+                       stage={"host_env": True})])
+        reports = _wait_reports(coordinator, ["plain", "staged"], 60)
+    finally:
+        coordinator.stop()
+    assert {k: (r.outcome, r.worker) for k, r in reports.items()} == {
+        "plain": (Outcome.SOLVED, "w-2"), "staged": (Outcome.SOLVED, "w-2")}, reports
+    assert (tmp_path / "plain.txt").read_text() == "x\n"
+    assert (tmp_path / "staged.txt").read_text() == "y\n"
+    crash = [line for line in lines if "worker w-1 failed" in line]
+    assert crash and "No space left on device" in crash[0], lines
+    assert [vm["end"] for vm in _vms(run_dir)][:1] == ["lost"]
