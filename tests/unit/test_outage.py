@@ -81,3 +81,26 @@ def test_a_bug_is_given_up_on_after_its_window(tmp_path: Path) -> None:
     assert "compute.instances.list denied" in rig.reports["j"].message
     assert sum("Traceback" in line for line in rig.lines) == 1
     assert any("giving up after 60 s" in line for line in rig.lines)
+
+
+def test_a_worker_gone_during_the_outage_has_its_jobs_run_again(tmp_path: Path) -> None:
+    """An outage longer than the workers' grace: the worker deleted itself meanwhile. Once the
+    bucket answers, the listing shows it gone and its job is re-queued by the normal lost-worker
+    path (run again on a new worker), not failed."""
+    rig = _running(tmp_path, "j")
+    rig.bucket.down = ConnectionError("no route to storage")
+    for _ in range(200):
+        assert rig.round(1.0)
+    rig.engine.status["w-1"] = "TERMINATED"  # its dead man's switch fired
+    rig.bucket.down = None
+    rig.round(1.0)
+    assert any("w-1 was lost" in line for line in rig.lines), rig.lines
+    assert rig.coordinator.scheduler.state("j") == "queued" and rig.reports == {}
+    rig.round(1.0)  # a new worker
+    rig.ready("w-2")
+    rig.round(1.0)
+    assert rig.assigned("w-2") == {"j"}
+    rig.result("j", "w-2", "solved")
+    rig.ready("w-2")
+    rig.round(1.0)
+    assert rig.reports["j"].outcome is Outcome.SOLVED and rig.reports["j"].worker == "w-2"

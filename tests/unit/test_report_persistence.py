@@ -46,3 +46,32 @@ def test_a_record_never_written_is_logged_whole_at_the_end(tmp_path: Path) -> No
     line = next(line for line in rig.lines if "could not write the record of j" in line)
     record = json.loads(line.split("it was: ", 1)[1])
     assert record["key"] == "j" and record["outcome"] == "solved"
+
+
+def test_a_timeout_reaches_its_frontier_after_an_io_error(tmp_path: Path) -> None:
+    """The frontier file cannot be replaced for a while (it is a directory): the timeout is
+    reported at once, and joins the persisted frontier on a later round."""
+    from expo_executor.coordinator.requests import JobRequest
+    from expo_executor.coordinator.state import FamilyRef
+    from expo_executor.core.hardness import HardnessPoint
+    from expo_executor.core.records import JobMeta
+    from expo_executor.core.scheduler import Task
+
+    rig = Rig(tmp_path)
+    ref = FamilyRef("wf", "r", "n", 60.0)
+    point = HardnessPoint((), (3,))
+    rig.coordinator.submit([JobRequest(Task("j", "j", family=ref.key, point=point), ["true"],
+                                       "/", {}, 60.0, family=ref, meta=JobMeta("r"))])
+    rig.round()
+    rig.ready("w-1")
+    rig.round()
+    frontier = rig.state._frontier_path(ref)
+    frontier.mkdir(parents=True)
+    rig.result("j", "w-1", "timeout")
+    rig.ready("w-1")
+    rig.round()
+    assert rig.reports["j"].outcome is Outcome.TIMEOUT
+    assert any("cannot write the timeout of j to its frontier" in line for line in rig.lines)
+    frontier.rmdir()
+    rig.round(1.0)
+    assert rig.state.load_frontier(ref).dominator(HardnessPoint((), (4,))) is not None
