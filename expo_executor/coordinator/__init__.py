@@ -9,12 +9,14 @@ cost; never a front end (front ends import it).
   points; ``requests`` (``JobRequest``, ``JobReport``) and ``config`` (``CoordinatorConfig``)
   are what crosses to it;
 - ``desk``: the locked hand-over of jobs and reports between threads;
+- ``outage``: failed rounds: an outage of the coordinator's own I/O ridden out, a bug given up on;
 - ``channel``: the bucket: worker statuses and results in, inboxes out;
 - ``vms``: the VMs tracked, and their records in ``vms.jsonl``;
 - ``pools``: pool health (failed creates, boots, capacity, stranded work), over
   ``core.pool_health``;
 - ``meter``: the run's cost and budget phase, over ``core.budget``;
 - ``reports`` and ``outcomes``: scheduler events acted on; report texts and ``jobs.jsonl`` lines;
+  ``persist``: those local records written again while a write fails, never lost;
 - ``progress``: ``status.json`` and the progress line;
 - ``saved_logs``: a failed or timed-out job's logs, copied from the bucket into the run
   directory before it is reported;

@@ -69,8 +69,10 @@ class Channel:
     def results(self, wanted: set[tuple[str, str]]) -> Iterator[WorkerResult]:
         """The results of ``wanted`` ``(job, worker)`` pairs not read before, one at a time:
         each is acted on before the next is read. A result object is read until it exists,
-        then never again."""
+        then never again (not even when acting on one result read others meanwhile)."""
         for key, worker in sorted(wanted - self._results_seen):
+            if (key, worker) in self._results_seen:
+                continue
             blob = self.bucket.read(result_key(key, worker))
             if blob is None:
                 continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from expo_executor.coordinator.outage import GIVE_UP_AFTER
 from expo_executor.coordinator.shapes import ShapeBook
 from expo_executor.core.budget import BudgetConfig
 from expo_executor.core.pool_health import BOOT_TIMEOUT, CAPACITY_TIMEOUT
@@ -50,6 +51,9 @@ class CoordinatorConfig:
     # A pool with no ready VM whose every zone has been out of capacity this long stops
     # growing (its work moves to the other pool, or fails with the reason): never a silent wait.
     capacity_timeout: float = CAPACITY_TIMEOUT
+    # A round failing for a reason that is not an outage (a bug, a refusal) this long fails
+    # the run; an outage of the coordinator's own storage or compute is ridden out (.outage).
+    give_up_after: float = GIVE_UP_AFTER
     # Per-rule machines (GCE): every shape's size and prices; None: the run's own shape only.
     shapes: ShapeBook | None = None
 

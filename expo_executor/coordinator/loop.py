@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 import time
-import traceback
 from pathlib import Path
 from typing import Callable
 
@@ -27,6 +26,7 @@ from expo_executor.coordinator.channel import Channel
 from expo_executor.coordinator.config import RESULTS_BACKSTOP, CoordinatorConfig
 from expo_executor.coordinator.desk import JobDesk
 from expo_executor.coordinator.meter import Meter
+from expo_executor.coordinator.outage import GIVE_UP_AFTER, Outage
 from expo_executor.coordinator.pools import PoolWatch
 from expo_executor.coordinator.progress import Progress
 from expo_executor.coordinator.reports import Reporter
@@ -54,7 +54,6 @@ __all__ = ["CAPACITY_TIMEOUT", "GIVE_UP_AFTER", "RESULTS_BACKSTOP",
 
 ALIVE = ("PROVISIONING", "STAGING", "RUNNING")  # instance statuses of a VM on its way or up
 HALTING = ("STOPPING", "SUSPENDING")
-GIVE_UP_AFTER = 10.0  # seconds of nothing but failed rounds before the run is failed
 
 
 class Coordinator:
@@ -94,6 +93,7 @@ class Coordinator:
         self.desk = JobDesk()
         self.reporter = Reporter(self._requests, self.scheduler, self.vms, self.files, self.desk,
                                  state, config.run_id, log, LogFetcher(bucket, self.files, log))
+        self.outage = Outage(log, config.give_up_after)
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -129,6 +129,7 @@ class Coordinator:
         if self.held_run is not None:
             self.held_run.end()  # nothing of the run lives on: a rerun has nothing to stop
         self._progress(time.time(), force=True)
+        self.reporter.persist.flush()
         self._write_requests()
         if self.config.hourly and not self.files.has_cost():
             report = self.cost_report()
@@ -153,24 +154,29 @@ class Coordinator:
 
     # -- the loop ----------------------------------------------------------------------------
     def _loop(self) -> None:
-        failing_since: float | None = None
-        while not self._stopping.is_set():
-            try:
-                self.tick(time.time())
-                failing_since = None
-            except Exception as exc:  # never die silently: the run would hang with VMs billing
-                if failing_since is None:
-                    failing_since = time.monotonic()
-                    self.log(f"expocloud: coordinator error (retrying): {traceback.format_exc()}")
-                elif time.monotonic() - failing_since >= GIVE_UP_AFTER:
-                    self._give_up(exc)
-                    return
+        while not self._stopping.is_set() and self.round(time.time()):
             self._wake.wait(self.config.poll)
             self._wake.clear()
 
+    def round(self, now: float) -> bool:
+        """One :meth:`tick`, never dying silently (the run would hang with VMs billing): a
+        failed round is tried again next poll, an outage of the coordinator's own storage or
+        compute is ridden out (:mod:`.outage`); False once the run has been given up."""
+        try:
+            self.tick(now)
+        except Exception as exc:  # noqa: BLE001 - see above
+            if self.outage.round_failed(exc, now):
+                self._give_up(exc)
+                return False
+            return True
+        self.outage.round_ok(now)
+        return True
+
     def _give_up(self, exc: Exception) -> None:
-        """After repeated failures: delete the VMs and fail every open job, loudly, not hang."""
-        self.log(f"expocloud: giving up after {GIVE_UP_AFTER:g} s of failed rounds: {exc}")
+        """After a non-transient error repeated for a while: delete the VMs and fail every open
+        job, loudly, not hang."""
+        self.log(f"expocloud: giving up after {self.outage.give_up_after:g} s of failed "
+                 f"rounds: {exc}")
         self.engine.close()
         pending = [r.task.key for r in self.desk.take_submissions()]
         pending += [k for k in self._requests if k not in self.scheduler.outcomes]
@@ -180,6 +186,7 @@ class Coordinator:
 
     def tick(self, now: float) -> None:
         """One round: intake, observe, decide, act."""
+        self.reporter.persist.retry(now)  # the local records that failed to be written
         self._intake()
         # Workers rewrite their status whenever a job ends, so only the jobs of workers whose
         # status changed can have new results; the backstop covers a status write that failed.
@@ -188,15 +195,27 @@ class Coordinator:
             self._last_results_scan = now
             changed = set(self.vms.names())
         self._read_results(changed)
-        self._check_instances(now)
-        self._check_boots(now)
+        engine_error = self._watch_engine(now)
         self.pools.check_capacity(self.vms.ready_by_shape(), now)
         self._meter(now)
         self._assign()
         self.channel.write_inboxes(self.vms, now, self.config.heartbeat)
+        if engine_error is not None:  # no scaling or stranding on a blind engine
+            raise engine_error
         self._scale(now)
         self._check_stranded()
         self._progress(now)
+
+    def _watch_engine(self, now: float) -> Exception | None:
+        """What the engine says of the VMs, and the boots that timed out. Its error is
+        returned, not raised: while Compute Engine does not answer, the round still assigns
+        and heartbeats through the bucket, so the workers carry on (the round then fails)."""
+        try:
+            self._check_instances(now)
+            self._check_boots(now)
+        except Exception as exc:  # noqa: BLE001 - raised again at the end of the round
+            return exc
+        return None
 
     # -- intake ------------------------------------------------------------------------------
     def _intake(self) -> None:
@@ -269,11 +288,17 @@ class Coordinator:
         if result.end is AttemptEnd.PREEMPTED:
             self._lose(result.worker, VmEnd.PREEMPTED, "was preempted (its last breath)")
             return
+        if result.end is AttemptEnd.LOST:  # the worker crashed: not the job's doing
+            self._lose(result.worker, VmEnd.LOST, f"failed ({result.reason})")
+            return
         outcome = result.end.outcome
         if outcome is None:  # cancelled
             events = self.scheduler.cancelled(key)
             if not events and self.scheduler.state(key) in ("running", "queued"):
-                # killed for another reason (its worker is stopping): run it elsewhere
+                # killed for another reason (its worker is stopping): run it elsewhere, once
+                # every other result of the worker is in (results are read in key order: a
+                # job that ended before the worker stopped may come after this one)
+                self._read_results({result.worker})
                 events = self.scheduler.remove_worker(result.worker)
         else:
             events = self.scheduler.finish(key, outcome)

@@ -1,16 +1,22 @@
 """What the coordinator does with the scheduler's events: cancellations go into the VMs'
-inboxes, outcomes become reports (recorded in ``jobs.jsonl``, then handed to the front end), a
+inboxes, outcomes become reports (handed to the front end, then recorded in ``jobs.jsonl``), a
 timeout joins its family's frontier (kept for later runs), and a re-queued job is logged.
+
+The scheduler has taken an outcome in by the time it is reported, so the report must not be
+lost to an I/O error after that: it goes to the front end in memory first, and the local
+records are written through a :class:`~.persist.Persister`, which keeps and retries what fails.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from typing import Callable
 
 from expo_executor.coordinator import outcomes
 from expo_executor.coordinator.desk import JobDesk
+from expo_executor.coordinator.persist import Persister
 from expo_executor.coordinator.requests import JobReport, JobRequest
 from expo_executor.coordinator.run_files import RunFiles
 from expo_executor.coordinator.saved_logs import LogFetcher
@@ -37,6 +43,7 @@ class Reporter:
         self.run_id = run_id
         self.log = log
         self.logs = logs
+        self.persist = Persister(log)
 
     def handle(self, events: list[Event], result: WorkerResult | None = None) -> None:
         """Act on ``events``; ``result``: the worker's result that caused them, if any."""
@@ -58,11 +65,15 @@ class Reporter:
 
     def _finish(self, event: Finished, result: WorkerResult | None) -> None:
         request = self.requests[event.key]
+        self.report(outcomes.finished(event, request, result), result)
         if event.outcome is Outcome.TIMEOUT and request.family is not None \
                 and request.task.point is not None:
-            self.state.add_timeout(request.family, request.task.point, request.task.label,
-                                   self.run_id)
-        self.report(outcomes.finished(event, request, result), result)
+            family, point, label = request.family, request.task.point, request.task.label
+            self.persist.write(
+                f"the timeout of {label} to its frontier",
+                lambda: self.state.add_timeout(family, point, label, self.run_id),
+                json.dumps({"frontier": family.key, "vector": list(point.vector),
+                            "label": label}, default=str))
 
     def fail(self, key: str, message: str) -> None:
         """Fail a job that did not run (to its end), with the sentence saying why."""
@@ -70,15 +81,21 @@ class Reporter:
 
     def report(self, report: JobReport, result: WorkerResult | None,
                dominator: FrontierPoint | None = None) -> None:
-        """Record a job's end in ``jobs.jsonl`` and hand the report to the front end; the
-        logs its worker saved are in the run directory first."""
+        """Hand the report to the front end, then record the job's end in ``jobs.jsonl``; the
+        logs its worker saved are in the run directory first, when they can be had."""
         request = self.requests[report.key]
         if self.logs is not None and result is not None and result.key == report.key:
-            logs_dir = self.logs.fetch(result, request.meta, request.logs)
+            try:
+                logs_dir = self.logs.fetch(result, request.meta, request.logs)
+            except OSError as exc:  # the run directory's disk: the report matters more
+                self.log(f"expocloud: cannot copy the saved logs of {report.key}: {exc}")
+                logs_dir = None
             if logs_dir is not None:
                 report = dataclasses.replace(report, logs_dir=logs_dir)
-        pool = self.vms.pool_of.get(report.worker) if report.worker else None
-        self.files.append_job(outcomes.job_record(
-            report, request, result, dominator, pool, self.scheduler.preemptions(report.key),
-            time.time(), self.files.dir))
         self.desk.post(report)
+        pool = self.vms.pool_of.get(report.worker) if report.worker else None
+        record = outcomes.job_record(report, request, result, dominator, pool,
+                                     self.scheduler.preemptions(report.key), time.time(),
+                                     self.files.dir)
+        self.persist.write(f"the record of {report.key} in jobs.jsonl",
+                           lambda: self.files.append_job(record), json.dumps(record, default=str))

@@ -16,14 +16,18 @@ skip. ``expocloud report`` and ``status`` read the same files through :func:`rea
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
+import errno
 import json
 import os
 import socket
 import time
 from pathlib import Path
 from typing import Any
+
+from expo_executor.coordinator.state import write_atomically
 
 RUN = "run.json"
 JOBS = "jobs.jsonl"
@@ -145,11 +149,22 @@ class RunFiles:
             return None
 
     def _write_json(self, name: str, data: Any) -> None:
-        """Replaced atomically: a reader sees the old file or the new one, never half."""
-        tmp = self.dir / f".{name}.tmp"
-        tmp.write_text(json.dumps(data, indent=1))
-        os.replace(tmp, self.dir / name)
+        """Replaced atomically, through a temporary file of a unique name."""
+        write_atomically(self.dir / name, json.dumps(data, indent=1))
 
     def _append(self, name: str, record: dict[str, Any]) -> None:
-        with open(self.dir / name, "a") as handle:
-            handle.write(json.dumps(record) + "\n")
+        """One line, whole or not at all: a write that fails (a full disk) is cut back off,
+        so that writing it again leaves no torn line in the middle of the file."""
+        data = (json.dumps(record) + "\n").encode()
+        fd = os.open(self.dir / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                if os.write(fd, data) != len(data):
+                    raise OSError(errno.ENOSPC, "short write", str(self.dir / name))
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+                raise
+        finally:
+            os.close(fd)

@@ -8,22 +8,52 @@ so raising the deadline explores again.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import hashlib
 import json
 import os
 import secrets
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from expo_executor.core.hardness import Frontier, HardnessPoint
 
 
-def _write_json(path: Path, data: object) -> None:
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically: a reader sees the old file or the new one,
+    never half. The temporary file's name is unique, so two processes writing one state
+    directory never write into each other's temporary file; on failure it is removed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created if missing) across processes: a
+    read-modify-write under it cannot lose another process's change."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _write_json(path: Path, data: object) -> None:
+    write_atomically(path, json.dumps(data, indent=1, sort_keys=True))
 
 
 def _read_json(path: Path, default: object) -> object:
@@ -85,16 +115,19 @@ class StateDir:
         return frontier
 
     def add_timeout(self, ref: FamilyRef, point: HardnessPoint, label: str, run_id: str) -> None:
+        """Add a timeout to its frontier file: a read-modify-write under the file's lock, so
+        two runs sharing this directory never lose each other's timeouts."""
         path = self._frontier_path(ref)
-        data = _read_json(path, {})
-        if not isinstance(data, dict):
-            data = {}
-        data.update({"v": 1, "workflow": ref.workflow, "rule": ref.rule, "spec": ref.spec})
-        data.setdefault("timeouts", []).append({
-            "deadline_s": ref.deadline_s, "scope": list(point.scope),
-            "vector": list(point.vector), "label": label, "run": run_id,
-        })
-        _write_json(path, data)
+        with locked(path.with_name(f".{path.name}.lock")):
+            data = _read_json(path, {})
+            if not isinstance(data, dict):
+                data = {}
+            data.update({"v": 1, "workflow": ref.workflow, "rule": ref.rule, "spec": ref.spec})
+            data.setdefault("timeouts", []).append({
+                "deadline_s": ref.deadline_s, "scope": list(point.scope),
+                "vector": list(point.vector), "label": label, "run": run_id,
+            })
+            _write_json(path, data)
 
     # -- placeholders ------------------------------------------------------------------------
     @property

@@ -26,17 +26,19 @@ class Outcome(str, Enum):
 class AttemptEnd(str, Enum):
     """How one attempt of a job ended on a worker: a final outcome (the same words as
     :class:`Outcome`), or a reason for the coordinator to look again (the job was cancelled, or
-    its VM is going away)."""
+    its VM is going away, or its worker crashed: the job runs again elsewhere)."""
 
     SOLVED = "solved"
     FAILED = "failed"
     TIMEOUT = "timeout"
     CANCELLED = "cancelled"
     PREEMPTED = "preempted"
+    LOST = "lost"  # the worker itself failed (crashed, its disk full): not the job's doing
 
     @property
     def outcome(self) -> Outcome | None:
-        """The job's outcome when this attempt decides it; None for cancelled and preempted."""
+        """The job's outcome when this attempt decides it; None for cancelled, preempted and
+        lost."""
         return _FINAL.get(self)
 
 

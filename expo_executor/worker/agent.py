@@ -134,6 +134,19 @@ class Worker:
     def request_stop(self, reason: str) -> None:
         self.stop_reason = reason
 
+    def crashed(self, exc: BaseException) -> None:
+        """Our own machinery failed (a full disk while writing a job's spec, a bug): the jobs
+        did nothing wrong. Every job held here, running or not started yet, is reported LOST,
+        so the coordinator re-queues them (and lets this VM go) rather than failing them."""
+        reason = f"worker {self.worker_id} crashed: {type(exc).__name__}: {exc}"
+        print(f"{reason}; its jobs are reported lost, to run again elsewhere", file=sys.stderr,
+              flush=True)
+        not_started = sorted(set(self.pending) - set(self.running) - set(self.unsent))
+        self._kill_all(AttemptEnd.LOST, reason)
+        for key in not_started:  # the one whose start failed among them
+            self._write_result(key, AttemptEnd.LOST, None, time.time(), reason)
+        self._write_status(WorkerState.STOPPED)
+
     def _storage(self, what: str, call: Callable[[], object]) -> bool:
         """One bucket call from the loop. The bucket layer has retried transient errors with
         backoff already; what still fails (an outage longer than those retries, a refusal) is
@@ -237,18 +250,20 @@ class Worker:
         env[name] = value
         env[DEPLOY_DIR_ENV] = str(self.scratch / "deploy")  # one per VM: envs built once
         started = time.time()
-        try:
-            if workdir is not None:
-                workdir.mkdir(parents=True, exist_ok=True)
-            with open(log, "wb") as out:
+        # This disk is the worker's own: a failure to write on it (as to write a staged job's
+        # spec) is not the job's, and ends the worker (its jobs are lost: ``crashed``).
+        if workdir is not None:
+            workdir.mkdir(parents=True, exist_ok=True)
+        with open(log, "wb") as out:
+            try:
                 proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out,
                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         start_new_session=True)
-        except OSError as exc:
-            self._write_result(key, AttemptEnd.FAILED, None, started,
-                               f"could not start the job: {exc}")
-            _remove(workdir)
-            return
+            except OSError as exc:  # its command cannot be run (not found, not executable)
+                self._write_result(key, AttemptEnd.FAILED, None, started,
+                                   f"could not start the job: {exc}")
+                _remove(workdir)
+                return
         self.running[key] = _Running(key, proc, started, time.monotonic(),
                                      float(deadline) if deadline is not None else None,
                                      job.cpus, log, verdict, workdir, cwd, job.logs)
@@ -526,7 +541,7 @@ def _run(worker: Worker) -> int:
     try:
         return worker.run()
     except Exception as exc:  # report the crash in our last breath, then die loudly
-        worker._kill_all(AttemptEnd.FAILED, f"worker crashed: {exc}")
+        worker.crashed(exc)
         raise
 
 

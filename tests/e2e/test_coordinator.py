@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from expo_executor.engines.local import LocalEngine, LocalEngineConfig
 from expo_executor.core.scheduler import Outcome, Task
 from expo_executor.coordinator.state import StateDir
 
+from tests.coordinator_rig import FlakyBucket
 from tests.helpers import processes_under, wait_until
 
 KEY = b"c" * 32
@@ -103,17 +105,18 @@ def test_jobs_of_a_lost_worker_are_requeued_and_finish(make, tmp_path: Path, how
 
 
 class _BrokenEngine(LocalEngine):
-    """An engine whose listing always fails, as a cloud API might for a while."""
+    """An engine whose listing always fails with a refusal (not an outage): a bug, or a
+    permission taken away."""
 
     def list(self):  # type: ignore[override]
-        raise OSError("engine unreachable")
+        raise RuntimeError("engine refuses")
 
 
 def test_a_persistently_failing_round_fails_open_jobs_instead_of_hanging(tmp_path: Path) -> None:
     bucket = LocalBucket(tmp_path / "bucket")
     engine = _BrokenEngine(LocalEngineConfig(bucket.root, tmp_path / "vms", KEY))
     lines: list[str] = []
-    config = CoordinatorConfig("run", 1, 1, poll=0.01, status_interval=60)
+    config = CoordinatorConfig("run", 1, 1, poll=0.01, status_interval=60, give_up_after=2.0)
     coordinator = Coordinator(config, engine, bucket, KEY, tmp_path, StateDir(tmp_path),
                               lines.append)
     coordinator.start()
@@ -122,9 +125,52 @@ def test_a_persistently_failing_round_fails_open_jobs_instead_of_hanging(tmp_pat
         report = _wait_reports(coordinator, ["stuck"], 30)["stuck"]
     finally:
         coordinator.stop()
-    assert report.outcome is Outcome.FAILED and "engine unreachable" in report.message
+    assert report.outcome is Outcome.FAILED and "engine refuses" in report.message
     assert sum("coordinator error" in line for line in lines) == 1, "logged once, not per round"
     assert any("giving up" in line for line in lines)
+
+
+class _FlakyEngine(LocalEngine):
+    """The local engine, whose listing fails while ``down`` is set, as a cloud API might."""
+
+    down: Exception | None = None
+
+    def list(self):  # type: ignore[override]
+        if self.down is not None:
+            raise self.down
+        return super().list()
+
+
+def test_an_outage_of_the_coordinators_storage_and_compute_fails_no_job(tmp_path: Path) -> None:
+    """C1: the coordinator's bucket and its engine's listing fail for 15 s (longer than the 10 s
+    after which the coordinator used to fail every open job; shorter than the workers' 60 s
+    grace) while jobs run: no job fails, the workers carry on, the run completes."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    bucket = FlakyBucket(run_dir / "bucket")
+    engine = _FlakyEngine(LocalEngineConfig(bucket.root, run_dir / "vms", KEY, poll=0.05,
+                                            grace=60, heartbeat=1))
+    lines: list[str] = []
+    config = CoordinatorConfig("run", 1, 2, poll=0.05, heartbeat=1, status_interval=60)
+    coordinator = Coordinator(config, engine, bucket, KEY, run_dir, StateDir(tmp_path),
+                              lines.append)
+    coordinator.start()
+    try:
+        keys = [f"t{i}" for i in range(4)]
+        coordinator.submit([_request(k, ["sh", "-c", f"touch {k}.started; sleep 3"], tmp_path)
+                            for k in keys])
+        assert wait_until(lambda: len(list(tmp_path.glob("*.started"))) == 2, 30)
+        bucket.down, engine.down = OSError(5, "Input/output error"), ConnectionError("no route")
+        time.sleep(15)  # the outage: its length is the point of the test
+        bucket.down = engine.down = None
+        reports = _wait_reports(coordinator, keys, 60)
+    finally:
+        coordinator.stop()
+    assert {r.outcome for r in reports.values()} == {Outcome.SOLVED}, reports
+    assert sum("calls fail" in line for line in lines) == 1, lines
+    assert any("succeed again" in line for line in lines), lines
+    assert not any("re-queued" in line for line in lines), "no worker was taken for lost"
+    assert not processes_under(tmp_path)
 
 
 def test_workers_that_never_come_up_stop_the_pool_and_the_queued_jobs_fail(
@@ -148,3 +194,38 @@ def test_workers_that_never_come_up_stop_the_pool_and_the_queued_jobs_fail(
     late = _wait_reports(coordinator, ["c"], 30)["c"]
     assert late.outcome is Outcome.FAILED and "no VM is left" in late.message
     assert len(_vms(coordinator.run_dir)) == 3
+
+
+def test_a_worker_whose_own_disk_fails_loses_its_jobs_to_another(tmp_path: Path) -> None:
+    """C5: worker w-1 runs one job, then cannot write the next one's spec (ENOSPC: its spec
+    file is /dev/full). That is the worker's failure, not the jobs': both are reported lost,
+    re-queued, and solved on another worker; none fails."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    bucket = LocalBucket(run_dir / "bucket")
+    jobs = run_dir / "vms" / "w-1" / "jobs"  # w-1's disk, before it boots
+    jobs.mkdir(parents=True)
+    (jobs / "staged.json").symlink_to("/dev/full")
+    engine = LocalEngine(LocalEngineConfig(bucket.root, run_dir / "vms", KEY, poll=0.05,
+                                           grace=30, heartbeat=1))
+    lines: list[str] = []
+    config = CoordinatorConfig("run", 2, 1, poll=0.05, heartbeat=1, status_interval=60)
+    coordinator = Coordinator(config, engine, bucket, KEY, run_dir, StateDir(tmp_path),
+                              lines.append)
+    coordinator.start()
+    try:
+        coordinator.submit([
+            _request("plain", ["sh", "-c", "sleep 2; echo x >> plain.txt"], tmp_path),
+            JobRequest(Task("staged", "staged"), ["sh", "-c", "echo y >> staged.txt"],
+                       str(tmp_path), {}, None, meta=JobMeta("r", {"i": "staged"}),
+                       stage={"host_env": True})])
+        reports = _wait_reports(coordinator, ["plain", "staged"], 60)
+    finally:
+        coordinator.stop()
+    assert {k: (r.outcome, r.worker) for k, r in reports.items()} == {
+        "plain": (Outcome.SOLVED, "w-2"), "staged": (Outcome.SOLVED, "w-2")}, reports
+    assert (tmp_path / "plain.txt").read_text() == "x\n"
+    assert (tmp_path / "staged.txt").read_text() == "y\n"
+    crash = [line for line in lines if "worker w-1 failed" in line]
+    assert crash and "No space left on device" in crash[0], lines
+    assert [vm["end"] for vm in _vms(run_dir)][:1] == ["lost"]

@@ -269,3 +269,62 @@ def test_job_filling_a_vm_disk_is_a_job_error_in_snakemake(
     fault_figures("VM work disk full (ENOSPC on a tmpfs)", injected=1, survived=1,
                   jobs=jobs, detail=f"a job error with the reason, the other {jobs - 1} jobs "
                                     f"finished; reason: {failed['reason'][:200]}")
+
+
+# -- a worker whose own disk fails (C5), emulated GCE ----------------------------------------------
+
+BROKEN_DISK_SNAKEFILE = """
+rule all:
+    input: "out/held.txt", "out/after.txt"
+
+rule breaker:  # breaks its VM's work disk once: no job directory can be made there any more
+    output: "out/breaker.txt"
+    shell: "if [ ! -e {flag} ]; then touch {flag}; d=$(dirname $EXPOCLOUD_DEPLOY_DIR); "
+           "mv $d/work $d/work.gone && touch $d/work; fi; echo b > {{output}}"
+
+rule after:  # assigned to the broken VM's free slot once breaker is done
+    input: "out/breaker.txt"
+    output: "out/after.txt"
+    shell: "echo after >> {ledger}; echo a > {{output}}"
+
+rule held:  # runs beside them until the test lets it end
+    output: "out/held.txt"
+    shell: "echo held >> {ledger}; while [ ! -e {release} ]; do sleep 0.2; done; echo h > {{output}}"
+"""
+
+
+def test_a_worker_whose_own_disk_fails_on_gce_loses_its_jobs_to_another(
+        tmp_path: Path, fake_compute, gcs_emulator: str) -> None:  # noqa: F811
+    """C5 on the emulated GCE path: a VM's work disk stops taking job directories while one
+    job runs there; the next job assigned to it cannot start. That is the worker's failure,
+    not the jobs': it reports both lost and goes, and they run on another VM; none fails."""
+    ledger, release = tmp_path / "ledger", tmp_path / "release"
+    workdir = tmp_path / "wf"
+    workdir.mkdir()
+    (workdir / "Snakefile").write_text(BROKEN_DISK_SNAKEFILE.format(
+        flag=tmp_path / "broken", ledger=ledger, release=release))
+    args = emulated_args(fake_compute, gcs_emulator, None, "--expocloud-max-workers", "1",
+                         "--expocloud-slots-per-worker", "2")
+    with open(tmp_path / "snakemake.log", "w") as log:
+        proc = subprocess.Popen([SNAKEMAKE, *args], cwd=workdir, stdout=log,
+                                stderr=subprocess.STDOUT, env=emulated_env(gcs_emulator))
+        try:
+            def held_twice() -> bool:
+                return ledger.exists() and ledger.read_text().split().count("held") == 2
+
+            assert wait_until(held_twice, 240), (tmp_path / "snakemake.log").read_text()[-4000:]
+            release.touch()
+            returncode = proc.wait(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    output = (tmp_path / "snakemake.log").read_text()
+    assert returncode == 0, output[-6000:]
+    crash = [line for line in output.splitlines() if "crashed" in line and "failed (" in line]
+    assert crash and "NotADirectoryError" in crash[0], output[-6000:]
+    records = _records(workdir)
+    assert {r["rule"]: r["outcome"] for r in records} == {
+        "breaker": "solved", "after": "solved", "held": "solved"}, records
+    assert ledger.read_text().split().count("after") == 1  # it never started on the broken VM
+    assert wait_until(lambda: not fake_compute.instances(), timeout=60)
