@@ -1,0 +1,144 @@
+"""The coordinator's side of the GCE key channel (engines/gce/key_channel.py): a worker's key
+goes only to a request whose identity token Google signed for that VM, this run's bucket and
+the request's own public key. Tokens are minted by the emulator's issuer; google-auth's own
+``verify_token`` checks them against its certificates, handed over at the HTTP boundary (a
+transport that answers the certificates URL as Google's does)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from expo_executor.coordinator.channel import Channel
+from expo_executor.coordinator.vms import Vm
+from expo_executor.core.scheduler import Pool
+from expo_executor.emulator.identity import IdentityIssuer
+from expo_executor.engines.gce.key_channel import KeyGrantor, KeyRefused, audience
+from expo_executor.protocol import worker_keys
+from expo_executor.protocol.bucket import LocalBucket
+from expo_executor.protocol.keys import key_grant_key, key_request_key
+
+RUN_KEY = b"r" * 32
+URL = "gs://bucket/wf/.expocloud/run1"
+CERTS = "http://certs.invalid/oauth2/v1/certs"
+ISSUER = IdentityIssuer()  # one RSA key for the module: making one costs ~0.1 s
+VM = dict(project="proj", zone="europe-west1-b", name="expo-run1-w1", instance_id=7,
+          service_account="worker@proj.iam.gserviceaccount.com")
+
+
+class _Response:
+    def __init__(self, status: int, data: bytes) -> None:
+        self.status, self.data, self.headers = status, data, {}
+
+
+class _Certs:
+    """google-auth's transport, answering the certificates URL from ``issuer``."""
+
+    def __init__(self, issuer: IdentityIssuer) -> None:
+        self.issuer = issuer
+        self.fetches = 0
+
+    def __call__(self, url: str, method: str = "GET", **_: object) -> _Response:
+        self.fetches += 1
+        if url != CERTS:
+            return _Response(404, b"not found")
+        return _Response(200, json.dumps(self.issuer.certs()).encode())
+
+
+def _grantor(issuer: IdentityIssuer = ISSUER) -> tuple[KeyGrantor, _Certs]:
+    certs = _Certs(issuer)
+    return KeyGrantor(RUN_KEY, "proj", URL, lambda name: "europe-west1-b", CERTS, certs), certs
+
+
+def _request(public: bytes, token: str, worker: str = "expo-run1-w1") -> bytes:
+    return json.dumps({"v": 1, "worker": worker, "public": base64.b64encode(public).decode(),
+                       "token": token}).encode()
+
+
+def test_a_genuine_request_gets_the_workers_own_key_encrypted_to_it() -> None:
+    grantor, certs = _grantor()
+    private, public = worker_keys.new_key_pair()
+    token = ISSUER.token(audience(URL, public), **VM)
+    answer = grantor.answer("expo-run1-w1", _request(public, token))
+    assert worker_keys.worker_key(RUN_KEY, "expo-run1-w1") not in answer
+    key = worker_keys.open_grant(answer, "expo-run1-w1", private,
+                                 worker_keys.grant_verify_key(RUN_KEY))
+    assert key == worker_keys.worker_key(RUN_KEY, "expo-run1-w1")
+    grantor.answer("expo-run1-w1", _request(public, token))
+    assert certs.fetches == 1  # the certificates are kept a while
+
+
+@pytest.mark.parametrize("change,error", [
+    ({"name": "expo-run1-w2"}, "instance_name"),  # another VM's token
+    ({"project": "other"}, "project_id"),
+    ({"zone": "us-central1-a"}, "zone"),
+    ({"full": False}, "project_id None"),  # no instance claims at all
+])
+def test_a_token_for_another_instance_project_or_zone_is_refused(change: dict,
+                                                                  error: str) -> None:
+    grantor, _ = _grantor()
+    _, public = worker_keys.new_key_pair()
+    token = ISSUER.token(audience(URL, public), **{**VM, **change})
+    with pytest.raises(KeyRefused, match=error):
+        grantor.answer("expo-run1-w1", _request(public, token))
+
+
+def test_a_copied_token_with_another_public_key_or_for_another_run_is_refused() -> None:
+    """A bucket reader copies a genuine request's token and puts in a public key of its own:
+    the token's audience names the genuine key's digest (and the run), so it does not verify."""
+    grantor, _ = _grantor()
+    _, genuine = worker_keys.new_key_pair()
+    _, mine = worker_keys.new_key_pair()
+    token = ISSUER.token(audience(URL, genuine), **VM)
+    with pytest.raises(KeyRefused, match="does not verify"):
+        grantor.answer("expo-run1-w1", _request(mine, token))
+    other_run = ISSUER.token(audience("gs://bucket/wf/.expocloud/run2", mine), **VM)
+    with pytest.raises(KeyRefused, match="does not verify"):
+        grantor.answer("expo-run1-w1", _request(mine, other_run))
+
+
+def test_a_token_with_a_bad_signature_or_expired_is_refused() -> None:
+    grantor, certs = _grantor()
+    _, public = worker_keys.new_key_pair()
+    wanted = audience(URL, public)
+    forged = IdentityIssuer().token(wanted, **VM)  # same key id, another key: not Google's
+    with pytest.raises(KeyRefused, match="does not verify"):
+        grantor.answer("expo-run1-w1", _request(public, forged))
+    assert certs.fetches == 1  # fetched afresh once for a miss, not more
+    old = ISSUER.token(wanted, **VM, now=time.time() - 2 * 3600)
+    with pytest.raises(KeyRefused, match="does not verify"):
+        grantor.answer("expo-run1-w1", _request(public, old))
+    token = ISSUER.token(wanted, **VM)
+    for data in (b"{", _request(public, token, worker="expo-run1-w2"),
+                 _request(public[:16], token)):
+        with pytest.raises(KeyRefused, match="malformed"):
+            grantor.answer("expo-run1-w1", data)
+
+
+def test_the_channel_answers_a_genuine_request_and_refuses_a_forged_one_in_one_line(
+        tmp_path: Path) -> None:
+    bucket = LocalBucket(tmp_path / "bucket")
+    lines: list[str] = []
+    grantor, _ = _grantor()
+    channel = Channel(bucket, RUN_KEY, lines.append, grantor)
+    good, bad = Vm("expo-run1-w1", time.time(), Pool.SPOT), Vm("expo-run1-w2", time.time(),
+                                                               Pool.SPOT)
+    private, public = worker_keys.new_key_pair()
+    bucket.write(key_request_key(good.name),
+                 _request(public, ISSUER.token(audience(URL, public), **VM)))
+    # w2's request carries w1's token (a bucket reader copied it): refused, no key written
+    bucket.write(key_request_key(bad.name), _request(
+        public, ISSUER.token(audience(URL, public), **VM), worker=bad.name))
+    channel.statuses([good, bad])
+    channel.statuses([good, bad])  # a request is answered (or refused) once
+    grant = bucket.read(key_grant_key(good.name))
+    assert grant is not None and worker_keys.open_grant(
+        grant.data, good.name, private, worker_keys.grant_verify_key(RUN_KEY)) \
+        == worker_keys.worker_key(RUN_KEY, good.name)
+    assert bucket.read(key_grant_key(bad.name)) is None
+    refusals = [line for line in lines if "refusing the key request" in line]
+    assert len(refusals) == 1 and "expo-run1-w2" in refusals[0] and "\n" not in refusals[0]
