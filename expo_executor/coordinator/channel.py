@@ -41,6 +41,7 @@ class Channel:
         # engine hands workers their keys itself (local workers: in their environment)
         self.grantor = grantor
         self._key_requests: dict[str, int] = {}  # VM -> generation of the request answered
+        self._granted: set[str] = set()  # VMs whose worker has its key: never a second one
         self.lists = 0  # the coordinator's listings, for the request budget
         self.heartbeats = 0  # inbox writes that only kept a worker's dead man's switch quiet
         self.worker_ops: dict[str, dict[str, int]] = {}  # storage operations workers reported
@@ -77,7 +78,11 @@ class Channel:
 
     def _answer_key_requests(self, vms: list[Vm], listing: dict[str, int]) -> None:
         """Grant each of the run's VMs that asked (a new request object) its key, encrypted to
-        the public key its identity token vouches for; a refusal is one line, and no key."""
+        the public key its identity token vouches for; a refusal is one line, and no key.
+
+        A VM gets its key once: its worker asks before anything else runs there, so a later
+        request comes from something else on the VM (a job can obtain that VM's identity
+        token too) and is refused."""
         from expo_executor.engines.gce.key_channel import KeyRefused
 
         for vm in vms:
@@ -88,6 +93,8 @@ class Channel:
             if blob is None:
                 continue
             try:
+                if vm.name in self._granted:
+                    raise KeyRefused("its worker has its key already")
                 answer = self.grantor.answer(vm.name, blob.data)
             except KeyRefused as exc:
                 self._key_requests[vm.name] = blob.generation
@@ -99,6 +106,7 @@ class Channel:
                 continue
             self.bucket.write(key_grant_key(vm.name), answer)
             self._key_requests[vm.name] = blob.generation
+            self._granted.add(vm.name)
 
     def _status(self, name: str, data: bytes) -> WorkerStatus | None:
         try:

@@ -65,3 +65,31 @@ class IdentityIssuer:
                 "instance_id": str(instance_id), "instance_name": name,
                 "instance_creation_timestamp": issued}}
         return jwt.encode(self._signer, payload).decode()
+
+    def transport(self, certs_url: str) -> CertsTransport:
+        """A google-auth transport that answers ``certs_url`` with :meth:`certs` in process
+        (no server), for a verifier outside the fake Compute (tests of the key channel)."""
+        return CertsTransport(self, certs_url)
+
+
+class _Response:
+    def __init__(self, status: int, data: bytes) -> None:
+        self.status, self.data, self.headers = status, data, {}
+
+
+class CertsTransport:
+    """google-auth's ``Request`` at the HTTP boundary: the certificates URL answers as Google's
+    does, any other URL 404; ``fetches`` counts the requests."""
+
+    def __init__(self, issuer: IdentityIssuer, certs_url: str) -> None:
+        self.issuer = issuer
+        self.certs_url = certs_url
+        self.fetches = 0
+
+    def __call__(self, url: str, method: str = "GET", **_: object) -> _Response:
+        import json
+
+        self.fetches += 1
+        if method != "GET" or url != self.certs_url:
+            return _Response(404, b"not found")
+        return _Response(200, json.dumps(self.issuer.certs()).encode())

@@ -19,11 +19,13 @@ process: tests/unit/test_security.py.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import time
@@ -587,3 +589,100 @@ def test_a_snakemake_envvars_secret_travels_sealed_and_reaches_the_job(tmp_path:
     assert leaks == set(), "an envvars: secret in the bucket"
     assert _holding([secret.encode()], tmp_path / ".expocloud" / "runs" / "envvars" /
                     "bucket") == []
+
+
+# -- the GCE key channel: a metadata and bucket reader cannot forge an assignment -------------
+def _key_service(bucket: LocalBucket, run_key: bytes, url: str, vm_name: str,
+                 issuer, lines: list[str]):  # type: ignore[no-untyped-def]
+    """The coordinator's side of the key channel, as its round runs it."""
+    from expo_executor.coordinator.channel import Channel
+    from expo_executor.coordinator.vms import Vm
+    from expo_executor.core.scheduler import Pool
+    from expo_executor.engines.gce.key_channel import KeyGrantor
+
+    certs = "https://www.googleapis.com/oauth2/v1/certs"
+    grantor = KeyGrantor(run_key, "proj", url, lambda name: "europe-west1-b", certs,
+                         issuer.transport(certs))
+    channel = Channel(bucket, run_key, lines.append, grantor)
+    vm = Vm(vm_name, time.time(), Pool.SPOT)
+    return lambda: channel.statuses([vm])
+
+
+def test_a_metadata_and_bucket_reader_cannot_forge_an_assignment_a_gce_worker_accepts(
+        tmp_path: Path) -> None:
+    """Issue 16: the run key was an instance metadata attribute, which roles/viewer and
+    roles/compute.viewer read. Now a real worker on a (fake) VM asks for its key with its
+    identity token. The attacker reads every metadata attribute and every bucket object, and
+    may write to the bucket: it answers the key request first with a key of its own, asks for
+    the worker's key with the copied token and a key pair of its own, and signs assignments
+    with everything it found. The worker runs none of them; the genuine coordinator's still
+    run."""
+    from expo_executor.emulator.identity import IdentityIssuer
+    from expo_executor.emulator.metadata import FakeMetadata
+    from expo_executor.protocol import worker_keys
+    from expo_executor.protocol.keys import key_grant_key, key_request_key, status_key
+
+    run_key, name = os.urandom(32), "expo-r1-w1"
+    bucket = LocalBucket(tmp_path / "bucket")
+    url = str(bucket.root)
+    issuer = IdentityIssuer()
+    config = {"v": 1, "bucket": url, "slots": 1, "poll": 0.05, "grace": 60, "heartbeat": 5,
+              "grant_verify_key": worker_keys.grant_verify_key(run_key).hex(),
+              "self_delete": False}
+    meta = FakeMetadata(project="proj", zone="europe-west1-b", name=name, identity=issuer,
+                        attributes={WORKER_ATTRIBUTE: json.dumps(config)}).start()
+    lines: list[str] = []
+    coordinator_round = _key_service(bucket, run_key, url, name, issuer, lines)
+    markers = {m: tmp_path / f"{m}.ran" for m in ("forged", "genuine")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "expo_executor.worker.agent", "--from-metadata", "--scratch",
+         str(tmp_path / "scratch")], env={**os.environ, "GCE_METADATA_HOST": meta.host},
+        stdout=open(tmp_path / "worker.log", "wb"), stderr=subprocess.STDOUT,
+        start_new_session=True)
+    try:
+        assert wait_until(lambda: bucket.read(key_request_key(name)) is not None, timeout=30), \
+            (tmp_path / "worker.log").read_text()
+        # what the attacker reads: every metadata attribute and the worker's key request
+        seen = [value.encode() for value in meta.attributes.values()]
+        seen += [bytes.fromhex(value) for value in meta.attributes.values()
+                 if re.fullmatch(r"(?:[0-9a-f]{2})+", value)]  # how the run key was stored
+        request = json.loads(bucket.read(key_request_key(name)).data)
+        public = base64.b64decode(request["public"])
+        # 1. answer first, with a key of its own, encrypted to the worker's public key
+        mine = os.urandom(32)
+        forged_grant = worker_keys.grant(mine, name, public, os.urandom(32))
+        bucket.write(key_grant_key(name), forged_grant)
+        # 2. ask the coordinator for the worker's key with the copied token and its own pair
+        _, own_public = worker_keys.new_key_pair()
+        bucket.write(key_request_key(name), json.dumps(
+            {**request, "public": base64.b64encode(own_public).decode()}).encode())
+        coordinator_round()
+        assert [line for line in lines if "refusing the key request" in line
+                and "does not verify" in line], lines
+        assert bucket.read(key_grant_key(name)).data == forged_grant  # no key for it
+        # the worker's own request again (it wrote it once): the coordinator answers it
+        bucket.write(key_request_key(name), json.dumps(request).encode())
+        assert wait_until(lambda: (coordinator_round(), bucket.read(status_key(name)))[1]
+                          is not None, timeout=30), (tmp_path / "worker.log").read_text()
+        # 3. assignments signed with whatever the attacker has: none runs
+        job = {"f": _job(markers["forged"])}
+        keys = [mine, request["token"].encode(), public, *seen,
+                bytes.fromhex(config["grant_verify_key"])]
+        for seq, key in enumerate(keys, start=10):
+            bucket.write(inbox_key(name), messages.encode(
+                "inbox", {**_inbox(seq, job), "to": name}, key))
+            assert wait_until(lambda: (tmp_path / "worker.log").read_text()
+                              .count("bad signature") == seq - 9, timeout=20), \
+                (tmp_path / "worker.log").read_text()
+        genuine = worker_keys.worker_key(run_key, name)
+        from expo_executor.protocol.records import Inbox, InboxJob
+        bucket.write(inbox_key(name), Inbox(99, name, {"g": InboxJob(
+            ["/bin/sh", "-c", f"touch '{markers['genuine']}'"], None, {}, None, 1)})
+            .encode(genuine))
+        assert wait_until(markers["genuine"].exists, timeout=20), \
+            (tmp_path / "worker.log").read_text()
+        assert not markers["forged"].exists(), "a forged assignment ran"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        meta.stop()

@@ -16,7 +16,7 @@ import pytest
 from expo_executor.coordinator.channel import Channel
 from expo_executor.coordinator.vms import Vm
 from expo_executor.core.scheduler import Pool
-from expo_executor.emulator.identity import IdentityIssuer
+from expo_executor.emulator.identity import CertsTransport, IdentityIssuer
 from expo_executor.engines.gce.key_channel import KeyGrantor, KeyRefused, audience
 from expo_executor.protocol import worker_keys
 from expo_executor.protocol.bucket import LocalBucket
@@ -30,27 +30,8 @@ VM = dict(project="proj", zone="europe-west1-b", name="expo-run1-w1", instance_i
           service_account="worker@proj.iam.gserviceaccount.com")
 
 
-class _Response:
-    def __init__(self, status: int, data: bytes) -> None:
-        self.status, self.data, self.headers = status, data, {}
-
-
-class _Certs:
-    """google-auth's transport, answering the certificates URL from ``issuer``."""
-
-    def __init__(self, issuer: IdentityIssuer) -> None:
-        self.issuer = issuer
-        self.fetches = 0
-
-    def __call__(self, url: str, method: str = "GET", **_: object) -> _Response:
-        self.fetches += 1
-        if url != CERTS:
-            return _Response(404, b"not found")
-        return _Response(200, json.dumps(self.issuer.certs()).encode())
-
-
-def _grantor(issuer: IdentityIssuer = ISSUER) -> tuple[KeyGrantor, _Certs]:
-    certs = _Certs(issuer)
+def _grantor(issuer: IdentityIssuer = ISSUER) -> tuple[KeyGrantor, CertsTransport]:
+    certs = issuer.transport(CERTS)
     return KeyGrantor(RUN_KEY, "proj", URL, lambda name: "europe-west1-b", CERTS, certs), certs
 
 
@@ -142,3 +123,11 @@ def test_the_channel_answers_a_genuine_request_and_refuses_a_forged_one_in_one_l
     assert bucket.read(key_grant_key(bad.name)) is None
     refusals = [line for line in lines if "refusing the key request" in line]
     assert len(refusals) == 1 and "expo-run1-w2" in refusals[0] and "\n" not in refusals[0]
+    # a second request of w1 (a job on that VM can mint its identity token too): no new key
+    _, other = worker_keys.new_key_pair()
+    bucket.write(key_request_key(good.name),
+                 _request(other, ISSUER.token(audience(URL, other), **VM)))
+    before = bucket.read(key_grant_key(good.name)).data
+    channel.statuses([good, bad])
+    assert bucket.read(key_grant_key(good.name)).data == before
+    assert any("expo-run1-w1" in line and "has its key already" in line for line in lines)
