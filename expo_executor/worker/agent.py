@@ -496,8 +496,10 @@ def _main_on_vm(scratch: Path) -> int:
     bucket = open_bucket(boot.bucket)
     try:
         key = guest.worker_key(boot, bucket)
-    except TimeoutError as exc:  # no coordinator to work for: as when it falls silent
-        print(f"{exc}; deleting this VM" if boot.self_delete else str(exc), flush=True)
+    except OSError as exc:  # no key (TimeoutError: no coordinator to work for; or the
+        # metadata server gave no identity token): stop as when the coordinator falls silent
+        why = f"worker {boot.name}: cannot get its key: {exc}"
+        print(f"{why}; deleting this VM" if boot.self_delete else why, flush=True)
         if boot.self_delete:
             guest.delete_self(boot)
         return 3

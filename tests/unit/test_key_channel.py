@@ -131,3 +131,41 @@ def test_the_channel_answers_a_genuine_request_and_refuses_a_forged_one_in_one_l
     channel.statuses([good, bad])
     assert bucket.read(key_grant_key(good.name)).data == before
     assert any("expo-run1-w1" in line and "has its key already" in line for line in lines)
+
+
+def test_a_worker_takes_only_the_grant_signed_for_its_run_and_gives_up_after_its_grace(
+        tmp_path: Path) -> None:
+    """The worker's side (obtain_key), on a clock of its own: a grant a bucket writer made is
+    skipped, the coordinator's is taken; with no answer it gives up after the grace period."""
+    from expo_executor.engines.gce.key_channel import obtain_key
+
+    bucket = LocalBucket(tmp_path / "bucket")
+    verify = worker_keys.grant_verify_key(RUN_KEY)
+    now = [0.0]
+    answers = []  # what lands in key.json at each of the worker's waits
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+        if answers:
+            bucket.write(key_grant_key("expo-run1-w1"), answers.pop(0)(bucket))
+
+    def grant_with(run_key: bytes):  # type: ignore[no-untyped-def]
+        def make(bucket: LocalBucket) -> bytes:
+            request = json.loads(bucket.read(key_request_key("expo-run1-w1")).data)
+            return worker_keys.grant(b"K" * 32, "expo-run1-w1",
+                                     base64.b64decode(request["public"]), run_key)
+        return make
+
+    answers += [grant_with(b"a" * 32), grant_with(RUN_KEY)]  # a forger first
+    key = obtain_key(bucket, "expo-run1-w1", URL, verify, lambda aud: ISSUER.token(aud, **VM),
+                     give_up_after=60, poll=0.2, slow_poll=5, clock=lambda: now[0], sleep=sleep)
+    assert key == b"K" * 32 and not answers
+    request = json.loads(bucket.read(key_request_key("expo-run1-w1")).data)
+    assert request["worker"] == "expo-run1-w1"  # the token binds this request's public key:
+    grantor, _ = _grantor()  # the coordinator would answer it
+    grantor.answer("expo-run1-w1", bucket.read(key_request_key("expo-run1-w1")).data)
+    now[0] = 0.0
+    bucket.delete(key_grant_key("expo-run1-w1"))
+    with pytest.raises(TimeoutError, match="within 60 s"):
+        obtain_key(bucket, "expo-run1-w1", URL, verify, lambda aud: ISSUER.token(aud, **VM),
+                   give_up_after=60, poll=0.2, slow_poll=5, clock=lambda: now[0], sleep=sleep)

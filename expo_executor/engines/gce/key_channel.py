@@ -89,7 +89,7 @@ def obtain_key(bucket: Bucket, name: str, bucket_url: str, verify_key: bytes,
                   f"{exc}", file=sys.stderr, flush=True)
         sleep(max(poll, backoff_delay(attempt, base=poll, cap=slow_poll, rand=lambda: 1.0)))
         attempt += 1
-    raise TimeoutError(f"worker {name}: no key from the coordinator within "
+    raise TimeoutError(f"no answer from the coordinator within "
                        f"{give_up_after:.0f} s" + (f" (last answer refused: {last})"
                                                    if last else ""))
 
