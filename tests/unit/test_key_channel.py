@@ -169,3 +169,24 @@ def test_a_worker_takes_only_the_grant_signed_for_its_run_and_gives_up_after_its
     with pytest.raises(TimeoutError, match="within 60 s"):
         obtain_key(bucket, "expo-run1-w1", URL, verify, lambda aud: ISSUER.token(aud, **VM),
                    give_up_after=60, poll=0.2, slow_poll=5, clock=lambda: now[0], sleep=sleep)
+
+
+def test_a_request_from_a_vm_whose_zone_is_not_known_yet_is_looked_at_again(
+        tmp_path: Path) -> None:
+    """The zone claim is always checked: a VM whose create answer was lost (its zone known
+    only from a later listing) waits a round or two, it is not refused for good."""
+    bucket = LocalBucket(tmp_path / "bucket")
+    lines: list[str] = []
+    zones: dict[str, str] = {}
+    grantor = KeyGrantor(RUN_KEY, "proj", URL, zones.get, CERTS, ISSUER.transport(CERTS))
+    channel = Channel(bucket, RUN_KEY, lines.append, grantor)
+    vm = Vm("expo-run1-w1", time.time(), Pool.SPOT)
+    _, public = worker_keys.new_key_pair()
+    bucket.write(key_request_key(vm.name),
+                 _request(public, ISSUER.token(audience(URL, public), **VM)))
+    channel.statuses([vm])
+    assert bucket.read(key_grant_key(vm.name)) is None
+    assert any("cannot check the key request of expo-run1-w1 yet" in line for line in lines)
+    zones[vm.name] = "europe-west1-b"  # a listing found it
+    channel.statuses([vm])
+    assert bucket.read(key_grant_key(vm.name)) is not None

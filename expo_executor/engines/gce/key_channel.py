@@ -55,6 +55,10 @@ class KeyRefused(Exception):
     """A key request that gets no key: forged, for another VM, run or project, or malformed."""
 
 
+class KeyNotYet(Exception):
+    """A key request that cannot be checked yet (the VM's zone not known): looked at again."""
+
+
 # -- the worker's side --------------------------------------------------------------------------
 def obtain_key(bucket: Bucket, name: str, bucket_url: str, verify_key: bytes,
                identity: Callable[[str], str], give_up_after: float, poll: float,
@@ -115,10 +119,10 @@ class KeyGrantor:
         engine = (claims.get("google") or {}).get("compute_engine") or {}
         if claims.get("iss") not in ISSUERS:
             raise KeyRefused(f"its token was issued by {claims.get('iss')!r}, not Google")
-        expected = {"project_id": self.project, "instance_name": name}
         zone = self.zone_of(name)
-        if zone is not None:
-            expected["zone"] = zone
+        if zone is None:  # its create answer lost: a listing finds it soon
+            raise KeyNotYet(f"the zone of {name} is not known yet")
+        expected = {"project_id": self.project, "instance_name": name, "zone": zone}
         for claim, value in expected.items():
             if engine.get(claim) != value:
                 raise KeyRefused(f"its token names {claim} {engine.get(claim)!r}, not {value!r}")
