@@ -76,8 +76,9 @@ class Coordinator:
         self.setups: dict[Shape | None, FleetSetup] = {None: self.setup}
         self.files = RunFiles(run_dir)
         self.vms = VmFleet(config, self.files)
-        self.run_key = run_key  # the CWL front end seals secrets with it
-        self.channel = Channel(bucket, run_key, log)
+        self.run_key = run_key  # every worker's key derives from it (worker_keys)
+        # a GCE engine answers its workers' key requests through the channel (key_channel.py)
+        self.channel = Channel(bucket, run_key, log, getattr(engine, "key_grantor", None))
         self.pools = PoolWatch(config, log)
         self.meter = Meter(config.hourly, config.budget, self.fleets, log,
                            config.price if config.shapes is not None else None)
@@ -401,7 +402,8 @@ class Coordinator:
             vm = self.vms[assignment.worker_id]
             vm.jobs[assignment.key] = InboxJob(request.argv, request.cwd, request.env,
                                                request.deadline_s, request.task.cpus,
-                                               request.stage, tuple(request.logs))
+                                               request.stage, tuple(request.logs),
+                                               tuple(request.redact))
             vm.inbox_dirty = True
 
     def _scale(self, now: float) -> None:

@@ -28,6 +28,9 @@ class JobRequest:
     # the job's own log files (a Snakemake rule's log:), saved with its output should it fail
     # or time out: {the path it writes, from its working directory: the name users know it by}
     logs: dict[str, str] = field(default_factory=dict)
+    # secret values its worker blanks out of what it reports (the command and environment
+    # travel sealed whatever this says: docs/security.md)
+    redact: list[str] = field(default_factory=list)
 
 
 @dataclass

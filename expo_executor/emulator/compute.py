@@ -22,6 +22,8 @@ instance that never boots, one whose worker never reports, one whose startup scr
 ``faults`` (how many of each were served), ``chaos`` (seeded exponential Spot lifetimes),
 ``requests`` (the request log) and ``instances()``. It is strict by default (the document's
 checks; new instances listed ``list_delay`` s after their insert, as on the real API).
+Instance identity tokens are signed by ``.identity`` (emulator/identity.py), whose
+certificates it serves at Google's ``/oauth2/v1/certs``.
 ``python -m expo_executor.emulator.compute --port P --scratch DIR`` serves it until SIGTERM/SIGINT.
 
 The same server answers what ``expocloud doctor`` reads before a run: Compute's catalogue
@@ -63,6 +65,7 @@ from expo_executor.emulator import project_apis
 from expo_executor.emulator.api_error import ApiError, permission_denied
 from expo_executor.emulator.compute_catalogue import ComputeCatalogue
 from expo_executor.emulator.discovery import check_request, document
+from expo_executor.emulator.identity import CERTS_PATH, IdentityIssuer
 from expo_executor.emulator.metadata import FakeMetadata
 from expo_executor.worker.procs import power_off
 
@@ -569,6 +572,12 @@ class _Timers:
                 traceback.print_exc()
 
 
+def _service_account(body: dict) -> str:
+    """The email of the service account an instance was created with (its first)."""
+    accounts = body.get("serviceAccounts") or [{}]
+    return accounts[0].get("email") or "default"
+
+
 def _spawn(fn: Callable[..., object], *args: object) -> None:
     threading.Thread(target=fn, args=args, daemon=True).start()
 
@@ -610,6 +619,9 @@ class FakeCompute:
         # the project's APIs and identities, and what Compute offers (both served here too)
         self.project = project_apis.FakeProjectApis()
         self.catalogue = ComputeCatalogue(self._withheld_in)
+        # Google's signer of instance identity tokens: every instance's metadata server mints
+        # with it, and its certificates are served at Google's path (/oauth2/v1/certs)
+        self.identity = IdentityIssuer()
         self._served: dict[str, int] = {}  # fault kind -> faults actually served
         self._requests: list[dict] = []
         self._uids = itertools.count(1)
@@ -860,7 +872,9 @@ class FakeCompute:
                 self._arm_expiry(vm)
                 return
             vm.meta = FakeMetadata(project=vm.project, zone=vm.zone, name=vm.name,
-                                   attributes=vm.attributes, instance_id=int(vm.id)).start()
+                                   attributes=vm.attributes, instance_id=int(vm.id),
+                                   service_account=_service_account(vm.body),
+                                   identity=self.identity).start()
             env = {**os.environ, "GCE_METADATA_HOST": vm.meta.host}
             with open(vm.scratch / "worker.log", "ab") as log:
                 vm.proc = subprocess.Popen(self._argv(vm, vm.meta.host), env=env, stdout=log,
@@ -1262,6 +1276,8 @@ class FakeCompute:
         query = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         if path.startswith("/_fake/"):
             return self._control(method, path[len("/_fake/"):], body or {})
+        if method == "GET" and path == CERTS_PATH:
+            return 200, self.identity.certs()
         other = project_apis.route(method, path)
         if other is not None:
             return self._handle_project_api(method, path, query, body, other)

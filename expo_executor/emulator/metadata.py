@@ -1,7 +1,8 @@
 """A fake GCE metadata server for one instance, on a loopback port.
 
 Answers what a worker asks a real VM's metadata server: its name, zone and project, the
-metadata attributes it was created with, an access token, and the preemption notice
+metadata attributes it was created with, an access token, an identity token (signed by the
+fake Compute's :class:`~expo_executor.emulator.identity.IdentityIssuer`), and the preemption notice
 (``instance/preempted``, with ``?wait_for_change=true`` long-polls). Like the real one it
 insists on the ``Metadata-Flavor: Google`` header. Point a process at it with
 ``GCE_METADATA_HOST=127.0.0.1:PORT`` (google-auth and our worker both read it).
@@ -15,6 +16,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from expo_executor.emulator.identity import IdentityIssuer
+
 PREFIX = "/computeMetadata/v1/"
 LONG_POLL_CAP = 30.0  # seconds a wait_for_change request is held at most
 
@@ -23,13 +26,15 @@ class FakeMetadata:
     """Metadata of one fake instance; ``preempt()`` raises its preemption notice."""
 
     def __init__(self, *, project: str, zone: str, name: str, attributes: dict[str, str],
-                 instance_id: int = 1, service_account: str = "default") -> None:
+                 instance_id: int = 1, service_account: str = "default",
+                 identity: IdentityIssuer | None = None) -> None:
         self.project = project
         self.zone = zone
         self.name = name
         self.attributes = dict(attributes)
         self.instance_id = instance_id
         self.service_account = service_account
+        self.identity = identity  # None: no identity tokens (404, as without a service account)
         self.requests = 0
         self._preempted = threading.Event()
         self._changed = threading.Condition()
@@ -123,6 +128,8 @@ class FakeMetadata:
             token = {"access_token": f"fake-token-{self.name}", "expires_in": 3599,
                      "token_type": "Bearer"}
             return HTTPStatus.OK, json.dumps(token), "application/json"
+        if path == "instance/service-accounts/default/identity":
+            return self._identity(query)
         if path.startswith("instance/attributes/"):
             key = path[len("instance/attributes/"):]
             if key in self.attributes:
@@ -131,3 +138,16 @@ class FakeMetadata:
         if path in values:
             return HTTPStatus.OK, values[path], "text/plain"
         return HTTPStatus.NOT_FOUND, "not found", "text/plain"
+
+    def _identity(self, query: dict[str, list[str]]) -> tuple[int, str, str]:
+        """A Google-signed (here: the issuer-signed) JWT for ``audience``, as GCE mints one."""
+        audience = query.get("audience", [""])[0]
+        if self.identity is None:
+            return HTTPStatus.NOT_FOUND, "not found", "text/plain"
+        if not audience:
+            return HTTPStatus.BAD_REQUEST, "non-empty audience parameter required", "text/plain"
+        token = self.identity.token(
+            audience, project=self.project, zone=self.zone, name=self.name,
+            instance_id=self.instance_id, service_account=self.service_account,
+            full=query.get("format", ["standard"])[0] == "full")
+        return HTTPStatus.OK, token, "text/plain"

@@ -22,7 +22,8 @@ from pathlib import Path
 from expo_executor.core.scheduler import Pool
 from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed, Instance
-from expo_executor.protocol.keys import RUN_KEY_ENV
+from expo_executor.protocol.keys import WORKER_KEY_ENV
+from expo_executor.protocol.worker_keys import worker_key
 from expo_executor.worker.procs import kill_session, marked_sessions, power_off, \
     recorded_sessions, session_members
 
@@ -86,7 +87,7 @@ class LocalEngine:
             "--heartbeat", str(self.config.heartbeat),
             "--boot-delay", str(self.config.boot_delay),
         ]
-        env = {**os.environ, RUN_KEY_ENV: self.config.run_key.hex()}
+        env = {**os.environ, WORKER_KEY_ENV: worker_key(self.config.run_key, name).hex()}
         delay = self.config.preempt.get(name)
         created = time.monotonic()
         with open(log, "ab") as out:

@@ -1,4 +1,4 @@
-"""Every key of the bucket's layout, and the names under which the run key reaches a worker.
+"""Every key of the bucket's layout, and the names under which a worker's key reaches it.
 
 One place for the layout, so the coordinator, the workers, the CWL staging and the tools that
 count storage operations cannot drift apart:
@@ -6,6 +6,10 @@ count storage operations cannot drift apart:
 - ``workers/<worker>/inbox.json``: the coordinator's assignments to one worker (single writer:
   the coordinator);
 - ``workers/<worker>/status.json``: the worker's heartbeat and state (single writer: the worker);
+- ``workers/<worker>/key-request.json``: a GCE worker's ask for its key (an ephemeral public
+  key and the VM's identity token; single writer: the worker) and ``workers/<worker>/key.json``
+  the coordinator's answer, the worker's key encrypted to that public key (single writer: the
+  coordinator; engines/gce/key_channel.py);
 - ``results/<job>/<worker>.json``: one attempt's result (single writer: that worker; written
   once, first writer wins);
 - ``stage/in/<sha256>`` and ``stage/out/<job>/``: a CWL job's staged files (content-addressed
@@ -28,14 +32,14 @@ SOFTWARE_PREFIX = "software"
 LOGS_PREFIX = "logs/"
 BOOT_PREFIX = "boot/"
 
-#: The environment variable that carries the run key to a local worker (hex).
-RUN_KEY_ENV = "EXPOCLOUD_RUN_KEY"
+#: The environment variable that carries its own key to a local worker (hex; worker_keys).
+WORKER_KEY_ENV = "EXPOCLOUD_WORKER_KEY"
 #: The environment variable naming a worker's own directory for software its jobs deploy
 #: (conda environments, apptainer images): it outlives each job's scratch directory.
 DEPLOY_DIR_ENV = "EXPOCLOUD_DEPLOY_DIR"
-#: Instance metadata attributes of a GCE worker: its settings (JSON) and the run key (hex).
+#: The instance metadata attribute of a GCE worker's settings (JSON; nothing secret: anyone
+#: with compute.instances.get reads it).
 WORKER_ATTRIBUTE = "expocloud-worker"
-RUN_KEY_ATTRIBUTE = "expocloud-run-key"
 
 
 def inbox_key(worker_id: str) -> str:
@@ -44,6 +48,14 @@ def inbox_key(worker_id: str) -> str:
 
 def status_key(worker_id: str) -> str:
     return f"{WORKERS_PREFIX}{worker_id}/status.json"
+
+
+def key_request_key(worker_id: str) -> str:
+    return f"{WORKERS_PREFIX}{worker_id}/key-request.json"
+
+
+def key_grant_key(worker_id: str) -> str:
+    return f"{WORKERS_PREFIX}{worker_id}/key.json"
 
 
 def result_key(job_key: str, worker_id: str) -> str:

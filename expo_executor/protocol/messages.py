@@ -1,13 +1,13 @@
 """Messages through the bucket: versioned JSON, bounded in size, checked against a schema.
 
 Never pickle: whoever can write to the bucket must not be able to run code by writing a message.
-Assignments additionally carry an HMAC with a per-run key that reaches workers out of band (the
-environment locally, instance metadata on GCE), so write access to the bucket alone cannot make
-a worker run a command. Workers, who hold the run key, sign their statuses and results the
-same way, so a bucket writer cannot forge a report either. Secret-bearing parts of an
-assignment (a CWL job's command line and environment with cwltool's secrets filled in) are
-sealed: encrypted with AES-256-GCM under a key derived from the run key, so the bucket holds
-only ciphertext of them (see docs/security.md).
+Every message carries an HMAC with the key of the worker it is for or from
+(:mod:`worker_keys`: derived from the run key per worker, reaching the worker out of band), so
+write access to the bucket alone cannot make a worker run a command, and a worker cannot forge
+another worker's report. Every job's command line and environment (a Snakefile's ``envvars:``,
+a storage plugin's secrets, a CWL job's command with cwltool's secrets filled in) are sealed:
+encrypted with AES-256-GCM under a key derived from that worker's key and bound to the job, so
+the bucket holds only ciphertext of them (see docs/security.md).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def check(kind: str, body: Any) -> dict:
                 raise MessageError("job: argv must be a non-empty list of strings")
             if not isinstance(job.get("stage", {}), dict):  # optional: a staged command (CWL)
                 raise MessageError("job: field 'stage' has the wrong type")
-            if not isinstance(job.get("stage", {}).get("sealed", ""), str):
+            if not isinstance(job.get("sealed", ""), str):  # optional: the sealed command
                 raise MessageError("job: field 'sealed' has the wrong type")
             _check_optional_list("job", job, "logs", lambda path: isinstance(path, str))
     if kind == "inbox" and not all(isinstance(key, str) for key in body["cancel"]):
@@ -95,7 +95,7 @@ def _canonical(body: dict) -> bytes:
 
 
 def encode(kind: str, body: dict, key: bytes | None = None) -> bytes:
-    """Serialise a checked message; signed when a run key is given."""
+    """Serialise a checked message; signed when a key is given."""
     check(kind, body)
     envelope: dict[str, Any] = {"v": VERSION, "kind": kind, "body": body}
     if key is not None:
@@ -130,12 +130,13 @@ SEALED_ARGV = ["expocloud-sealed"]  # what argv says in the bucket while the rea
 _SEAL_INFO = b"expocloud v1: sealed assignment parts"
 
 
-def _seal_key(run_key: bytes) -> bytes:
-    """A key of its own for encryption (HKDF-SHA256 of the run key), not the HMAC key itself."""
+def _seal_key(key: bytes) -> bytes:
+    """A key of its own for encryption (HKDF-SHA256 of the worker's key), not the HMAC key
+    itself."""
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_SEAL_INFO).derive(run_key)
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_SEAL_INFO).derive(key)
 
 
 class Sealed(NamedTuple):
@@ -159,9 +160,9 @@ def redacted(text: str | None, secrets: list[str]) -> str | None:
     return text
 
 
-def seal(argv: list[str], env: dict[str, str], run_key: bytes, job_key: str,
+def seal(argv: list[str], env: dict[str, str], key: bytes, job_key: str,
          redact: list[str] | tuple[str, ...] = ()) -> str:
-    """``argv``, ``env`` and the secrets to ``redact`` encrypted for the run's workers
+    """``argv``, ``env`` and the secrets to ``redact`` encrypted for the worker holding ``key``
     (AES-256-GCM, bound to the job key, so a sealed part cannot be moved to another job);
     base64 text for the JSON message."""
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -169,21 +170,21 @@ def seal(argv: list[str], env: dict[str, str], run_key: bytes, job_key: str,
     nonce = os.urandom(12)
     plain = json.dumps({"argv": argv, "env": env, "redact": list(redact)},
                        separators=(",", ":")).encode()
-    sealed = AESGCM(_seal_key(run_key)).encrypt(nonce, plain, job_key.encode())
+    sealed = AESGCM(_seal_key(key)).encrypt(nonce, plain, job_key.encode())
     return base64.b64encode(nonce + sealed).decode()
 
 
-def unseal(text: str, run_key: bytes, job_key: str) -> Sealed:
-    """What :func:`seal` sealed; raises MessageError unless sealed for this run and this job."""
+def unseal(text: str, key: bytes, job_key: str) -> Sealed:
+    """What :func:`seal` sealed; raises MessageError unless sealed with ``key`` for this job."""
     from cryptography.exceptions import InvalidTag
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     try:
         raw = base64.b64decode(text.encode(), validate=True)
-        plain = AESGCM(_seal_key(run_key)).decrypt(raw[:12], raw[12:], job_key.encode())
+        plain = AESGCM(_seal_key(key)).decrypt(raw[:12], raw[12:], job_key.encode())
         body = json.loads(plain)
     except (ValueError, InvalidTag):
-        raise MessageError(f"job {job_key}: its sealed part does not open with this run's key") \
+        raise MessageError(f"job {job_key}: its sealed part does not open with this worker's key") \
             from None
     body = body if isinstance(body, dict) else {}
     argv, env, redact = body.get("argv"), body.get("env"), body.get("redact", [])

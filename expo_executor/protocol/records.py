@@ -2,12 +2,14 @@
 one attempt's result.
 
 Each record turns into a signed message (:mod:`messages` checks the schema, signs and seals)
-and back; nothing else in the package builds or reads these messages as dicts.
+and back; nothing else in the package builds or reads these messages as dicts. The key is
+always one worker's own (:func:`~expo_executor.protocol.worker_keys.worker_key`): the inbox's
+receiver, the status's or result's sender.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from expo_executor.core.records import AttemptEnd, WorkerState
@@ -16,7 +18,12 @@ from expo_executor.protocol import messages
 
 @dataclass(frozen=True)
 class InboxJob:
-    """One assignment: the command, where it runs, its environment and its limits."""
+    """One assignment: the command, where it runs, its environment and its limits.
+
+    On the wire the command, its environment and the secrets to blank out of its reports
+    (``redact``) travel only sealed for the worker (``sealed``; ``argv`` then says
+    ``messages.SEALED_ARGV`` and ``env`` is empty): :meth:`Inbox.encode` seals every job, the
+    worker unseals a job when it starts it."""
 
     argv: list[str]
     cwd: str | None  # None: the worker's own disk (no shared file system)
@@ -27,10 +34,15 @@ class InboxJob:
     # the job's own log files (a Snakemake rule's log:), relative to its working directory:
     # saved with its output when it fails or times out
     logs: tuple[str, ...] = ()
+    redact: tuple[str, ...] = ()  # secret values the worker blanks out of what it reports
+    sealed: str | None = None  # as read from the wire: argv, env and redact, still sealed
 
-    def to_wire(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"argv": self.argv, "cwd": self.cwd, "env": self.env,
-                                "deadline_s": self.deadline_s, "cpus": self.cpus}
+    def to_wire(self, key: bytes, job_key: str) -> dict[str, Any]:
+        sealed = self.sealed if self.sealed is not None else \
+            messages.seal(self.argv, self.env, key, job_key, self.redact)
+        body: dict[str, Any] = {"argv": list(messages.SEALED_ARGV), "cwd": self.cwd, "env": {},
+                                "deadline_s": self.deadline_s, "cpus": self.cpus,
+                                "sealed": sealed}
         if self.stage is not None:
             body["stage"] = self.stage
         if self.logs:
@@ -40,7 +52,16 @@ class InboxJob:
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> InboxJob:
         return cls(list(body["argv"]), body["cwd"], dict(body["env"]), body["deadline_s"],
-                   int(body["cpus"]), body.get("stage"), tuple(body.get("logs", ())))
+                   int(body["cpus"]), body.get("stage"), tuple(body.get("logs", ())),
+                   sealed=body.get("sealed"))
+
+    def unsealed(self, key: bytes, job_key: str) -> InboxJob:
+        """This job with its sealed command, environment and secrets opened with ``key``
+        (itself when nothing is sealed); raises MessageError when they do not open."""
+        if self.sealed is None:
+            return self
+        argv, env, redact = messages.unseal(self.sealed, key, job_key)
+        return replace(self, argv=argv, env=env, redact=tuple(redact), sealed=None)
 
 
 @dataclass(frozen=True)
@@ -53,14 +74,15 @@ class Inbox:
     jobs: dict[str, InboxJob] = field(default_factory=dict)
     cancel: list[str] = field(default_factory=list)
 
-    def encode(self, run_key: bytes) -> bytes:
+    def encode(self, key: bytes) -> bytes:
+        """Signed and every job sealed with ``key``, the receiving worker's own."""
         return messages.encode("inbox", {
             "seq": self.seq, "to": self.to, "cancel": list(self.cancel),
-            "jobs": {key: job.to_wire() for key, job in self.jobs.items()}}, run_key)
+            "jobs": {name: job.to_wire(key, name) for name, job in self.jobs.items()}}, key)
 
     @classmethod
-    def decode(cls, data: bytes, run_key: bytes) -> Inbox:
-        body = messages.decode("inbox", data, run_key)
+    def decode(cls, data: bytes, key: bytes) -> Inbox:
+        body = messages.decode("inbox", data, key)
         return cls(body["seq"], body.get("to", ""),
                    {key: InboxJob.from_wire(job) for key, job in body["jobs"].items()},
                    [str(key) for key in body["cancel"]])
@@ -79,15 +101,15 @@ class WorkerStatus:
     state: WorkerState
     ops: dict[str, int] = field(default_factory=dict)
 
-    def encode(self, run_key: bytes) -> bytes:
+    def encode(self, key: bytes) -> bytes:
         return messages.encode("status", {
             "worker": self.worker, "seq_seen": self.seq_seen, "time": self.time,
             "running": list(self.running), "slots": self.slots, "state": self.state.value,
-            "ops": dict(self.ops)}, run_key)
+            "ops": dict(self.ops)}, key)
 
     @classmethod
-    def decode(cls, data: bytes, run_key: bytes) -> WorkerStatus:
-        body = messages.decode("status", data, run_key)
+    def decode(cls, data: bytes, key: bytes) -> WorkerStatus:
+        body = messages.decode("status", data, key)
         ops = body.get("ops")
         ops = {str(k): v for k, v in ops.items() if isinstance(v, int)} \
             if isinstance(ops, dict) else {}
@@ -136,16 +158,16 @@ class WorkerResult:
     def runtime_s(self) -> float:
         return self.ended - self.started
 
-    def encode(self, run_key: bytes) -> bytes:
+    def encode(self, key: bytes) -> bytes:
         return messages.encode("result", {
             "key": self.key, "worker": self.worker, "outcome": self.end.value,
             "returncode": self.returncode, "started": self.started, "ended": self.ended,
             "reason": self.reason, "log_tail": self.log_tail,
-            **({"logs": [log.to_wire() for log in self.logs]} if self.logs else {})}, run_key)
+            **({"logs": [log.to_wire() for log in self.logs]} if self.logs else {})}, key)
 
     @classmethod
-    def decode(cls, data: bytes, run_key: bytes) -> WorkerResult:
-        body = messages.decode("result", data, run_key)
+    def decode(cls, data: bytes, key: bytes) -> WorkerResult:
+        body = messages.decode("result", data, key)
         return cls(body["key"], body["worker"], AttemptEnd(body["outcome"]), body["returncode"],
                    float(body["started"]), float(body["ended"]), body["reason"],
                    body["log_tail"], tuple(SavedLog.from_wire(log)

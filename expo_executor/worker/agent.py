@@ -20,13 +20,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket, PreconditionFailed, open_bucket
-from expo_executor.protocol.keys import (DEPLOY_DIR_ENV, RUN_KEY_ENV, inbox_key, result_key,
+from expo_executor.protocol.keys import (DEPLOY_DIR_ENV, WORKER_KEY_ENV, inbox_key, result_key,
                                          status_key)
 from expo_executor.protocol.records import Inbox, InboxJob, SavedLog, WorkerResult, WorkerStatus
 from expo_executor.worker.console import guard_output
@@ -67,13 +67,13 @@ class _Running:
 class Worker:
     """One worker agent; ``run`` returns the process exit code."""
 
-    def __init__(self, bucket: Bucket, worker_id: str, slots: int, run_key: bytes,
+    def __init__(self, bucket: Bucket, worker_id: str, slots: int, key: bytes,
                  scratch: Path, poll: float = 0.2, grace: float = 60.0,
                  heartbeat: float = 10.0, slow_poll: float | None = None) -> None:
         self.bucket = bucket
         self.worker_id = worker_id
         self.slots = slots
-        self.run_key = run_key
+        self.key = key  # this worker's own (worker_keys): never the run key
         self.scratch = scratch
         self.poll = poll
         # Every inbox read is a billed storage operation: read often only while an answer is
@@ -184,7 +184,7 @@ class Worker:
             return
         self.inbox_generation = blob.generation
         try:
-            inbox = Inbox.decode(blob.data, self.run_key)
+            inbox = Inbox.decode(blob.data, self.key)
         except messages.MessageError as exc:
             print(f"worker {self.worker_id}: ignoring inbox: {exc}", file=sys.stderr, flush=True)
             return
@@ -218,25 +218,23 @@ class Worker:
 
     def _start(self, key: str, job: InboxJob) -> None:
         log = self.scratch / "jobs" / f"{key}.log"
-        sealed = (job.stage or {}).get("sealed")
-        if sealed is not None:  # secrets inside: open with the run key, here and only here
-            try:
-                argv, env, self.secrets[key] = messages.unseal(sealed, self.run_key, key)
-            except messages.MessageError as exc:
-                self._write_result(key, AttemptEnd.FAILED, None, time.time(), str(exc))
-                return
-            stage = {k: v for k, v in (job.stage or {}).items() if k != "sealed"}
-            job = replace(job, argv=argv, env=env, stage=stage)
+        try:  # its command and environment are sealed: opened here and only here
+            job = job.unsealed(self.key, key)
+        except messages.MessageError as exc:
+            self._write_result(key, AttemptEnd.FAILED, None, time.time(), str(exc))
+            return
+        if job.redact:
+            self.secrets[key] = list(job.redact)
         cwd, workdir = job.cwd or None, None  # "" or None: no shared directory
         env = {**os.environ, **{str(k): str(v) for k, v in job.env.items()}}
-        env.pop(RUN_KEY_ENV, None)  # jobs never see the run key
+        env.pop(WORKER_KEY_ENV, None)  # jobs never see the worker's key
         # Jobs find the worker's own Python environment first (Snakemake's remote command
         # says plain "python -m snakemake": on a VM that must be the pinned environment).
         env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
         argv, deadline, verdict = job.argv, job.deadline_s, None
         if job.stage is not None:  # a fully evaluated command whose files travel with it (CWL)
             argv, deadline, verdict = self._staged(key, job)
-            env, cwd = {k: v for k, v in os.environ.items() if k != RUN_KEY_ENV}, None
+            env, cwd = {k: v for k, v in os.environ.items() if k != WORKER_KEY_ENV}, None
         elif cwd is None:
             # No shared file system: a directory of its own on this disk, removed once the job
             # has ended. Jobs sharing a VM in one directory race: each unpacks the workflow's
@@ -369,7 +367,7 @@ class Worker:
         result = WorkerResult(key, self.worker_id, outcome, code, started, ended or time.time(),
                               messages.redacted(reason, secrets),
                               messages.redacted(tail, secrets) or "", logs)
-        self.unsent[key] = result.encode(self.run_key)
+        self.unsent[key] = result.encode(self.key)
         self._send_results()
         self._write_status(WorkerState.READY)  # a changed status is what sends the coordinator looking
 
@@ -394,7 +392,7 @@ class Worker:
                               self.slots, state, _ops_after_write(self.bucket))
         # signed like assignments: a bucket writer can delete a report but not forge one
         written = self._storage("write its status", lambda: self.bucket.write(
-            status_key(self.worker_id), status.encode(self.run_key)))
+            status_key(self.worker_id), status.encode(self.key)))
         # a failed write is tried again after a slow poll, not at the next heartbeat (which
         # on GCE is the grace period: the coordinator would learn of results only late)
         self.last_status = time.monotonic() - (0.0 if written else
@@ -472,7 +470,8 @@ def main(argv: list[str] | None = None) -> int:
     guard_output()  # a closed stdout (the VM shutting down) must not cost the last report
     parser = argparse.ArgumentParser(prog="expocloud-worker", description=__doc__.splitlines()[0])
     parser.add_argument("--from-metadata", action="store_true",
-                        help="on a VM: read every setting and the run key from the metadata server")
+                        help="on a VM: read every setting from the metadata server and ask the "
+                        "coordinator for this worker's key through the bucket")
     parser.add_argument("--bucket", help="bucket URL of the run")
     parser.add_argument("--worker-id")
     parser.add_argument("--slots", type=int)
@@ -489,13 +488,13 @@ def main(argv: list[str] | None = None) -> int:
                if getattr(args, n) is None]
     if missing:
         parser.error(f"{', '.join(missing)} required without --from-metadata")
-    run_key = os.environ.get(RUN_KEY_ENV, "")
-    if not run_key:
-        print(f"expocloud-worker: {RUN_KEY_ENV} is not set; fix: start workers through the "
-              "coordinator, which hands each one the run key", file=sys.stderr)
+    key = os.environ.pop(WORKER_KEY_ENV, "")
+    if not key:
+        print(f"expocloud-worker: {WORKER_KEY_ENV} is not set; fix: start workers through the "
+              "coordinator, which hands each one its key", file=sys.stderr)
         return 2
     worker = Worker(open_bucket(args.bucket), args.worker_id, args.slots,
-                    bytes.fromhex(run_key), args.scratch, args.poll, args.grace, args.heartbeat)
+                    bytes.fromhex(key), args.scratch, args.poll, args.grace, args.heartbeat)
     _stop_on_signals(worker, on_vm=False)
     time.sleep(args.boot_delay)
     return _run(worker)
@@ -509,7 +508,17 @@ def _main_on_vm(scratch: Path) -> int:
     boot = guest.Boot.from_metadata()
     if boot.storage_emulator_host:
         os.environ["STORAGE_EMULATOR_HOST"] = boot.storage_emulator_host
-    worker = Worker(open_bucket(boot.bucket), boot.name, boot.slots, boot.run_key, scratch,
+    bucket = open_bucket(boot.bucket)
+    try:
+        key = guest.worker_key(boot, bucket)
+    except OSError as exc:  # no key (TimeoutError: no coordinator to work for; or the
+        # metadata server gave no identity token): stop as when the coordinator falls silent
+        why = f"worker {boot.name}: cannot get its key: {exc}"
+        print(f"{why}; deleting this VM" if boot.self_delete else why, flush=True)
+        if boot.self_delete:
+            guest.delete_self(boot)
+        return 3
+    worker = Worker(bucket, boot.name, boot.slots, key, scratch,
                     boot.poll, boot.grace, boot.heartbeat, boot.slow_poll)
     stop_watching = threading.Event()
     guest.watch_preemption(lambda: worker.request_stop("preempted"), stop_watching)

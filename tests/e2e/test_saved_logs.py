@@ -107,10 +107,10 @@ def test_a_sealed_jobs_saved_log_has_its_secrets_blanked(
     agent, bucket = worker
     argv = ["/bin/sh", "-c", 'echo "token is $TOKEN"; echo "arg is $1" >&2; exit 3', "x",
             "s3cr3t-arg"]
-    stage = {"sealed": messages.seal(argv, {"TOKEN": "hunter2"}, KEY, "s1",
-                                     ["hunter2", "s3cr3t-arg"])}
+    sealed = messages.seal(argv, {"TOKEN": "hunter2"}, KEY, "s1",
+                                     ["hunter2", "s3cr3t-arg"])
     job = {"argv": messages.SEALED_ARGV, "cwd": None, "env": {}, "deadline_s": None,
-           "cpus": 1, "stage": stage}
+           "cpus": 1, "sealed": sealed}
     bucket.write(inbox_key("w1"), messages.encode(
         "inbox", {"seq": 1, "to": "w1", "jobs": {"s1": job}, "cancel": []}, KEY))
     assert wait_until(lambda: bucket.read(result_key("s1", "w1")) is not None, timeout=20)

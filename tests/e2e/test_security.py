@@ -6,7 +6,8 @@
 - write access to the bucket cannot make a worker run a command: a forged (wrong key), replayed
   (older seq), oversized or pickled inbox is ignored by a real worker, and a command it names
   never runs;
-- the run key appears in no log, no run directory, no worker's disk and no bucket object;
+- a worker's key appears in no log, no run directory, no worker's disk, no bucket object and
+  no job's environment; on GCE nothing secret is in instance metadata;
   a CWL secret appears in no bucket object and no log, yet the job gets it, and a failing
   job that prints it reports it blanked out;
 - the startup script quotes every rendered value.
@@ -18,11 +19,13 @@ process: tests/unit/test_security.py.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import time
@@ -35,9 +38,8 @@ from expo_executor.protocol import messages
 from expo_executor.engines.gce import startup
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.emulator.gcs import EmulatorProcess
-from expo_executor.protocol.keys import RUN_KEY_ATTRIBUTE
 from expo_executor.worker.agent import Worker
-from expo_executor.protocol.keys import RUN_KEY_ENV, inbox_key, result_key
+from expo_executor.protocol.keys import WORKER_ATTRIBUTE, WORKER_KEY_ENV, inbox_key, result_key
 
 from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
 from tests.helpers import SNAKEMAKE, processes_under, running_worker, wait_until
@@ -167,7 +169,7 @@ class SocketWatch:
             except OSError:
                 continue
             for item in environ:
-                if item.startswith(RUN_KEY_ENV.encode() + b"="):
+                if item.startswith(WORKER_KEY_ENV.encode() + b"="):
                     if kind == "job":
                         self.job_envs_with_key.append(pid)
                     self.run_keys.add(item.split(b"=", 1)[1].decode())
@@ -210,18 +212,18 @@ def _key_needles(hex_key: str) -> list[bytes]:
     return [hex_key.encode(), hex_key.upper().encode(), raw]
 
 
-def test_local_run_listens_on_no_port_and_leaks_no_run_key(tmp_path: Path) -> None:
+def test_local_run_listens_on_no_port_and_leaks_no_worker_key(tmp_path: Path) -> None:
     (tmp_path / "Snakefile").write_text(SNAKEFILE)
     result, watch = _watch_run([SNAKEMAKE, "--executor", "expocloud", "-j", "3",
                                 "--expocloud-run-id", "sec"], tmp_path, None, set(), 300)
     assert result.returncode == 0, result.stdout[-3000:]
     assert {"coordinator", "worker", "job"} <= watch.kinds(), watch.seen
     assert watch.problems == [], watch.problems
-    assert len(watch.run_keys) == 1, "the workers' run key was not seen"
-    assert watch.job_envs_with_key == [], "a job saw the run key"
-    key = watch.run_keys.pop()
+    assert watch.run_keys, "no worker's key was seen"
+    assert watch.job_envs_with_key == [], "a job saw its worker's key"
+    needles = [n for key in watch.run_keys for n in _key_needles(key)]
     assert (tmp_path / ".expocloud" / "runs" / "sec" / "bucket").is_dir()
-    assert _holding(_key_needles(key), tmp_path) == []  # logs, run dir, bucket, scratch
+    assert _holding(needles, tmp_path) == []  # logs, run dir, bucket, scratch
 
 
 def _bucket_objects(endpoint: str, bucket: str) -> dict[str, bytes]:
@@ -236,7 +238,7 @@ def _bucket_objects(endpoint: str, bucket: str) -> dict[str, bytes]:
     return found
 
 
-def test_emulated_gce_run_listens_on_no_port_and_leaks_no_run_key(
+def test_emulated_gce_run_listens_on_no_port_and_puts_no_key_in_metadata(
         tmp_path: Path, fake_compute) -> None:  # noqa: F811
     emulator = EmulatorProcess()
     try:
@@ -255,15 +257,17 @@ def test_emulated_gce_run_listens_on_no_port_and_leaks_no_run_key(
     items = [i for r in inserts for i in
              (r["json"].get("metadata") or r["json"].get("instanceProperties", {})
               .get("metadata", {})).get("items", [])]
-    keys = {i["value"] for i in items if i["key"] == RUN_KEY_ATTRIBUTE}
-    assert len(keys) == 1, keys  # instance metadata is where the key lives
-    key = keys.pop()
-    assert watch.run_keys == set(), "a worker on a VM had the run key in its environment"
-    assert objects, "the bucket is empty"
-    needles = _key_needles(key)
-    assert [name for name, data in objects.items() if any(n in data for n in needles)] == []
-    # logs, run dir and every fake VM's disk (worker.log, scratch, job logs)
-    assert _holding(needles, tmp_path) == []
+    # anyone with compute.instances.get reads metadata: the settings, never a key
+    assert items and {i["key"] for i in items} == {"startup-script", WORKER_ATTRIBUTE,
+                                                   "expocloud-halt"}, items
+    settings = [json.loads(i["value"]) for i in items if i["key"] == WORKER_ATTRIBUTE]
+    assert [name for config in settings for name in config if "key" in name] \
+        == ["grant_verify_key"] * len(settings), settings  # a public key: checks, cannot sign
+    assert all(len(bytes.fromhex(config["grant_verify_key"])) == 32 for config in settings)
+    assert watch.run_keys == set(), "a worker on a VM had a key in its environment"
+    # each worker asked for its key through the bucket, and got it only encrypted to itself
+    assert any(name.endswith("/key-request.json") for name in objects), sorted(objects)
+    assert any(name.endswith("/key.json") for name in objects), sorted(objects)
 
 
 # -- inboxes a worker must ignore ---------------------------------------------------------------
@@ -345,7 +349,7 @@ def test_bucket_write_access_alone_cannot_make_a_worker_run_a_command(
 def test_a_real_worker_process_ignores_an_inbox_signed_with_another_key(tmp_path: Path) -> None:
     bucket = LocalBucket(tmp_path / "bucket")
     marker, probe = tmp_path / "forged.ran", tmp_path / "probe.ran"
-    env = {**os.environ, RUN_KEY_ENV: KEY.hex()}
+    env = {**os.environ, WORKER_KEY_ENV: KEY.hex()}
     with open(tmp_path / "worker.err", "wb") as err:
         proc = subprocess.Popen([sys.executable, "-m", "expo_executor.worker.agent", "--bucket",
                                  str(bucket.root), "--worker-id", "w1", "--slots", "1",
@@ -372,9 +376,9 @@ def test_a_sealed_part_opens_only_for_its_run_and_job(
     agent, bucket = worker
     out = tmp_path / "secret.out"
     argv = ["/bin/sh", "-c", 'printf %s "$TOKEN" > "$1"', "x", str(out)]
-    stage = {"sealed": messages.seal(argv, {"TOKEN": "hunter2"}, KEY, "s1")}
-    job = {**_job(tmp_path / "unused"), "argv": messages.SEALED_ARGV, "stage": stage}
-    moved = {**job, "stage": {"sealed": messages.seal(argv, {"TOKEN": "x"}, b"o" * 32, "s2")}}
+    sealed = messages.seal(argv, {"TOKEN": "hunter2"}, KEY, "s1")
+    job = {**_job(tmp_path / "unused"), "argv": messages.SEALED_ARGV, "sealed": sealed}
+    moved = {**job, "sealed": messages.seal(argv, {"TOKEN": "x"}, b"o" * 32, "s2")}
     data = messages.encode("inbox", _inbox(1, {"s1": job, "s2": moved}), KEY)
     assert b"hunter2" not in data
     _deliver(agent, bucket, data)
@@ -390,9 +394,9 @@ def test_a_sealed_job_that_prints_its_secret_reports_it_blanked_out(
     """A failing command that echoes what it was given: its log tail and reason travel through
     the bucket, so the secrets the runner named are blanked out before the result is written."""
     argv = ["/bin/sh", "-c", 'echo "token is $TOKEN, arg is $1" >&2; exit 3', "x", "s3cr3t-arg"]
-    stage = {"sealed": messages.seal(argv, {"TOKEN": "hunter2"}, KEY, "s1",
-                                     ["hunter2", "s3cr3t-arg"])}
-    job = {**_job(tmp_path / "unused"), "argv": messages.SEALED_ARGV, "stage": stage}
+    sealed = messages.seal(argv, {"TOKEN": "hunter2"}, KEY, "s1",
+                                     ["hunter2", "s3cr3t-arg"])
+    job = {**_job(tmp_path / "unused"), "argv": messages.SEALED_ARGV, "sealed": sealed}
     _deliver(agent := worker[0], bucket := worker[1],
              messages.encode("inbox", _inbox(1, {"s1": job}), KEY))
     assert wait_until(lambda: bucket.read(result_key("s1", "w1")) is not None, timeout=20)
@@ -535,3 +539,150 @@ def test_the_startup_script_quotes_every_rendered_value(
         assert shown.returncode == 0, shown.stderr
         assert shown.stdout.decode().split("\0")[:-1] == [expect[n] for n in names]
     assert not marker.exists(), "a rendered value ran as a command"
+
+
+# -- a Snakemake job's environment ---------------------------------------------------------------
+ENVVARS_SNAKEFILE = """
+envvars: "EXPO_TEST_SECRET"
+
+rule all:
+    input: expand("out/{n}.txt", n=[1, 2])
+
+rule work:
+    output: "out/{n}.txt"
+    shell: "sleep 2; printf %s \\"$EXPO_TEST_SECRET\\" | sha256sum | cut -c1-64 > {output}"
+"""
+
+
+def test_a_snakemake_envvars_secret_travels_sealed_and_reaches_the_job(tmp_path: Path) -> None:
+    """Issue 16 C6: the Snakefile's envvars: (and storage plugins' secrets) went into the inbox
+    objects in the clear. The bucket (a directory on the local engine) is watched while the run
+    goes, since inboxes are deleted with their workers."""
+    secret = "sm-" + os.urandom(8).hex()
+    (tmp_path / "Snakefile").write_text(ENVVARS_SNAKEFILE)
+    env = {**os.environ, "EXPO_TEST_SECRET": secret}
+    leaks: set[str] = set()
+    inboxes = 0
+    with open(tmp_path / "run.out", "w") as out:
+        proc = subprocess.Popen([SNAKEMAKE, "--executor", "expocloud", "-j", "2",
+                                 "--expocloud-run-id", "envvars"], cwd=tmp_path, env=env,
+                                stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 300
+        while proc.poll() is None and time.monotonic() < deadline:
+            for path in (tmp_path / ".expocloud").glob("runs/*/bucket/**/*"):
+                try:
+                    data = path.read_bytes() if path.is_file() else b""
+                except OSError:
+                    continue
+                if secret.encode() in data:
+                    leaks.add(str(path))
+                inboxes += path.name == "inbox.json" and b'"sealed"' in data
+            time.sleep(0.05)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    output = (tmp_path / "run.out").read_text()
+    assert proc.returncode == 0, output[-3000:]
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    assert (tmp_path / "out" / "1.txt").read_text().strip() == digest, "the job lacked it"
+    assert inboxes, "no sealed assignment was seen in the bucket"
+    assert leaks == set(), "an envvars: secret in the bucket"
+    assert _holding([secret.encode()], tmp_path / ".expocloud" / "runs" / "envvars" /
+                    "bucket") == []
+
+
+# -- the GCE key channel: a metadata and bucket reader cannot forge an assignment -------------
+def _key_service(bucket: LocalBucket, run_key: bytes, url: str, vm_name: str,
+                 issuer, lines: list[str]):  # type: ignore[no-untyped-def]
+    """The coordinator's side of the key channel, as its round runs it."""
+    from expo_executor.coordinator.channel import Channel
+    from expo_executor.coordinator.vms import Vm
+    from expo_executor.core.scheduler import Pool
+    from expo_executor.engines.gce.key_channel import KeyGrantor
+
+    certs = "https://www.googleapis.com/oauth2/v1/certs"
+    grantor = KeyGrantor(run_key, "proj", url, lambda name: "europe-west1-b", certs,
+                         issuer.transport(certs))
+    channel = Channel(bucket, run_key, lines.append, grantor)
+    vm = Vm(vm_name, time.time(), Pool.SPOT)
+    return lambda: channel.statuses([vm])
+
+
+def test_a_metadata_and_bucket_reader_cannot_forge_an_assignment_a_gce_worker_accepts(
+        tmp_path: Path) -> None:
+    """Issue 16: the run key was an instance metadata attribute, which roles/viewer and
+    roles/compute.viewer read. Now a real worker on a (fake) VM asks for its key with its
+    identity token. The attacker reads every metadata attribute and every bucket object, and
+    may write to the bucket: it answers the key request first with a key of its own, asks for
+    the worker's key with the copied token and a key pair of its own, and signs assignments
+    with everything it found. The worker runs none of them; the genuine coordinator's still
+    run."""
+    from expo_executor.emulator.identity import IdentityIssuer
+    from expo_executor.emulator.metadata import FakeMetadata
+    from expo_executor.protocol import worker_keys
+    from expo_executor.protocol.keys import key_grant_key, key_request_key, status_key
+
+    run_key, name = os.urandom(32), "expo-r1-w1"
+    bucket = LocalBucket(tmp_path / "bucket")
+    url = str(bucket.root)
+    issuer = IdentityIssuer()
+    config = {"v": 1, "bucket": url, "slots": 1, "poll": 0.05, "grace": 60, "heartbeat": 5,
+              "grant_verify_key": worker_keys.grant_verify_key(run_key).hex(),
+              "self_delete": False}
+    meta = FakeMetadata(project="proj", zone="europe-west1-b", name=name, identity=issuer,
+                        attributes={WORKER_ATTRIBUTE: json.dumps(config)}).start()
+    lines: list[str] = []
+    coordinator_round = _key_service(bucket, run_key, url, name, issuer, lines)
+    markers = {m: tmp_path / f"{m}.ran" for m in ("forged", "genuine")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "expo_executor.worker.agent", "--from-metadata", "--scratch",
+         str(tmp_path / "scratch")], env={**os.environ, "GCE_METADATA_HOST": meta.host},
+        stdout=open(tmp_path / "worker.log", "wb"), stderr=subprocess.STDOUT,
+        start_new_session=True)
+    try:
+        assert wait_until(lambda: bucket.read(key_request_key(name)) is not None, timeout=30), \
+            (tmp_path / "worker.log").read_text()
+        # what the attacker reads: every metadata attribute and the worker's key request
+        seen = [value.encode() for value in meta.attributes.values()]
+        seen += [bytes.fromhex(value) for value in meta.attributes.values()
+                 if re.fullmatch(r"(?:[0-9a-f]{2})+", value)]  # how the run key was stored
+        request = json.loads(bucket.read(key_request_key(name)).data)
+        public = base64.b64decode(request["public"])
+        # 1. answer first, with a key of its own, encrypted to the worker's public key
+        mine = os.urandom(32)
+        forged_grant = worker_keys.grant(mine, name, public, os.urandom(32))
+        bucket.write(key_grant_key(name), forged_grant)
+        # 2. ask the coordinator for the worker's key with the copied token and its own pair
+        _, own_public = worker_keys.new_key_pair()
+        bucket.write(key_request_key(name), json.dumps(
+            {**request, "public": base64.b64encode(own_public).decode()}).encode())
+        coordinator_round()
+        assert [line for line in lines if "refusing the key request" in line
+                and "does not verify" in line], lines
+        assert bucket.read(key_grant_key(name)).data == forged_grant  # no key for it
+        # the worker's own request again (it wrote it once): the coordinator answers it
+        bucket.write(key_request_key(name), json.dumps(request).encode())
+        assert wait_until(lambda: (coordinator_round(), bucket.read(status_key(name)))[1]
+                          is not None, timeout=30), (tmp_path / "worker.log").read_text()
+        # 3. assignments signed with whatever the attacker has: none runs
+        job = {"f": _job(markers["forged"])}
+        keys = [mine, request["token"].encode(), public, *seen,
+                bytes.fromhex(config["grant_verify_key"])]
+        for seq, key in enumerate(keys, start=10):
+            bucket.write(inbox_key(name), messages.encode(
+                "inbox", {**_inbox(seq, job), "to": name}, key))
+            assert wait_until(lambda: (tmp_path / "worker.log").read_text()
+                              .count("bad signature") == seq - 9, timeout=20), \
+                (tmp_path / "worker.log").read_text()
+        genuine = worker_keys.worker_key(run_key, name)
+        from expo_executor.protocol.records import Inbox, InboxJob
+        bucket.write(inbox_key(name), Inbox(99, name, {"g": InboxJob(
+            ["/bin/sh", "-c", f"touch '{markers['genuine']}'"], None, {}, None, 1)})
+            .encode(genuine))
+        assert wait_until(markers["genuine"].exists, timeout=20), \
+            (tmp_path / "worker.log").read_text()
+        assert not markers["forged"].exists(), "a forged assignment ran"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        meta.stop()

@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import signal
+import threading
 import subprocess
 import sys
 import time
@@ -25,10 +26,12 @@ from pathlib import Path
 import psutil
 import pytest
 
+from expo_executor.emulator.identity import IdentityIssuer
 from expo_executor.emulator.metadata import FakeMetadata
 from expo_executor.engines.gce import startup
 from expo_executor.protocol import messages
-from expo_executor.protocol.keys import boot_log_key
+from expo_executor.protocol.keys import boot_log_key, key_request_key
+from expo_executor.protocol.worker_keys import grant_verify_key, worker_key
 from tests.helpers import require
 from tests.worker_software import PY_MINOR, software
 
@@ -501,19 +504,61 @@ class Vm:
         return self.upper / path.lstrip("/")
 
 
+ISSUER = IdentityIssuer()  # Google's signer of identity tokens, emulated
+CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
+
+
 def _metadata(name: str, url: str, endpoint: str, run_key: bytes,
               extra: dict[str, str] | None = None) -> FakeMetadata:
-    """The metadata server a worker VM of run r1 reads: its worker settings, run key and halt
-    command (plus ``extra`` attributes, such as the startup script itself)."""
-    return FakeMetadata(project="p", zone="europe-west1-b", name=name, attributes={
+    """The metadata server a worker VM of run r1 reads: its worker settings (with the public
+    key that checks its key grant), halt command and identity tokens (plus ``extra``
+    attributes, such as the startup script itself). No key: the worker asks for it."""
+    return FakeMetadata(project="p", zone="europe-west1-b", name=name, identity=ISSUER,
+                        attributes={
         **(extra or {}),
         "expocloud-worker": json.dumps({
             "v": 1, "bucket": url, "slots": 1, "poll": 0.2, "grace": 120,
             "heartbeat": 10, "storage_emulator_host": endpoint,
-            "compute_endpoint": None, "self_delete": False}),
-        "expocloud-run-key": run_key.hex(),
+            "compute_endpoint": None, "self_delete": False,
+            "grant_verify_key": grant_verify_key(run_key).hex()}),
         "expocloud-halt": "touch /var/lib/expocloud-halted",
     }).start()
+
+
+def serve_keys(bucket, url: str, run_key: bytes, name: str):  # type: ignore[no-untyped-def]
+    """The coordinator's side of the key channel for VM ``name``, in a thread (the channel
+    with its grantor, one round every 0.2 s, as the coordinator's loop runs it); returns the
+    function that stops it. A coordinator grants a VM its key once; this test reboots its VM,
+    so each boot's request is answered by a channel of its own (as by a coordinator started
+    afresh)."""
+    from expo_executor.coordinator.channel import Channel
+    from expo_executor.coordinator.vms import Vm as Tracked
+    from expo_executor.core.scheduler import Pool
+    from expo_executor.engines.gce.key_channel import KeyGrantor
+
+    grantor = KeyGrantor(run_key, "p", url, lambda _: "europe-west1-b", CERTS_URL,
+                         ISSUER.transport(CERTS_URL))
+    tracked, stopped = Tracked(name, time.time(), Pool.SPOT), threading.Event()
+
+    def serve() -> None:
+        answered, channel = None, Channel(bucket, run_key, print, grantor)
+        while not stopped.wait(0.2):
+            try:
+                request = bucket.read(key_request_key(name))
+                if request is not None and request.generation != answered:
+                    answered, channel = request.generation, Channel(bucket, run_key, print,
+                                                                    grantor)
+                channel.statuses([tracked])
+            except Exception as exc:  # noqa: BLE001 - a storage hiccup: the next round
+                print(f"key service: {exc}")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        stopped.set()
+        thread.join(10)
+    return stop
 
 
 def wait_for(what: str, check, vm: Vm, timeout: float):  # type: ignore[no-untyped-def]
@@ -547,6 +592,7 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
 
     emulator = EmulatorProcess()
     metadata = None
+    stop_keys = None
     vm = None
     passed = False
     try:
@@ -559,6 +605,7 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
         name = "expo-r1-w1"
         metadata = _metadata(name, url, emulator.endpoint, run_key,
                              {"startup-script": startup.render(staged)})
+        stop_keys = serve_keys(bucket, url, run_key, name)
         vm = Vm(root, tmp_path / "vm", metadata.host)
 
         started = time.monotonic()
@@ -575,7 +622,8 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
                          "print(\"snakemake\", snakemake.__version__)'; pwd; } > ../out.txt")],
                "cwd": None, "env": {}, "deadline_s": 120, "cpus": 1}
         bucket.write(inbox_key(name), messages.encode(
-            "inbox", {"seq": 1, "jobs": {"j1": job}, "cancel": []}, run_key))
+            "inbox", {"seq": 1, "jobs": {"j1": job}, "cancel": []},
+            worker_key(run_key, name)))
         blob = wait_for("job result", lambda: bucket.read(result_key("j1", name)), vm,
                         timeout=120)
         result = messages.decode("result", blob.data)
@@ -630,6 +678,8 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
             vm.kill()
             if passed:  # the VM's disk is ~0.5 GB: keep it only to debug a failure
                 shutil.rmtree(tmp_path / "vm", ignore_errors=True)
+        if stop_keys is not None:
+            stop_keys()
         if metadata is not None:
             metadata.stop()
         emulator.stop()
@@ -673,14 +723,15 @@ def _run_snakemake_and_cwl_jobs(bucket, url: str, name: str, run_key: bytes,  # 
     env = {"HOME": str(outdir), "TMPDIR": str(tmpdir), "PATH": "/usr/bin:/bin",
            "SECRET": "hunter2"}
     stage.update(stdin=None, stdout=None, stderr=None, outdir=str(outdir), timelimit=None,
-                 success_codes=[0], host_env=False,
-                 sealed=messages.seal(argv, env, run_key, "c1", ["hunter2"]))
+                 success_codes=[0], host_env=False)
+    key = worker_key(run_key, name)
     jobs = {"j2": {"argv": ["python", "-c", SNAKEMAKE_JOB, workflow], "cwd": None, "env": {},
                    "deadline_s": 300, "cpus": 1},
             "c1": {"argv": list(messages.SEALED_ARGV), "cwd": str(outdir), "env": {},
-                   "deadline_s": 120, "cpus": 1, "stage": stage}}
+                   "deadline_s": 120, "cpus": 1, "stage": stage,
+                   "sealed": messages.seal(argv, env, key, "c1", ["hunter2"])}}
     bucket.write(inbox_key(name), messages.encode(
-        "inbox", {"seq": 2, "jobs": jobs, "cancel": []}, run_key))
+        "inbox", {"seq": 2, "jobs": jobs, "cancel": []}, key))
     for key in jobs:
         blob = wait_for(f"result of {key}", lambda: bucket.read(result_key(key, name)), vm,
                         timeout=300)
@@ -763,7 +814,7 @@ def test_worker_requirements_are_installed_once_and_imported_by_a_job(
     assert importlib.util.find_spec("expocloud_testpkg") is None  # not on this host either
     assert not list((root / "srv/wheelhouse").glob("expocloud_testpkg*"))
     emulator = EmulatorProcess()
-    metadata = vm = None
+    metadata = vm = stop_keys = None
     passed = False
     try:
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.endpoint)
@@ -783,6 +834,7 @@ def test_worker_requirements_are_installed_once_and_imported_by_a_job(
         run_key = os.urandom(32)
         name = "expo-r1-w1"
         metadata = _metadata(name, url, emulator.endpoint, run_key)
+        stop_keys = serve_keys(bucket, url, run_key, name)
         vm = Vm(root, tmp_path / "vm", metadata.host)
         # The local package source: the wheel joins the VM's wheelhouse (--find-links).
         (vm.upper / "srv/wheelhouse").mkdir(parents=True)
@@ -794,7 +846,8 @@ def test_worker_requirements_are_installed_once_and_imported_by_a_job(
                         "print(t.greet(\"the job\"))' > ../out.txt"],
                "cwd": None, "env": {}, "deadline_s": 120, "cpus": 1}
         bucket.write(inbox_key(name), messages.encode(
-            "inbox", {"seq": 1, "jobs": {"j1": job}, "cancel": []}, run_key))
+            "inbox", {"seq": 1, "jobs": {"j1": job}, "cancel": []},
+            worker_key(run_key, name)))
         blob = wait_for("job result", lambda: bucket.read(result_key("j1", name)), vm,
                         timeout=120)
         assert messages.decode("result", blob.data)["outcome"] == "solved"
@@ -844,6 +897,8 @@ def test_worker_requirements_are_installed_once_and_imported_by_a_job(
             vm.kill()
             if passed:
                 shutil.rmtree(tmp_path / "vm", ignore_errors=True)
+        if stop_keys is not None:
+            stop_keys()
         if metadata is not None:
             metadata.stop()
         emulator.stop()

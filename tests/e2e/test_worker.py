@@ -14,7 +14,7 @@ import pytest
 
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import LocalBucket
-from expo_executor.protocol.keys import RUN_KEY_ENV, inbox_key, result_key, status_key
+from expo_executor.protocol.keys import WORKER_KEY_ENV, inbox_key, result_key, status_key
 from expo_executor.worker.agent import Worker
 from expo_executor.worker.procs import session_members
 
@@ -68,7 +68,7 @@ def test_runs_a_signed_assignment_and_reports_it(rig: Rig, tmp_path: Path) -> No
     assert (tmp_path / "out.txt").read_text() == "hi\n"
 
 
-def test_ignores_an_inbox_not_signed_with_the_run_key(rig: Rig, tmp_path: Path) -> None:
+def test_ignores_an_inbox_not_signed_with_its_key(rig: Rig, tmp_path: Path) -> None:
     rig.send({"evil": _job(["sh", "-c", f"touch {tmp_path}/pwned"])}, key=b"x" * 32)
     rig.send({"j2": _job(["true"])})  # a genuine one afterwards still works
     assert wait_until(lambda: rig.result("j2") is not None, 10)
@@ -178,7 +178,7 @@ def test_a_worker_whose_output_pipes_close_still_runs_and_reports(tmp_path: Path
          "--worker-id", "w-1", "--slots", "1", "--scratch", str(tmp_path / "vm"),
          "--poll", "0.05", "--heartbeat", "0.5"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**os.environ, RUN_KEY_ENV: KEY.hex()})
+        env={**os.environ, WORKER_KEY_ENV: KEY.hex()})
     try:
         assert wait_until(lambda: bucket.read(status_key("w-1")) is not None, 30)
         worker.stdout.close()  # the reader is gone

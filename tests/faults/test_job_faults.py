@@ -163,7 +163,7 @@ class SmallDiskWorker:
              "--bucket", str(self.bucket.root), "--worker-id", "w-1", "--slots", "1",
              "--scratch", str(self.scratch), "--poll", "0.05", "--grace", "120",
              "--heartbeat", "1"],
-            env={**os.environ, "EXPOCLOUD_RUN_KEY": self.key.hex()}, stdout=self.log,
+            env={**os.environ, "EXPOCLOUD_WORKER_KEY": self.key.hex()}, stdout=self.log,
             stderr=subprocess.STDOUT, start_new_session=True)
 
     def send(self, jobs: dict) -> None:

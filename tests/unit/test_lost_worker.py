@@ -14,6 +14,7 @@ from expo_executor.core.records import JobMeta
 from expo_executor.core.scheduler import Outcome, Pool, Task
 from expo_executor.coordinator.state import StateDir
 from expo_executor.protocol.keys import result_key, status_key
+from expo_executor.protocol.worker_keys import worker_key
 
 KEY = b"k" * 32
 
@@ -48,7 +49,7 @@ class ScriptedEngine:
 def _status(bucket: LocalBucket, worker: str, running: list[str]) -> None:
     body = {"worker": worker, "seq_seen": 0, "time": time.time(), "running": running,
             "slots": 1, "state": "ready", "ops": {}}
-    bucket.write(status_key(worker), messages.encode("status", body, KEY))
+    bucket.write(status_key(worker), messages.encode("status", body, worker_key(KEY, worker)))
 
 
 def test_a_result_written_just_before_the_vm_died_is_not_run_again(tmp_path: Path) -> None:
@@ -71,7 +72,8 @@ def test_a_result_written_just_before_the_vm_died_is_not_run_again(tmp_path: Pat
     assert coordinator.scheduler.state("job") == "running"
     result = {"key": "job", "worker": "w-1", "outcome": "solved", "returncode": 0,
               "started": now, "ended": now + 0.2, "reason": None, "log_tail": ""}
-    bucket.write(result_key("job", "w-1"), messages.encode("result", result, KEY),
+    bucket.write(result_key("job", "w-1"),
+                 messages.encode("result", result, worker_key(KEY, "w-1")),
                  if_generation_match=0)
     engine.status["w-1"] = "TERMINATED"  # ... and the VM died before its status write
     coordinator.tick(now + 0.3)

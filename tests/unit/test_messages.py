@@ -1,4 +1,5 @@
-"""Messages are JSON, schema-checked, bounded, and assignments are signed with the run key."""
+"""Messages are JSON, schema-checked, bounded, signed with a worker's own key, and every job's
+command and environment sealed for its worker."""
 
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def test_sealed_parts_open_only_with_their_run_key_and_job() -> None:
                            (KEY, "c1", "not base64!"), (KEY, "c1", sealed[:-8] + "AAAAAAA=")):
         with pytest.raises(messages.MessageError):
             messages.unseal(text, key, job)
-    job = {**INBOX["jobs"]["j1a1"], "stage": {"sealed": 5}}
+    job = {**INBOX["jobs"]["j1a1"], "sealed": 5}
     with pytest.raises(messages.MessageError, match="'sealed'"):
         messages.encode("inbox", {**INBOX, "jobs": {"j": job}})
 
@@ -91,9 +92,16 @@ def test_records_round_trip_through_signed_messages() -> None:
     from expo_executor.core.records import AttemptEnd, Outcome, WorkerState
     from expo_executor.protocol.records import Inbox, InboxJob, WorkerResult, WorkerStatus
 
-    inbox = Inbox(3, "w-1", {"j": InboxJob(["true"], None, {"A": "1"}, 5.0, 2,
-                                           {"sealed": "x"})}, ["k"])
-    assert Inbox.decode(inbox.encode(KEY), KEY) == inbox
+    inbox = Inbox(3, "w-1", {"j": InboxJob(["true"], None, {"A": "secret"}, 5.0, 2,
+                                           {"outdir": "/o"}, redact=("secret",))}, ["k"])
+    data = inbox.encode(KEY)
+    assert b"secret" not in data and b'"true"' not in data  # command and environment sealed
+    back = Inbox.decode(data, KEY)
+    assert back.jobs["j"].argv == messages.SEALED_ARGV and back.jobs["j"].env == {}
+    assert Inbox(back.seq, back.to, {"j": back.jobs["j"].unsealed(KEY, "j")},
+                 back.cancel) == inbox
+    with pytest.raises(messages.MessageError, match="does not open"):
+        back.jobs["j"].unsealed(b"o" * 32, "j")
     status = WorkerStatus("w-1", 3, 1.5, ["j"], 2, WorkerState.READY, {"read": 4})
     assert WorkerStatus.decode(status.encode(KEY), KEY) == status
     result = WorkerResult("j", "w-1", AttemptEnd.TIMEOUT, None, 1.0, 4.5, "killed", "tail")
@@ -111,3 +119,52 @@ def test_records_round_trip_through_signed_messages() -> None:
 def test_words_outside_the_vocabulary_are_rejected(kind: str, body: dict, error: str) -> None:
     with pytest.raises(messages.MessageError, match=error):
         messages.encode(kind, body)
+
+
+def test_every_job_of_an_inbox_is_sealed_for_its_worker_only() -> None:
+    """Issue 16 C6: a Snakemake job's environment (envvars:, storage secrets) never reaches the
+    bucket in the clear, and opens only with the key of the worker the inbox is for."""
+    from expo_executor.protocol.records import Inbox, InboxJob
+    from expo_executor.protocol.worker_keys import worker_key
+
+    run_key = b"r" * 32
+    w1, w2 = worker_key(run_key, "w-1"), worker_key(run_key, "w-2")
+    job = InboxJob(["/bin/sh", "-c", "snakemake ..."], None, {"AWS_SECRET": "hunter2-xyz"},
+                   None, 1)
+    data = Inbox(1, "w-1", {"j": job}).encode(w1)
+    assert b"hunter2-xyz" not in data and b"AWS_SECRET" not in data
+    assert Inbox.decode(data, w1).jobs["j"].unsealed(w1, "j").env == {"AWS_SECRET": "hunter2-xyz"}
+    for key in (w2, run_key):  # another worker, or the run key itself
+        with pytest.raises(messages.MessageError, match="bad signature"):
+            Inbox.decode(data, key)
+
+
+def test_worker_keys_differ_per_worker_and_derive_from_the_run_key_only() -> None:
+    from expo_executor.protocol.worker_keys import worker_key
+
+    run_key = b"r" * 32
+    assert worker_key(run_key, "w-1") == worker_key(run_key, "w-1")  # a restarted coordinator
+    assert len({worker_key(run_key, "w-1"), worker_key(run_key, "w-2"),
+                worker_key(b"s" * 32, "w-1"), run_key}) == 4
+
+
+def test_a_key_grant_opens_only_with_its_key_pair_for_its_worker_signed_by_its_run() -> None:
+    """Whoever can write to the bucket sees the worker's public key in its request: a grant of
+    a key of their own choosing, encrypted to it, must not be taken (it is not signed with the
+    run's grant key, whose public half the worker has from its settings)."""
+    from expo_executor.protocol import worker_keys
+
+    run_key = b"r" * 32
+    verify = worker_keys.grant_verify_key(run_key)
+    private, public = worker_keys.new_key_pair()
+    data = worker_keys.grant(b"K" * 32, "w-1", public, run_key)
+    assert b"K" * 32 not in data and run_key not in data
+    assert worker_keys.open_grant(data, "w-1", private, verify) == b"K" * 32
+    other, _ = worker_keys.new_key_pair()
+    forged = worker_keys.grant(b"F" * 32, "w-1", public, b"a" * 32)  # the attacker's own
+    for worker, key_pair, text, error in (
+            ("w-1", other, data, "not signed"), ("w-2", private, data, "not signed"),
+            ("w-1", private, data.replace(b'"sealed": "', b'"sealed": "A'), "open"),
+            ("w-1", private, b"not json", "open"), ("w-1", private, forged, "not signed")):
+        with pytest.raises(messages.MessageError, match=error):
+            worker_keys.open_grant(text, worker, key_pair, verify)

@@ -29,6 +29,8 @@ from expo_executor.engines.local import LocalEngine, LocalEngineConfig
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol.keys import result_key, status_key
+from expo_executor.protocol.records import WorkerResult, WorkerStatus
+from expo_executor.protocol.worker_keys import worker_key
 
 from tests.helpers import REPO
 
@@ -37,6 +39,45 @@ KEY = b"s" * 32
 
 
 # -- statuses and results the coordinator must ignore -------------------------------------------
+def _coordinator(tmp_path: Path, lines: list[str]) -> Coordinator:
+    engine = LocalEngine(LocalEngineConfig(tmp_path / "bucket", tmp_path / "vms", KEY,
+                                           grace=30, heartbeat=1))
+    return Coordinator(CoordinatorConfig("run", 1, 1, poll=0.05, heartbeat=1), engine,
+                       LocalBucket(tmp_path / "bucket"), KEY, tmp_path, StateDir(tmp_path),
+                       lines.append)
+
+
+def test_a_worker_cannot_pass_off_a_status_or_result_as_another_workers(tmp_path: Path) -> None:
+    """Issue 16: every worker held the run key, so a worker (or a job on it) could sign a
+    timeout in another worker's name and poison the persisted frontier. A worker holds only
+    its own key now: what it signs counts only as its own."""
+    from expo_executor.core.records import AttemptEnd, WorkerState
+
+    lines: list[str] = []
+    coordinator = _coordinator(tmp_path, lines)
+    bucket = coordinator.bucket
+    victim, forger = Vm("w1", time.time(), Pool.SPOT), Vm("w2", time.time(), Pool.SPOT)
+    coordinator.vms.track(victim)
+    coordinator.vms.track(forger)
+    w2 = worker_key(KEY, "w2")  # all the forging worker holds
+    ready = WorkerStatus("w1", 0, time.time(), [], 1, WorkerState.READY)
+    bucket.write(status_key("w1"), ready.encode(w2))  # in w1's place, signed by w2
+    bucket.write(status_key("w2"), ready.encode(w2))  # in its own place, claiming to be w1
+    coordinator._read_statuses(time.time())
+    assert not victim.ready and not forger.ready
+    timeout = WorkerResult("j1", "w1", AttemptEnd.TIMEOUT, None, 1.0, 2.0, "killed")
+    victim.jobs["j1"] = {}
+    bucket.write(result_key("j1", "w1"), timeout.encode(w2))
+    coordinator._read_results({"w1"})
+    assert "j1" in victim.jobs, "a result signed by w2 counted as w1's"
+    assert any("bad signature" in line for line in lines), lines
+    # what w1 itself signs still counts
+    bucket.write(status_key("w1"), ready.encode(worker_key(KEY, "w1")))
+    coordinator._read_statuses(time.time())
+    assert victim.ready
+
+
+
 def test_the_coordinator_ignores_malformed_or_oversized_statuses_and_results(
         tmp_path: Path) -> None:
     bucket = LocalBucket(tmp_path / "bucket")
@@ -54,12 +95,14 @@ def test_the_coordinator_ignores_malformed_or_oversized_statuses_and_results(
     for data in (b"\x80\x04pickle", b"{", json.dumps({"v": 1, "kind": "status",
                                                        "body": {"worker": 3}}).encode(), big,
                  messages.encode("status", status),  # well-formed, but unsigned
-                 messages.encode("status", status, b"w" * 32)):  # signed with another key
+                 messages.encode("status", status, b"w" * 32),  # signed with another key
+                     messages.encode("status", status, KEY)):  # the run key: not w1's own
         bucket.write(status_key("w1"), data)
         coordinator._read_statuses(time.time())
         assert not vm.ready, data[:40]
-    assert len([line for line in lines if "ignoring a malformed status" in line]) == 6, lines
-    bucket.write(status_key("w1"), messages.encode("status", status, KEY))
+    assert len([line for line in lines if "ignoring a malformed status" in line]) == 7, lines
+    bucket.write(status_key("w1"),
+                     messages.encode("status", status, worker_key(KEY, "w1")))
     coordinator._read_statuses(time.time())
     assert vm.ready  # the genuine status after them is read as ever
 

@@ -254,6 +254,7 @@ class GceEngine:
         self._seen_ops: set[str] = set()
         self._deleted: set[str] = set()  # names whose delete Compute Engine accepted
         self._closed = False
+        self.key_grantor: Any = None  # answers its workers' key requests (launch.build_engine)
 
     # -- Engine ------------------------------------------------------------------------------
     def create(self, names: list[str], pool: Pool, slots: int,
@@ -283,6 +284,11 @@ class GceEngine:
                     self.config.call_timeout_s, self._call)
         with self._lock:
             self._deleted.add(name)
+
+    def zone_of(self, name: str) -> str | None:
+        """The zone VM ``name`` was created in (None: not known to this engine)."""
+        with self._lock:
+            return self._zone_of.get(name)
 
     def list(self) -> list[Instance]:
         self._check_pending()

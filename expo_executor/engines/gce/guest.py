@@ -1,8 +1,10 @@
 """What a worker knows of the VM it runs on: its metadata, the preemption notice, self-deletion.
 
 Everything comes from the metadata server (``GCE_METADATA_HOST``, default
-``metadata.google.internal``), which only the VM itself can reach: the run key and the worker's
-settings never travel on a command line. Used by ``expocloud-worker --from-metadata``.
+``metadata.google.internal``), which only the VM itself can reach: the worker's settings never
+travel on a command line. Its key is not in metadata (anyone with compute.instances.get reads
+that): :func:`worker_key` asks the coordinator for it with the VM's identity token
+(key_channel.py). Used by ``expocloud-worker --from-metadata``.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ import threading
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from expo_executor.engines.gce.clients import delete_call, make_clients
 from expo_executor.engines.gce.errors import is_transient, is_transient_metadata
+from expo_executor.engines.gce.key_channel import obtain_key
 from expo_executor.engines.gce.retry import retry_call
-from expo_executor.protocol.keys import RUN_KEY_ATTRIBUTE, WORKER_ATTRIBUTE
+from expo_executor.protocol.bucket import Bucket
+from expo_executor.protocol.keys import WORKER_ATTRIBUTE
 
 NOTICE_POLL_S = 25  # seconds one long poll of the preemption notice is held by the server
 
@@ -51,7 +56,7 @@ class Boot:
     poll: float
     grace: float
     heartbeat: float
-    run_key: bytes
+    grant_verify_key: bytes  # checks the coordinator's answer to our key request (public)
     slow_poll: float | None = None
     storage_emulator_host: str | None = None
     compute_endpoint: str | None = None
@@ -69,12 +74,27 @@ class Boot:
             bucket=str(config["bucket"]), slots=int(config["slots"]),
             poll=float(config["poll"]), grace=float(config["grace"]),
             heartbeat=float(config["heartbeat"]),
+            grant_verify_key=bytes.fromhex(config["grant_verify_key"]),
             slow_poll=float(config["slow_poll"]) if config.get("slow_poll") else None,
-            run_key=bytes.fromhex(metadata_get(f"instance/attributes/{RUN_KEY_ATTRIBUTE}")),
             storage_emulator_host=config.get("storage_emulator_host"),
             compute_endpoint=config.get("compute_endpoint"),
             self_delete=bool(config.get("self_delete", True)),
         )
+
+
+def identity_token(audience: str) -> str:
+    """This VM's identity token for ``audience``, with its instance claims (``format=full``):
+    signed by Google, obtainable only from this VM's metadata server."""
+    return metadata_get("instance/service-accounts/default/identity?audience="
+                        f"{quote(audience, safe='')}&format=full")
+
+
+def worker_key(boot: Boot, bucket: Bucket) -> bytes:
+    """This worker's own key, from the coordinator through the bucket (key_channel.py); raises
+    TimeoutError when none comes within the grace period (the coordinator gone or refusing)."""
+    return obtain_key(bucket, boot.name, boot.bucket, boot.grant_verify_key, identity_token,
+                      give_up_after=boot.grace, poll=boot.poll,
+                      slow_poll=boot.slow_poll or boot.poll)
 
 
 def preempted_now() -> bool:

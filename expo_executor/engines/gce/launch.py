@@ -26,10 +26,13 @@ from expo_executor.core.scheduler import Pool
 from expo_executor.core.shapes import Shape
 from expo_executor.engines.gce import doctor
 from expo_executor.engines.gce.engine import ACCELERATOR_FAMILIES, GceConfig, GceEngine
+from expo_executor.engines.gce.google_apis import Roots
+from expo_executor.engines.gce.key_channel import KeyGrantor
 from expo_executor.engines.gce.quota_plan import FleetPlan, Machine
 from expo_executor.engines.gce.startup import render, stage
 from expo_executor.protocol.bucket import Bucket
-from expo_executor.protocol.keys import RUN_KEY_ATTRIBUTE, WORKER_ATTRIBUTE
+from expo_executor.protocol.keys import WORKER_ATTRIBUTE
+from expo_executor.protocol.worker_keys import grant_verify_key
 
 HALT_ATTRIBUTE = "expocloud-halt"
 
@@ -85,7 +88,9 @@ def coordination_url(settings: ExecutorSettings, default_storage_prefix: str | N
 
 
 def worker_boot(settings: ExecutorSettings, bucket_url: str) -> dict:
-    """What each worker reads from its metadata (never secret: the run key is separate)."""
+    """What each worker reads from its metadata: never secret (anyone with
+    compute.instances.get reads it); each worker asks for its key through the bucket
+    (key_channel.py)."""
     emulated = settings.gce_endpoint is not None
     grace = heartbeat_grace(settings)
     return {"v": 1, "bucket": bucket_url, "slots": settings.slots_per_worker,
@@ -105,12 +110,13 @@ def build_engine(settings: ExecutorSettings, run_id: str, run_key: bytes, bucket
                      requirements=worker_requirements(settings))
     metadata = {
         "startup-script": render(software),
-        WORKER_ATTRIBUTE: json.dumps(worker_boot(settings, bucket_url)),
-        RUN_KEY_ATTRIBUTE: run_key.hex(),
+        # with the public key that checks the coordinator's answers to key requests
+        WORKER_ATTRIBUTE: json.dumps({**worker_boot(settings, bucket_url),
+                                      "grant_verify_key": grant_verify_key(run_key).hex()}),
         HALT_ATTRIBUTE: "poweroff",
     }
     spot_type, on_demand_type = pool_machine_types(settings)
-    return GceEngine(GceConfig(
+    engine = GceEngine(GceConfig(
         project=settings.gce_project or "", zones=zones(settings),
         machine_types={Pool.SPOT: spot_type, Pool.ON_DEMAND: on_demand_type},
         image=settings.gce_image, gpu_image=settings.gce_gpu_image, disk_gb=settings.gce_disk_gb,
@@ -122,6 +128,12 @@ def build_engine(settings: ExecutorSettings, run_id: str, run_key: bytes, bucket
         max_run_duration_s=int(parse_duration(settings.gce_max_run_duration,
                                                "--expocloud-gce-max-run-duration")),
         run_label=run_label(run_id), metadata=metadata, endpoint=settings.gce_endpoint))
+    # the workers' keys reach them only through the bucket, to a VM whose identity token
+    # Google signed (the fake Compute's certificates on the emulated path)
+    certs = f"{Roots.for_run(settings.gce_endpoint, None).oauth2}/oauth2/v1/certs"
+    engine.key_grantor = KeyGrantor(run_key, settings.gce_project or "", bucket_url,
+                                    engine.zone_of, certs)
+    return engine
 
 
 # -- expocloud doctor, before the first VM --------------------------------------------------------

@@ -43,7 +43,6 @@ from expo_executor.core.scheduler import Outcome, Task
 from expo_executor.frontends.base import FrontEnd
 from expo_executor.frontends.cwl.hints import SweepJob
 from expo_executor.frontends.cwl.staging import Staging
-from expo_executor.protocol import messages
 
 WAIT_S = 1.0  # longest wait for reports before looking at the job generator again
 
@@ -148,12 +147,10 @@ class ExpoExecutor(JobExecutor, FrontEnd):
                 stage.update(self.staging.manifest(key, reads, job.outdir, job.tmpdir))
             except (OSError, ValueError) as exc:
                 raise WorkflowException(f"[job {job.name}] cannot stage its files: {exc}") from None
-        if secrets:  # the bucket holds only ciphertext of a command that carries secrets
-            stage["sealed"] = messages.seal(argv, env, self.started().run_key, key, secrets)
-            argv, env = list(messages.SEALED_ARGV), {}
         _logger.info("[job %s] %s on expocloud: %s", job.name, task.label, shown)
+        # the command reaches the bucket only sealed for its worker (as every job's does)
         return JobRequest(task=task, argv=argv, cwd=job.outdir, env=env, deadline_s=deadline,
-                          family=family, meta=_meta(job, task), stage=stage)
+                          family=family, meta=_meta(job, task), stage=stage, redact=secrets)
 
     def _command(self, job: SweepJob,
                  rc: RuntimeContext) -> tuple[list[str], dict[str, str], list[tuple[str, bool]]]:

@@ -210,10 +210,11 @@ class Executor(RemoteExecutor, FrontEnd):
         """The command Snakemake would run remotely, with hardness, deadline and CPUs from the
         job's resources; raises ExpoError on a bad annotation or a job no worker holds."""
         description = self.describer.describe(job)
+        env = dict(self.envvars())  # the Snakefile's envvars: and storage plugins' secrets
         return JobRequest(task=description.task,
                           argv=["/bin/sh", "-c", self._job_command(job)],
                           cwd=None if self.settings.engine == EngineName.GCE else os.getcwd(),
-                          env=dict(self.envvars()), deadline_s=description.deadline_s,
+                          env=env, redact=_secret_values(env), deadline_s=description.deadline_s,
                           family=description.family, meta=description.meta,
                           logs=_log_files(job, self.workflow.storage_settings
                                           .default_storage_prefix))
@@ -426,3 +427,10 @@ def _run_async(coroutine) -> None:
         raise failure[0]
 
 
+SHORTEST_SECRET = 6  # shorter values are not blanked: they would garble every log they occur in
+
+
+def _secret_values(env: dict[str, str]) -> list[str]:
+    """What a job's worker blanks out of its reports: the values Snakemake hands a remote job
+    in its environment are the Snakefile's ``envvars:`` and the storage plugins' secrets."""
+    return sorted({value for value in env.values() if len(value) >= SHORTEST_SECRET})
