@@ -19,6 +19,7 @@ from expo_executor.core.scheduler import Task
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol.keys import result_key, status_key
+from expo_executor.protocol.worker_keys import worker_key
 
 from tests.unit.test_lost_worker import KEY, ScriptedEngine
 
@@ -98,13 +99,13 @@ class Rig:
     def ready(self, worker: str, running: tuple[str, ...] = ()) -> None:
         body = {"worker": worker, "seq_seen": 0, "time": time.time(), "running": list(running),
                 "slots": self.config.slots_per_worker, "state": "ready", "ops": {}}
-        self.direct.write(status_key(worker), messages.encode("status", body, KEY))
+        self.direct.write(status_key(worker), messages.encode("status", body, worker_key(KEY, worker)))
 
     def result(self, key: str, worker: str, outcome: str, reason: str | None = None) -> None:
         body = {"key": key, "worker": worker, "outcome": outcome,
                 "returncode": 0 if outcome == "solved" else None, "started": self.now,
                 "ended": self.now, "reason": reason, "log_tail": ""}
-        self.direct.write(result_key(key, worker), messages.encode("result", body, KEY),
+        self.direct.write(result_key(key, worker), messages.encode("result", body, worker_key(KEY, worker)),
                           if_generation_match=0)
 
     def assigned(self, worker: str) -> set[str]:
