@@ -19,7 +19,8 @@ def finished(event: Finished, request: JobRequest, result: WorkerResult | None) 
     runtime = result.runtime_s if result else None
     worker = result.worker if result else None
     if event.outcome is Outcome.TIMEOUT:
-        message = (f"timed out after {runtime or 0:.0f} s (deadline {request.deadline_s:g} s); "
+        ran = result.command_s if result and result.command_s is not None else runtime
+        message = (f"timed out after {ran or 0:.0f} s (deadline {request.deadline_s:g} s); "
                    f"{event.harder} harder combination{'s' if event.harder != 1 else ''} "
                    "will be skipped")
     elif event.outcome is Outcome.SOLVED:
@@ -52,6 +53,11 @@ def job_record(report: JobReport, request: JobRequest, result: WorkerResult | No
         "v": 1, "key": report.key, **request.meta.to_dict(), "outcome": report.outcome.value,
         "killed": report.killed, "runtime_s": report.runtime_s, "worker": report.worker,
         "started": result.started if result else None, "ended": ended,
+        # the deadline's clock: the command's own seconds, and the start-up and file staging
+        # around it (None: the job left no stamps, and its deadline timed the whole job)
+        "command_s": result.command_s if result else None,
+        "overhead_s": round(result.overhead_s, 3) if result and result.overhead_s is not None
+        else None,
         "deadline_s": request.deadline_s, "reason": report.message,
         "dominator": dominator.label if dominator else None,
         "pool": pool.value if pool is not None else None,

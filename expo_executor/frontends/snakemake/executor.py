@@ -43,6 +43,7 @@ from expo_executor.cost.request_budget import at_scale
 from expo_executor.frontends.base import FrontEnd
 from expo_executor.frontends.snakemake.describe import THREADS, Fleet, JobDescriber, rule_values
 from expo_executor.protocol.keys import DEPLOY_DIR_ENV
+from expo_executor.worker import command_clock
 
 common_settings = CommonSettings(
     non_local_exec=True,
@@ -231,6 +232,12 @@ class Executor(RemoteExecutor, FrontEnd):
         deploy = shlex.quote(f"{command} --conda-create-envs-only")
         return (f'mkdir -p "${DEPLOY_DIR_ENV}" && flock "${DEPLOY_DIR_ENV}/conda.lock" '
                 f"/bin/sh -c {deploy} && {command}")
+
+    def get_python_executable(self) -> str:
+        """Snakemake's remote command starts ``PYTHON -m snakemake``: ours runs Snakemake
+        under the command clock, so that the job's deadline times its rule's body, not its
+        start-up and file staging (worker/command_clock.py)."""
+        return f"{super().get_python_executable()} -m {command_clock.__name__}"
 
     def submitted(self, job: JobExecutorInterface, request: JobRequest) -> None:
         self.run_job_pre(job)

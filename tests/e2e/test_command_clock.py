@@ -1,0 +1,53 @@
+"""End to end through ``snakemake --executor expocloud`` on the local engine: a job's deadline
+times its rule's body, not Snakemake's start-up. Every job's snakemake process sleeps 3 s while
+it reads the Snakefile (module-level code, as a slow import or a loaded machine would), longer
+than the 2 s deadline: the quick rule is solved all the same, the slow one times out, and both
+records say how long the command ran and how long everything around it took."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import processes_under, run_dirs, run_snakemake
+
+pytestmark = pytest.mark.slow
+
+SNAKEFILE = """
+import time
+time.sleep(3)  # every job's own snakemake reads this before it runs the rule's body
+
+rule all:
+    input: "quick/1.txt", "slow/1.txt"
+
+rule quick:
+    output: "quick/{n}.txt"
+    shell: "sleep 0.3; echo done > {output}"
+
+rule slow:
+    output: "slow/{n}.txt"
+    shell: "sleep 60; echo done > {output}"
+"""
+DEADLINE = 2
+
+
+def test_the_deadline_times_the_rules_body_not_snakemakes_start_up(tmp_path: Path) -> None:
+    (tmp_path / "Snakefile").write_text(SNAKEFILE)
+    result = run_snakemake(
+        tmp_path, "--executor", "expocloud", "-j", "4", "--keep-going",
+        "--set-resources", 'quick:hardness="n"', f"quick:deadline={DEADLINE}s",
+        'slow:hardness="n"', f"slow:deadline={DEADLINE}s",
+        "--expocloud-max-workers", "1", "--expocloud-slots-per-worker", "2",
+        "--expocloud-poll-interval", "0.1", "--expocloud-status-interval", "2")
+    lines = (run_dirs(tmp_path)[-1] / "jobs.jsonl").read_text().splitlines()
+    records = {r["rule"]: r for r in map(json.loads, lines)}
+    quick, slow = records["quick"], records["slow"]
+    assert quick["outcome"] == "solved", (quick, result.stderr[-3000:])
+    assert quick["command_s"] < DEADLINE and quick["overhead_s"] >= 3, quick
+    assert quick["runtime_s"] > DEADLINE  # the whole job took longer than the deadline
+    assert slow["outcome"] == "timeout", slow
+    assert DEADLINE <= slow["command_s"] < DEADLINE + 2 and slow["overhead_s"] >= 3, slow
+    assert f"timed out after {DEADLINE} s (deadline {DEADLINE} s)" in result.stderr
+    assert not processes_under(tmp_path), "no job or worker may outlive the run"
