@@ -10,7 +10,8 @@ monotonic clock, which all processes of a Linux machine share):
   cannot, and the worker times the whole job as before);
 - ``{"start": t}`` and ``{"end": t}`` around each command (a group job may run several).
 
-A Snakemake job runs ``python -m expo_executor.worker.command_clock -m snakemake ARGS``
+A Snakemake job's shell command starts with :data:`ANNOUNCE` and runs
+``python -m expo_executor.worker.command_clock -m snakemake ARGS``
 (the Snakemake front end puts this module in place of the interpreter): :func:`install` wraps
 Snakemake's ``snakemake.executors.local.run_wrapper`` (what runs a rule's shell, script,
 notebook, wrapper or run block in the job's process) and ``Executor.spawn_job`` (a ``run:``
@@ -33,6 +34,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 STAMPS_ENV = "EXPOCLOUD_STAMPS"
+# The first words of a Snakemake job's shell command: it will stamp its command, so whatever
+# comes before the hook (Snakemake's --deploy-sources download, on GCE) is staging already.
+# The hook's own word, later, stands (a hook that could not be installed says so).
+ANNOUNCE = f'[ -z "${STAMPS_ENV}" ] || echo \'{{"hooked": true}}\' >> "${STAMPS_ENV}"'
 
 
 def stamp(path: str | None, **fields: Any) -> None:
@@ -117,7 +122,7 @@ def read_stamps(path: Path) -> Stamps:
             continue
         if not isinstance(entry, dict):
             continue
-        if "hooked" in entry and stamps.hooked is not True:
+        if "hooked" in entry:  # the latest word stands
             stamps.hooked, stamps.why = bool(entry["hooked"]), entry.get("why")
         elif isinstance(entry.get("start"), (int, float)):
             stamps.intervals.append([float(entry["start"]), None])

@@ -1,19 +1,22 @@
-"""End to end through ``snakemake --executor expocloud`` on the local engine: a job's deadline
-times its rule's body, not Snakemake's start-up. Every job's snakemake process sleeps 3 s while
-it reads the Snakefile (module-level code, as a slow import or a loaded machine would), longer
-than the 2 s deadline: the quick rule is solved all the same, the slow one times out, and both
-records say how long the command ran and how long everything around it took."""
+"""The command clock in real processes. End to end through ``snakemake --executor expocloud``
+on the local engine, a job's deadline times its rule's body, not Snakemake's start-up: every
+job's snakemake process sleeps 3 s while it reads the Snakefile (module-level code, as a slow
+import or a loaded machine would), longer than the 2 s deadline; the quick rule is solved all
+the same, the slow one times out, and both records say how long the command ran and how long
+everything around it took."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import processes_under, run_dirs, run_snakemake
+from expo_executor.worker import command_clock
+from expo_executor.worker.command_clock import read_stamps, stamp
 
-pytestmark = pytest.mark.slow
+from tests.helpers import processes_under, run_dirs, run_snakemake
 
 SNAKEFILE = """
 import time
@@ -33,6 +36,7 @@ rule slow:
 DEADLINE = 2
 
 
+@pytest.mark.slow
 def test_the_deadline_times_the_rules_body_not_snakemakes_start_up(tmp_path: Path) -> None:
     (tmp_path / "Snakefile").write_text(SNAKEFILE)
     result = run_snakemake(
@@ -51,3 +55,15 @@ def test_the_deadline_times_the_rules_body_not_snakemakes_start_up(tmp_path: Pat
     assert DEADLINE <= slow["command_s"] < DEADLINE + 2 and slow["overhead_s"] >= 3, slow
     assert f"timed out after {DEADLINE} s (deadline {DEADLINE} s)" in result.stderr
     assert not processes_under(tmp_path), "no job or worker may outlive the run"
+
+
+def test_the_shell_announcement_is_a_hooked_stamp(tmp_path: Path) -> None:
+    """A Snakemake job's shell command announces its stamps before anything else runs (its
+    sources' download on GCE is staging already); the hook's later word stands."""
+    path = tmp_path / "s"
+    subprocess.run(["/bin/sh", "-c", command_clock.ANNOUNCE],
+                   env={command_clock.STAMPS_ENV: str(path)}, check=True)
+    assert read_stamps(path).hooked
+    stamp(str(path), hooked=False, why="no rule runner")
+    assert not read_stamps(path).hooked and read_stamps(path).why == "no rule runner"
+    subprocess.run(["/bin/sh", "-c", command_clock.ANNOUNCE], env={}, check=True)  # no file

@@ -80,3 +80,4 @@ def test_a_changed_snakemake_leaves_the_job_unhooked_not_broken(
 def test_the_entry_point_wants_snakemakes_own_command_line() -> None:
     with pytest.raises(SystemExit, match="usage"):
         command_clock.main(["--snakefile", "x"])
+

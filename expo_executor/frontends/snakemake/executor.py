@@ -212,7 +212,8 @@ class Executor(RemoteExecutor, FrontEnd):
         job's resources; raises ExpoError on a bad annotation or a job no worker holds."""
         description = self.describer.describe(job)
         return JobRequest(task=description.task,
-                          argv=["/bin/sh", "-c", self._job_command(job)],
+                          argv=["/bin/sh", "-c",
+                                f"{command_clock.ANNOUNCE}; {self._job_command(job)}"],
                           cwd=None if self.settings.engine == EngineName.GCE else os.getcwd(),
                           env=dict(self.envvars()), deadline_s=description.deadline_s,
                           family=description.family, meta=description.meta,
