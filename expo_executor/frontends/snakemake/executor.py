@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import dataclasses
+import functools
 import os
 import shlex
 import threading
@@ -31,6 +32,7 @@ from snakemake_interface_executor_plugins.settings import (CommonSettings, Deplo
 from expo_executor.coordinator.launch import (max_workers, resolve_machine_types, shape_book,
                                               start_coordinator)
 from expo_executor.coordinator.loop import JobReport, JobRequest
+from expo_executor.coordinator.measured_on import measured_on
 from expo_executor.coordinator.run_files import REQUESTS, RunFiles
 from expo_executor.coordinator.settings import (ExecutorSettings, validate, with_default_slots,
                                                 worker_memory_mb, worker_provides)
@@ -94,7 +96,8 @@ class Executor(RemoteExecutor, FrontEnd):
             self.shapes = shape_book(settings, self._auto_rules(planned), self.state,
                                      self.logger.info)
             self.describer = JobDescriber(os.path.abspath(self.workflow.main_snakefile), fleet,
-                                          self.logger.info, self.shapes)
+                                          self.logger.info, self.shapes,
+                                          functools.partial(measured_on, settings))
             self._check_rules(planned)
             self._check_software(planned)
         except ExpoError as exc:
