@@ -73,7 +73,8 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
             poll=poll, grace=grace, heartbeat=heartbeat(poll, grace),
             boot_delay=settings.boot_delay))
     coordinator = Coordinator(config, engine, bucket, run_key, run_dir, state, log,
-                              Scheduler(spot_attempts=settings.spot_attempts))
+                              Scheduler(spot_attempts=settings.spot_attempts,
+                                        confirm_timeouts=settings.confirm_timeouts))
     coordinator.start()
     return coordinator
 

@@ -20,17 +20,22 @@ def finished(event: Finished, request: JobRequest, result: WorkerResult | None) 
     worker = result.worker if result else None
     if event.outcome is Outcome.TIMEOUT:
         ran = result.command_s if result and result.command_s is not None else runtime
-        message = (f"timed out after {ran or 0:.0f} s (deadline {request.deadline_s:g} s); "
-                   f"{event.harder} harder combination{'s' if event.harder != 1 else ''} "
-                   "will be skipped")
+        again = f", as on {event.first_timeout_on} before" if event.first_timeout_on else ""
+        message = (f"timed out after {ran or 0:.0f} s (deadline {request.deadline_s:g} s"
+                   f"{again}); {event.harder} harder "
+                   f"combination{'s' if event.harder != 1 else ''} will be skipped")
     elif event.outcome is Outcome.SOLVED:
         message = f"solved in {runtime or 0:.1f} s on {worker}"
+        if event.first_timeout_on:
+            message += (f" (its first run timed out on {event.first_timeout_on}: a slow "
+                        "worker, not a hard combination)")
     else:
         reason = result.reason if result else "unknown reason"
         message = f"failed on worker {worker}: {reason}"
     return JobReport(event.key, event.outcome, message, runtime, worker,
                      result.log_tail if result else "",
-                     returncode=result.returncode if result else None)
+                     returncode=result.returncode if result else None,
+                     first_timeout_on=event.first_timeout_on)
 
 
 def skipped(event: Skipped, result: WorkerResult | None) -> JobReport:
@@ -62,5 +67,6 @@ def job_record(report: JobReport, request: JobRequest, result: WorkerResult | No
         "dominator": dominator.label if dominator else None,
         "pool": pool.value if pool is not None else None,
         "preemptions": preemptions,
+        "first_timeout_on": report.first_timeout_on,
         "logs_dir": str(logs_dir) if logs_dir is not None else None,
     }

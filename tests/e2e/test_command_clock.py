@@ -67,3 +67,40 @@ def test_the_shell_announcement_is_a_hooked_stamp(tmp_path: Path) -> None:
     stamp(str(path), hooked=False, why="no rule runner")
     assert not read_stamps(path).hooked and read_stamps(path).why == "no rule runner"
     subprocess.run(["/bin/sh", "-c", command_clock.ANNOUNCE], env={}, check=True)  # no file
+
+
+# -- --expocloud-confirm-timeouts on the local engine ---------------------------------------------
+
+CONFIRM = """
+rule all:
+    input: expand("out/{n}.txt", n=[1, 2, 3])
+
+rule work:
+    output: "out/{n}.txt"
+    # n=1 is slow only on its first attempt (a slow worker), n=3 is always too slow
+    shell: "if [ {wildcards.n} = 1 ] && [ ! -e first-1 ]; then touch first-1; sleep 60; fi; "
+           "if [ {wildcards.n} = 3 ]; then sleep 60; fi; echo done > {output}"
+"""
+
+
+@pytest.mark.slow
+def test_a_timeout_is_confirmed_on_another_worker_before_it_prunes(tmp_path: Path) -> None:
+    """n=1's first run times out (its worker was "slow"), its re-run on the other worker is
+    solved: nothing is pruned, so n=2 and n=3 run; n=3 times out twice and is a timeout."""
+    (tmp_path / "Snakefile").write_text(CONFIRM)
+    result = run_snakemake(
+        tmp_path, "--executor", "expocloud", "-j", "4", "--keep-going",
+        "--set-resources", 'work:hardness="n"', "work:deadline=2s",
+        "--expocloud-max-workers", "2", "--expocloud-slots-per-worker", "1",
+        "--expocloud-confirm-timeouts", "--expocloud-idle-timeout", "60",
+        "--expocloud-poll-interval", "0.1", "--expocloud-status-interval", "2")
+    lines = (run_dirs(tmp_path)[-1] / "jobs.jsonl").read_text().splitlines()
+    records = {r["wildcards"]["n"]: r for r in map(json.loads, lines)}
+    log = result.stderr
+    assert {n: r["outcome"] for n, r in records.items()} == \
+        {"1": "solved", "2": "solved", "3": "timeout"}, log[-3000:]
+    assert records["1"]["first_timeout_on"] not in (None, records["1"]["worker"])
+    assert "a slow worker, not a hard combination" in records["1"]["reason"]
+    assert records["3"]["first_timeout_on"] not in (None, records["3"]["worker"])
+    assert "running it once more on another, idle worker" in log
+    assert not processes_under(tmp_path), "no job or worker may outlive the run"
