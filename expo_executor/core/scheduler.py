@@ -32,7 +32,8 @@ class Task:
 
     key: str
     label: str
-    family: str | None = None  # frontier partition (rule, spec, deadline); None: never pruned
+    # frontier partition (rule, spec, deadline, engine and machine); None: never pruned
+    family: str | None = None
     point: HardnessPoint | None = None
     cpus: int = 1
     mem_mb: int = 0
