@@ -96,7 +96,10 @@ class Stamps:
 
     hooked: bool | None = None  # None: it said nothing (an older or a foreign command)
     why: str | None = None  # why it is not hooked
-    intervals: list[list[float | None]] = field(default_factory=list)  # [start, end or None]
+    # [start, end or None] while at least one command ran: a group job's rules may run at
+    # once, and their time counts once (the union of their runs)
+    intervals: list[list[float | None]] = field(default_factory=list)
+    depth: int = 0  # commands running now
 
     def command_s(self, now: float) -> float:
         """Seconds its commands have run until ``now`` (monotonic)."""
@@ -125,9 +128,13 @@ def read_stamps(path: Path) -> Stamps:
         if "hooked" in entry:  # the latest word stands
             stamps.hooked, stamps.why = bool(entry["hooked"]), entry.get("why")
         elif isinstance(entry.get("start"), (int, float)):
-            stamps.intervals.append([float(entry["start"]), None])
-        elif isinstance(entry.get("end"), (int, float)) and stamps.running:
-            stamps.intervals[-1][1] = float(entry["end"])
+            if stamps.depth == 0:
+                stamps.intervals.append([float(entry["start"]), None])
+            stamps.depth += 1
+        elif isinstance(entry.get("end"), (int, float)) and stamps.depth > 0:
+            stamps.depth -= 1
+            if stamps.depth == 0:
+                stamps.intervals[-1][1] = float(entry["end"])
     return stamps
 
 

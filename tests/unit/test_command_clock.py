@@ -26,6 +26,13 @@ def test_stamps_are_read_back_and_a_torn_line_is_ignored(tmp_path: Path) -> None
     assert read_stamps(tmp_path / "missing") == Stamps()
 
 
+def test_commands_running_at_once_count_once(tmp_path: Path) -> None:
+    """A group job's rules may run in parallel threads: their time is the union of their runs."""
+    stamps = _stamps(tmp_path, {"hooked": True}, {"start": 0.0}, {"start": 1.0}, {"end": 2.0},
+                     {"end": 3.0}, {"start": 10.0}, {"end": 11.0})
+    assert not stamps.running and stamps.command_s(now=50.0) == pytest.approx(4.0)
+
+
 def test_slow_start_up_is_not_counted_against_the_deadline() -> None:
     stamps = Stamps(True, None, [[100.0, None]])  # the command started 100 s after the spawn
     assert judge(stamps, spawned=0.0, now=104.0, deadline_s=5.0, allowance_s=600.0) is None
