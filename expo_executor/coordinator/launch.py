@@ -78,7 +78,8 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
     held = record(run_dir, _run_state(settings, config.run_id, bucket, default_storage_prefix),
                   run_key)
     coordinator = Coordinator(config, engine, bucket, run_key, run_dir, state, log,
-                              Scheduler(spot_attempts=settings.spot_attempts))
+                              Scheduler(spot_attempts=settings.spot_attempts,
+                                        confirm_timeouts=settings.confirm_timeouts))
     coordinator.held_run = held
     coordinator.start()
     return coordinator

@@ -405,6 +405,8 @@ class Coordinator:
                                                request.stage, tuple(request.logs),
                                                tuple(request.redact))
             vm.inbox_dirty = True
+        # timeouts whose re-run has no worker to run on prune now (--expocloud-confirm-timeouts)
+        self.reporter.handle(self.scheduler.take_unconfirmed())
 
     def _scale(self, now: float) -> None:
         """One scaling round (``core.scaling.scale``), then its deletes and creates."""

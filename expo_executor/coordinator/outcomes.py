@@ -19,17 +19,23 @@ def finished(event: Finished, request: JobRequest, result: WorkerResult | None) 
     runtime = result.runtime_s if result else None
     worker = result.worker if result else None
     if event.outcome is Outcome.TIMEOUT:
-        message = (f"timed out after {runtime or 0:.0f} s (deadline {request.deadline_s:g} s); "
-                   f"{event.harder} harder combination{'s' if event.harder != 1 else ''} "
-                   "will be skipped")
+        ran = result.command_s if result and result.command_s is not None else runtime
+        again = f", as on {event.first_timeout_on} before" if event.first_timeout_on else ""
+        message = (f"timed out after {ran or 0:.0f} s (deadline {request.deadline_s:g} s"
+                   f"{again}); {event.harder} harder "
+                   f"combination{'s' if event.harder != 1 else ''} will be skipped")
     elif event.outcome is Outcome.SOLVED:
         message = f"solved in {runtime or 0:.1f} s on {worker}"
+        if event.first_timeout_on:
+            message += (f" (its first run timed out on {event.first_timeout_on}: a slow "
+                        "worker, not a hard combination)")
     else:
         reason = result.reason if result else "unknown reason"
         message = f"failed on worker {worker}: {reason}"
     return JobReport(event.key, event.outcome, message, runtime, worker,
                      result.log_tail if result else "",
-                     returncode=result.returncode if result else None)
+                     returncode=result.returncode if result else None,
+                     first_timeout_on=event.first_timeout_on)
 
 
 def skipped(event: Skipped, result: WorkerResult | None) -> JobReport:
@@ -52,9 +58,15 @@ def job_record(report: JobReport, request: JobRequest, result: WorkerResult | No
         "v": 1, "key": report.key, **request.meta.to_dict(), "outcome": report.outcome.value,
         "killed": report.killed, "runtime_s": report.runtime_s, "worker": report.worker,
         "started": result.started if result else None, "ended": ended,
+        # the deadline's clock: the command's own seconds, and the start-up and file staging
+        # around it (None: the job left no stamps, and its deadline timed the whole job)
+        "command_s": result.command_s if result else None,
+        "overhead_s": round(result.overhead_s, 3) if result and result.overhead_s is not None
+        else None,
         "deadline_s": request.deadline_s, "reason": report.message,
         "dominator": dominator.label if dominator else None,
         "pool": pool.value if pool is not None else None,
         "preemptions": preemptions,
+        "first_timeout_on": report.first_timeout_on,
         "logs_dir": str(logs_dir) if logs_dir is not None else None,
     }

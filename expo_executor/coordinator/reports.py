@@ -23,8 +23,8 @@ from expo_executor.coordinator.saved_logs import LogFetcher
 from expo_executor.coordinator.state import StateDir
 from expo_executor.coordinator.vms import VmFleet
 from expo_executor.core.hardness import FrontierPoint
-from expo_executor.core.scheduler import (Cancel, Event, Finished, Outcome, Requeued, Scheduler,
-                                          Skipped)
+from expo_executor.core.scheduler import (Cancel, Confirming, Event, Finished, Outcome,
+                                          Requeued, Scheduler, Skipped, Unconfirmed)
 from expo_executor.protocol.records import WorkerResult
 
 
@@ -58,6 +58,13 @@ class Reporter:
                 self.report(outcomes.skipped(event, mine), mine, event.dominator)
             elif isinstance(event, Finished):
                 self._finish(event, result)
+            elif isinstance(event, Confirming):
+                self.log(f"expocloud: {self.scheduler.task(event.key).label} timed out on "
+                         f"{event.worker_id}; running it once more on another, idle worker "
+                         "before its timeout prunes anything (--expocloud-confirm-timeouts)")
+            elif isinstance(event, Unconfirmed):
+                self.log(f"expocloud: {self.scheduler.task(event.key).label}: no other worker "
+                         "to confirm its timeout on; it stands unconfirmed")
             elif isinstance(event, Requeued):
                 where = " (on-demand only from now on)" if event.on_demand_only else ""
                 self.log(f"expocloud: re-queued {self.scheduler.task(event.key).label} "

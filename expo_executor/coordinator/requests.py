@@ -46,3 +46,6 @@ class JobReport:
     killed: bool = False
     returncode: int | None = None  # the command's exit code, when it ran to its end
     logs_dir: Path | None = None  # where its saved logs are (it failed or timed out)
+    # the worker its first run timed out on, when that timeout was re-run to confirm it
+    # (--expocloud-confirm-timeouts): solved now, that worker was slow, not the job hard
+    first_timeout_on: str | None = None

@@ -99,6 +99,11 @@ class ExecutorSettings(ExecutorSettingsBase):
         "$name are substituted."))
     status_interval: float = field(default=10.0, metadata=_opt(
         "Seconds between progress lines.", type=float))
+    confirm_timeouts: bool = field(default=False, metadata=_opt(
+        "Re-run a family's timeout once on another, idle worker before it prunes anything; a "
+        "re-run that is solved prunes nothing (a slow worker, recorded as such), one that "
+        "times out again prunes, and the family's later timeouts prune at once. Needs a "
+        "second worker: with only one, timeouts prune as without it."))
     run_id: Optional[str] = field(default=None, metadata=_opt(
         "Name of the run directory under .expocloud/runs (default: a time stamp)."))
     state_dir: str = field(default=".expocloud", metadata=_opt(

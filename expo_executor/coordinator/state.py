@@ -1,9 +1,12 @@
 """What outlives a run, under ``.expocloud/``: run directories, frontiers, placeholders.
 
-The frontier is stored per workflow, rule, hardness spec and deadline so that a rerun skips
-known-hopeless combinations at once. A timeout recorded with a deadline at least as long as
-today's still holds (it would time out again); one recorded with a shorter deadline does not,
-so raising the deadline explores again.
+The frontier is stored per workflow, rule, hardness spec, engine and machine (where the
+timeout was measured: coordinator/measured_on.py), so that a rerun on the same kind of machine
+skips known-hopeless combinations at once, and a laptop's timeout never prunes a GCE run. A
+timeout recorded with a deadline at least as long as today's still holds (it would time out
+again); one recorded with a shorter deadline does not, so raising the deadline explores again.
+Frontier files written before engine and machine were part of the key apply to the local
+engine only (on any host: they cannot say which).
 """
 
 from __future__ import annotations
@@ -65,19 +68,31 @@ def _read_json(path: Path, default: object) -> object:
 
 @dataclass(frozen=True)
 class FamilyRef:
-    """Which frontier a task belongs to: tasks of one rule, spec and deadline share one."""
+    """Which frontier a task belongs to: tasks of one rule, spec and deadline, timed on one
+    engine and machine, share one."""
 
     workflow: str
     rule: str
     spec: str
     deadline_s: float
+    engine: str = "local"
+    machine: str = ""
 
     @property
     def key(self) -> str:
-        return f"{self.rule} [{self.spec}] @{self.deadline_s:g}s"
+        return f"{self.rule} [{self.spec}] @{self.deadline_s:g}s on {self.engine} {self.machine}"
 
     @property
     def digest(self) -> str:
+        text = "\0".join((self.workflow, self.rule, self.spec, self.engine, self.machine))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def legacy_digest(self) -> str | None:
+        """The file of a frontier written before engine and machine were in the key: read
+        for the local engine only."""
+        if self.engine != "local":
+            return None
         text = "\0".join((self.workflow, self.rule, self.spec))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -102,9 +117,18 @@ class StateDir:
         return self.root / "frontiers" / f"{ref.digest}.json"
 
     def load_frontier(self, ref: FamilyRef) -> Frontier:
-        """Timeouts recorded with a deadline at least as long as ``ref``'s."""
-        data = _read_json(self._frontier_path(ref), {})
+        """Timeouts recorded with a deadline at least as long as ``ref``'s, on its engine and
+        machine (plus, on the local engine, those of a frontier file older than that key)."""
         frontier = Frontier()
+        paths = [self._frontier_path(ref)]
+        if ref.legacy_digest is not None:
+            paths.append(self.root / "frontiers" / f"{ref.legacy_digest}.json")
+        for path in paths:
+            self._load_into(frontier, _read_json(path, {}), ref)
+        return frontier
+
+    @staticmethod
+    def _load_into(frontier: Frontier, data: object, ref: FamilyRef) -> None:
         for entry in data.get("timeouts", []) if isinstance(data, dict) else []:
             try:
                 if float(entry["deadline_s"]) >= ref.deadline_s:
@@ -112,7 +136,6 @@ class StateDir:
                     frontier.add(point, str(entry["label"]))
             except (KeyError, TypeError, ValueError):
                 continue
-        return frontier
 
     def add_timeout(self, ref: FamilyRef, point: HardnessPoint, label: str, run_id: str) -> None:
         """Add a timeout to its frontier file: a read-modify-write under the file's lock, so
@@ -122,7 +145,8 @@ class StateDir:
             data = _read_json(path, {})
             if not isinstance(data, dict):
                 data = {}
-            data.update({"v": 1, "workflow": ref.workflow, "rule": ref.rule, "spec": ref.spec})
+            data.update({"v": 2, "workflow": ref.workflow, "rule": ref.rule, "spec": ref.spec,
+                         "engine": ref.engine, "machine": ref.machine})
             data.setdefault("timeouts", []).append({
                 "deadline_s": ref.deadline_s, "scope": list(point.scope),
                 "vector": list(point.vector), "label": label, "run": run_id,

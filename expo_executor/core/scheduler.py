@@ -32,7 +32,8 @@ class Task:
 
     key: str
     label: str
-    family: str | None = None  # frontier partition (rule, spec, deadline); None: never pruned
+    # frontier partition (rule, spec, deadline, engine and machine); None: never pruned
+    family: str | None = None
     point: HardnessPoint | None = None
     cpus: int = 1
     mem_mb: int = 0
@@ -68,11 +69,23 @@ class Cancel:
 
 @dataclass(frozen=True)
 class Finished:
-    """A task ended; for a timeout, ``harder`` counts the tasks it skipped or cancelled."""
+    """A task ended; for a timeout, ``harder`` counts the tasks it skipped or cancelled.
+    ``first_timeout_on``: the worker on which its first run timed out, when that timeout was
+    re-run to confirm it (a solved re-run makes it a slow worker's event, not hardness)."""
 
     key: str
     outcome: Outcome
     harder: int = 0
+    first_timeout_on: str | None = None
+
+
+@dataclass(frozen=True)
+class Confirming:
+    """A family's timeout, not yet trusted: the task runs once more, on another worker with
+    nothing else running, before its timeout prunes anything."""
+
+    key: str
+    worker_id: str
 
 
 @dataclass(frozen=True)
@@ -85,7 +98,16 @@ class Requeued:
     on_demand_only: bool
 
 
-Event = Skipped | Cancel | Finished | Requeued
+@dataclass(frozen=True)
+class Unconfirmed:
+    """A timeout that could not be re-run (no other worker of its shape): it prunes as
+    without confirmation."""
+
+    key: str
+    worker_id: str
+
+
+Event = Skipped | Cancel | Finished | Requeued | Confirming | Unconfirmed
 
 
 @dataclass
@@ -108,6 +130,7 @@ class _Entry:
     preemptions: int = 0
     worker_id: str | None = None
     cancelling: FrontierPoint | None = None
+    first_timeout_on: str | None = None  # set while (and after) its timeout is re-run
 
     def order(self) -> tuple:
         hardness = self.task.point.sort_key() if self.task.point else (0.0, ())
@@ -115,11 +138,17 @@ class _Entry:
 
 
 class Scheduler:
-    """Task table and dispatch policy. ``spot_attempts``: preemptions before on-demand only."""
+    """Task table and dispatch policy. ``spot_attempts``: preemptions before on-demand only.
+    ``confirm_timeouts``: a timeout of a family whose timeouts are not trusted yet runs once
+    more on an idle other worker before it prunes (a confirmed one makes the family trusted)."""
 
-    def __init__(self, frontiers: dict[str, Frontier] | None = None, spot_attempts: int = 2):
+    def __init__(self, frontiers: dict[str, Frontier] | None = None, spot_attempts: int = 2,
+                 confirm_timeouts: bool = False):
         self.frontiers: dict[str, Frontier] = dict(frontiers or {})
         self.spot_attempts = spot_attempts
+        self.confirm_timeouts = confirm_timeouts
+        self._trusted: set[str] = set()  # families with a confirmed timeout
+        self._confirming: set[str] = set()  # tasks waiting for (or in) their re-run
         self.outcomes: dict[str, Outcome] = {}
         self._entries: dict[str, _Entry] = {}
         self._queue: list[tuple[tuple, str]] = []  # heap of (order, key); stale keys skipped
@@ -136,6 +165,7 @@ class Scheduler:
         self._with_free = {True: 0, False: 0}  # Spot? -> workers with a free CPU
         self._most_cpus = 0
         self._open: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+        self.unconfirmed: list[Event] = []  # see take_unconfirmed
 
     # -- events in ---------------------------------------------------------------------------
     def submit(self, task: Task) -> list[Event]:
@@ -198,17 +228,43 @@ class Scheduler:
         entry = self._entries[key]
         if key in self.outcomes or entry.worker_id is None:
             return []  # a late or duplicate report: the first one stands
+        worker_id = entry.worker_id
         self._release(entry)
         if entry.cancelling is not None and outcome is not Outcome.SOLVED:
             self.outcomes[key] = Outcome.SKIPPED  # killed by the domino effect on the way
             return [Skipped(key, entry.cancelling, killed=True)]
+        family = entry.task.family
+        prunes = outcome is Outcome.TIMEOUT and family is not None \
+            and entry.task.point is not None
+        if prunes and self._to_confirm(entry, family):
+            entry.first_timeout_on, entry.requeued = worker_id, True
+            self._confirming.add(key)
+            self._push(entry)
+            return [Confirming(key, worker_id or "")]
+        self._confirming.discard(key)
         self.outcomes[key] = outcome
-        if outcome is not Outcome.TIMEOUT or entry.task.family is None or entry.task.point is None:
-            return [Finished(key, outcome)]
-        frontier = self.frontiers.setdefault(entry.task.family, Frontier())
-        frontier.add(entry.task.point, entry.task.label)
-        consequences = self._domino(entry.task.family, frontier, entry.task.point)
-        return [Finished(key, outcome, harder=len(consequences)), *consequences]
+        first = entry.first_timeout_on
+        if not prunes:
+            return [Finished(key, outcome, first_timeout_on=first)]
+        if first is not None:
+            self._trusted.add(family)  # it timed out twice: its family's timeouts hold
+        return self._prune(entry, outcome)
+
+    def _to_confirm(self, entry: _Entry, family: str) -> bool:
+        """Does this timeout need its re-run first? Only with confirmation on, only in a
+        family not trusted yet, and only once per task."""
+        return self.confirm_timeouts and family not in self._trusted \
+            and entry.first_timeout_on is None
+
+    def _prune(self, entry: _Entry, outcome: Outcome) -> list[Event]:
+        """A trusted timeout: it joins its frontier and sets off the domino effect."""
+        family, point = entry.task.family, entry.task.point
+        assert family is not None and point is not None
+        frontier = self.frontiers.setdefault(family, Frontier())
+        frontier.add(point, entry.task.label)
+        consequences = self._domino(family, frontier, point)
+        return [Finished(entry.task.key, outcome, harder=len(consequences),
+                         first_timeout_on=entry.first_timeout_on), *consequences]
 
     def cancelled(self, key: str) -> list[Event]:
         """The worker confirmed that it killed a task we cancelled."""
@@ -225,6 +281,7 @@ class Scheduler:
         if entry is None or key in self.outcomes:
             return None
         self._dequeue(key)
+        self._confirming.discard(key)
         self.outcomes[key] = Outcome.FAILED
         worker_id = entry.worker_id
         if worker_id is not None:
@@ -242,6 +299,7 @@ class Scheduler:
         with_free = self._with_free
         assignments: list[Assignment] = []
         deferred: list[tuple[tuple, str]] = []
+        unconfirmed = self._give_up_confirming()
         while self._queue and (with_free[False] or with_free[True]):
             order, key = heapq.heappop(self._queue)
             if key not in self._queued:
@@ -258,7 +316,33 @@ class Scheduler:
             assignments.append(Assignment(key, worker.worker_id))
         for item in deferred:
             heapq.heappush(self._queue, item)
+        self.unconfirmed.extend(unconfirmed)
         return assignments
+
+    def take_unconfirmed(self) -> list[Event]:
+        """Timeouts ``assign`` could not re-run (no other worker of their shape), with what
+        their pruning set off: the coordinator reports them after its round's assignments."""
+        events, self.unconfirmed = self.unconfirmed, []
+        return events
+
+    def _give_up_confirming(self) -> list[Event]:
+        """A waiting re-run whose shape has no worker but the one it timed out on cannot
+        run (a worker never runs a job twice): its first timeout prunes as if confirmed."""
+        events: list[Event] = []
+        for key in sorted(self._confirming, key=lambda k: self._entries[k].seq):
+            entry = self._entries[key]
+            if key not in self._queued:
+                continue
+            others = [w for w in self._workers.values()
+                      if w.shape == entry.task.shape and w.worker_id != entry.first_timeout_on]
+            if others or entry.first_timeout_on not in self._workers:
+                continue  # another worker will be free, or a new one is coming
+            self._dequeue(key)
+            self._confirming.discard(key)
+            self.outcomes[key] = Outcome.TIMEOUT
+            events.append(Unconfirmed(key, entry.first_timeout_on or ""))
+            events.extend(self._prune(entry, Outcome.TIMEOUT))
+        return events
 
     # -- queries -----------------------------------------------------------------------------
     def state(self, key: str) -> str:
@@ -345,6 +429,8 @@ class Scheduler:
         the task."""
         on_demand_only = self._on_demand_only(entry) or not allow_spot
         shape = entry.task.shape
+        if entry.task.key in self._confirming:
+            return self._idle_other(entry, on_demand_only)
         if entry.task.cpus >= 1 and entry.task.mem_mb <= 0:  # memory cannot rule a worker out
             best = self._best(shape, False, entry.task.cpus)
             if not on_demand_only:
@@ -360,6 +446,16 @@ class Scheduler:
             and not (on_demand_only and w.pool is Pool.SPOT)
         ]
         return min(fits, key=lambda w: (w.free_cpus, w.worker_id), default=None)
+
+    def _idle_other(self, entry: _Entry, on_demand_only: bool) -> _Worker | None:
+        """A re-run's worker: of its shape, running nothing (so that neighbours cannot slow
+        it), and not the one its first run timed out on."""
+        fits = [w for w in self._workers.values()
+                if w.shape == entry.task.shape and not w.running
+                and w.worker_id != entry.first_timeout_on and w.free_cpus >= entry.task.cpus
+                and (not w.mem_mb or w.free_mem_mb >= entry.task.mem_mb)
+                and not (on_demand_only and w.pool is Pool.SPOT)]
+        return min(fits, key=lambda w: w.worker_id, default=None)
 
     def _best(self, shape: Shape | None, spot: bool, cpus: int) -> _Worker | None:
         """The (free CPUs, id)-smallest worker of one shape and kind with at least ``cpus``

@@ -16,7 +16,8 @@ the way, which only the client's checksum can catch. Other requests it lets thro
 uncounted.
 
 It also refuses chosen requests permanently (:meth:`FaultyProxy.refuse`, e.g. 403 for every
-upload under an object prefix), for tests of what a run does when outputs cannot be stored.
+upload under an object prefix), for tests of what a run does when outputs cannot be stored,
+and slows chosen ones down (:meth:`FaultyProxy.slow_down`: a slow link to the bucket).
 
 The proxy reads each request whole (``Content-Length`` or chunked), forwards it on a fresh
 connection with the client's ``Host`` header (so the emulator's resumable-upload ``Location``
@@ -34,6 +35,7 @@ import random
 import socket
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -71,6 +73,20 @@ def error_body(status: int, message: str | None = None) -> bytes:
     return json.dumps({"error": {"code": status, "message": text,
                                  "errors": [{"domain": "global", "reason": reason,
                                              "message": text}]}}).encode()
+
+
+def uploads_under(object_prefix: str) -> Callable[[Request], bool]:
+    """A predicate: the request uploads an object whose name starts with ``object_prefix``."""
+    def is_upload(request: Request) -> bool:
+        if request.method not in ("POST", "PUT") or not request.target.startswith("/upload/"):
+            return False
+        # the name is in the query (media), the multipart metadata or the resumable
+        # initiation's JSON body
+        return (f"name={object_prefix}" in request.target
+                or f'"name": "{object_prefix}'.encode() in request.body[:65536]
+                or f'"name":"{object_prefix}'.encode() in request.body[:65536])
+
+    return is_upload
 
 
 def _whole_download(request: Request) -> bool:
@@ -113,6 +129,7 @@ class FaultyProxy:
         self.forwarded = 0  # requests that reached the emulator
         self.requests = 0  # storage requests seen (faulted or not)
         self._rules: list[Rule] = []
+        self._delays: list[tuple[Callable[[Request], bool], float]] = []
         self._script: list[str] = []  # faults for the next storage requests, in order
         self._server = _Server(("127.0.0.1", port), self._handler_class())
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -159,16 +176,16 @@ class FaultyProxy:
 
     def refuse_uploads(self, object_prefix: str, status: int = 403) -> None:
         """Refuse every upload of an object whose name starts with ``object_prefix``."""
-        def is_upload(request: Request) -> bool:
-            if request.method not in ("POST", "PUT") or not request.target.startswith("/upload/"):
-                return False
-            # the name is in the query (media), the multipart metadata or the resumable
-            # initiation's JSON body
-            return (f"name={object_prefix}" in request.target
-                    or f'"name": "{object_prefix}'.encode() in request.body[:65536]
-                    or f'"name":"{object_prefix}'.encode() in request.body[:65536])
+        self.refuse(uploads_under(object_prefix), status)
 
-        self.refuse(is_upload, status)
+    def slow_down(self, predicate: Callable[[Request], bool], seconds: float) -> None:
+        """Hold every request ``predicate`` accepts for ``seconds`` before forwarding it."""
+        with self._lock:
+            self._delays.append((predicate, seconds))
+
+    def _delay(self, request: Request) -> float:
+        with self._lock:
+            return sum(seconds for predicate, seconds in self._delays if predicate(request))
 
     @property
     def total_injected(self) -> int:
@@ -272,8 +289,11 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         body = self._body()
         target = self.path
         faulted = target.startswith(FAULTED_PREFIXES)
-        kind, refusal = (self.proxy._decide(Request(self.command, unquote(target), body))
-                         if faulted else (None, None))
+        request = Request(self.command, unquote(target), body)
+        kind, refusal = self.proxy._decide(request) if faulted else (None, None)
+        delay = self.proxy._delay(request) if faulted else 0.0
+        if delay:
+            time.sleep(delay)
         if refusal is not None:
             self._error(refusal)
             return

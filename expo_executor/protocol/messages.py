@@ -78,6 +78,10 @@ def check(kind: str, body: Any) -> dict:
         raise MessageError(f"result: unknown outcome {body['outcome']!r}")
     if kind == "result":
         _check_optional_list("result", body, "logs", lambda log: bool(check("saved_log", log)))
+        command_s = body.get("command_s")  # optional: seconds its command ran
+        if command_s is not None and (isinstance(command_s, bool)
+                                      or not isinstance(command_s, (int, float))):
+            raise MessageError("result: field 'command_s' has the wrong type")
     if kind == "status" and body["state"] not in WORKER_STATES:
         raise MessageError(f"status: unknown state {body['state']!r}")
     return body

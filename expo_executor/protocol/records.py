@@ -153,17 +153,26 @@ class WorkerResult:
     reason: str | None = None
     log_tail: str = ""
     logs: tuple[SavedLog, ...] = ()  # what it saved of its logs (failed or timed out)
+    # seconds its command ran (worker/command_clock.py); None: it left no stamps, so only its
+    # whole runtime is known
+    command_s: float | None = None
 
     @property
     def runtime_s(self) -> float:
         return self.ended - self.started
+
+    @property
+    def overhead_s(self) -> float | None:
+        """Start-up and file staging: the runtime outside its command."""
+        return None if self.command_s is None else max(0.0, self.runtime_s - self.command_s)
 
     def encode(self, key: bytes) -> bytes:
         return messages.encode("result", {
             "key": self.key, "worker": self.worker, "outcome": self.end.value,
             "returncode": self.returncode, "started": self.started, "ended": self.ended,
             "reason": self.reason, "log_tail": self.log_tail,
-            **({"logs": [log.to_wire() for log in self.logs]} if self.logs else {})}, key)
+            **({"logs": [log.to_wire() for log in self.logs]} if self.logs else {}),
+            **({"command_s": self.command_s} if self.command_s is not None else {})}, key)
 
     @classmethod
     def decode(cls, data: bytes, key: bytes) -> WorkerResult:
@@ -171,4 +180,5 @@ class WorkerResult:
         return cls(body["key"], body["worker"], AttemptEnd(body["outcome"]), body["returncode"],
                    float(body["started"]), float(body["ended"]), body["reason"],
                    body["log_tail"], tuple(SavedLog.from_wire(log)
-                                           for log in body.get("logs", ())))
+                                           for log in body.get("logs", ())),
+                   body.get("command_s"))

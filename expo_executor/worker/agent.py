@@ -32,14 +32,21 @@ from expo_executor.protocol.records import Inbox, InboxJob, SavedLog, WorkerResu
 from expo_executor.worker.console import guard_output
 from expo_executor.worker.procs import kill_session, vm_mark
 from expo_executor.worker.saved_logs import save_logs
-from expo_executor.worker.staged_job import verdict_path
+from expo_executor.worker.command_clock import STAMPS_ENV, Stamps, judge, read_stamps
+from expo_executor.worker.staged_job import GRACE_S, verdict_path
 
 LOG_TAIL_BYTES = 4000
 FAST_WINDOW = 10  # polls at the fast rate after each change, before slowing down
 REAP_TICK = 0.1  # seconds between looks at running jobs (free: no request)
-# A staged job enforces its command's time limit itself; this much more covers moving its
-# files before the worker steps in.
-STAGING_ALLOWANCE_S = 600.0
+# A job's deadline times its command (worker/command_clock.py); its start-up and file staging
+# (Snakemake's imports and DAG, inputs fetched, outputs stored) have this allowance of their
+# own, so that a hung start-up still ends: as a failure that says so, never a timeout.
+# EXPOCLOUD_STAGING_ALLOWANCE_S sets it for a worker (tests use a small one).
+STAGING_ALLOWANCE_S = 1800.0
+ALLOWANCE_ENV = "EXPOCLOUD_STAGING_ALLOWANCE_S"
+# A staged job kills its command at its limit itself (SIGTERM, then SIGKILL): this much later
+# the worker steps in
+STAGED_SLACK_S = 3 * GRACE_S
 DISK_FULL = "No space left on device"  # strerror(ENOSPC), what every tool prints
 REASON_DETAIL_CHARS = 400  # a reason is one line in jobs.jsonl, not a log
 # Snakemake's storage plugin gave up on an output: the line naming it, then its cause
@@ -62,6 +69,7 @@ class _Running:
     workdir: Path | None = None  # the directory made for it on this disk, removed after it
     cwd: str | None = None  # where it runs: its log files' paths are relative to it
     logs: tuple[str, ...] = ()  # its own log files (a rule's log:)
+    stamps: Path | None = None  # where it stamps its command's start and end
 
 
 class Worker:
@@ -69,7 +77,8 @@ class Worker:
 
     def __init__(self, bucket: Bucket, worker_id: str, slots: int, key: bytes,
                  scratch: Path, poll: float = 0.2, grace: float = 60.0,
-                 heartbeat: float = 10.0, slow_poll: float | None = None) -> None:
+                 heartbeat: float = 10.0, slow_poll: float | None = None,
+                 allowance: float = STAGING_ALLOWANCE_S) -> None:
         self.bucket = bucket
         self.worker_id = worker_id
         self.slots = slots
@@ -96,6 +105,8 @@ class Worker:
         # never dropped, so that a storage outage delays a report instead of losing it
         self.unsent: dict[str, bytes] = {}
         self.secrets: dict[str, list[str]] = {}  # job -> secret values its report must not hold
+        self.allowance = allowance  # seconds of start-up and staging a job with a deadline gets
+        self.said_unstamped = False  # the fallback to timing whole jobs is said once
 
     # -- main loop ---------------------------------------------------------------------------
     def run(self) -> int:
@@ -247,7 +258,10 @@ class Worker:
         name, _, value = vm_mark(self.scratch).partition("=")
         env[name] = value
         env[DEPLOY_DIR_ENV] = str(self.scratch / "deploy")  # one per VM: envs built once
+        stamps = self.scratch / "jobs" / f"{key}.stamps"
+        env[STAMPS_ENV] = str(stamps)
         started = time.time()
+        stamps.unlink(missing_ok=True)  # a restarted agent's leftovers are not this job's
         # This disk is the worker's own: a failure to write on it (as to write a staged job's
         # spec) is not the job's, and ends the worker (its jobs are lost: ``crashed``).
         if workdir is not None:
@@ -264,7 +278,7 @@ class Worker:
                 return
         self.running[key] = _Running(key, proc, started, time.monotonic(),
                                      float(deadline) if deadline is not None else None,
-                                     job.cpus, log, verdict, workdir, cwd, job.logs)
+                                     job.cpus, log, verdict, workdir, cwd, job.logs, stamps)
         self._record_sessions()  # no status write: the coordinator knows what it assigned
 
     def _staged(self, key: str, job: InboxJob) -> tuple[list[str], float | None, Path]:
@@ -277,7 +291,7 @@ class Worker:
                                     "stage": stage, "bucket": self.bucket.url,
                                     "worker": self.worker_id}))
         limit = stage.get("timelimit")
-        deadline = float(limit) + STAGING_ALLOWANCE_S if limit else None
+        deadline = float(limit) + STAGED_SLACK_S if limit else None
         return [sys.executable, "-m", "expo_executor.worker.staged_job", str(spec)], deadline, \
             verdict_path(spec)
 
@@ -294,14 +308,43 @@ class Worker:
                 if outcome is AttemptEnd.FAILED:
                     reason = self._explain(reason, job.log)
                 self._finish(job, outcome, code, reason)
-            elif job.deadline_s is not None and now - job.started_mono >= job.deadline_s:
-                # the job ran until now; killing its session (up to a grace period for it to
-                # exit) is our housekeeping, not its runtime
-                killed_at = time.time()
-                kill_session(job.proc.pid)
-                job.proc.wait()
-                self._finish(job, AttemptEnd.TIMEOUT, None,
-                             f"killed at its deadline of {job.deadline_s:g} s", killed_at)
+            elif job.deadline_s is not None:
+                self._enforce(job, now)
+
+    def _enforce(self, job: _Running, now: float) -> None:
+        """Kill a job past its deadline (a timeout: the command took too long) or past its
+        start-up and staging allowance (a failure that says so: the machine or the storage
+        was slow, which says nothing of the problem's hardness)."""
+        stamps = read_stamps(job.stamps) if job.stamps else Stamps()
+        overrun = judge(stamps, job.started_mono, now, job.deadline_s, self.allowance)
+        if overrun is None:
+            return
+        # the job ran until now; killing its session (up to a grace period for it to exit) is
+        # our housekeeping, not its runtime
+        killed_at = time.time()
+        kill_session(job.proc.pid)
+        job.proc.wait()
+        self._finish(job, AttemptEnd.TIMEOUT if overrun.timeout else AttemptEnd.FAILED, None,
+                     overrun.reason, killed_at)
+
+    def _command_s(self, job: _Running) -> float | None:
+        """Seconds its command ran, from its stamps; None when it left none (said once, for a
+        job with a deadline: that deadline timed the whole job)."""
+        stamps = read_stamps(job.stamps) if job.stamps else Stamps()
+        if stamps.hooked:
+            return round(stamps.command_s(time.monotonic()), 3)
+        if job.deadline_s is not None:
+            self._say_unstamped(job.key, stamps.why)
+        return None
+
+    def _say_unstamped(self, key: str, why: str | None) -> None:
+        """Once per worker: deadlines fall back to timing whole jobs (start-up included)."""
+        if self.said_unstamped:
+            return
+        self.said_unstamped = True
+        print(f"worker {self.worker_id}: job {key} does not stamp its command "
+              f"({why or 'no stamps yet'}); deadlines of such jobs count from their start, "
+              "start-up and file staging included", file=sys.stderr, flush=True)
 
     def _kill_cancelled(self) -> None:
         for key in list(self.running):
@@ -323,9 +366,13 @@ class Worker:
         self.last_change = time.monotonic()  # a slot is free: an assignment should follow
         self.next_read = min(self.next_read, self.last_change + self.poll)
         self._record_sessions()
+        command_s = self._command_s(job)
         saved = self._save_logs(job) if outcome in SAVE_LOGS_ON else ()
-        self._write_result(job.key, outcome, code, job.started, reason, job.log, ended, saved)
+        self._write_result(job.key, outcome, code, job.started, reason, job.log, ended, saved,
+                           command_s)
         _remove(job.workdir)  # its outputs went to the bucket; its inputs were copies
+        if job.stamps is not None:
+            job.stamps.unlink(missing_ok=True)
 
     def _save_logs(self, job: _Running) -> tuple[SavedLog, ...]:
         """The job's whole output and its log files, to the bucket before its directory (and,
@@ -361,12 +408,13 @@ class Worker:
     # -- reports -----------------------------------------------------------------------------
     def _write_result(self, key: str, outcome: AttemptEnd, code: int | None, started: float,
                       reason: str | None, log: Path | None = None,
-                      ended: float | None = None, logs: tuple[SavedLog, ...] = ()) -> None:
+                      ended: float | None = None, logs: tuple[SavedLog, ...] = (),
+                      command_s: float | None = None) -> None:
         secrets = self.secrets.pop(key, [])  # a sealed job's own: blanked out of its report
         tail = _tail(log) if log and outcome is not AttemptEnd.SOLVED else ""
         result = WorkerResult(key, self.worker_id, outcome, code, started, ended or time.time(),
                               messages.redacted(reason, secrets),
-                              messages.redacted(tail, secrets) or "", logs)
+                              messages.redacted(tail, secrets) or "", logs, command_s)
         self.unsent[key] = result.encode(self.key)
         self._send_results()
         self._write_status(WorkerState.READY)  # a changed status is what sends the coordinator looking
@@ -481,6 +529,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heartbeat", type=float, default=10.0)
     parser.add_argument("--boot-delay", type=float, default=0.0,
                         help="seconds to wait before reporting ready (emulates a VM booting)")
+    parser.add_argument("--staging-allowance", type=float, default=_allowance(),
+                        help="seconds of start-up and file staging a job with a deadline may "
+                        f"take besides its command (default {STAGING_ALLOWANCE_S:g}, or "
+                        f"{ALLOWANCE_ENV})")
     args = parser.parse_args(argv)
     if args.from_metadata:
         return _main_on_vm(args.scratch)
@@ -494,7 +546,8 @@ def main(argv: list[str] | None = None) -> int:
               "coordinator, which hands each one its key", file=sys.stderr)
         return 2
     worker = Worker(open_bucket(args.bucket), args.worker_id, args.slots,
-                    bytes.fromhex(key), args.scratch, args.poll, args.grace, args.heartbeat)
+                    bytes.fromhex(key), args.scratch, args.poll, args.grace, args.heartbeat,
+                    allowance=args.staging_allowance)
     _stop_on_signals(worker, on_vm=False)
     time.sleep(args.boot_delay)
     return _run(worker)
@@ -519,7 +572,7 @@ def _main_on_vm(scratch: Path) -> int:
             guest.delete_self(boot)
         return 3
     worker = Worker(bucket, boot.name, boot.slots, key, scratch,
-                    boot.poll, boot.grace, boot.heartbeat, boot.slow_poll)
+                    boot.poll, boot.grace, boot.heartbeat, boot.slow_poll, _allowance())
     stop_watching = threading.Event()
     guest.watch_preemption(lambda: worker.request_stop("preempted"), stop_watching)
     _stop_on_signals(worker, on_vm=True)
@@ -531,6 +584,15 @@ def _main_on_vm(scratch: Path) -> int:
         print(f"worker {boot.name}: {worker.stop_reason}; deleting this VM", flush=True)
         guest.delete_self(boot)
     return code
+
+
+def _allowance() -> float:
+    """The start-up and staging allowance: ``EXPOCLOUD_STAGING_ALLOWANCE_S`` or the default."""
+    try:
+        value = float(os.environ.get(ALLOWANCE_ENV, STAGING_ALLOWANCE_S))
+    except ValueError:
+        value = STAGING_ALLOWANCE_S
+    return value if value > 0 else STAGING_ALLOWANCE_S
 
 
 def _stop_on_signals(worker: Worker, on_vm: bool) -> None:

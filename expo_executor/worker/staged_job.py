@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 
 from expo_executor.core.records import AttemptEnd
 from expo_executor.protocol.bucket import Bucket, PreconditionFailed, open_bucket
+from expo_executor.worker.command_clock import STAMPS_ENV, stamp
 
 GRACE_S = 2.0  # seconds between SIGTERM and SIGKILL at the time limit
 EXIT_TIMEOUT = 124  # our own exit code when the command was killed at its limit
@@ -120,6 +121,7 @@ def run(spec: dict, here: Path) -> tuple[AttemptEnd, int | None, str | None]:
     # a container runtime runs in this worker's environment (as cwltool runs it in its own:
     # PATH, CONTAINERS_CONF...); the job's own variables are its --env flags
     env = dict(os.environ) if stage.get("host_env") else {}
+    env.pop(STAMPS_ENV, None)  # ours, not the command's
     env.update({k: rebase(v) for k, v in spec["env"].items()})
     # the worker's own Python first, as for every job (a VM has no runner's virtualenv)
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
@@ -133,13 +135,37 @@ def run(spec: dict, here: Path) -> tuple[AttemptEnd, int | None, str | None]:
             if mode == "wb":
                 os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             streams[name] = open(path, mode)
-    limit = stage.get("timelimit")
+    outcome, code, reason = _run_command(argv, cwd, env, streams, stage.get("timelimit"))
+    if outcome is AttemptEnd.FAILED and code is None:
+        return outcome, code, reason  # it did not start
+    if outcome is AttemptEnd.SOLVED and code not in stage.get("success_codes", [0]):
+        outcome = AttemptEnd.FAILED
+    # a timed-out command's outputs are not uploaded: the outcome is decided, and a slow
+    # upload must not turn it into a staging overrun (worker/command_clock.py)
+    if bucket is not None and outcome is not AttemptEnd.TIMEOUT:
+        try:
+            upload_outputs(bucket, Path(rebase(stage["outdir"])),
+                           f"{stage['upload']}{spec['worker']}/", rebase)
+        except Exception as exc:  # noqa: BLE001 - outputs that did not arrive fail the job
+            print(f"staged job: uploading outputs failed: {exc!r}", file=sys.stderr, flush=True)
+            why = f"uploading outputs to the bucket failed: {_one_line(exc)}"
+            return AttemptEnd.FAILED, code, f"{reason}; {why}" if reason else why
+    return outcome, code, reason
+
+
+def _run_command(argv: list[str], cwd: str, env: dict[str, str], streams: dict,
+                 limit: float | None) -> tuple[AttemptEnd, int | None, str | None]:
+    """Run the command in its own process group, killed at ``limit``; its start and end are
+    stamped for the worker, whose deadline times the command alone (worker/command_clock.py)."""
+    stamps = os.environ.get(STAMPS_ENV)
+    stamp(stamps, start=time.monotonic())
     try:
         # its own process group: the limit kills the command and all it started, not us
         proc = subprocess.Popen(argv, cwd=cwd, env=env, close_fds=True, process_group=0,
                                 stdin=streams.get("stdin", subprocess.DEVNULL),
                                 stdout=streams.get("stdout"), stderr=streams.get("stderr"))
     except OSError as exc:
+        stamp(stamps, end=time.monotonic())
         return AttemptEnd.FAILED, None, f"could not start {argv[0]!r}: {exc}"
     finally:
         for handle in streams.values():
@@ -151,16 +177,7 @@ def run(spec: dict, here: Path) -> tuple[AttemptEnd, int | None, str | None]:
         _kill_group(proc)
         code, outcome = None, AttemptEnd.TIMEOUT
         reason = f"killed at its time limit of {limit:g} s"
-    if outcome is AttemptEnd.SOLVED and code not in stage.get("success_codes", [0]):
-        outcome = AttemptEnd.FAILED
-    if bucket is not None:
-        try:
-            upload_outputs(bucket, Path(rebase(stage["outdir"])),
-                           f"{stage['upload']}{spec['worker']}/", rebase)
-        except Exception as exc:  # noqa: BLE001 - outputs that did not arrive fail the job
-            print(f"staged job: uploading outputs failed: {exc!r}", file=sys.stderr, flush=True)
-            why = f"uploading outputs to the bucket failed: {_one_line(exc)}"
-            return AttemptEnd.FAILED, code, f"{reason}; {why}" if reason else why
+    stamp(stamps, end=time.monotonic())
     return outcome, code, reason
 
 
@@ -191,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     spec_path = Path((argv or sys.argv[1:])[0])
     spec = json.loads(spec_path.read_text())
     started = time.time()
+    stamp(os.environ.get(STAMPS_ENV), hooked=True)  # it times its command itself, below
     try:
         outcome, code, reason = run(spec, spec_path.parent / spec_path.stem)
     except Exception as exc:  # the worker reports the reason; the log has the rest

@@ -99,3 +99,36 @@ def test_placeholders_let_the_aggregate_run_and_forget_removes_them(first_run) -
     assert "forgot 1 frontier(s) and deleted 6 placeholder output(s)" in forget.stdout
     assert sorted(p.name for p in (workdir / "out" / "x").iterdir()) == ["0.txt"]
     assert not list((workdir / ".expocloud" / "frontiers").glob("*.json"))
+
+
+QUICK = """
+rule all:
+    input: expand("out/{n}.txt", n=[1, 2])
+
+rule work:
+    output: "out/{n}.txt"
+    shell: "echo solved > {output}"
+"""
+
+
+def test_a_stored_timeout_prunes_only_runs_on_its_engine_and_machine(tmp_path: Path) -> None:
+    """A GCE timeout in the state directory leaves a local run alone; the same timeout
+    measured on this host prunes it."""
+    from expo_executor.coordinator.measured_on import local_host
+    from expo_executor.coordinator.state import FamilyRef, StateDir
+    from expo_executor.core.hardness import HardnessPoint
+
+    def run(where: tuple[str, str]) -> dict[str, str]:
+        workdir = tmp_path / where[0]
+        workdir.mkdir()
+        (workdir / "Snakefile").write_text(QUICK)
+        ref = FamilyRef(str(workdir / "Snakefile"), "work", "n", 10.0, *where)
+        StateDir(workdir / ".expocloud").add_timeout(ref, HardnessPoint((), (1.0,)),
+                                                     "work {n=1}", "earlier")
+        run_snakemake(workdir, "--executor", "expocloud", "-j", "4", "--keep-going",
+                      "--set-resources", 'work:hardness="n"', "work:deadline=10s",
+                      "--expocloud-poll-interval", "0.1")
+        return {k: r["outcome"] for k, r in job_records(run_dirs(workdir)[-1]).items()}
+
+    assert run(("gce", "e2-standard-2")) == {"1": "solved", "2": "solved"}
+    assert run(("local", local_host())) == {"1": "skipped", "2": "skipped"}

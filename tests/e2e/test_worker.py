@@ -201,3 +201,52 @@ def test_a_worker_whose_output_pipes_close_still_runs_and_reports(tmp_path: Path
         if worker.poll() is None:
             worker.kill()
             worker.wait()
+
+
+# -- the deadline times the command (worker/command_clock.py) ------------------------------------
+
+def _stamped(startup: float, command: float, after: float = 0.0) -> list[str]:
+    """A job that stamps its command as a hooked Snakemake job does, around ``command`` seconds
+    of work, with ``startup`` seconds before it and ``after`` seconds after it."""
+    script = ("import os, time\n"
+              "from expo_executor.worker.command_clock import STAMPS_ENV, stamp\n"
+              "path = os.environ[STAMPS_ENV]\n"
+              "stamp(path, hooked=True)\n"
+              f"time.sleep({startup})\n"
+              "stamp(path, start=time.monotonic())\n"
+              f"time.sleep({command})\n"
+              "stamp(path, end=time.monotonic())\n"
+              f"time.sleep({after})\n")
+    return [sys.executable, "-c", script]
+
+
+def test_a_slow_start_up_is_not_a_timeout(rig: Rig) -> None:
+    rig.send({"s": _job(_stamped(startup=2.5, command=0.2), deadline=1.5)})
+    assert wait_until(lambda: rig.result("s") is not None, 15)
+    result = rig.result("s")
+    assert result["outcome"] == "solved", result
+    assert 0.2 <= result["command_s"] < 1.5
+    assert result["ended"] - result["started"] - result["command_s"] >= 2.5  # its overhead
+
+
+def test_a_command_past_its_deadline_times_out_after_a_slow_start_up(rig: Rig) -> None:
+    rig.send({"t": _job(_stamped(startup=1.0, command=60), deadline=1.0)})
+    assert wait_until(lambda: rig.result("t") is not None, 15)
+    result = rig.result("t")
+    assert result["outcome"] == "timeout" and "its command's time" in result["reason"]
+    assert 1.0 <= result["command_s"] < 3.0
+
+
+def test_a_hung_start_up_ends_at_its_allowance_as_a_failure(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    rig.worker.allowance = 1.0
+    rig.thread.start()
+    try:
+        rig.send({"h": _job(_stamped(startup=60, command=0), deadline=30.0)})
+        assert wait_until(lambda: rig.result("h") is not None, 15)
+    finally:
+        rig.stop()
+    result = rig.result("h")
+    assert result["outcome"] == "failed", result
+    assert "allowance of 1 s (before its command started" in result["reason"]
+    assert result["command_s"] == 0

@@ -124,6 +124,58 @@ def test_staged_job_whose_outputs_are_refused_says_why(
                   detail=f"a job error with the reason; verdict: {verdict['reason'][:200]}")
 
 
+def test_staged_job_whose_upload_outlasts_its_allowance_is_no_timeout(
+        tmp_path: Path, gcs_emulator: str, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+        fault_figures) -> None:
+    """C7: a CWL job's command ends well within its 1 s time limit, then its outputs crawl to the
+    bucket (every upload held 2 s at the storage boundary) past the worker's start-up and
+    staging allowance (1 s here; 1800 s by default): the worker ends it as a failure that names
+    the staging, never as a timeout, so it can never enter a frontier."""
+    import threading
+
+    from expo_executor.emulator.faulty_proxy import uploads_under
+    from expo_executor.frontends.cwl.staging import Staging
+    from expo_executor.protocol import messages
+    from expo_executor.protocol.gcs_bucket import GcsBucket
+    from expo_executor.protocol.keys import inbox_key, result_key
+    from expo_executor.worker.agent import Worker
+
+    key = b"k" * 32
+    url = f"gs://{fresh_bucket(gcs_emulator)}/run"
+    root = tmp_path / "runner"
+    outdir, tmpdir = root / "out1", root / "tmp1"
+    for d in (outdir, tmpdir):
+        d.mkdir(parents=True)
+    stage = Staging(GcsBucket(url, endpoint=gcs_emulator), root).manifest(
+        "c1", [], str(outdir), str(tmpdir))
+    job = {"argv": ["/bin/sh", "-c", "echo result > answer.txt"], "cwd": str(outdir),
+           "env": {"HOME": str(outdir), "PATH": os.environ["PATH"]}, "deadline_s": None,
+           "cpus": 1, "stage": {**stage, "stdin": None, "stdout": None, "stderr": None,
+                                "outdir": str(outdir), "timelimit": 1, "success_codes": [0]}}
+    with FaultyProxy(gcs_emulator, rate=0.0) as proxy:
+        proxy.slow_down(uploads_under("run/stage/out/"), 2.0)
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.endpoint)  # the staged job's too
+        bucket = GcsBucket(url, endpoint=proxy.endpoint)
+        worker = Worker(bucket, "w-1", 1, key, tmp_path / "vm", poll=0.05, heartbeat=0.5,
+                        allowance=1.0)
+        thread = threading.Thread(target=worker.run, daemon=True)
+        thread.start()
+        try:
+            bucket.write(inbox_key("w-1"), messages.encode(
+                "inbox", {"seq": 1, "to": "w-1", "jobs": {"c1": job}, "cancel": []}, key))
+            assert wait_until(lambda: bucket.read(result_key("c1", "w-1")) is not None, 60)
+        finally:
+            worker.request_stop("terminated")
+            thread.join(timeout=30)
+    result = messages.decode("result", bucket.read(result_key("c1", "w-1")).data, key)
+    assert result["outcome"] == "failed", result
+    assert "start-up and file staging took more than their allowance of 1 s (after its " \
+        "command ended" in result["reason"], result["reason"]
+    assert result["command_s"] < 5
+    fault_figures("staged (CWL) job's output upload slower than its allowance", injected=1,
+                  survived=1, jobs=1, detail=f"a failure, not a timeout: {result['reason'][:200]}")
+
+
 # -- a full disk ----------------------------------------------------------------------------------
 
 MOUNT_SCRIPT = 'mount -t tmpfs -o size={size} tmpfs "$1" && shift && exec "$@"'

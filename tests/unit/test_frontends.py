@@ -186,6 +186,20 @@ def test_run_json_is_opened_and_closed_through_run_files(tmp_path: Path) -> None
     assert ended["ended"] is not None and ended["created"] == record["created"]
 
 
+def test_a_jobs_family_names_the_engine_and_machine_it_is_timed_on() -> None:
+    """The frontier a timeout joins is the one of its machine: a job of a rule with its own
+    GCE shape is keyed by that shape's machine, the others by the run's."""
+    from expo_executor.core.shapes import Shape
+
+    def where(shape: Shape | None) -> tuple[str, str]:
+        return ("gce", shape.machine_type if shape else "e2-standard-2")
+
+    job = SnakemakeJob(resources={"hardness": "n", "deadline": "90s"}, wildcards_dict={"n": 3})
+    family = JobDescriber("/wf/Snakefile", Fleet(2, 1024), measured_on=where).describe(job).family
+    assert family is not None and (family.engine, family.machine) == ("gce", "e2-standard-2")
+    assert "on gce e2-standard-2" in family.key
+
+
 def _cwl_job(cores: float = 1, ram: float = 0) -> Any:
     """What ExpoExecutor reads of a cwltool job with no hardness hint."""
     tool = SimpleNamespace(name="echo", sweep=None, spot_attempts=None)

@@ -18,6 +18,7 @@ from expo_executor.core.hardness import Frontier, FrontierPoint, HardnessPoint, 
 from expo_executor.core.scheduler import (
     Assignment,
     Cancel,
+    Confirming,
     Finished,
     Outcome,
     Pool,
@@ -25,6 +26,7 @@ from expo_executor.core.scheduler import (
     Scheduler,
     Skipped,
     Task,
+    Unconfirmed,
 )
 
 
@@ -734,3 +736,73 @@ def test_straggler_rule_keeps_queued_tasks_off_spot():
     sched.add_worker("od", 1, pool=Pool.ON_DEMAND)
     assert sched.assign(allow_spot=False) == [Assignment("a", "od")]
     assert sched.assign() == [Assignment("b", "spot")]
+
+
+# -- confirming a family's first timeout (--expocloud-confirm-timeouts) ---------------------------
+
+def _confirming_run() -> Scheduler:
+    """Two one-CPU workers; n1 times out on w1 while w2 runs n0."""
+    sched = Scheduler(confirm_timeouts=True)
+    sched.add_worker("w1", 1)
+    sched.add_worker("w2", 1)
+    for n in (1, 0, 2, 3):
+        sched.submit(task(f"n{n}", n))
+    assert sched.assign() == [Assignment("n0", "w1"), Assignment("n1", "w2")]
+    return sched
+
+
+def test_a_first_timeout_prunes_nothing_and_reruns_first_on_an_idle_other_worker():
+    sched = _confirming_run()
+    assert sched.finish("n1", Outcome.TIMEOUT) == [Confirming("n1", "w2")]
+    assert sched.state("n1") == "queued" and sched.state("n2") == "queued"
+    assert "f" not in sched.frontiers
+    # w2 is idle but ran it already; w1 is busy: the re-run waits, w2 takes other work
+    assert sched.assign() == [Assignment("n2", "w2")]
+    sched.finish("n0", Outcome.SOLVED)
+    assert sched.assign() == [Assignment("n1", "w1")]  # ahead of n3
+
+
+def test_a_timeout_confirmed_by_its_rerun_prunes_and_trusts_its_family():
+    sched = _confirming_run()
+    sched.finish("n1", Outcome.TIMEOUT)
+    sched.finish("n0", Outcome.SOLVED)
+    assert sched.assign() == [Assignment("n1", "w1"), Assignment("n2", "w2")]
+    events = sched.finish("n1", Outcome.TIMEOUT)
+    assert events[0] == Finished("n1", Outcome.TIMEOUT, harder=2, first_timeout_on="w2")
+    assert {(type(e), e.key) for e in events[1:]} == {(Cancel, "n2"), (Skipped, "n3")}
+    sched.submit(task("m0", 0, family="f", scope=("other",)))
+    assert sched.assign() == [Assignment("m0", "w1")]
+    assert [type(e) for e in sched.finish("m0", Outcome.TIMEOUT)] == [Finished]  # trusted
+
+
+def test_a_rerun_that_is_solved_prunes_nothing_and_names_the_slow_worker():
+    sched = _confirming_run()
+    sched.finish("n1", Outcome.TIMEOUT)
+    sched.finish("n0", Outcome.SOLVED)
+    assert sched.assign()[0] == Assignment("n1", "w1")
+    assert sched.finish("n1", Outcome.SOLVED) == [
+        Finished("n1", Outcome.SOLVED, first_timeout_on="w2")]
+    assert "f" not in sched.frontiers and sched.state("n3") == "queued"
+
+
+def test_without_another_worker_a_first_timeout_prunes_as_before():
+    sched = Scheduler(confirm_timeouts=True)
+    sched.add_worker("solo", 1)
+    for n in (1, 2):
+        sched.submit(task(f"n{n}", n))
+    sched.assign()
+    assert sched.finish("n1", Outcome.TIMEOUT) == [Confirming("n1", "solo")]
+    assert sched.assign() == []  # solo never runs a job twice, and no other worker exists
+    events = sched.take_unconfirmed()
+    assert events[0] == Unconfirmed("n1", "solo")
+    assert events[1] == Finished("n1", Outcome.TIMEOUT, harder=1, first_timeout_on="solo")
+    assert sched.state("n1") == "timeout" and sched.state("n2") == "skipped"
+
+
+def test_confirmation_is_off_by_default():
+    sched = Scheduler()
+    sched.add_worker("w", 1)
+    sched.submit(task("n1", 1))
+    sched.submit(task("n2", 2))
+    sched.assign()
+    assert [type(e) for e in sched.finish("n1", Outcome.TIMEOUT)] == [Finished, Skipped]

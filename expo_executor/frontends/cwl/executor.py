@@ -52,7 +52,8 @@ class ExpoExecutor(JobExecutor, FrontEnd):
 
     def __init__(self, start: Callable[[], Coordinator], workflow: str, slots_per_worker: int,
                  staging_root: Path | None, on_timeout: str = "skipped",
-                 worker_mem_mb: int = 0, run_files: RunFiles | None = None) -> None:
+                 worker_mem_mb: int = 0, run_files: RunFiles | None = None,
+                 measured_on: tuple[str, str] = ("local", "")) -> None:
         super().__init__()
         if run_files is not None:
             self.run_files = run_files
@@ -64,6 +65,7 @@ class ExpoExecutor(JobExecutor, FrontEnd):
         self.staging_root = staging_root  # None: workers share this machine's file system
         self.staging: Staging | None = None
         self.on_timeout = on_timeout
+        self.measured_on = measured_on  # (engine, machine): part of a frontier's key
         self._pending: dict[str, tuple[SweepJob, JobRequest]] = {}
         self._keys = itertools.count(1)  # job keys; cwltool's walk is single-threaded
         self._rc: RuntimeContext | None = None  # the walk's context, for describe
@@ -193,7 +195,8 @@ class ExpoExecutor(JobExecutor, FrontEnd):
                 raise WorkflowException(str(exc)) from None
             label = f"{tool.name} {tool.sweep.describe(values)}"
             if deadline is not None:
-                family = FamilyRef(self.workflow, tool.name, tool.sweep.spec.text, deadline)
+                family = FamilyRef(self.workflow, tool.name, tool.sweep.spec.text, deadline,
+                                   *self.measured_on)
         attempts = tool.spot_attempts
         task = Task(key=key, label=label, family=family.key if family else None,
                     point=point if family else None, cpus=max(1, cores), mem_mb=ram,

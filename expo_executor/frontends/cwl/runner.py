@@ -25,6 +25,7 @@ from cwltool.main import main as cwltool_main
 
 from expo_executor.coordinator.launch import max_workers, start_coordinator
 from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.coordinator.measured_on import measured_on
 from expo_executor.coordinator.settings import (ExecutorSettings, check_credentials,
                                                 needs_credentials, pool_machine_types, validate,
                                                 with_default_slots, worker_memory_mb)
@@ -241,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
                                  args.default_storage_prefix)
 
     executor = ExpoExecutor(start, workflow, settings.slots_per_worker, root,
-                            args.expocloud_on_timeout, worker_mem_mb, RunFiles(run_dir))
+                            args.expocloud_on_timeout, worker_mem_mb, RunFiles(run_dir),
+                            measured_on(settings))
     executor.open_run(settings.engine, settings, cwl=workflow)
     loading = LoadingContext(vars(args))
     loading.construct_tool_object = make_tool

@@ -77,8 +77,11 @@ class JobDescriber:
 
     def __init__(self, workflow: str, fleet: Fleet,
                  log: Callable[[str], None] = lambda line: None,
-                 shapes: ShapeBook | None = None) -> None:
+                 shapes: ShapeBook | None = None,
+                 measured_on: Callable[[Shape | None], tuple[str, str]] | None = None) -> None:
         self.workflow = workflow
+        # (engine, machine) a job of a shape is timed on: part of its frontier's key
+        self.measured_on = measured_on or (lambda shape: ("local", ""))
         self.fleet = fleet
         self.log = log
         self.shapes = shapes  # per-rule machines (GCE); None: every job on the run's own
@@ -125,7 +128,8 @@ class JobDescriber:
         if notes.spec is not None:
             point = notes.spec.point(wildcards, f"resource '{HARDNESS}' of rule '{rule}'")
             if notes.deadline_s is not None:
-                family = FamilyRef(self.workflow, rule, notes.spec.text, notes.deadline_s)
+                family = FamilyRef(self.workflow, rule, notes.spec.text, notes.deadline_s,
+                                   *self.measured_on(notes.shape))
         task = Task(
             key=_key(job), label=self.label(job), family=family.key if family else None,
             point=point if family else None, cpus=notes.cpus, mem_mb=notes.mem_mb,

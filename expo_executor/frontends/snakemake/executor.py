@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import dataclasses
+import functools
 import os
 import shlex
 import threading
@@ -31,6 +32,7 @@ from snakemake_interface_executor_plugins.settings import (CommonSettings, Deplo
 from expo_executor.coordinator.launch import (max_workers, resolve_machine_types, shape_book,
                                               start_coordinator)
 from expo_executor.coordinator.loop import JobReport, JobRequest
+from expo_executor.coordinator.measured_on import measured_on
 from expo_executor.coordinator.run_files import REQUESTS, RunFiles
 from expo_executor.coordinator.settings import (ExecutorSettings, validate, with_default_slots,
                                                 worker_memory_mb, worker_provides)
@@ -43,6 +45,7 @@ from expo_executor.cost.request_budget import at_scale
 from expo_executor.frontends.base import FrontEnd
 from expo_executor.frontends.snakemake.describe import THREADS, Fleet, JobDescriber, rule_values
 from expo_executor.protocol.keys import DEPLOY_DIR_ENV
+from expo_executor.worker import command_clock
 
 common_settings = CommonSettings(
     non_local_exec=True,
@@ -93,7 +96,8 @@ class Executor(RemoteExecutor, FrontEnd):
             self.shapes = shape_book(settings, self._auto_rules(planned), self.state,
                                      self.logger.info)
             self.describer = JobDescriber(os.path.abspath(self.workflow.main_snakefile), fleet,
-                                          self.logger.info, self.shapes)
+                                          self.logger.info, self.shapes,
+                                          functools.partial(measured_on, settings))
             self._check_rules(planned)
             self._check_software(planned)
         except ExpoError as exc:
@@ -212,7 +216,8 @@ class Executor(RemoteExecutor, FrontEnd):
         description = self.describer.describe(job)
         env = dict(self.envvars())  # the Snakefile's envvars: and storage plugins' secrets
         return JobRequest(task=description.task,
-                          argv=["/bin/sh", "-c", self._job_command(job)],
+                          argv=["/bin/sh", "-c",
+                                f"{command_clock.ANNOUNCE}; {self._job_command(job)}"],
                           cwd=None if self.settings.engine == EngineName.GCE else os.getcwd(),
                           env=env, redact=_secret_values(env), deadline_s=description.deadline_s,
                           family=description.family, meta=description.meta,
@@ -232,6 +237,12 @@ class Executor(RemoteExecutor, FrontEnd):
         deploy = shlex.quote(f"{command} --conda-create-envs-only")
         return (f'mkdir -p "${DEPLOY_DIR_ENV}" && flock "${DEPLOY_DIR_ENV}/conda.lock" '
                 f"/bin/sh -c {deploy} && {command}")
+
+    def get_python_executable(self) -> str:
+        """Snakemake's remote command starts ``PYTHON -m snakemake``: ours runs Snakemake
+        under the command clock, so that the job's deadline times its rule's body, not its
+        start-up and file staging (worker/command_clock.py)."""
+        return f"{super().get_python_executable()} -m {command_clock.__name__}"
 
     def submitted(self, job: JobExecutorInterface, request: JobRequest) -> None:
         self.run_job_pre(job)
