@@ -123,6 +123,7 @@ class Coordinator:
         self.engine.close()
         for name in self.vms.names():
             self._end_vm(name, VmEnd.DELETED)
+        self.channel.close()
         self._progress(time.time(), force=True)
         self._write_requests()
         if self.config.hourly and not self.files.has_cost():
@@ -179,10 +180,11 @@ class Coordinator:
         # Workers rewrite their status whenever a job ends, so only the jobs of workers whose
         # status changed can have new results; the backstop covers a status write that failed.
         changed = self._read_statuses(now)
-        if now - self._last_results_scan >= self.config.results_backstop:
+        backstop = now - self._last_results_scan >= self.config.results_backstop
+        if backstop:  # one listing of the results, then reads of only what it shows
             self._last_results_scan = now
             changed = set(self.vms.names())
-        self._read_results(changed)
+        self._read_results(changed, listed=backstop)
         self._check_instances(now)
         self._check_boots(now)
         self.pools.check_capacity(self.vms.ready_by_shape(), now)
@@ -243,11 +245,12 @@ class Coordinator:
                                           shape=vm.shape)
         return changed
 
-    def _read_results(self, workers: set[str]) -> None:
-        """Take in the results of the jobs assigned to (or cancelled on) ``workers``."""
+    def _read_results(self, workers: set[str], listed: bool = False) -> None:
+        """Take in the results of the jobs assigned to (or cancelled on) ``workers``
+        (``listed``: of those a listing of the results shows, see ``Channel.results``)."""
         wanted = {(k, vm.name) for vm in self.vms if vm.name in workers
                   for k in (*vm.jobs, *vm.cancel)}
-        for result in self.channel.results(wanted):
+        for result in self.channel.results(wanted, listed=listed):
             self._take_result(result)
 
     def _take_result(self, result: WorkerResult) -> None:
