@@ -424,7 +424,7 @@ def emulator_latency(endpoint: str, bucket_name: str, n: int = 200) -> float:
     for i in range(n):
         start = time.perf_counter()
         if i % 2:
-            bucket.read(f"k{i % 10}")
+            bucket.read(f"k{(i - 1) % 10}")  # written just before
         else:
             bucket.write(f"k{i % 10}", b"x" * 600)
         times.append(time.perf_counter() - start)
