@@ -32,6 +32,7 @@ from http import HTTPStatus
 from typing import Any
 
 from expo_executor.emulator.catalogue import PROJECT, WORKER, default_bucket_policy
+from expo_executor.emulator.partial_response import field_tree, partial_response
 
 Handler = Callable[..., Any]  # one of the emulator's request handlers
 PRECONDITIONS = ("ifGenerationMatch", "ifGenerationNotMatch",
@@ -161,43 +162,6 @@ def page_of(body: dict, limit: int, token: str | None) -> dict:
         body["nextPageToken"] = items[-1]["name"]
     body["items"] = items
     return body
-
-
-def field_tree(fields: str) -> dict:
-    """GCS's ``fields`` selector (``items(name,generation),nextPageToken``) as a tree:
-    ``{"items": {"name": {}, "generation": {}}, "nextPageToken": {}}``."""
-    tree: dict = {}
-    stack, name = [tree], ""
-    for char in fields + ",":
-        if char in ",()":
-            if name.strip():
-                stack[-1][name.strip()] = {}
-            if char == "(":
-                if not name.strip():
-                    raise ValueError(f"bad fields selector {fields!r}")
-                stack.append(stack[-1][name.strip()])
-            elif char == ")":
-                if len(stack) == 1:
-                    raise ValueError(f"bad fields selector {fields!r}")
-                stack.pop()
-            name = ""
-        else:
-            name += char
-    if len(stack) != 1:
-        raise ValueError(f"bad fields selector {fields!r}")
-    return tree
-
-
-def partial_response(body: Any, tree: dict) -> Any:
-    """Only the fields of ``tree`` (see ``field_tree``) of a JSON ``body``; lists keep their
-    items, each cut the same way."""
-    if not tree:
-        return body
-    if isinstance(body, list):
-        return [partial_response(item, tree) for item in body]
-    if not isinstance(body, dict):
-        return body
-    return {key: partial_response(body[key], sub) for key, sub in tree.items() if key in body}
 
 
 def _with_paging(handler: Handler) -> Handler:
