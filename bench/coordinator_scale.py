@@ -368,6 +368,7 @@ def run_variant(args: argparse.Namespace) -> dict[str, Any]:
     ops, fops = Counter(bucket.ops) - ops0, Counter(fleet_bucket.ops) - fops0
     finished = fleet.finished - finished0
     silence = fleet.silence[silence0:]
+    ready = len(fleet.ready)
     if isinstance(bucket, StoreView):
         bucket.latency = 0.0  # the stop's inbox deletes are not measured
     coordinator.stop()
@@ -380,7 +381,7 @@ def run_variant(args: argparse.Namespace) -> dict[str, Any]:
                  + window]
     return {
         "code": args.code_label, "storage": args.storage, "latency_s": args.latency,
-        "workers": args.workers, "ready_workers": len(fleet.ready), "ready_after_s": ready_after,
+        "workers": args.workers, "ready_workers": ready, "ready_after_s": ready_after,
         "jobs": args.jobs, "job_s": args.job_s, "window_s": window, "finished": finished,
         "rounds": _quantiles(in_window), "rounds_per_s": len(in_window) / window,
         "coordinator_ops_per_s": {k: v / window for k, v in ops.items()},
