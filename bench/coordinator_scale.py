@@ -516,7 +516,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agreement-workers", type=int, default=100,
                         help="scale of the emulator vs in-process check (0: skip it)")
     parser.add_argument("--no-results", action="store_true",
-                        help="do not rewrite bench/RESULTS.md")
+                        help="do not rewrite the sections of bench/RESULTS.md and "
+                        "docs/RELIABILITY.md")
     # one variant, in a subprocess
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--code-label", default="head", help=argparse.SUPPRESS)
@@ -564,6 +565,7 @@ def compare(args: argparse.Namespace) -> int:
         sys.path.insert(0, str(BENCH))
         from common import write_section
         write_section("coordinator-scale", text)
+        write_section("coordinator-scale", text, REPO / "docs" / "RELIABILITY.md")
     return 0
 
 
