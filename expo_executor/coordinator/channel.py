@@ -118,6 +118,8 @@ class Channel:
         for (key, worker), (blob, _) in zip(pending, reads):
             if blob is None:  # not written yet, or its read failed: read again later
                 continue
+            if (key, worker) in self._results_seen:
+                continue  # taken meanwhile by a call made while acting on an earlier one
             self._results_seen.add((key, worker))
             try:
                 result = WorkerResult.decode(blob.data, self.run_key)
