@@ -161,3 +161,46 @@ def test_a_failing_inbox_write_leaves_only_that_inbox_due(bucket: HeldBucket) ->
     channel.write_inboxes(vms, now, heartbeat=60.0)
     assert not any(vm.inbox_dirty for vm in vms)
     channel.close()
+
+
+class ReadLog(LocalBucket):
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.reads: list[str] = []
+        self.lists: list[str] = []
+
+    def read(self, key: str):  # type: ignore[override]
+        self.reads.append(key)
+        return super().read(key)
+
+    def list(self, prefix: str) -> dict[str, int]:
+        self.lists.append(prefix)
+        return super().list(prefix)
+
+
+def test_the_coordinator_s_backstop_reads_no_result_that_is_not_there(tmp_path: Path) -> None:
+    """A round of the backstop with a job running and no result written: one listing of the
+    results, no read of the job's result key (at 1,000 workers: no 1,000 reads of 404s)."""
+    from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
+    from expo_executor.coordinator.state import StateDir
+    from expo_executor.core.records import JobMeta
+    from expo_executor.core.scheduler import Task
+    from tests.unit.test_lost_worker import ScriptedEngine
+
+    bucket = ReadLog(tmp_path / "bucket")
+    config = CoordinatorConfig("run", 1, 1, poll=0.05, status_interval=3600, results_backstop=0)
+    coordinator = Coordinator(config, ScriptedEngine(), bucket, KEY, tmp_path,
+                              StateDir(tmp_path / "s"), print)
+    coordinator.submit([JobRequest(Task("job", "job"), ["true"], str(tmp_path), {}, None,
+                                   meta=JobMeta("r"))])
+    now = 10_000.0
+    coordinator.tick(now)  # a VM is asked for
+    status = WorkerStatus("w-1", 0, now, [], 1, WorkerState.READY)
+    bucket.write(status_key("w-1"), status.encode(KEY))
+    coordinator.tick(now + 1)  # ready: the job is assigned
+    assert coordinator.scheduler.state("job") == "running"
+    bucket.reads.clear(), bucket.lists.clear()
+    coordinator.tick(now + 2)  # nothing changed; the backstop is due
+    assert "results/" in bucket.lists
+    assert [key for key in bucket.reads if key.startswith("results/")] == []
+    coordinator.stop()
