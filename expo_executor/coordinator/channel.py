@@ -8,25 +8,46 @@ or result claiming worker W counts only when W's key signed it, and W's inbox (e
 sealed) opens only with W's key. It also counts what the
 request budget needs: the coordinator's listings, its heartbeat-only inbox writes, and the
 storage operations each worker reports.
+
+At 1,000 workers a round's bucket calls are many and each is a network round trip, so they are
+issued together on a small thread pool (``IO_THREADS`` in flight): the reads of changed
+statuses, the reads of results, the inbox writes. Only the calls run on the pool; what they
+return is taken in by the caller's thread, in a fixed order, so the loop thread stays the only
+one that touches the VMs and the scheduler. A call that fails does not lose the others: their
+answers are used, the failed one is tried again next round, and the first error is raised
+after, so the loop still sees the round fail.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
-from typing import Any, Callable
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, TypeVar
 
 from expo_executor.coordinator.vms import Vm
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket
-from expo_executor.protocol.keys import (WORKERS_PREFIX, boot_log_key, inbox_key,
-                                         key_grant_key, key_request_key, result_key, status_key)
+from expo_executor.protocol.keys import (RESULTS_PREFIX, WORKERS_PREFIX, boot_log_key,
+                                         inbox_key, key_grant_key, key_request_key, result_key,
+                                         status_key)
 from expo_executor.protocol.records import Inbox, WorkerResult, WorkerStatus
 from expo_executor.protocol.worker_keys import worker_key
 
 BOOT_LOG_LINES = 8  # of a failed VM's startup log, shown in the coordinator's message
 BOOT_LOG_CHARS = 1500
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+IO_THREADS = 16  # bucket calls of one round in flight at once
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Outcomes(list):
+    """What :func:`Channel._each` returns: one ``(value, error)`` per item, in the items'
+    order (``error`` None when the call succeeded)."""
+
+    def first_error(self) -> Exception | None:
+        return next((error for _, error in self if error is not None), None)
 
 
 class Channel:
@@ -48,12 +69,28 @@ class Channel:
         self._seq = 0
         self._results_seen: set[tuple[str, str]] = set()
         self._keys: dict[str, bytes] = {}  # worker -> its key (derived once)
+        self._pool: ThreadPoolExecutor | None = None
 
     def key(self, worker: str) -> bytes:
         """Worker ``worker``'s own key: the only key its messages are signed with."""
         if worker not in self._keys:
             self._keys[worker] = worker_key(self.run_key, worker)
         return self._keys[worker]
+
+    def _each(self, call: Callable[[T], R], items: Sequence[T]) -> Outcomes:
+        """``call`` on every item, up to ``IO_THREADS`` at once; waits for all of them."""
+        if len(items) <= 1:  # nothing to overlap: no thread hop
+            return Outcomes(_attempt(call, item) for item in items)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="expocloud-io")
+        futures = [self._pool.submit(_attempt, call, item) for item in items]
+        return Outcomes(future.result() for future in futures)
+
+    def close(self) -> None:
+        """Let the I/O threads go (they are started again if the channel is used)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
     # -- in ------------------------------------------------------------------------------------
     def statuses(self, vms: Iterable[Vm]) -> list[tuple[Vm, WorkerStatus | None]]:
@@ -64,16 +101,16 @@ class Channel:
         vms = list(vms)
         if self.grantor is not None:
             self._answer_key_requests(vms, listing)
+        due = [vm for vm in vms
+               if listing.get(status_key(vm.name)) not in (None, vm.status_generation)]
+        reads = self._each(lambda vm: self.bucket.read(status_key(vm.name)), due)
         changed: list[tuple[Vm, WorkerStatus | None]] = []
-        for vm in vms:
-            generation = listing.get(status_key(vm.name))
-            if generation is None or generation == vm.status_generation:
-                continue
-            blob = self.bucket.read(status_key(vm.name))
-            if blob is None:
+        for vm, (blob, _) in zip(due, reads):
+            if blob is None:  # gone since the listing, or its read failed: next round
                 continue
             vm.status_generation = blob.generation
             changed.append((vm, self._status(vm.name, blob.data)))
+        _raise(reads.first_error())
         return changed
 
     def _answer_key_requests(self, vms: list[Vm], listing: dict[str, int]) -> None:
@@ -122,16 +159,24 @@ class Channel:
             self.worker_ops[name] = status.ops
         return status
 
-    def results(self, wanted: set[tuple[str, str]]) -> Iterator[WorkerResult]:
-        """The results of ``wanted`` ``(job, worker)`` pairs not read before, one at a time:
-        each is acted on before the next is read. A result object is read until it exists,
-        then never again (not even when acting on one result read others meanwhile)."""
-        for key, worker in sorted(wanted - self._results_seen):
+    def results(self, wanted: set[tuple[str, str]],
+                listed: bool = False) -> Iterator[WorkerResult]:
+        """The results of ``wanted`` ``(job, worker)`` pairs not read before, in the pairs'
+        sorted order (all read at once, then handed out one at a time). A result object is
+        read until it exists, then never again. ``listed``: first list the results prefix and
+        read only the objects it shows (the backstop, which asks for every pending pair:
+        mostly not written yet, and one listing is cheaper than a read of each)."""
+        pending = sorted(wanted - self._results_seen)
+        if listed and pending:
+            present = self.bucket.list(RESULTS_PREFIX)
+            self.lists += 1
+            pending = [pair for pair in pending if result_key(*pair) in present]
+        reads = self._each(lambda pair: self.bucket.read(result_key(*pair)), pending)
+        for (key, worker), (blob, _) in zip(pending, reads):
+            if blob is None:  # not written yet, or its read failed: read again later
+                continue
             if (key, worker) in self._results_seen:
-                continue
-            blob = self.bucket.read(result_key(key, worker))
-            if blob is None:
-                continue
+                continue  # taken meanwhile by a call made while acting on an earlier one
             self._results_seen.add((key, worker))
             try:
                 result = WorkerResult.decode(blob.data, self.key(worker))
@@ -140,6 +185,7 @@ class Channel:
                 continue
             if result.key == key and result.worker == worker:
                 yield result
+        _raise(reads.first_error())
 
     def boot_log(self, name: str) -> str:
         """The last lines VM ``name``'s startup script left in the bucket before it powered
@@ -156,15 +202,21 @@ class Channel:
     def write_inboxes(self, vms: Iterable[Vm], now: float, heartbeat: float) -> None:
         """Write the inbox of every VM whose assignments changed, or whose last inbox is
         ``heartbeat`` s old (that write only keeps its dead man's switch from firing)."""
-        for vm in vms:
-            if not (vm.inbox_dirty or now - vm.last_inbox >= heartbeat):
-                continue
+        due = [vm for vm in vms if vm.inbox_dirty or now - vm.last_inbox >= heartbeat]
+        sealed: list[bytes] = []
+        for vm in due:
             self._seq += 1
-            self.heartbeats += not vm.inbox_dirty
             inbox = Inbox(self._seq, vm.name, dict(vm.jobs), sorted(vm.cancel))
-            self.bucket.write(inbox_key(vm.name), inbox.encode(self.key(vm.name)))
+            sealed.append(inbox.encode(self.key(vm.name)))
+        writes = self._each(lambda item: self.bucket.write(inbox_key(item[0].name), item[1]),
+                            list(zip(due, sealed)))
+        for vm, (_, error) in zip(due, writes):
+            if error is not None:  # still due: written next round
+                continue
+            self.heartbeats += not vm.inbox_dirty
             vm.inbox_dirty = False
             vm.last_inbox = now
+        _raise(writes.first_error())
 
     def delete_inbox(self, name: str) -> None:
         self.bucket.delete(inbox_key(name))
@@ -175,3 +227,15 @@ class Channel:
         return {"coordinator": dict(getattr(self.bucket, "ops", {})),
                 "coordinator_lists": self.lists, "coordinator_heartbeats": self.heartbeats,
                 "workers": self.worker_ops}
+
+
+def _attempt(call: Callable[[T], R], item: T) -> tuple[R | None, Exception | None]:
+    try:
+        return call(item), None
+    except Exception as exc:  # handed back: the caller decides, after the other calls
+        return None, exc
+
+
+def _raise(error: Exception | None) -> None:
+    if error is not None:
+        raise error

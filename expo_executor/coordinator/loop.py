@@ -129,6 +129,7 @@ class Coordinator:
             self._end_vm(name, VmEnd.DELETED)
         if self.held_run is not None:
             self.held_run.end()  # nothing of the run lives on: a rerun has nothing to stop
+        self.channel.close()
         self._progress(time.time(), force=True)
         self.reporter.persist.flush()
         self._write_requests()
@@ -192,10 +193,11 @@ class Coordinator:
         # Workers rewrite their status whenever a job ends, so only the jobs of workers whose
         # status changed can have new results; the backstop covers a status write that failed.
         changed = self._read_statuses(now)
-        if now - self._last_results_scan >= self.config.results_backstop:
+        backstop = now - self._last_results_scan >= self.config.results_backstop
+        if backstop:  # one listing of the results, then reads of only what it shows
             self._last_results_scan = now
             changed = set(self.vms.names())
-        self._read_results(changed)
+        self._read_results(changed, listed=backstop)
         engine_error = self._watch_engine(now)
         self.pools.check_capacity(self.vms.ready_by_shape(), now)
         self._meter(now)
@@ -268,11 +270,12 @@ class Coordinator:
                                           shape=vm.shape)
         return changed
 
-    def _read_results(self, workers: set[str]) -> None:
-        """Take in the results of the jobs assigned to (or cancelled on) ``workers``."""
+    def _read_results(self, workers: set[str], listed: bool = False) -> None:
+        """Take in the results of the jobs assigned to (or cancelled on) ``workers``
+        (``listed``: of those a listing of the results shows, see ``Channel.results``)."""
         wanted = {(k, vm.name) for vm in self.vms if vm.name in workers
                   for k in (*vm.jobs, *vm.cancel)}
-        for result in self.channel.results(wanted):
+        for result in self.channel.results(wanted, listed=listed):
             self._take_result(result)
 
     def _take_result(self, result: WorkerResult) -> None:

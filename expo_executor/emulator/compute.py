@@ -53,7 +53,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -67,6 +67,7 @@ from expo_executor.emulator.compute_catalogue import ComputeCatalogue
 from expo_executor.emulator.discovery import check_request, document
 from expo_executor.emulator.identity import CERTS_PATH, IdentityIssuer
 from expo_executor.emulator.metadata import FakeMetadata
+from expo_executor.emulator.partial_response import field_tree, partial_response
 from expo_executor.worker.procs import power_off
 
 GOOGLE = "https://www.googleapis.com/compute/v1/"
@@ -1269,8 +1270,10 @@ class FakeCompute:
                                          f"{kind}/{name}' was not found")
 
     # -- HTTP dispatch ---------------------------------------------------------------------
-    def handle(self, method: str, raw_path: str, body: Any) -> tuple[int, Any]:
-        """(status, JSON body) for one request."""
+    def handle(self, method: str, raw_path: str, body: Any,
+               headers: Mapping[str, str] | None = None) -> tuple[int, Any]:
+        """(status, JSON body) for one request; a field mask (the ``fields`` parameter or the
+        ``X-Goog-FieldMask`` header) cuts a successful answer to the fields it names."""
         url = urlsplit(raw_path)
         path = unquote(url.path)
         query = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
@@ -1288,8 +1291,13 @@ class FakeCompute:
         api, args = route
         zone = args.get("zone")
         problems = check_request(DISCOVERY_IDS[api], args, query, body)
+        mask = query.get("fields") or (headers or {}).get("X-Goog-FieldMask")
+        try:
+            fields = field_tree(mask) if mask else None
+        except ValueError as err:
+            problems.append(f"Invalid field selection: {err}")
         with self._lock:
-            self._log(method, path, api, zone, query, body, problems)
+            self._log(method, path, api, zone, query, body, problems, mask)
             if problems:
                 return _payload_error(problems[0])
             fault = self._take_fault(HTTP_FAULTS, zone, api)
@@ -1303,14 +1311,16 @@ class FakeCompute:
         if fault is not None:  # applied, but the client never hears of it
             return _http_fault(fault, args.get("project", ""), zone)
         with self._lock:
-            return 200, copy.deepcopy(answer)
+            answer = copy.deepcopy(answer)
+        return 200, answer if fields is None else partial_response(answer, fields)
 
     def _log(self, method: str, path: str, api: str, zone: str | None, query: dict,
-             body: Any, problems: list[str]) -> None:
+             body: Any, problems: list[str], field_mask: str | None = None) -> None:
         """Append to the request log (lock held)."""
         self._requests.append({"method": method, "path": path, "op": api, "zone": zone,
                                "query": dict(query), "json": copy.deepcopy(body),
-                               "problems": problems, "time": time.time()})
+                               "problems": problems, "field_mask": field_mask,
+                               "time": time.time()})
         if len(self._requests) > REQUEST_LOG_MAX:
             del self._requests[:REQUEST_LOG_MAX // 2]
 
@@ -1544,7 +1554,7 @@ def _handler_class(fake: FakeCompute) -> type[BaseHTTPRequestHandler]:
                 self._answer(400, ApiError(400, "parseError", "Parse Error").body())
                 return
             try:
-                status, answer = fake.handle(self.command, self.path, body)
+                status, answer = fake.handle(self.command, self.path, body, self.headers)
             except Exception as err:  # noqa: BLE001 - a fake's bug answers 500, loudly
                 traceback.print_exc()
                 status, answer = 500, ApiError(500, "backendError", f"fake: {err}").body()

@@ -7,7 +7,8 @@ resumable upload chunks, XML upload, patch, delete) so that a request whose prec
 not hold gets HTTP 412 with GCS's JSON error body (reason ``conditionNotMet``). The emulator
 serves one request at a time, so the check and the write are atomic. Downloads also get the
 ``x-goog-generation``/``x-goog-metageneration`` headers that real GCS sends, and listings
-honour ``maxResults``/``pageToken`` (the stock emulator returns everything in one page), and a
+honour ``maxResults``/``pageToken`` (the stock emulator returns everything in one page) and
+``fields`` (a partial response: only the fields named, as GCS answers), and a
 bucket's IAM policy is kept and applied as GCS does (``gcs_iam.py``: the stock emulator grants
 every permission asked about).
 
@@ -31,6 +32,7 @@ from http import HTTPStatus
 from typing import Any
 
 from expo_executor.emulator.catalogue import PROJECT, WORKER, default_bucket_policy
+from expo_executor.emulator.partial_response import field_tree, partial_response
 
 Handler = Callable[..., Any]  # one of the emulator's request handlers
 PRECONDITIONS = ("ifGenerationMatch", "ifGenerationNotMatch",
@@ -163,14 +165,27 @@ def page_of(body: dict, limit: int, token: str | None) -> dict:
 
 
 def _with_paging(handler: Handler) -> Handler:
-    """A listing handler that honours ``maxResults``/``pageToken`` (the stock one ignores them)."""
+    """A listing handler that honours ``maxResults``/``pageToken`` and ``fields`` (the stock
+    one ignores them)."""
     def ls(request: Any, response: Any, storage: Any, *args: Any, **kwargs: Any) -> Any:
         result = handler(request, response, storage, *args, **kwargs)
         limit = (request.query.get("maxResults") or [None])[0]
-        if response.status != HTTPStatus.OK or not limit:
+        fields = (request.query.get("fields") or [None])[0]
+        if response.status != HTTPStatus.OK or not (limit or fields):
             return result
-        token = (request.query.get("pageToken") or [None])[0]
-        response.json(page_of(json.loads(response._content), int(limit), token))
+        body = json.loads(response._content)
+        if limit:
+            token = (request.query.get("pageToken") or [None])[0]
+            body = page_of(body, int(limit), token)
+        if fields:
+            try:
+                body = partial_response(body, field_tree(fields))
+            except ValueError as exc:
+                response.status = HTTPStatus.BAD_REQUEST
+                body = {"error": {"code": 400, "message": str(exc),
+                                  "errors": [{"reason": "invalidParameter",
+                                              "message": str(exc)}]}}
+        response.json(body)
         return result
 
     return ls

@@ -10,6 +10,11 @@ Transient: 429, 500, 502, 503, 504, connection errors, timeouts, and a download 
 the client's CRC32C check against ``x-goog-hash`` (corrupted on the way: read again). Not
 transient: everything else (403, 404 on write, 412 ...).
 
+The coordinator calls one bucket from several threads at once (``coordinator/channel.py``): the
+operation counts are kept under a lock, and the HTTP session keeps enough connections open
+(``CONNECTIONS``) that parallel calls reuse them. A listing asks only for what the contract
+returns (``LIST_FIELDS``: each object's name and generation), not every object's metadata.
+
 A conditional write whose response was lost may have landed: its retry then meets 412. When a
 write had an earlier, transiently failed attempt and then gets 412, the object is read back;
 if it holds exactly our bytes the write counts as ours (identical bytes from another writer
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -30,6 +36,8 @@ from expo_executor.engines.gce.retry import retry_call
 from expo_executor.protocol.bucket_contract import Blob, PreconditionFailed
 
 DEFAULT_TIMEOUT = (10.0, 60.0)  # (connect, read) seconds, per request
+CONNECTIONS = 32  # kept open per host: more than the coordinator's parallel calls
+LIST_FIELDS = "items(name,generation),nextPageToken"  # a listing's partial response
 
 
 def parse_gs_url(url: str) -> tuple[str, str]:
@@ -81,6 +89,7 @@ class GcsBucket:
             else:
                 client = storage.Client(project=project)
         self.client = client
+        _widen_connection_pool(client)
         self._bucket = client.bucket(self.bucket_name)
         self._retry = {"is_transient": is_transient_storage, "attempts": attempts, "base": base,
                        "cap": cap, "sleep": sleep, "rand": rand}
@@ -88,12 +97,17 @@ class GcsBucket:
         self.page_size = page_size  # None: the server's default (1000 objects per page on GCS)
         # storage operations by GCS price class, one per HTTP attempt (retries cost too)
         self.ops: Counter[str] = Counter()
+        self._ops_lock = threading.Lock()
 
     # -- helpers -------------------------------------------------------------------------
 
     @property
     def requests(self) -> int:
         return sum(self.ops.values())
+
+    def _count(self, price_class: str, n: int = 1) -> None:
+        with self._ops_lock:
+            self.ops[price_class] += n
 
     def _name(self, key: str) -> str:
         if not key or key.startswith("/") or ".." in key.split("/"):
@@ -106,7 +120,7 @@ class GcsBucket:
     def _download(self, name: str) -> Blob | None:
         """One attempt: data and generation in one GET (the generation comes from headers)."""
         blob = self._bucket.blob(name)
-        self.ops["B"] += 1
+        self._count("B")
         try:
             data = blob.download_as_bytes(retry=None, timeout=self.timeout)
         except self._gexc.NotFound:
@@ -119,12 +133,12 @@ class GcsBucket:
 
     def _download_pinned(self, name: str) -> Blob | None:
         while True:
-            self.ops["B"] += 1
+            self._count("B")
             meta = self._bucket.get_blob(name, retry=None, timeout=self.timeout)
             if meta is None:
                 return None
             generation = int(meta.generation)
-            self.ops["B"] += 1
+            self._count("B")
             try:
                 data = self._bucket.blob(name, generation=generation).download_as_bytes(
                     retry=None, timeout=self.timeout
@@ -136,7 +150,7 @@ class GcsBucket:
     def _upload(self, name: str, data: bytes, if_generation_match: int | None) -> int:
         """One upload attempt; returns the new generation. Separate so tests can inject faults."""
         blob = self._bucket.blob(name)
-        self.ops["A"] += 1
+        self._count("A")
         blob.upload_from_string(
             data,
             content_type="application/octet-stream",
@@ -181,15 +195,15 @@ class GcsBucket:
             found: dict[str, int] = {}
             iterator = self.client.list_blobs(
                 self._bucket, prefix=full or None, page_size=self.page_size,
-                retry=None, timeout=self.timeout,
+                fields=LIST_FIELDS, retry=None, timeout=self.timeout,
             )
             pages = iterator.pages
             while True:
-                self.ops["A"] += 1
+                self._count("A")
                 try:
                     page = next(pages)
                 except StopIteration:
-                    self.ops["A"] -= 1  # the end of the pages costs no request
+                    self._count("A", -1)  # the end of the pages costs no request
                     break
                 for blob in page:
                     found[blob.name[len(self.prefix):]] = int(blob.generation)
@@ -201,10 +215,23 @@ class GcsBucket:
         name = self._name(key)
 
         def attempt() -> None:
-            self.ops["free"] += 1
+            self._count("free")
             try:
                 self._bucket.blob(name).delete(retry=None, timeout=self.timeout)
             except self._gexc.NotFound:
                 pass
 
         self._call(attempt)
+
+
+def _widen_connection_pool(client: Any) -> None:
+    """Keep ``CONNECTIONS`` connections per host in the client's session (requests keeps 10:
+    more parallel calls would open and drop a connection each time)."""
+    session = getattr(client, "_http", None)
+    if not hasattr(session, "mount"):
+        return
+    from requests.adapters import HTTPAdapter
+
+    for scheme in ("https://", "http://"):
+        session.mount(scheme, HTTPAdapter(pool_connections=CONNECTIONS,
+                                          pool_maxsize=CONNECTIONS))

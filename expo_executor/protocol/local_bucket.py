@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import tempfile
+import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -26,10 +27,15 @@ class LocalBucket:
         self.url = str(self.root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.ops: Counter[str] = Counter()  # counted like GCS operations, by price class
+        self._ops_lock = threading.Lock()  # the coordinator calls it from several threads
 
     @property
     def requests(self) -> int:
         return sum(self.ops.values())
+
+    def _count(self, price_class: str) -> None:
+        with self._ops_lock:
+            self.ops[price_class] += 1
 
     def _path(self, key: str) -> Path:
         if key.startswith("/") or ".." in key.split("/"):
@@ -37,7 +43,7 @@ class LocalBucket:
         return self.root / key
 
     def read(self, key: str) -> Blob | None:
-        self.ops["B"] += 1
+        self._count("B")
         path = self._path(key)
         try:
             with open(path, "rb") as handle:
@@ -47,7 +53,7 @@ class LocalBucket:
             return None
 
     def write(self, key: str, data: bytes, if_generation_match: int | None = None) -> int:
-        self.ops["A"] += 1
+        self._count("A")
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
@@ -79,7 +85,7 @@ class LocalBucket:
     def list(self, prefix: str) -> dict[str, int]:
         # os.scandir and plain strings: the coordinator lists every round, and pathlib made
         # an idle round cost three times as much.
-        self.ops["A"] += 1
+        self._count("A")
         root = str(self.root)
         base = str(self._path(prefix.rstrip("/"))) if prefix else root
         found: dict[str, int] = {}
@@ -101,7 +107,7 @@ class LocalBucket:
         return found
 
     def delete(self, key: str) -> None:
-        self.ops["free"] += 1
+        self._count("free")
         try:
             self._path(key).unlink()
         except FileNotFoundError:

@@ -5,13 +5,16 @@ connection errors. Everything stays on loopback."""
 
 from __future__ import annotations
 
+import json
 import socket
+import urllib.request
 
 import pytest
 
 pytest.importorskip("google.cloud.storage")
 pytest.importorskip("gcp_storage_emulator")
 
+from expo_executor.emulator.faulty_proxy import FaultyProxy
 from expo_executor.engines.gce.errors import is_transient_storage
 from expo_executor.protocol.bucket import PreconditionFailed
 from expo_executor.protocol.gcs_bucket import GcsBucket
@@ -104,6 +107,27 @@ def test_list_follows_pages(bucket: GcsBucket, gcs_emulator: str) -> None:  # no
     assert paged.list("many/") == gens
     assert paged.requests == 3, "25 objects in pages of 10: three list requests"
     assert bucket.list("many/") == gens
+
+
+def test_a_listing_asks_only_for_names_and_generations(
+        bucket: GcsBucket, gcs_emulator: str) -> None:  # noqa: F811
+    """The coordinator lists every round: each listed object carries its name and generation
+    only (GCS's partial response), not its whole metadata; pages still follow."""
+    gens = {f"lean/{i}": bucket.write(f"lean/{i}", b"x") for i in range(3)}
+    targets: list[str] = []
+    with FaultyProxy(gcs_emulator, rate=0.0) as proxy:
+        proxy.refuse(lambda request: targets.append(request.target) and False)
+        lean = GcsBucket(bucket.url, endpoint=proxy.endpoint, page_size=2)
+        assert lean.list("lean/") == gens
+    listings = [t for t in targets if "/o?" in t and "alt=media" not in t]
+    assert len(listings) == 2 and all("fields=items(name,generation),nextPageToken" in t
+                                      for t in listings), listings
+    # the emulator answers it as GCS does: only the fields asked for
+    url = (f"{gcs_emulator}/storage/v1/b/{bucket.bucket_name}/o?prefix={bucket.prefix}lean/"
+           f"&fields=items(name,generation),nextPageToken")
+    with urllib.request.urlopen(url) as answer:
+        items = json.load(answer)["items"]
+    assert len(items) == 3 and all(set(item) == {"name", "generation"} for item in items)
 
 
 def test_requests_are_counted(bucket: GcsBucket) -> None:

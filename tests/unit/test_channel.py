@@ -1,0 +1,206 @@
+"""The coordinator's channel issues a round's bucket calls together, and takes their answers in
+a fixed order: results in the sorted order of their keys however the reads finish, a failed
+call that loses none of the others, and the results backstop as one listing plus reads of only
+what it shows. The bucket is the real local one; a subclass holds chosen reads back or fails
+them, the way a slow or failing storage request would."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from expo_executor.coordinator.channel import Channel
+from expo_executor.coordinator.vms import Vm
+from expo_executor.core.records import AttemptEnd, WorkerState
+from expo_executor.core.scheduler import Pool
+from expo_executor.protocol.bucket import LocalBucket
+from expo_executor.protocol.keys import inbox_key, result_key, status_key
+from expo_executor.protocol.records import InboxJob, WorkerResult, WorkerStatus
+
+KEY = b"k" * 32
+
+
+class StorageDown(Exception):
+    pass
+
+
+class HeldBucket(LocalBucket):
+    """Reads of ``hold`` wait until the read of ``release`` has been made (a slow answer);
+    reads and writes of ``fail`` raise (a storage error that outlived its retries)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.hold: str | None = None
+        self.release: str | None = None
+        self.released = threading.Event()
+        self.fail: set[str] = set()
+
+    def read(self, key: str):  # type: ignore[override]
+        if key in self.fail:
+            raise StorageDown(key)
+        if key == self.hold:
+            self.released.wait(timeout=5)
+        blob = super().read(key)
+        if key == self.release:
+            self.released.set()
+        return blob
+
+    def write(self, key: str, data: bytes, if_generation_match: int | None = None) -> int:
+        if key in self.fail:
+            raise StorageDown(key)
+        return super().write(key, data, if_generation_match)
+
+
+def _result(bucket: LocalBucket, job: str, worker: str) -> None:
+    result = WorkerResult(job, worker, AttemptEnd.SOLVED, 0, 1.0, 2.0)
+    bucket.write(result_key(job, worker), result.encode(KEY))
+
+
+@pytest.fixture
+def bucket(tmp_path: Path) -> HeldBucket:
+    return HeldBucket(tmp_path / "bucket")
+
+
+def test_results_come_in_key_order_while_their_reads_overlap(bucket: HeldBucket) -> None:
+    """The first key's read answers only after the last key's read was made: read one after
+    the other, the first would wait in vain; read together, all arrive, in sorted order."""
+    pairs = [(f"j{i}", "w1") for i in range(1, 6)]
+    for job, worker in pairs:
+        _result(bucket, job, worker)
+    bucket.hold, bucket.release = result_key("j1", "w1"), result_key("j5", "w1")
+    channel = Channel(bucket, KEY, print)
+    try:
+        got = [(r.key, r.worker) for r in channel.results(set(pairs))]
+    finally:
+        channel.close()
+    assert bucket.released.is_set(), "the last read was made while the first one waited"
+    assert got == sorted(pairs)
+
+
+def test_a_failing_result_read_loses_none_of_the_others(bucket: HeldBucket) -> None:
+    """The first read fails: the others' results are still handed out, the round still sees
+    the error, and the failed one is read (and taken) the next time."""
+    pairs = {("a", "w1"), ("b", "w1"), ("c", "w2")}
+    for job, worker in pairs:
+        _result(bucket, job, worker)
+    bucket.fail = {result_key("a", "w1")}
+    channel = Channel(bucket, KEY, print)
+    got: list[str] = []
+    with pytest.raises(StorageDown):
+        for result in channel.results(pairs):
+            got.append(result.key)
+    assert got == ["b", "c"]
+    bucket.fail = set()
+    assert [r.key for r in channel.results(pairs)] == ["a"]
+    assert list(channel.results(pairs)) == [], "each result is taken once"
+    channel.close()
+
+
+def test_a_result_taken_by_a_nested_call_is_not_handed_out_again(bucket: HeldBucket) -> None:
+    """Acting on one result may read a worker's results again (a lost VM's last words): what
+    that nested call takes, the outer one does not hand out a second time."""
+    pairs = {("a", "w1"), ("b", "w1"), ("c", "w1")}
+    for job, worker in pairs:
+        _result(bucket, job, worker)
+    channel = Channel(bucket, KEY, print)
+    outer, inner = [], []
+    for result in channel.results(pairs):
+        outer.append(result.key)
+        if result.key == "a":
+            inner = [r.key for r in channel.results(pairs)]
+    assert (outer, inner) == (["a"], ["b", "c"])
+    channel.close()
+
+
+def test_the_backstop_lists_once_and_reads_only_what_exists(bucket: HeldBucket) -> None:
+    """Of 200 pending results one was written: one listing and one read, not 200 reads."""
+    pairs = {(f"j{i:03d}", "w1") for i in range(200)}
+    _result(bucket, "j123", "w1")
+    channel = Channel(bucket, KEY, print)
+    before = dict(bucket.ops)
+    assert [r.key for r in channel.results(pairs, listed=True)] == ["j123"]
+    assert bucket.ops["A"] - before.get("A", 0) == 1, "one listing"
+    assert bucket.ops["B"] - before.get("B", 0) == 1, "one read: the result that exists"
+    assert channel.lists == 1
+
+
+def _vm(name: str) -> Vm:
+    return Vm(name, 0.0, Pool.LOCAL)
+
+
+def test_a_failing_status_read_loses_none_of_the_others(bucket: HeldBucket) -> None:
+    vms = [_vm("w1"), _vm("w2"), _vm("w3")]
+    for vm in vms:
+        status = WorkerStatus(vm.name, 0, 1.0, [], 1, WorkerState.READY)
+        bucket.write(status_key(vm.name), status.encode(KEY))
+    bucket.fail = {status_key("w1")}
+    channel = Channel(bucket, KEY, print)
+    with pytest.raises(StorageDown):
+        channel.statuses(vms)
+    assert [vm.status_generation is not None for vm in vms] == [False, True, True]
+    bucket.fail = set()
+    assert [vm.name for vm, _ in channel.statuses(vms)] == ["w1"], "read again, the rest not"
+    channel.close()
+
+
+def test_a_failing_inbox_write_leaves_only_that_inbox_due(bucket: HeldBucket) -> None:
+    vms = [_vm("w1"), _vm("w2"), _vm("w3")]
+    for vm in vms:
+        vm.jobs["j"] = InboxJob(["true"], None, {}, None)
+    bucket.fail = {inbox_key("w2")}
+    channel = Channel(bucket, KEY, print)
+    now = time.time()
+    with pytest.raises(StorageDown):
+        channel.write_inboxes(vms, now, heartbeat=60.0)
+    assert [vm.inbox_dirty for vm in vms] == [False, True, False]
+    assert bucket.read(inbox_key("w1")) is not None and bucket.read(inbox_key("w3")) is not None
+    bucket.fail = set()
+    channel.write_inboxes(vms, now, heartbeat=60.0)
+    assert not any(vm.inbox_dirty for vm in vms)
+    channel.close()
+
+
+class ReadLog(LocalBucket):
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.reads: list[str] = []
+        self.lists: list[str] = []
+
+    def read(self, key: str):  # type: ignore[override]
+        self.reads.append(key)
+        return super().read(key)
+
+    def list(self, prefix: str) -> dict[str, int]:
+        self.lists.append(prefix)
+        return super().list(prefix)
+
+
+def test_the_coordinator_s_backstop_reads_no_result_that_is_not_there(tmp_path: Path) -> None:
+    """A round of the backstop with a job running and no result written: one listing of the
+    results, no read of the job's result key (at 1,000 workers: no 1,000 reads of 404s)."""
+    from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
+    from expo_executor.coordinator.state import StateDir
+    from expo_executor.core.records import JobMeta
+    from expo_executor.core.scheduler import Task
+    from tests.unit.test_lost_worker import ScriptedEngine
+
+    bucket = ReadLog(tmp_path / "bucket")
+    config = CoordinatorConfig("run", 1, 1, poll=0.05, status_interval=3600, results_backstop=0)
+    coordinator = Coordinator(config, ScriptedEngine(), bucket, KEY, tmp_path,
+                              StateDir(tmp_path / "s"), print)
+    coordinator.submit([JobRequest(Task("job", "job"), ["true"], str(tmp_path), {}, None,
+                                   meta=JobMeta("r"))])
+    now = 10_000.0
+    coordinator.tick(now)  # a VM is asked for
+    status = WorkerStatus("w-1", 0, now, [], 1, WorkerState.READY)
+    bucket.write(status_key("w-1"), status.encode(KEY))
+    coordinator.tick(now + 1)  # ready: the job is assigned
+    assert coordinator.scheduler.state("job") == "running"
+    bucket.reads.clear(), bucket.lists.clear()
+    coordinator.tick(now + 2)  # nothing changed; the backstop is due
+    assert "results/" in bucket.lists
+    assert [key for key in bucket.reads if key.startswith("results/")] == []
+    coordinator.stop()
