@@ -19,6 +19,7 @@ from expo_executor.core.scheduler import Pool
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol.keys import inbox_key, result_key, status_key
 from expo_executor.protocol.records import InboxJob, WorkerResult, WorkerStatus
+from expo_executor.protocol.worker_keys import worker_key
 
 KEY = b"k" * 32
 
@@ -56,7 +57,7 @@ class HeldBucket(LocalBucket):
 
 def _result(bucket: LocalBucket, job: str, worker: str) -> None:
     result = WorkerResult(job, worker, AttemptEnd.SOLVED, 0, 1.0, 2.0)
-    bucket.write(result_key(job, worker), result.encode(KEY))
+    bucket.write(result_key(job, worker), result.encode(worker_key(KEY, worker)))
 
 
 @pytest.fixture
@@ -135,7 +136,7 @@ def test_a_failing_status_read_loses_none_of_the_others(bucket: HeldBucket) -> N
     vms = [_vm("w1"), _vm("w2"), _vm("w3")]
     for vm in vms:
         status = WorkerStatus(vm.name, 0, 1.0, [], 1, WorkerState.READY)
-        bucket.write(status_key(vm.name), status.encode(KEY))
+        bucket.write(status_key(vm.name), status.encode(worker_key(KEY, vm.name)))
     bucket.fail = {status_key("w1")}
     channel = Channel(bucket, KEY, print)
     with pytest.raises(StorageDown):
@@ -196,7 +197,7 @@ def test_the_coordinator_s_backstop_reads_no_result_that_is_not_there(tmp_path: 
     now = 10_000.0
     coordinator.tick(now)  # a VM is asked for
     status = WorkerStatus("w-1", 0, now, [], 1, WorkerState.READY)
-    bucket.write(status_key("w-1"), status.encode(KEY))
+    bucket.write(status_key("w-1"), status.encode(worker_key(KEY, "w-1")))
     coordinator.tick(now + 1)  # ready: the job is assigned
     assert coordinator.scheduler.state("job") == "running"
     bucket.reads.clear(), bucket.lists.clear()
