@@ -60,6 +60,16 @@ PRICE_A, PRICE_B = 0.005 / 1000, 0.0004 / 1000  # USD per operation (cost/reques
 MACHINE, REGION = "e2-standard-2", "us-central1"
 
 
+def worker_signing_key(name: str) -> bytes:
+    """The key worker ``name`` signs with: its own (derived from the run key) where the code
+    under test has per-worker keys, the run key itself in the base commit's code."""
+    try:
+        from expo_executor.protocol.worker_keys import worker_key
+    except ImportError:
+        return KEY
+    return worker_key(KEY, name)
+
+
 # -- the bucket -------------------------------------------------------------------------------
 class Store:
     """One in-process bucket: objects with generations, and when each inbox was written."""
@@ -156,7 +166,7 @@ class Fleet:
 
     def create(self, name: str) -> None:
         self.alive[name] = {"seq": 0, "generation": None, "running": {}, "seen": set(),
-                            "contact": None}
+                            "contact": None, "key": worker_signing_key(name)}
         self.push(time.time() + self.random.uniform(1, 5), "boot", name)
 
     def delete(self, name: str) -> None:
@@ -183,7 +193,7 @@ class Fleet:
         from expo_executor.protocol.records import WorkerStatus
         status = WorkerStatus(name, worker["seq"], time.time(), sorted(worker["running"]), 1,
                               WorkerState.READY, {})
-        self.bucket.write(status_key(name), status.encode(KEY))
+        self.bucket.write(status_key(name), status.encode(worker["key"]))
 
     def _boot(self, name: str, worker: dict[str, Any], _: str) -> None:
         self._status(name, worker)
@@ -198,7 +208,7 @@ class Fleet:
         blob = self.bucket.read(inbox_key(name))
         if blob is not None and blob.generation != worker["generation"]:
             worker["generation"] = blob.generation
-            inbox = Inbox.decode(blob.data, KEY)
+            inbox = Inbox.decode(blob.data, worker["key"])
             if inbox.seq > worker["seq"]:
                 worker["seq"], worker["contact"] = inbox.seq, now
                 for key in inbox.jobs:
@@ -226,7 +236,8 @@ class Fleet:
         end = AttemptEnd.CANCELLED if cancelled else AttemptEnd.SOLVED
         result = WorkerResult(key, name, end, None if cancelled else 0, started, time.time())
         try:
-            self.bucket.write(result_key(key, name), result.encode(KEY), if_generation_match=0)
+            self.bucket.write(result_key(key, name), result.encode(worker["key"]),
+                              if_generation_match=0)
         except PreconditionFailed:
             pass
         self._status(name, worker)
