@@ -30,7 +30,7 @@ from expo_executor.coordinator.outage import GIVE_UP_AFTER, Outage
 from expo_executor.coordinator.pools import PoolWatch
 from expo_executor.coordinator.progress import Progress
 from expo_executor.coordinator.reports import Reporter
-from expo_executor.coordinator.requests import JobReport, JobRequest
+from expo_executor.coordinator.requests import Harvested, JobReport, JobRequest
 from expo_executor.coordinator.run_files import RunFiles
 from expo_executor.coordinator.run_state import HeldRun
 from expo_executor.coordinator.saved_logs import LogFetcher
@@ -100,6 +100,9 @@ class Coordinator:
         self._thread: threading.Thread | None = None
         # the run's host-side state (run_state.py): ended once every VM is deleted
         self.held_run: HeldRun | None = None
+        # what crashed runs solved after their coordinator died, by stable identity
+        # (recover.py): the front end sets JobRequest.harvested from it
+        self.harvested: dict[str, Harvested] = {}
 
     # -- front-end side (any thread) ---------------------------------------------------------
     def submit(self, requests: list[JobRequest]) -> None:
@@ -222,7 +225,11 @@ class Coordinator:
     def _intake(self) -> None:
         for request in self.desk.take_submissions():
             key = request.task.key
+            if request.harvested is not None:  # solved by a crashed run: never scheduled
+                self.reporter.harvested(request)
+                continue
             self._requests[key] = request
+            self.reporter.submitted(request)
             shape = request.task.shape
             if shape not in self.setups:
                 self._add_shape(shape)

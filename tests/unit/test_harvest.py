@@ -1,0 +1,113 @@
+"""A crashed run's results are harvested by the rerun that stops its workers (recover.py,
+harvest.py): a timeout the dead coordinator never read joins its frontier; a solved job is
+reported solved by the rerun without running; a result that does not verify with its
+worker's key (forged) is ignored.
+
+The crashed run is the real coordinator driven round by round (tests/coordinator_rig.py): it
+records its jobs at submission, assigns them to a worker that exists as the objects the test
+writes, and "dies" (its host-side state left, its lock free) before it reads their results.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from expo_executor.coordinator.loop import JobRequest
+from expo_executor.coordinator.recover import stop_crashed_runs
+from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.coordinator.run_state import KEY as KEY_FILE
+from expo_executor.coordinator.run_state import RunState, record
+from expo_executor.coordinator.state import FamilyRef, StateDir
+from expo_executor.core.hardness import HardnessPoint
+from expo_executor.core.records import JobMeta
+from expo_executor.core.scheduler import Outcome, Task
+from expo_executor.protocol import messages
+from expo_executor.protocol.keys import result_key
+from expo_executor.protocol.worker_keys import worker_key
+
+from tests.coordinator_rig import Rig
+from tests.unit.test_lost_worker import KEY
+
+FAMILY = FamilyRef("Snakefile", "solve", "n", 60.0)
+
+
+def _request(n: int) -> JobRequest:
+    """Job ``n`` of the sweep: its key is the run's (``j<n>a1``), its identity is stable."""
+    return JobRequest(Task(f"j{n}a1", f"solve n={n}", family=FAMILY.key,
+                           point=HardnessPoint(("solve",), (float(n),))),
+                      ["true"], "/", {}, 60.0, family=FAMILY, meta=JobMeta("solve", {"n": str(n)}),
+                      identity=f"solve-{n}")
+
+
+def _crashed_run(state_root: Path) -> Rig:
+    """Run r1: jobs 1-4 on worker w-1; job 4 solved and read; then the coordinator died. After
+    the crash w-1 wrote job 3's timeout, job 2's solution, and someone else a "solved" of job 1
+    signed with a key of their own (the worker's name, not its key)."""
+    run_dir = state_root / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    rig = Rig(run_dir, slots=4)
+    rig.coordinator.submit([_request(n) for n in (1, 2, 3, 4)])
+    rig.round()
+    rig.ready("w-1")
+    rig.round()
+    assert rig.assigned("w-1") == {"j1a1", "j2a1", "j3a1", "j4a1"}
+    rig.result("j4a1", "w-1", "solved")
+    rig.ready("w-1")
+    rig.round()
+    assert rig.reports["j4a1"].outcome is Outcome.SOLVED
+    record(run_dir, RunState("r1", "local", str(rig.direct.root)), KEY).release()  # killed
+    rig.result("j3a1", "w-1", "timeout")
+    rig.result("j2a1", "w-1", "solved")
+    forged = {"key": "j1a1", "worker": "w-1", "outcome": "solved", "returncode": 0,
+              "started": 0.0, "ended": 1.0, "reason": None, "log_tail": ""}
+    rig.direct.write(result_key("j1a1", "w-1"),
+                     messages.encode("result", forged, worker_key(b"f" * 32, "w-1")))
+    return rig
+
+
+def test_the_rerun_harvests_a_crashed_runs_results(tmp_path: Path) -> None:
+    state = StateDir(tmp_path)
+    old = _crashed_run(tmp_path)
+    submitted = RunFiles(old.coordinator.run_dir).submitted()
+    assert [r["identity"] for r in submitted] == ["solve-1", "solve-2", "solve-3", "solve-4"]
+    assert submitted[0]["family"]["rule"] == "solve" and submitted[0]["point"]["vector"] == [1.0]
+    said: list[str] = []
+    found = stop_crashed_runs(tmp_path, state.new_run("r2"), said.append)
+
+    assert "expocloud: harvested 2 results of run r1: 1 solved, 1 timeouts" in said, said
+    assert any("j1a1 that does not verify" in line for line in said), said
+    assert list(found) == ["solve-2"]  # not job 1 (forged), nor job 4 (read before the crash)
+    assert (found["solve-2"].run_id, found["solve-2"].key) == ("r1", "j2a1")
+    assert state.load_frontier(FAMILY).dominator(HardnessPoint(("solve",), (3.0,))) is not None
+    timeouts = [r for r in RunFiles(old.coordinator.run_dir).jobs() if r["outcome"] == "timeout"]
+    assert [(r["key"], r["harvested_by"], r["wildcards"]) for r in timeouts] == \
+        [("j3a1", "r2", {"n": "3"})]
+    assert not (old.coordinator.run_dir / KEY_FILE).exists()
+
+
+def test_a_harvested_job_is_reported_solved_without_running(tmp_path: Path) -> None:
+    """The rerun's coordinator: the harvested job is solved at once and never scheduled; the
+    job with a harvested timeout is skipped by its frontier, once; the forged one runs."""
+    state = StateDir(tmp_path)
+    _crashed_run(tmp_path)
+    found = stop_crashed_runs(tmp_path, state.new_run("r2"), lambda line: None)
+    new = Rig(tmp_path / "runs" / "r2", slots=4)
+    new.coordinator.state = new.coordinator.reporter.state = state  # the workflow's frontiers
+    requests = [_request(n) for n in (1, 2, 3)]
+    requests[1].harvested = found[requests[1].identity]
+    new.coordinator.submit(requests)
+    new.round()
+    new.round()  # (the rig fails a second report of a job)
+
+    solved = new.coordinator.take_report("j2a1")
+    assert solved is not None and solved.outcome is Outcome.SOLVED
+    assert "r1" in solved.message and "harvested" in solved.message
+    assert new.reports["j3a1"].outcome is Outcome.SKIPPED  # its own timeout, from r1
+    assert new.coordinator.scheduler.state("j1a1") == "queued"
+    assert new.coordinator.take_report("j2a1") is None  # reported once
+    records = {r["key"]: r for r in RunFiles(tmp_path / "runs" / "r2").jobs()}
+    assert records["j2a1"]["outcome"] == "solved"
+    assert records["j2a1"]["harvested_from"] == "r1"
+    assert "j2a1" not in {json.loads(line)["key"] for line in
+                          (tmp_path / "runs" / "r2" / "submitted.jsonl").read_text().splitlines()}
