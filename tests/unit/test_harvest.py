@@ -11,10 +11,13 @@ writes, and "dies" (its host-side state left, its lock free) before it reads the
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 from expo_executor.coordinator.loop import JobRequest
 from expo_executor.coordinator.recover import stop_crashed_runs
+from expo_executor.coordinator.requests import Harvested
 from expo_executor.coordinator.run_files import RunFiles
 from expo_executor.coordinator.run_state import KEY as KEY_FILE
 from expo_executor.coordinator.run_state import RunState, record
@@ -22,6 +25,8 @@ from expo_executor.coordinator.state import FamilyRef, StateDir
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.records import JobMeta
 from expo_executor.core.scheduler import Outcome, Task
+from expo_executor.frontends.snakemake.describe import identity
+from expo_executor.frontends.snakemake.executor import Executor
 from expo_executor.protocol import messages
 from expo_executor.protocol.keys import result_key
 from expo_executor.protocol.worker_keys import worker_key
@@ -111,3 +116,60 @@ def test_a_harvested_job_is_reported_solved_without_running(tmp_path: Path) -> N
     assert records["j2a1"]["harvested_from"] == "r1"
     assert "j2a1" not in {json.loads(line)["key"] for line in
                           (tmp_path / "runs" / "r2" / "submitted.jsonl").read_text().splitlines()}
+
+
+# -- the Snakemake front end's side: which job is "the same", and whether its outputs are there --
+class _Output(str):
+    """A Snakemake output file as the executor reads it: its path, and for a storage file (no
+    shared file system) the storage object it queries."""
+
+    def __new__(cls, path: str, stored: bool | None = None) -> "_Output":
+        output = super().__new__(cls, path)
+        output.is_storage = stored is not None
+
+        async def managed_exists() -> bool:
+            return bool(stored)
+        output.storage_object = SimpleNamespace(managed_exists=managed_exists)
+        return output
+
+
+@dataclass
+class _Job:
+    name: str
+    output: list
+    jobid: int = 1
+    jobs: list = field(default_factory=list)  # a group job's members
+
+    def is_group(self) -> bool:
+        return bool(self.jobs)
+
+
+def test_a_jobs_identity_is_its_rule_and_outputs_not_its_run_numbering() -> None:
+    first = identity(_Job("solve", ["out/1.txt", "out/1.log"], jobid=7))
+    assert identity(_Job("solve", ["out/1.log", "out/1.txt"], jobid=3)) == first
+    assert identity(_Job("solve", ["out/2.txt", "out/1.log"])) != first
+    assert identity(_Job("other", ["out/1.txt", "out/1.log"])) != first
+    a, b = _Job("a", ["x"]), _Job("b", ["y"])
+    assert identity(_Job("group", [], jobs=[a, b])) == identity(_Job("group", [], jobs=[b, a]))
+    assert identity(_Job("group", [], jobs=[a, b])) != identity(_Job("group", [], jobs=[a]))
+
+
+def test_a_harvested_job_runs_again_when_an_output_is_missing(tmp_path: Path) -> None:
+    """Reported from the crashed run's result only when every output is there: a local file,
+    or a storage object; else it runs as usual, said in one line."""
+    there = tmp_path / "there.txt"
+    there.write_text("done")
+    found = Harvested("r1", "j2a1", "w-1", 1.0)
+    lines: list[str] = []
+    executor = SimpleNamespace(coordinator=SimpleNamespace(harvested={"id": found}),
+                               logger=SimpleNamespace(info=lines.append),
+                               describer=SimpleNamespace(label=lambda job: job.name))
+    complete = _Job("solve", [_Output(str(there)), _Output("gs-copy/a.txt", stored=True)])
+    assert Executor._harvested(executor, complete, "id") is found
+    assert Executor._harvested(executor, complete, "another") is None
+    assert not lines
+    for missing in (_Output(str(tmp_path / "gone.txt")), _Output("gs-copy/b.txt", stored=False)):
+        job = _Job("solve", [_Output(str(there)), missing])
+        assert Executor._harvested(executor, job, "id") is None
+        assert lines.pop() == f"expocloud: solve was solved by run r1, but {missing} is " \
+            "missing: it runs again"
