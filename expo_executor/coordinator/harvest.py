@@ -11,7 +11,10 @@ workers are gone (no result can come any more), the rerun reads them:
   the request that made it;
 - every result object of the run is verified with the key of the worker it names (derived from
   the run key the crash left behind, :mod:`worker_keys`): a result signed with any other key,
-  or naming another job or worker than its object, is ignored;
+  or naming another job or worker than its object, is ignored; so is the result of a job from
+  a worker it was never given to (``assigned.jsonl``, written by the coordinator before the
+  worker's inbox): a worker signs as itself, but could sign a result of any job, e.g. a
+  timeout that would poison the frontier;
 - a job already in the run's ``jobs.jsonl`` was handled by the coordinator before it died;
   of the others, a timeout joins its family's frontier (kept: later runs skip what it
   dominates) and is recorded in the dead run's ``jobs.jsonl``; a solved result goes into the
@@ -60,12 +63,12 @@ def harvest(run_dir: Path, bucket: Bucket, run_key: bytes, state: StateDir, by_r
     files = RunFiles(run_dir)
     done = {record.get("key") for record in files.jobs()}
     submitted = {record["key"]: record for record in files.submitted() if "key" in record}
+    given = {(record.get("key"), record.get("worker")) for record in files.assigned()}
     found: dict[str, Harvested] = {}
-    timeouts = ignored = 0
-    for key, result in sorted(_final_results(bucket, run_key, log).items()):
+    timeouts = 0
+    for key, result in sorted(_final_results(bucket, run_key, given, log).items()):
         record = submitted.get(key)
         if key in done or record is None:
-            ignored += record is None and key not in done
             continue
         if result.end is AttemptEnd.TIMEOUT:
             _add_timeout(files, state, record, result, by_run)
@@ -74,22 +77,22 @@ def harvest(run_dir: Path, bucket: Bucket, run_key: bytes, state: StateDir, by_r
             found[record["identity"]] = Harvested(run_dir.name, key, result.worker,
                                                   result.runtime_s, result.command_s)
     log(f"expocloud: harvested {len(found) + timeouts} results of run {run_dir.name}: "
-        f"{len(found)} solved, {timeouts} timeouts"
-        + (f" ({ignored} of jobs it never recorded, ignored)" if ignored else ""))
+        f"{len(found)} solved, {timeouts} timeouts")
     return found
 
 
-def _final_results(bucket: Bucket, run_key: bytes, log: Callable[[str], None],
-                   ) -> dict[str, WorkerResult]:
+def _final_results(bucket: Bucket, run_key: bytes, given: set[tuple[str, str]],
+                   log: Callable[[str], None]) -> dict[str, WorkerResult]:
     """Each job's final result (solved, timed out, failed) among the run's result objects
-    that verify with their worker's key; a solved one wins over another worker's timeout (a
-    timeout confirmed on another worker, --expocloud-confirm-timeouts)."""
+    that verify with their worker's key, from a worker the job was ``given`` to; a solved one
+    wins over another worker's timeout (a timeout re-run on another worker,
+    --expocloud-confirm-timeouts)."""
     chosen: dict[str, WorkerResult] = {}
     for name in sorted(bucket.list(RESULTS_PREFIX)):
         key, _, worker = name.removeprefix(RESULTS_PREFIX).partition("/")
         worker = worker.removesuffix(".json")
         blob = bucket.read(name)
-        if blob is None or not key or not worker or "/" in worker:
+        if blob is None or (key, worker) not in given:
             continue
         try:
             result = WorkerResult.decode(blob.data, worker_key(run_key, worker))

@@ -407,6 +407,7 @@ class Coordinator:
         for assignment in self.scheduler.assign(spot_held=self._spot_held):
             request = self._requests[assignment.key]
             vm = self.vms[assignment.worker_id]
+            self.reporter.assigned(assignment.key, assignment.worker_id)
             vm.jobs[assignment.key] = InboxJob(request.argv, request.cwd, request.env,
                                                request.deadline_s, request.task.cpus,
                                                request.stage, tuple(request.logs),

@@ -90,6 +90,14 @@ class Reporter:
                            lambda: self.files.append_submitted(record),
                            json.dumps(record, default=str))
 
+    def assigned(self, key: str, worker: str) -> None:
+        """Record in ``assigned.jsonl`` that ``worker`` was given job ``key``, before its inbox
+        says so: a rerun takes a crashed run's result of a job only from a worker it was given
+        to (a worker can sign any result, but only as itself)."""
+        record = {"key": key, "worker": worker}
+        self.persist.write(f"the assignment of {key} to {worker} in assigned.jsonl",
+                           lambda: self.files.append_assigned(record), json.dumps(record))
+
     def harvested(self, request: JobRequest) -> None:
         """A job a crashed run solved after its coordinator died, its outputs there (the
         front end checked): reported solved without running, its record saying from where."""

@@ -5,7 +5,8 @@
 - ``jobs.jsonl``: one line per job outcome; ``vms.jsonl``: one line per VM that ended;
 - ``submitted.jsonl``: one line per job as the coordinator takes it in (its stable identity,
   frontier and label: what a rerun needs to use its result should the coordinator die,
-  harvest.py);
+  harvest.py); ``assigned.jsonl``: one line per job given to a worker (harvest.py takes a
+  crashed run's result of a job only from a worker the job was given to);
 - ``status.json``: the live counts, replaced atomically every status interval;
 - ``cost.json``, ``requests.json`` and ``request_budget.json``: the run's cost, its storage
   operations, and what they would cost at scale;
@@ -35,6 +36,7 @@ from expo_executor.coordinator.state import write_atomically
 RUN = "run.json"
 JOBS = "jobs.jsonl"
 SUBMITTED = "submitted.jsonl"
+ASSIGNED = "assigned.jsonl"
 VMS = "vms.jsonl"
 STATUS = "status.json"
 COST = "cost.json"
@@ -105,6 +107,12 @@ class RunFiles:
 
     def submitted(self) -> list[dict]:
         return read_jsonl(self.dir / SUBMITTED)
+
+    def append_assigned(self, record: dict[str, Any]) -> None:
+        self._append(ASSIGNED, record)
+
+    def assigned(self) -> list[dict]:
+        return read_jsonl(self.dir / ASSIGNED)
 
     def jobs(self) -> list[dict]:
         return read_jsonl(self.dir / JOBS)

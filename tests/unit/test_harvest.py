@@ -47,8 +47,9 @@ def _request(n: int) -> JobRequest:
 
 def _crashed_run(state_root: Path) -> Rig:
     """Run r1: jobs 1-4 on worker w-1; job 4 solved and read; then the coordinator died. After
-    the crash w-1 wrote job 3's timeout, job 2's solution, and someone else a "solved" of job 1
-    signed with a key of their own (the worker's name, not its key)."""
+    the crash w-1 wrote job 3's timeout, job 2's solution; someone else wrote a "solved" of job
+    1 as w-1, signed with a key of their own, and worker w-2 (with its own, valid key) a
+    "timeout" of job 1, which was never given to it (a timeout would poison the frontier)."""
     run_dir = state_root / "runs" / "r1"
     run_dir.mkdir(parents=True)
     rig = Rig(run_dir, slots=4)
@@ -68,6 +69,9 @@ def _crashed_run(state_root: Path) -> Rig:
               "started": 0.0, "ended": 1.0, "reason": None, "log_tail": ""}
     rig.direct.write(result_key("j1a1", "w-1"),
                      messages.encode("result", forged, worker_key(b"f" * 32, "w-1")))
+    other = {**forged, "worker": "w-2", "outcome": "timeout", "returncode": None}
+    rig.direct.write(result_key("j1a1", "w-2"),
+                     messages.encode("result", other, worker_key(KEY, "w-2")))
     return rig
 
 
@@ -84,7 +88,9 @@ def test_the_rerun_harvests_a_crashed_runs_results(tmp_path: Path) -> None:
     assert any("j1a1 that does not verify" in line for line in said), said
     assert list(found) == ["solve-2"]  # not job 1 (forged), nor job 4 (read before the crash)
     assert (found["solve-2"].run_id, found["solve-2"].key) == ("r1", "j2a1")
-    assert state.load_frontier(FAMILY).dominator(HardnessPoint(("solve",), (3.0,))) is not None
+    frontier = state.load_frontier(FAMILY)
+    assert frontier.dominator(HardnessPoint(("solve",), (3.0,))) is not None
+    assert frontier.dominator(HardnessPoint(("solve",), (2.0,))) is None  # not w-2's timeout
     timeouts = [r for r in RunFiles(old.coordinator.run_dir).jobs() if r["outcome"] == "timeout"]
     assert [(r["key"], r["harvested_by"], r["wildcards"]) for r in timeouts] == \
         [("j3a1", "r2", {"n": "3"})]
