@@ -17,7 +17,8 @@ workers are gone (no result can come any more), the rerun reads them:
   timeout that would poison the frontier;
 - a job already in the run's ``jobs.jsonl`` was handled by the coordinator before it died;
   of the others, a timeout joins its family's frontier (kept: later runs skip what it
-  dominates) and is recorded in the dead run's ``jobs.jsonl``; a solved result goes into the
+  dominates; with --expocloud-confirm-timeouts only one timed out on two workers, else the
+  job runs again) and is recorded in the dead run's ``jobs.jsonl``; a solved result goes into the
   harvest, by stable identity, for the rerun's front end: a job it submits with that identity
   whose outputs exist is reported solved without running (Coordinator._intake).
 
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from expo_executor.coordinator.requests import Harvested, JobRequest
-from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.coordinator.run_files import RUN, RunFiles
 from expo_executor.coordinator.state import FamilyRef, StateDir
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.records import AttemptEnd
@@ -64,30 +65,36 @@ def harvest(run_dir: Path, bucket: Bucket, run_key: bytes, state: StateDir, by_r
     done = {record.get("key") for record in files.jobs()}
     submitted = {record["key"]: record for record in files.submitted() if "key" in record}
     given = {(record.get("key"), record.get("worker")) for record in files.assigned()}
+    settings = (files.read_json(RUN) or {}).get("settings") or {}
+    confirm = bool(settings.get("confirm_timeouts")) if isinstance(settings, dict) else False
     found: dict[str, Harvested] = {}
     timeouts = 0
-    for key, result in sorted(_final_results(bucket, run_key, given, log).items()):
+    for key, results in sorted(_final_results(bucket, run_key, given, log).items()):
         record = submitted.get(key)
         if key in done or record is None:
             continue
-        if result.end is AttemptEnd.TIMEOUT:
-            _add_timeout(files, state, record, result, by_run)
-            timeouts += 1
-        elif result.end is AttemptEnd.SOLVED and record.get("identity"):
+        ends = {result.end: result for result in results}
+        if AttemptEnd.SOLVED in ends and record.get("identity"):
+            result = ends[AttemptEnd.SOLVED]
             found[record["identity"]] = Harvested(run_dir.name, key, result.worker,
                                                   result.runtime_s, result.command_s)
+        elif AttemptEnd.SOLVED not in ends and AttemptEnd.TIMEOUT in ends:
+            timed_out = [r for r in results if r.end is AttemptEnd.TIMEOUT]
+            if confirm and len(timed_out) < 2:
+                continue  # unconfirmed (--expocloud-confirm-timeouts): it runs again
+            _add_timeout(files, state, record, ends[AttemptEnd.TIMEOUT], by_run)
+            timeouts += 1
     log(f"expocloud: harvested {len(found) + timeouts} results of run {run_dir.name}: "
         f"{len(found)} solved, {timeouts} timeouts")
     return found
 
 
 def _final_results(bucket: Bucket, run_key: bytes, given: set[tuple[str, str]],
-                   log: Callable[[str], None]) -> dict[str, WorkerResult]:
-    """Each job's final result (solved, timed out, failed) among the run's result objects
-    that verify with their worker's key, from a worker the job was ``given`` to; a solved one
-    wins over another worker's timeout (a timeout re-run on another worker,
-    --expocloud-confirm-timeouts)."""
-    chosen: dict[str, WorkerResult] = {}
+                   log: Callable[[str], None]) -> dict[str, list[WorkerResult]]:
+    """Each job's final results (solved, timed out, failed; one per worker: a timeout may have
+    been re-run on another worker, --expocloud-confirm-timeouts) among the run's result
+    objects that verify with their worker's key, from a worker the job was ``given`` to."""
+    chosen: dict[str, list[WorkerResult]] = {}
     for name in sorted(bucket.list(RESULTS_PREFIX)):
         key, _, worker = name.removeprefix(RESULTS_PREFIX).partition("/")
         worker = worker.removesuffix(".json")
@@ -101,8 +108,7 @@ def _final_results(bucket: Bucket, run_key: bytes, given: set[tuple[str, str]],
             continue
         if result.key != key or result.worker != worker or result.end.outcome is None:
             continue
-        if key not in chosen or result.end is AttemptEnd.SOLVED:
-            chosen[key] = result
+        chosen.setdefault(key, []).append(result)
     return chosen
 
 

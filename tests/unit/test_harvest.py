@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
+from expo_executor.coordinator.harvest import submission
 from expo_executor.coordinator.loop import JobRequest
 from expo_executor.coordinator.recover import stop_crashed_runs
 from expo_executor.coordinator.requests import Harvested
@@ -28,6 +29,7 @@ from expo_executor.core.scheduler import Outcome, Task
 from expo_executor.frontends.snakemake.describe import identity
 from expo_executor.frontends.snakemake.executor import Executor
 from expo_executor.protocol import messages
+from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol.keys import result_key
 from expo_executor.protocol.worker_keys import worker_key
 
@@ -179,3 +181,29 @@ def test_a_harvested_job_runs_again_when_an_output_is_missing(tmp_path: Path) ->
         assert Executor._harvested(executor, job, "id") is None
         assert lines.pop() == f"expocloud: solve was solved by run r1, but {missing} is " \
             "missing: it runs again"
+
+
+def test_with_confirmation_a_timeout_counts_only_when_two_workers_saw_it(tmp_path: Path) -> None:
+    """--expocloud-confirm-timeouts: a first timeout prunes nothing until it is confirmed on
+    another worker; a crashed run's lone timeout is not harvested (the job runs again), one
+    seen on two workers joins the frontier."""
+    run_dir = tmp_path / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    files = RunFiles(run_dir)
+    (run_dir / "run.json").write_text(json.dumps({"settings": {"confirm_timeouts": True}}))
+    bucket = LocalBucket(run_dir / "bucket")
+    record(run_dir, RunState("r1", "local", str(bucket.root)), KEY).release()
+    for n, workers in ((2, ["w-1"]), (3, ["w-1", "w-2"])):
+        files.append_submitted(submission(_request(n)))
+        for worker in workers:
+            files.append_assigned({"key": f"j{n}a1", "worker": worker})
+            body = {"key": f"j{n}a1", "worker": worker, "outcome": "timeout", "returncode": None,
+                    "started": 0.0, "ended": 60.0, "reason": None, "log_tail": ""}
+            bucket.write(result_key(f"j{n}a1", worker),
+                         messages.encode("result", body, worker_key(KEY, worker)))
+    said: list[str] = []
+    stop_crashed_runs(tmp_path, StateDir(tmp_path).new_run("r2"), said.append)
+    assert said[-1] == "expocloud: harvested 1 results of run r1: 0 solved, 1 timeouts"
+    frontier = StateDir(tmp_path).load_frontier(FAMILY)
+    assert frontier.dominator(HardnessPoint(("solve",), (3.0,))) is not None
+    assert frontier.dominator(HardnessPoint(("solve",), (2.0,))) is None
