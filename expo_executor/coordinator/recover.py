@@ -1,5 +1,5 @@
-"""Before a new run starts anything: a crashed run's results are harvested, then its workers
-are stopped for good.
+"""Before a new run starts anything: a crashed run's workers are stopped, then what they
+finished after the crash is harvested.
 
 A coordinator killed mid-run (SIGKILL, a host that died, a laptop that slept past the
 workers' grace) leaves workers that run on until their dead man's switch fires, on the same
