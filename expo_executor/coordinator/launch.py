@@ -74,13 +74,15 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
             bucket_root=bucket.root, scratch_root=run_dir / "vms", run_key=run_key,
             poll=poll, grace=grace, heartbeat=heartbeat(poll, grace),
             boot_delay=settings.boot_delay))
-    stop_crashed_runs(state.root, run_dir, log)  # before this run can touch their outputs
+    # before this run can touch their outputs; what they solved after the crash is not rerun
+    harvested = stop_crashed_runs(state.root, run_dir, log)
     held = record(run_dir, _run_state(settings, config.run_id, bucket, default_storage_prefix),
                   run_key)
     coordinator = Coordinator(config, engine, bucket, run_key, run_dir, state, log,
                               Scheduler(spot_attempts=settings.spot_attempts,
                                         confirm_timeouts=settings.confirm_timeouts))
     coordinator.held_run = held
+    coordinator.harvested = harvested
     coordinator.start()
     return coordinator
 

@@ -30,7 +30,7 @@ from expo_executor.coordinator.outage import GIVE_UP_AFTER, Outage
 from expo_executor.coordinator.pools import PoolWatch
 from expo_executor.coordinator.progress import Progress
 from expo_executor.coordinator.reports import Reporter
-from expo_executor.coordinator.requests import JobReport, JobRequest
+from expo_executor.coordinator.requests import Harvested, JobReport, JobRequest
 from expo_executor.coordinator.run_files import RunFiles
 from expo_executor.coordinator.run_state import HeldRun
 from expo_executor.coordinator.saved_logs import LogFetcher
@@ -100,6 +100,9 @@ class Coordinator:
         self._thread: threading.Thread | None = None
         # the run's host-side state (run_state.py): ended once every VM is deleted
         self.held_run: HeldRun | None = None
+        # what crashed runs solved after their coordinator died, by stable identity
+        # (recover.py): the front end sets JobRequest.harvested from it
+        self.harvested: dict[str, Harvested] = {}
 
     # -- front-end side (any thread) ---------------------------------------------------------
     def submit(self, requests: list[JobRequest]) -> None:
@@ -224,7 +227,11 @@ class Coordinator:
     def _intake(self) -> None:
         for request in self.desk.take_submissions():
             key = request.task.key
+            if request.harvested is not None:  # solved by a crashed run: never scheduled
+                self.reporter.harvested(request)
+                continue
             self._requests[key] = request
+            self.reporter.submitted(request)
             shape = request.task.shape
             if shape not in self.setups:
                 self._add_shape(shape)
@@ -403,6 +410,7 @@ class Coordinator:
         for assignment in self.scheduler.assign(spot_held=self._spot_held):
             request = self._requests[assignment.key]
             vm = self.vms[assignment.worker_id]
+            self.reporter.assigned(assignment.key, assignment.worker_id)
             vm.jobs[assignment.key] = InboxJob(request.argv, request.cwd, request.env,
                                                request.deadline_s, request.task.cpus,
                                                request.stage, tuple(request.logs),

@@ -14,7 +14,7 @@ import json
 import time
 from typing import Callable
 
-from expo_executor.coordinator import outcomes
+from expo_executor.coordinator import harvest, outcomes
 from expo_executor.coordinator.desk import JobDesk
 from expo_executor.coordinator.persist import Persister
 from expo_executor.coordinator.requests import JobReport, JobRequest
@@ -81,6 +81,39 @@ class Reporter:
                 lambda: self.state.add_timeout(family, point, label, self.run_id),
                 json.dumps({"frontier": family.key, "vector": list(point.vector),
                             "label": label}, default=str))
+
+    def submitted(self, request: JobRequest) -> None:
+        """Record the job in ``submitted.jsonl`` as it is taken in: should the coordinator
+        die, a rerun can act on its result without this request (harvest.py)."""
+        record = harvest.submission(request)
+        self.persist.write(f"the submission of {request.task.key} in submitted.jsonl",
+                           lambda: self.files.append_submitted(record),
+                           json.dumps(record, default=str))
+
+    def assigned(self, key: str, worker: str) -> None:
+        """Record in ``assigned.jsonl`` that ``worker`` was given job ``key``, before its inbox
+        says so: a rerun takes a crashed run's result of a job only from a worker it was given
+        to (a worker can sign any result, but only as itself)."""
+        record = {"key": key, "worker": worker}
+        self.persist.write(f"the assignment of {key} to {worker} in assigned.jsonl",
+                           lambda: self.files.append_assigned(record), json.dumps(record))
+
+    def harvested(self, request: JobRequest) -> None:
+        """A job a crashed run solved after its coordinator died, its outputs there (the
+        front end checked): reported solved without running, its record saying from where."""
+        found = request.harvested
+        assert found is not None
+        report = JobReport(request.task.key, Outcome.SOLVED,
+                           f"solved in {found.runtime_s:.1f} s on {found.worker} of run "
+                           f"{found.run_id}, after its coordinator died (harvested: not run "
+                           "again)", found.runtime_s, found.worker)
+        self.desk.post(report)
+        record = {**outcomes.job_record(report, request, None, None, None, 0, time.time(),
+                                        self.files.dir),
+                  "command_s": found.command_s, "harvested_from": found.run_id,
+                  "harvested_key": found.key}
+        self.persist.write(f"the record of {report.key} in jobs.jsonl",
+                           lambda: self.files.append_job(record), json.dumps(record, default=str))
 
     def fail(self, key: str, message: str) -> None:
         """Fail a job that did not run (to its end), with the sentence saying why."""

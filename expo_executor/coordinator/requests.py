@@ -13,6 +13,17 @@ from expo_executor.core.records import JobMeta
 from expo_executor.core.scheduler import Outcome, Task
 
 
+@dataclass(frozen=True)
+class Harvested:
+    """A job a crashed run's worker solved after the crash: what the rerun reports of it."""
+
+    run_id: str  # the crashed run
+    key: str  # the job's key in that run
+    worker: str
+    runtime_s: float
+    command_s: float | None = None
+
+
 @dataclass
 class JobRequest:
     """A job as the front end hands it over: what to run, and how it ranks."""
@@ -31,6 +42,12 @@ class JobRequest:
     # secret values its worker blanks out of what it reports (the command and environment
     # travel sealed whatever this says: docs/security.md)
     redact: list[str] = field(default_factory=list)
+    # what names the same job in a later run (a Snakemake job: its rules and output files;
+    # None: nothing stable), so that a rerun can use a crashed run's result of it (harvest.py)
+    identity: str | None = None
+    # set by the front end when a crashed run solved this very job and its outputs exist:
+    # the coordinator reports it solved without running it
+    harvested: Harvested | None = None
 
 
 @dataclass

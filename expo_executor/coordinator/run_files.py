@@ -3,6 +3,10 @@
 - ``run.json``: what ran, where, with which settings, and when it ended (written by the front
   end through :meth:`RunFiles.start` and :meth:`RunFiles.end`);
 - ``jobs.jsonl``: one line per job outcome; ``vms.jsonl``: one line per VM that ended;
+- ``submitted.jsonl``: one line per job as the coordinator takes it in (its stable identity,
+  frontier and label: what a rerun needs to use its result should the coordinator die,
+  harvest.py); ``assigned.jsonl``: one line per job given to a worker (harvest.py takes a
+  crashed run's result of a job only from a worker the job was given to);
 - ``status.json``: the live counts, replaced atomically every status interval;
 - ``cost.json``, ``requests.json`` and ``request_budget.json``: the run's cost, its storage
   operations, and what they would cost at scale;
@@ -31,6 +35,8 @@ from expo_executor.coordinator.state import write_atomically
 
 RUN = "run.json"
 JOBS = "jobs.jsonl"
+SUBMITTED = "submitted.jsonl"
+ASSIGNED = "assigned.jsonl"
 VMS = "vms.jsonl"
 STATUS = "status.json"
 COST = "cost.json"
@@ -95,6 +101,18 @@ class RunFiles:
 
     def append_vm(self, record: dict[str, Any]) -> None:
         self._append(VMS, record)
+
+    def append_submitted(self, record: dict[str, Any]) -> None:
+        self._append(SUBMITTED, record)
+
+    def submitted(self) -> list[dict]:
+        return read_jsonl(self.dir / SUBMITTED)
+
+    def append_assigned(self, record: dict[str, Any]) -> None:
+        self._append(ASSIGNED, record)
+
+    def assigned(self) -> list[dict]:
+        return read_jsonl(self.dir / ASSIGNED)
 
     def jobs(self) -> list[dict]:
         return read_jsonl(self.dir / JOBS)

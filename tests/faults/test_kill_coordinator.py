@@ -27,7 +27,11 @@ No cleanup of VMs is needed: each worker's dead man's switch deletes its own VM 
 A rerun need not wait for that (``test_rerun_stops_the_killed_runs_workers_first_*``, with a
 grace far longer than the rerun): it finds the killed run by the state its coordinator left in
 the run directory (coordinator/run_state.py) and stops its workers before it starts anything
-(coordinator/recover.py); the ledger shows no line of the killed run's jobs after that.
+(coordinator/recover.py); the ledger shows no line of the killed run's jobs after that. Then it
+harvests their results (coordinator/harvest.py): no job the killed run's workers solved after
+the kill (a result in its bucket that verifies with its worker's key) starts again, and on GCE
+(where each is incomplete to Snakemake and so submitted again) the rerun records each as
+harvested from the killed run.
 """
 
 from __future__ import annotations
@@ -40,10 +44,16 @@ import subprocess
 import time
 from pathlib import Path
 
+from expo_executor.coordinator.run_files import read_jsonl
+from expo_executor.core.records import AttemptEnd
+from expo_executor.protocol.bucket import open_bucket
+from expo_executor.protocol.records import WorkerResult
+from expo_executor.protocol.worker_keys import worker_key
+
 from tests.emulated_gce import PROJECT, ZONES, emulated_args, emulated_env, fake_compute  # noqa: F401
 from tests.gcs_emulator import gcs_emulator  # noqa: F401
 from tests.helpers import EXPOCLOUD, SNAKEMAKE, processes_under, run_dirs, wait_until
-from .sweep import (Grid, bucket_outputs, grid, read_ledger, sweep_args, worker_pids,
+from .sweep import (Grid, bucket_outputs, grid, job_of, read_ledger, sweep_args, worker_pids,
                     write_workflow)
 
 # Even a: half a second; odd a: eight seconds, so some are always running at the kill. No
@@ -251,15 +261,19 @@ def test_sigkilled_coordinator_gce(tmp_path: Path, fake_compute,  # noqa: F811
 LONG_GRACE = 120.0
 STOPPED = re.compile(r"run (\S+)'s coordinator died before the run ended: stopped (\d+) of its "
                      r"workers before this run starts")
+HARVESTED = re.compile(r"harvested (\d+) results of run (\S+): (\d+) solved, (\d+) timeouts")
 
 
 def _rerun_at_once(workdir: Path, args: list[str], env: dict | None, ledger: Path,
-                   ) -> tuple[float, Path, int]:
+                   ) -> tuple[float, Path, int, bytes, int]:
     """Kill the run mid-sweep, then at once what a user does: ``snakemake --unlock``, and the
     same command with ``--rerun-incomplete``. Returns when it was killed, the killed run's
-    directory, and the workers the rerun says it stopped (its one line)."""
+    directory, the workers the rerun says it stopped (its one line), the killed run's key (read
+    from its host-side state before the rerun, which removes it), and the results the rerun
+    says it harvested (its other line)."""
     killed, _ = _kill_mid_run(workdir, args, env, ledger, fresh=True)
     run = run_dirs(workdir)[-1]
+    run_key = bytes.fromhex((run / "run.key").read_text())
 
     def snakemake(*extra: str) -> subprocess.CompletedProcess:
         done = subprocess.run([SNAKEMAKE, *args, *extra], cwd=workdir, env=env,
@@ -271,14 +285,37 @@ def _rerun_at_once(workdir: Path, args: list[str], env: dict | None, ledger: Pat
     said = snakemake("--rerun-incomplete").stderr
     lines = STOPPED.findall(said)
     assert [name for name, _ in lines] == [run.name], said[-3000:]
-    return killed, run, int(lines[0][1])
+    harvested = HARVESTED.findall(said)
+    assert [line[1] for line in harvested] == [run.name], said[-3000:]
+    return killed, run, int(lines[0][1]), run_key, int(harvested[0][0])
 
 
-def _check_stopped_first(ledger: Path, killed: float, stopped_at: float) -> tuple[int, int]:
+def _solved_after_kill(run: Path, run_key: bytes) -> set[str]:
+    """The jobs the killed run's workers solved after its coordinator died: a solved result in
+    its bucket, verified with its worker's key, of a job its ``jobs.jsonl`` does not record
+    (jobs named by their wildcards, from the run's ``submitted.jsonl``)."""
+    state = json.loads((run / "coordinator.json").read_text())
+    bucket = open_bucket(state["bucket_url"])
+    recorded = {r["key"] for r in read_jsonl(run / "jobs.jsonl") if "harvested_by" not in r}
+    names = {r["key"]: "/".join(r["meta"]["wildcards"][k] for k in ("a", "b", "i"))
+             for r in read_jsonl(run / "submitted.jsonl")}
+    solved = set()
+    for name in bucket.list("results/"):
+        key, worker = name.removeprefix("results/").removesuffix(".json").split("/")
+        result = WorkerResult.decode(bucket.read(name).data, worker_key(run_key, worker))
+        if result.end is AttemptEnd.SOLVED and key not in recorded:
+            solved.add(names[key])
+    return solved
+
+
+def _check_stopped_first(ledger: Path, killed: float, stopped_at: float,
+                         solved: set[str]) -> tuple[int, int]:
     """Once the rerun stopped the killed run's workers (``stopped_at``, before it started
     anything), no job of theirs leaves a trace: every later ledger line is of a job the rerun
-    started. Returns (jobs of the killed run that ran past the kill, jobs that finished
-    between the kill and the stop and ran again in the rerun)."""
+    started; and no job they ``solved`` after the kill runs again (its result is harvested).
+    Returns (jobs of the killed run that ran past the kill, jobs whose script ended between
+    the kill and the stop and ran again in the rerun: in flight still, their job's snakemake
+    not done when its worker was stopped)."""
     entries = read_ledger(ledger)
     old = {e["pid"] for e in entries if e["event"] == "start" and e["t"] < stopped_at}
     late = [e for e in entries if e["pid"] in old and e["t"] > stopped_at]
@@ -286,6 +323,7 @@ def _check_stopped_first(ledger: Path, killed: float, stopped_at: float) -> tupl
     running = {e["job"] for e in entries if e["pid"] in old and e["t"] > killed}
     ended = {e["job"] for e in entries if e["event"] == "end" and killed < e["t"] < stopped_at}
     again = {e["job"] for e in entries if e["event"] == "start" and e["t"] > stopped_at}
+    assert not solved & again, f"solved after the kill, run again: {sorted(solved & again)}"
     return len(running), len(ended & again)
 
 
@@ -304,18 +342,20 @@ def _check_prefix_refused(workdir: Path, args: list[str], env: dict | None, run_
 
 def test_rerun_stops_the_killed_runs_workers_first_local(tmp_path: Path, fault_figures) -> None:
     """Rerun at once after a SIGKILL (local engine): the rerun finds the killed run by its
-    host-side state, powers off its worker processes, and only then starts; every output is
-    written, no worker of either run is left."""
+    host-side state, powers off its worker processes, harvests their results, and only then
+    starts; no job solved after the kill runs again, every output is written, no worker of
+    either run is left."""
     workdir = tmp_path / "wf"
     ledger = tmp_path / "ledger.jsonl"
     write_workflow(workdir, GRID, ledger)
     args = sweep_args(DEADLINE_S, "--expocloud-max-workers", "2",
                       "--expocloud-poll-interval", "0.1",
                       "--expocloud-heartbeat-grace", str(LONG_GRACE))
-    killed, old, stopped = _rerun_at_once(workdir, args, None, ledger)
+    killed, old, stopped, run_key, harvested = _rerun_at_once(workdir, args, None, ledger)
     assert stopped == 2  # both workers lived: their grace is far longer than the rerun
     stopped_at = json.loads((old / "run.json").read_text())["stopped_by"]["at"]
-    running, redone = _check_stopped_first(ledger, killed, stopped_at)
+    solved = _solved_after_kill(old, run_key)
+    running, redone = _check_stopped_first(ledger, killed, stopped_at, solved)
     for job in GRID.jobs:
         assert (workdir / "out" / f"{job}.txt").read_text() == Grid.text(job)
     assert not worker_pids(workdir / ".expocloud")
@@ -324,15 +364,19 @@ def test_rerun_stops_the_killed_runs_workers_first_local(tmp_path: Path, fault_f
     fault_figures("SIGKILL the coordinator, rerun at once (local engine)", injected=1,
                   survived=1, jobs=len(GRID.jobs), jobs_lost=0, orphan_vms=0,
                   detail=f"rerun stopped {stopped} workers ({running} jobs running) before "
-                  f"starting; {redone} jobs that ended after the kill ran again",
-                  workers=stopped, running=running, redone=redone)
+                  f"starting; {len(solved)} jobs solved after the kill, none run again "
+                  f"({harvested} results harvested); {redone} still in flight ran again",
+                  workers=stopped, running=running, redone=redone, solved_after=len(solved),
+                  harvested=harvested)
 
 
 def test_rerun_stops_the_killed_runs_workers_first_gce(tmp_path: Path, fake_compute,  # noqa: F811
                                                        gcs_emulator, fault_figures,  # noqa: F811
-                                                       ) -> None:
+                                                       monkeypatch) -> None:
     """The same on emulated GCE: the rerun deletes the killed run's VMs by its label and
-    waits until none is listed before it starts; no VM is left after the rerun."""
+    waits until none is listed, harvests their results before it starts (each job solved
+    after the kill is reported solved from its result, not run); no VM is left after the
+    rerun."""
     workdir = tmp_path / "wf"
     ledger = tmp_path / "ledger.jsonl"
     write_workflow(workdir, GRID, ledger)
@@ -341,10 +385,16 @@ def test_rerun_stops_the_killed_runs_workers_first_gce(tmp_path: Path, fake_comp
                                      "--expocloud-poll-interval", "0.2",
                                      "--expocloud-slow-poll-interval", "1"))
     env = emulated_env(gcs_emulator)
-    killed, old, stopped = _rerun_at_once(workdir, args, env, ledger)
+    killed, old, stopped, run_key, harvested = _rerun_at_once(workdir, args, env, ledger)
     assert stopped >= 1
     stopped_at = json.loads((old / "run.json").read_text())["stopped_by"]["at"]
-    running, redone = _check_stopped_first(ledger, killed, stopped_at)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator)  # to read the killed run's bucket
+    solved = _solved_after_kill(old, run_key)
+    running, redone = _check_stopped_first(ledger, killed, stopped_at, solved)
+    # each is incomplete to Snakemake (its worker cannot clear this host's marker), so the
+    # rerun submitted it again: reported solved from the killed run's result
+    rerun = read_jsonl(run_dirs(workdir)[-1] / "jobs.jsonl")
+    assert {job_of(r) for r in rerun if r.get("harvested_from") == old.name} == solved
     outputs = bucket_outputs(gcs_emulator, args[args.index("--default-storage-prefix") + 1])
     assert {name: text for name, (text, _) in outputs.items()} == \
         {f"out/{job}.txt": Grid.text(job) for job in GRID.jobs}
@@ -355,5 +405,7 @@ def test_rerun_stops_the_killed_runs_workers_first_gce(tmp_path: Path, fake_comp
     fault_figures("SIGKILL the coordinator, rerun at once (emulated GCE)", injected=1,
                   survived=1, jobs=len(GRID.jobs), jobs_lost=0, orphan_vms=0,
                   detail=f"rerun deleted {stopped} VMs ({running} jobs running) before "
-                  f"starting; {redone} jobs that ended after the kill ran again",
-                  vms=stopped, running=running, redone=redone)
+                  f"starting; {len(solved)} jobs solved after the kill, none run again "
+                  f"({harvested} results harvested); {redone} still in flight ran again",
+                  vms=stopped, running=running, redone=redone, solved_after=len(solved),
+                  harvested=harvested)

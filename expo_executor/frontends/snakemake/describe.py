@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import hashlib
+import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -261,6 +263,16 @@ def _constant(expression: object) -> str | None:
         return expression if _WORD.fullmatch(expression) \
             and expression.split(".")[0] not in _NAMES else None
     return value if isinstance(value, str) else None
+
+
+def identity(job) -> str:
+    """What names this job in any run of the workflow: its rule and sorted output files (a
+    group job's: its members'), hashed. Unlike its key (``j<jobid>``), which a rerun numbers
+    afresh, a rerun's job of the same rule and outputs gets the same identity (harvest.py)."""
+    members = job.jobs if job.is_group() else [job]
+    text = json.dumps(sorted([member.name, sorted(str(o) for o in member.output)]
+                             for member in members))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _key(job) -> str:

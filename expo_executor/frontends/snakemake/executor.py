@@ -32,6 +32,7 @@ from snakemake_interface_executor_plugins.settings import (CommonSettings, Deplo
 from expo_executor.coordinator.launch import (max_workers, resolve_machine_types, shape_book,
                                               start_coordinator)
 from expo_executor.coordinator.loop import JobReport, JobRequest
+from expo_executor.coordinator.requests import Harvested
 from expo_executor.coordinator.measured_on import measured_on
 from expo_executor.coordinator.run_files import REQUESTS, RunFiles
 from expo_executor.coordinator.settings import (ExecutorSettings, validate, with_default_slots,
@@ -43,7 +44,8 @@ from expo_executor.core.records import EngineName
 from expo_executor.core.scheduler import Outcome
 from expo_executor.cost.request_budget import at_scale
 from expo_executor.frontends.base import FrontEnd
-from expo_executor.frontends.snakemake.describe import THREADS, Fleet, JobDescriber, rule_values
+from expo_executor.frontends.snakemake.describe import (THREADS, Fleet, JobDescriber, identity,
+                                                        rule_values)
 from expo_executor.protocol.keys import DEPLOY_DIR_ENV
 from expo_executor.worker import command_clock
 
@@ -215,7 +217,9 @@ class Executor(RemoteExecutor, FrontEnd):
         job's resources; raises ExpoError on a bad annotation or a job no worker holds."""
         description = self.describer.describe(job)
         env = dict(self.envvars())  # the Snakefile's envvars: and storage plugins' secrets
-        return JobRequest(task=description.task,
+        stable = identity(job)
+        return JobRequest(identity=stable, harvested=self._harvested(job, stable),
+                          task=description.task,
                           argv=["/bin/sh", "-c",
                                 f"{command_clock.ANNOUNCE}; {self._job_command(job)}"],
                           cwd=None if self.settings.engine == EngineName.GCE else os.getcwd(),
@@ -223,6 +227,22 @@ class Executor(RemoteExecutor, FrontEnd):
                           family=description.family, meta=description.meta,
                           logs=_log_files(job, self.workflow.storage_settings
                                           .default_storage_prefix))
+
+    def _harvested(self, job: JobExecutorInterface, stable: str) -> Harvested | None:
+        """What a crashed run's worker solved of this very job after its coordinator died
+        (recover.py), when every output it wrote is still there (a local file, or the storage
+        object without a shared file system); None: the job runs as usual."""
+        found = self.coordinator.harvested.get(stable)
+        if found is None:
+            return None
+        outputs = [o for member in (job.jobs if job.is_group() else [job])
+                   for o in member.output]
+        missing = [str(o) for o in outputs if not _exists(o)]
+        if missing:
+            self.logger.info(f"expocloud: {self.describer.label(job)} was solved by run "
+                             f"{found.run_id}, but {missing[0]} is missing: it runs again")
+            return None
+        return found
 
     def _job_command(self, job: JobExecutorInterface) -> str:
         """Snakemake's remote command. When the job's snakemake builds conda environments in
@@ -415,19 +435,28 @@ def _log_files(job: JobExecutorInterface, prefix: str | None) -> dict[str, str]:
     return files
 
 
+def _exists(output) -> bool:
+    """Whether a job's output exists now: the storage object (its query, not the cached
+    answer of the DAG's build), or the local file or directory."""
+    if getattr(output, "is_storage", False):
+        return bool(_run_async(output.storage_object.managed_exists()))
+    return os.path.exists(str(output))
+
+
 def _shown(path: Path) -> Path:
     """``path`` as a user reads it: relative to the working directory when under it."""
     return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
 
 
-def _run_async(coroutine) -> None:
+def _run_async(coroutine) -> object:
     """Run a coroutine to completion from inside Snakemake's status loop (which already runs
-    an event loop in this thread) by giving it a thread and a loop of its own."""
+    an event loop in this thread) by giving it a thread and a loop of its own; its value."""
     failure: list[BaseException] = []
+    value: list[object] = []
 
     def run() -> None:
         try:
-            asyncio.run(coroutine)
+            value.append(asyncio.run(coroutine))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             failure.append(exc)
 
@@ -436,6 +465,7 @@ def _run_async(coroutine) -> None:
     thread.join()
     if failure:
         raise failure[0]
+    return value[0] if value else None
 
 
 SHORTEST_SECRET = 6  # shorter values are not blanked: they would garble every log they occur in
