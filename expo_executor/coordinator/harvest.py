@@ -69,9 +69,10 @@ def harvest(run_dir: Path, bucket: Bucket, run_key: bytes, state: StateDir, by_r
     confirm = bool(settings.get("confirm_timeouts")) if isinstance(settings, dict) else False
     found: dict[str, Harvested] = {}
     timeouts = 0
-    for key, results in sorted(_final_results(bucket, run_key, given, log).items()):
+    pending = {pair for pair in given if pair[0] not in done}  # the others it handled itself
+    for key, results in sorted(_final_results(bucket, run_key, pending, log).items()):
         record = submitted.get(key)
-        if key in done or record is None:
+        if record is None:
             continue
         ends = {result.end: result for result in results}
         if AttemptEnd.SOLVED in ends and record.get("identity"):
@@ -93,13 +94,17 @@ def _final_results(bucket: Bucket, run_key: bytes, given: set[tuple[str, str]],
                    log: Callable[[str], None]) -> dict[str, list[WorkerResult]]:
     """Each job's final results (solved, timed out, failed; one per worker: a timeout may have
     been re-run on another worker, --expocloud-confirm-timeouts) among the run's result
-    objects that verify with their worker's key, from a worker the job was ``given`` to."""
+    objects that verify with their worker's key, from a worker the job was ``given`` to. Only
+    the objects of ``given`` pairs are read: a long run's results are mostly of jobs its
+    coordinator read itself."""
     chosen: dict[str, list[WorkerResult]] = {}
     for name in sorted(bucket.list(RESULTS_PREFIX)):
         key, _, worker = name.removeprefix(RESULTS_PREFIX).partition("/")
         worker = worker.removesuffix(".json")
+        if (key, worker) not in given:
+            continue
         blob = bucket.read(name)
-        if blob is None or (key, worker) not in given:
+        if blob is None:
             continue
         try:
             result = WorkerResult.decode(blob.data, worker_key(run_key, worker))
