@@ -11,9 +11,10 @@ never lost silently.
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 BASE = 1.0  # seconds before the first retry of a failed write
 CAP = 60.0  # the longest wait between retries
@@ -23,7 +24,7 @@ CAP = 60.0  # the longest wait between retries
 class _Write:
     what: str  # e.g. "the record of job j in jobs.jsonl"
     write: Callable[[], None]
-    content: str  # what it writes, for the log should it never succeed
+    record: Any  # what it writes, logged (as JSON) should it never succeed
 
 
 class Persister:
@@ -38,9 +39,11 @@ class Persister:
         self._next = 0.0  # when the queue is tried again
         self._failures = 0  # in a row, for the backoff
 
-    def write(self, what: str, write: Callable[[], None], content: str = "") -> None:
-        """Do ``write`` now, or after the writes still waiting (in order) once they succeed."""
-        self._queue.append(_Write(what, write, content))
+    def write(self, what: str, write: Callable[[], None], record: Any = None) -> None:
+        """Do ``write`` now, or after the writes still waiting (in order) once they succeed;
+        ``record`` is what it writes, serialised only should it never succeed (this is the
+        loop thread's path for every job)."""
+        self._queue.append(_Write(what, write, record))
         if len(self._queue) == 1:
             self._drain()
 
@@ -59,7 +62,7 @@ class Persister:
         self._drain()
         for waiting in self._queue:
             self.log(f"expocloud: ERROR: could not write {waiting.what}; it was: "
-                     f"{waiting.content}")
+                     f"{json.dumps(waiting.record, default=str)}")
 
     def _drain(self) -> None:
         while self._queue:

@@ -10,7 +10,6 @@ records are written through a :class:`~.persist.Persister`, which keeps and retr
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from typing import Callable
 
@@ -79,16 +78,14 @@ class Reporter:
             self.persist.write(
                 f"the timeout of {label} to its frontier",
                 lambda: self.state.add_timeout(family, point, label, self.run_id),
-                json.dumps({"frontier": family.key, "vector": list(point.vector),
-                            "label": label}, default=str))
+                {"frontier": family.key, "vector": list(point.vector), "label": label})
 
     def submitted(self, request: JobRequest) -> None:
         """Record the job in ``submitted.jsonl`` as it is taken in: should the coordinator
         die, a rerun can act on its result without this request (harvest.py)."""
         record = harvest.submission(request)
         self.persist.write(f"the submission of {request.task.key} in submitted.jsonl",
-                           lambda: self.files.append_submitted(record),
-                           json.dumps(record, default=str))
+                           lambda: self.files.append_submitted(record), record)
 
     def assigned(self, key: str, worker: str) -> None:
         """Record in ``assigned.jsonl`` that ``worker`` was given job ``key``, before its inbox
@@ -96,7 +93,7 @@ class Reporter:
         to (a worker can sign any result, but only as itself)."""
         record = {"key": key, "worker": worker}
         self.persist.write(f"the assignment of {key} to {worker} in assigned.jsonl",
-                           lambda: self.files.append_assigned(record), json.dumps(record))
+                           lambda: self.files.append_assigned(record), record)
 
     def harvested(self, request: JobRequest) -> None:
         """A job a crashed run solved after its coordinator died, its outputs there (the
@@ -113,7 +110,7 @@ class Reporter:
                   "command_s": found.command_s, "harvested_from": found.run_id,
                   "harvested_key": found.key}
         self.persist.write(f"the record of {report.key} in jobs.jsonl",
-                           lambda: self.files.append_job(record), json.dumps(record, default=str))
+                           lambda: self.files.append_job(record), record)
 
     def fail(self, key: str, message: str) -> None:
         """Fail a job that did not run (to its end), with the sentence saying why."""
@@ -138,4 +135,4 @@ class Reporter:
                                      self.scheduler.preemptions(report.key), time.time(),
                                      self.files.dir)
         self.persist.write(f"the record of {report.key} in jobs.jsonl",
-                           lambda: self.files.append_job(record), json.dumps(record, default=str))
+                           lambda: self.files.append_job(record), record)
