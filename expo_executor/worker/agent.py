@@ -70,6 +70,8 @@ class _Running:
     cwd: str | None = None  # where it runs: its log files' paths are relative to it
     logs: tuple[str, ...] = ()  # its own log files (a rule's log:)
     stamps: Path | None = None  # where it stamps its command's start and end
+    # (size and mtime of the stamps file when last parsed, what it said): see Worker._stamps
+    stamps_read: tuple[tuple[int, int] | None, Stamps] | None = None
 
 
 class Worker:
@@ -315,8 +317,8 @@ class Worker:
         """Kill a job past its deadline (a timeout: the command took too long) or past its
         start-up and staging allowance (a failure that says so: the machine or the storage
         was slow, which says nothing of the problem's hardness)."""
-        stamps = read_stamps(job.stamps) if job.stamps else Stamps()
-        overrun = judge(stamps, job.started_mono, now, job.deadline_s, self.allowance)
+        overrun = judge(self._stamps(job), job.started_mono, now, job.deadline_s,
+                        self.allowance)
         if overrun is None:
             return
         # the job ran until now; killing its session (up to a grace period for it to exit) is
@@ -327,10 +329,25 @@ class Worker:
         self._finish(job, AttemptEnd.TIMEOUT if overrun.timeout else AttemptEnd.FAILED, None,
                      overrun.reason, killed_at)
 
+    @staticmethod
+    def _stamps(job: _Running) -> Stamps:
+        """The job's stamps, parsed again only when its file changed: a running job's deadline
+        is looked at every ``REAP_TICK``, its command's start and end are a few lines."""
+        if job.stamps is None:
+            return Stamps()
+        try:
+            info = job.stamps.stat()
+            seen = (info.st_size, info.st_mtime_ns)
+        except OSError:
+            seen = None
+        if job.stamps_read is None or job.stamps_read[0] != seen:
+            job.stamps_read = (seen, read_stamps(job.stamps))
+        return job.stamps_read[1]
+
     def _command_s(self, job: _Running) -> float | None:
         """Seconds its command ran, from its stamps; None when it left none (said once, for a
         job with a deadline: that deadline timed the whole job)."""
-        stamps = read_stamps(job.stamps) if job.stamps else Stamps()
+        stamps = self._stamps(job)
         if stamps.hooked:
             return round(stamps.command_s(time.monotonic()), 3)
         if job.deadline_s is not None:
