@@ -24,8 +24,7 @@ from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed, Instance
 from expo_executor.protocol.keys import WORKER_KEY_ENV
 from expo_executor.protocol.worker_keys import worker_key
-from expo_executor.worker.procs import kill_session, marked_sessions, power_off, \
-    recorded_sessions, session_members
+from expo_executor.worker.procs import power_off, power_off_pid, session_members
 
 #: In each "VM"'s scratch directory: the worker's pid, so that a rerun can stop the workers
 #: of a run whose coordinator was killed (they are no child of the rerun's process).
@@ -178,9 +177,7 @@ def stop_workers(scratch_root: Path, grace: float = 5.0) -> int:
     while time.monotonic() < deadline and any(_is_worker(p, s) for p, s in stopped):
         time.sleep(0.1)
     for pid, scratch in stopped:
-        for sid in sorted(set(recorded_sessions(scratch)) | marked_sessions(scratch)):
-            kill_session(sid, grace=0.5)
-        kill_session(pid, grace=0.5)
+        power_off_pid(pid, scratch)
     return len(stopped)
 
 

@@ -103,7 +103,13 @@ def power_off(proc: subprocess.Popen, scratch: Path, grace: float = 0.5) -> None
     and recording it (or a job whose leader exited and left members behind). On a real VM
     those die with the machine; here they would live on as orphans that write late, so the
     sessions of every process carrying the VM's mark (``vm_mark``) die too."""
+    power_off_pid(proc.pid, scratch, grace)
+    proc.wait()
+
+
+def power_off_pid(pid: int, scratch: Path, grace: float = 0.5) -> None:
+    """:func:`power_off` for a worker known only by its pid (not our child: a crashed run's,
+    stopped by a rerun); nothing to reap."""
     for sid in sorted(set(recorded_sessions(scratch)) | marked_sessions(scratch)):
         kill_session(sid, grace=grace)
-    kill_session(proc.pid, grace=grace)
-    proc.wait()
+    kill_session(pid, grace=grace)
