@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from expo_executor.coordinator.requests import Harvested, JobRequest
 from expo_executor.coordinator.run_files import RUN, RunFiles
@@ -56,11 +56,20 @@ def submission(request: JobRequest) -> dict[str, Any]:
             "deadline_s": request.deadline_s, "meta": request.meta.to_dict()}
 
 
+class Harvest(NamedTuple):
+    """What a harvest found: the solved jobs by stable identity, and the keys of every job
+    that has a final result (solved, timed out, failed): none of those is in flight."""
+
+    solved: dict[str, Harvested]
+    ended: set[str]
+
+
 def harvest(run_dir: Path, bucket: Bucket, run_key: bytes, state: StateDir, by_run: str,
-            log: Callable[[str], None]) -> dict[str, Harvested]:
-    """Read the results of the crashed run in ``run_dir`` (its workers gone) from ``bucket``:
-    its timeouts join their frontiers, its solved jobs are returned by stable identity. One
-    line says what was found; ``by_run`` is the rerun doing it."""
+            log: Callable[[str], None]) -> Harvest:
+    """Read the results of the crashed run in ``run_dir`` from ``bucket`` (its workers gone,
+    or adopted: adopt.py takes what they report later): its timeouts join their frontiers,
+    its solved jobs are returned by stable identity. One line says what was found;
+    ``by_run`` is the rerun doing it."""
     files = RunFiles(run_dir)
     done = {record.get("key") for record in files.jobs()}
     submitted = {record["key"]: record for record in files.submitted() if "key" in record}
@@ -70,7 +79,8 @@ def harvest(run_dir: Path, bucket: Bucket, run_key: bytes, state: StateDir, by_r
     found: dict[str, Harvested] = {}
     timeouts = 0
     pending = {pair for pair in given if pair[0] not in done}  # the others it handled itself
-    for key, results in sorted(_final_results(bucket, run_key, pending, log).items()):
+    finals = _final_results(bucket, run_key, pending, log)
+    for key, results in sorted(finals.items()):
         record = submitted.get(key)
         if record is None:
             continue
@@ -83,11 +93,11 @@ def harvest(run_dir: Path, bucket: Bucket, run_key: bytes, state: StateDir, by_r
             timed_out = [r for r in results if r.end is AttemptEnd.TIMEOUT]
             if confirm and len(timed_out) < 2:
                 continue  # unconfirmed (--expocloud-confirm-timeouts): it runs again
-            _add_timeout(files, state, record, ends[AttemptEnd.TIMEOUT], by_run)
+            record_timeout(files, state, record, ends[AttemptEnd.TIMEOUT], by_run)
             timeouts += 1
     log(f"expocloud: harvested {len(found) + timeouts} results of run {run_dir.name}: "
         f"{len(found)} solved, {timeouts} timeouts")
-    return found
+    return Harvest(found, set(finals) | done)
 
 
 def _final_results(bucket: Bucket, run_key: bytes, given: set[tuple[str, str]],
@@ -117,7 +127,7 @@ def _final_results(bucket: Bucket, run_key: bytes, given: set[tuple[str, str]],
     return chosen
 
 
-def _add_timeout(files: RunFiles, state: StateDir, record: dict[str, Any],
+def record_timeout(files: RunFiles, state: StateDir, record: dict[str, Any],
                  result: WorkerResult, by_run: str) -> None:
     """A timeout the crashed coordinator never read: to its frontier (when the job had one)
     and to the crashed run's ``jobs.jsonl``."""

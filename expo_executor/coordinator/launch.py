@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from expo_executor.coordinator.loop import RESULTS_BACKSTOP, Coordinator, CoordinatorConfig
-from expo_executor.coordinator.recover import stop_crashed_runs
+from expo_executor.coordinator.recover import recover
 from expo_executor.coordinator.run_files import read_jsonl
 from expo_executor.coordinator.run_state import RunState, record
 from expo_executor.coordinator.shapes import AUTO, RunMachines, ShapeBook
@@ -74,15 +74,17 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
             bucket_root=bucket.root, scratch_root=run_dir / "vms", run_key=run_key,
             poll=poll, grace=grace, heartbeat=heartbeat(poll, grace),
             boot_delay=settings.boot_delay))
-    # before this run can touch their outputs; what they solved after the crash is not rerun
-    harvested = stop_crashed_runs(state.root, run_dir, log)
+    # before this run can touch their outputs: crashed runs' jobs in flight are adopted (or
+    # their workers stopped), what they solved after the crash is not rerun
+    recovery = recover(state.root, run_dir, log, adopt=not settings.no_adopt)
     held = record(run_dir, _run_state(settings, config.run_id, bucket, default_storage_prefix),
                   run_key)
     coordinator = Coordinator(config, engine, bucket, run_key, run_dir, state, log,
                               Scheduler(spot_attempts=settings.spot_attempts,
                                         confirm_timeouts=settings.confirm_timeouts))
     coordinator.held_run = held
-    coordinator.harvested = harvested
+    coordinator.harvested = recovery.harvested
+    coordinator.adopted = recovery.adopted
     coordinator.start()
     return coordinator
 

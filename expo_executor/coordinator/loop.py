@@ -22,9 +22,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from expo_executor.coordinator.adopt import Adoption, Ended
 from expo_executor.coordinator.channel import Channel
 from expo_executor.coordinator.config import RESULTS_BACKSTOP, CoordinatorConfig
 from expo_executor.coordinator.desk import JobDesk
+from expo_executor.coordinator.harvest import record_timeout
 from expo_executor.coordinator.meter import Meter
 from expo_executor.coordinator.outage import GIVE_UP_AFTER, Outage
 from expo_executor.coordinator.pools import PoolWatch
@@ -34,14 +36,15 @@ from expo_executor.coordinator.requests import Harvested, JobReport, JobRequest
 from expo_executor.coordinator.run_files import RunFiles
 from expo_executor.coordinator.run_state import HeldRun
 from expo_executor.coordinator.saved_logs import LogFetcher
-from expo_executor.coordinator.state import StateDir
+from expo_executor.coordinator.state import FamilyRef, StateDir
 from expo_executor.coordinator.vms import VmFleet
 from expo_executor.core.budget import Phase, Withdraw
 from expo_executor.core.fleet import pools
 from expo_executor.core.pool_health import CAPACITY_TIMEOUT
 from expo_executor.core.records import AttemptEnd, VmEnd, WorkerState
 from expo_executor.core.scaling import FleetSetup, ScalePlan, scale_shapes
-from expo_executor.core.scheduler import Outcome, Pool, Scheduler
+from expo_executor.core.hardness import HardnessPoint
+from expo_executor.core.scheduler import Cancel, Outcome, Pool, Scheduler
 from expo_executor.core.shapes import Shape
 from expo_executor.cost.cost_report import CostReport, summarize
 from expo_executor.engines.base import CreateFailed, Engine
@@ -54,6 +57,7 @@ __all__ = ["CAPACITY_TIMEOUT", "GIVE_UP_AFTER", "RESULTS_BACKSTOP",
 
 ALIVE = ("PROVISIONING", "STAGING", "RUNNING")  # instance statuses of a VM on its way or up
 HALTING = ("STOPPING", "SUSPENDING")
+ADOPTED_GONE_TIMEOUT = 120.0  # s the end of a run waits for an adopted run's VMs to go
 
 
 class Coordinator:
@@ -103,6 +107,9 @@ class Coordinator:
         # what crashed runs solved after their coordinator died, by stable identity
         # (recover.py): the front end sets JobRequest.harvested from it
         self.harvested: dict[str, Harvested] = {}
+        # crashed runs whose live workers and jobs in flight this run took over (adopt.py)
+        self.adopted: list[Adoption] = []
+        self.reporter.elsewhere = self._cancel_adopted
 
     # -- front-end side (any thread) ---------------------------------------------------------
     def submit(self, requests: list[JobRequest]) -> None:
@@ -130,6 +137,9 @@ class Coordinator:
         self.engine.close()
         for name in self.vms.names():
             self._end_vm(name, VmEnd.DELETED)
+        for adoption in self.adopted:
+            adoption.close(gone_timeout=ADOPTED_GONE_TIMEOUT)
+        self.adopted = []
         if self.held_run is not None:
             self.held_run.end()  # nothing of the run lives on: a rerun has nothing to stop
         self.channel.close()
@@ -201,6 +211,7 @@ class Coordinator:
             self._last_results_scan = now
             changed = set(self.vms.names())
         self._read_results(changed, listed=backstop)
+        adopted_error = self._adopted_round(now)
         engine_error = self._watch_engine(now)
         self.pools.check_capacity(self.vms.ready_by_shape(), now)
         self._meter(now)
@@ -211,6 +222,8 @@ class Coordinator:
         self._scale(now)
         self._check_stranded()
         self._progress(now)
+        if adopted_error is not None:
+            raise adopted_error
 
     def _watch_engine(self, now: float) -> Exception | None:
         """What the engine says of the VMs, and the boots that timed out. Its error is
@@ -235,6 +248,14 @@ class Coordinator:
             shape = request.task.shape
             if shape not in self.setups:
                 self._add_shape(shape)
+            family = request.task.family
+            if family is not None and request.family is not None \
+                    and family not in self.scheduler.frontiers:
+                self.scheduler.frontiers[family] = self.state.load_frontier(request.family)
+            worker = self._claim(request)
+            if worker is not None:  # in flight on a crashed run's worker: not run again
+                self.reporter.handle(self.scheduler.adopt(request.task, worker))
+                continue
             if self.meter.spent_out or shape in self._stranded:  # nothing more runs; a dominated
                 events = self.scheduler.submit(request.task)  # is still skipped
                 if not events:
@@ -242,11 +263,75 @@ class Coordinator:
                     self._fail_unrunnable(key, self._stranded.get(shape))
                 self.reporter.handle(events)
                 continue
-            family = request.task.family
-            if family is not None and request.family is not None \
-                    and family not in self.scheduler.frontiers:
-                self.scheduler.frontiers[family] = self.state.load_frontier(request.family)
             self.reporter.handle(self.scheduler.submit(request.task))
+
+    # -- adopted runs (adopt.py) -------------------------------------------------------------
+    def _claim(self, request: JobRequest) -> str | None:
+        """The scheduler's id of the adopted worker running this very job, if one is."""
+        for adoption in self.adopted:
+            worker = adoption.claim(request.identity, request.task.key)
+            if worker is not None:
+                self.log(f"expocloud: {request.task.label} is in flight on worker "
+                         f"{worker} of the adopted run: its result is used")
+                return worker
+        return None
+
+    def _cancel_adopted(self, event: Cancel) -> None:
+        for adoption in self.adopted:
+            if adoption.cancel(event):
+                return
+
+    def _adopted_round(self, now: float) -> Exception | None:
+        """One round of each adopted run: its workers kept alive, its ended jobs taken in.
+        An error is returned (the round then fails), not raised: this run's own work goes on."""
+        error = None
+        for adoption in list(self.adopted):
+            try:
+                ended = adoption.round(now, self.config.heartbeat, self.config.results_backstop)
+            except Exception as exc:  # noqa: BLE001 - raised again at the end of the round
+                error = error or exc
+                continue
+            for end in ended:
+                self._adopted_end(adoption, end)
+            if adoption.done:
+                self.log(f"expocloud: every adopted worker of run {adoption.run_id} is done")
+                adoption.close(gone_timeout=0.0)
+                self.adopted.remove(adoption)
+        return error
+
+    def _adopted_end(self, adoption: Adoption, end: Ended) -> None:
+        """An adopted job ended: as any result, when a job of this run stands for it."""
+        key, result = end.job.claimed_by, end.result
+        if key is None:
+            self._unclaimed_end(adoption, end)
+        elif result is None:  # its worker went away: what it ran there runs again here
+            self.reporter.handle(self.scheduler.remove_worker(
+                adoption.worker_id(end.job.worker), preempted=True))
+        elif result.end is AttemptEnd.CANCELLED:
+            self.reporter.handle(self.scheduler.cancelled(key), result)
+        else:
+            outcome = result.end.outcome
+            assert outcome is not None
+            self.reporter.handle(self.scheduler.finish(key, outcome), result)
+
+    def _unclaimed_end(self, adoption: Adoption, end: Ended) -> None:
+        """An adopted job no job of this run stands for (yet): its solution waits for a
+        submission of it, its timeout joins the frontier (as a harvested one would)."""
+        job, result = end.job, end.result
+        if result is None:
+            return
+        if result.end is AttemptEnd.SOLVED and job.identity:
+            self.harvested[job.identity] = Harvested(adoption.run_id, job.key, result.worker,
+                                                     result.runtime_s, result.command_s)
+        elif result.end is AttemptEnd.TIMEOUT and not self.scheduler.confirm_timeouts:
+            record_timeout(RunFiles(adoption.held.dir), self.state, job.submitted, result,
+                           self.config.run_id)
+            family, point = job.submitted.get("family"), job.submitted.get("point")
+            key = FamilyRef(**family).key if family else None
+            if key in self.scheduler.frontiers and point is not None:
+                self.reporter.handle(self.scheduler.add_timeout(
+                    key, HardnessPoint(tuple(point["scope"]), tuple(point["vector"])),
+                    job.submitted.get("label", job.key)))
 
     def _add_shape(self, shape: Shape | None) -> None:
         """A per-rule machine's first job: its Spot and on-demand pools, each as large as the

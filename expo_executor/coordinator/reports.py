@@ -43,13 +43,17 @@ class Reporter:
         self.log = log
         self.logs = logs
         self.persist = Persister(log)
+        # where a cancel for a worker not of this run goes (the coordinator's adopted runs)
+        self.elsewhere: Callable[[Cancel], None] = lambda event: None
 
     def handle(self, events: list[Event], result: WorkerResult | None = None) -> None:
         """Act on ``events``; ``result``: the worker's result that caused them, if any."""
         for event in events:
             if isinstance(event, Cancel):
                 vm = self.vms.get(event.worker_id)
-                if vm is not None:
+                if vm is None:  # a worker of an adopted run's (adopt.py)
+                    self.elsewhere(event)
+                else:
                     vm.cancel.add(event.key)
                     vm.inbox_dirty = True
             elif isinstance(event, Skipped):

@@ -104,6 +104,10 @@ class ExecutorSettings(ExecutorSettingsBase):
         "re-run that is solved prunes nothing (a slow worker, recorded as such), one that "
         "times out again prunes, and the family's later timeouts prune at once. Needs a "
         "second worker: with only one, timeouts prune as without it."))
+    no_adopt: bool = field(default=False, metadata=_opt(
+        "A rerun after a crash stops the crashed run's workers (their jobs in flight run "
+        "again) instead of adopting them and using their results: for a rerun after changing "
+        "a rule's code or inputs."))
     run_id: Optional[str] = field(default=None, metadata=_opt(
         "Name of the run directory under .expocloud/runs (default: a time stamp)."))
     state_dir: str = field(default=".expocloud", metadata=_opt(

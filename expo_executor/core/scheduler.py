@@ -183,6 +183,38 @@ class Scheduler:
         self._push(entry)
         return []
 
+    def adopt(self, task: Task, worker_id: str) -> list[Event]:
+        """A task already running on a worker this scheduler never places work on: a crashed
+        run's, taken over by a rerun (coordinator/adopt.py). It counts as running there, so
+        its outcome goes through :meth:`finish` (a timeout prunes, a confirmation re-runs it
+        here), a newer timeout that dominates it cancels it, and :meth:`remove_worker`
+        re-queues it should that worker die. One a known timeout dominates already is
+        cancelled at once."""
+        if task.key in self._entries:
+            raise ValueError(f"task {task.key} submitted twice")
+        worker = self._workers.get(worker_id)
+        if worker is None:  # no CPUs of its own: never indexed as free, never placed on
+            worker = self._workers[worker_id] = _Worker(worker_id, 0, 0, Pool.ON_DEMAND)
+        entry = _Entry(task, next(self._seq), worker_id=worker_id)
+        self._entries[task.key] = entry
+        worker.running.add(task.key)
+        worker.free_cpus -= task.cpus  # back to 0 as its tasks end (_release)
+        if task.family is not None and task.point is not None:
+            self._open.setdefault((task.family, task.point.scope), []).append(task.key)
+        dominator = self._dominator(task)
+        if dominator is None:
+            return []
+        entry.cancelling = dominator
+        return [Cancel(task.key, worker_id, dominator)]
+
+    def add_timeout(self, family: str, point: HardnessPoint, label: str) -> list[Event]:
+        """A timeout measured outside this run (a crashed run's job that no task of this run
+        stands for): it joins the frontier, and what it dominates is skipped or cancelled."""
+        frontier = self.frontiers.setdefault(family, Frontier())
+        if not frontier.add(point, label):
+            return []
+        return self._domino(family, frontier, point)
+
     def add_worker(self, worker_id: str, cpus: int, mem_mb: int = 0,
                    pool: Pool = Pool.LOCAL, shape: Shape | None = None) -> None:
         """A worker is ready for work (mem_mb 0: memory is not tracked for it); it runs only

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,22 +158,31 @@ class LocalEngine:
 
 
 
-def stop_workers(scratch_root: Path, grace: float = 5.0) -> int:
-    """Power off every live worker under ``scratch_root`` (a crashed run's ``vms/``) as
-    ``delete`` would: SIGTERM first (the worker kills its jobs and reports them), then every
-    job session it started and its own session. Returns how many were alive; when it returns,
-    none of them or their jobs is. A pid is taken only if its command line is a worker of that
-    very scratch directory (pids are reused)."""
-    stopped = []
+def live_workers(scratch_root: Path) -> dict[str, int]:
+    """The live worker agents under ``scratch_root`` (a crashed run's ``vms/``), by name
+    (their "VM"'s directory): pid. A pid is taken only if its command line is a worker of
+    that very scratch directory (pids are reused)."""
+    found = {}
     for pid_file in sorted(scratch_root.glob(f"*/{PID_FILE}")):
-        scratch = pid_file.parent
         try:
             pid = int(pid_file.read_text())
         except (OSError, ValueError):
             continue
-        if _is_worker(pid, scratch):
-            signal_pid(pid, signal.SIGTERM)
-            stopped.append((pid, scratch))
+        if _is_worker(pid, pid_file.parent):
+            found[pid_file.parent.name] = pid
+    return found
+
+
+def stop_workers(scratch_root: Path, names: Collection[str] | None = None,
+                 grace: float = 5.0) -> int:
+    """Power off the live workers under ``scratch_root`` (all, or those of ``names``) as
+    ``delete`` would: SIGTERM first (the worker kills its jobs and reports them), then every
+    job session it started and its own session. Returns how many were alive; when it returns,
+    none of them or their jobs is."""
+    stopped = [(pid, scratch_root / name) for name, pid in live_workers(scratch_root).items()
+               if names is None or name in names]
+    for pid, _scratch in stopped:
+        signal_pid(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and any(_is_worker(p, s) for p, s in stopped):
         time.sleep(0.1)

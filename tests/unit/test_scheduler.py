@@ -806,3 +806,59 @@ def test_confirmation_is_off_by_default():
     sched.submit(task("n2", 2))
     sched.assign()
     assert [type(e) for e in sched.finish("n1", Outcome.TIMEOUT)] == [Finished, Skipped]
+
+
+# -- jobs in flight on an adopted run's worker (coordinator/adopt.py) -----------------------------
+
+def test_an_adopted_task_runs_on_its_old_worker_which_gets_nothing_else():
+    sched = Scheduler()
+    assert sched.adopt(task("n3", 3), "old/w1") == []
+    sched.submit(task("n1", 1))
+    assert sched.assign() == []  # the adopted worker is never placed on
+    assert sched.state("n3") == "running" and sched.counts()["running"] == 1
+    sched.add_worker("w", 1)
+    assert sched.assign() == [Assignment("n1", "w")]
+    assert sched.finish("n3", Outcome.SOLVED) == [Finished("n3", Outcome.SOLVED)]
+    sched.submit(task("n2", 2))
+    assert sched.assign() == []  # its end freed no CPU anywhere: w still runs n1
+    assert sched.workers()["old/w1"] == (0, 0)
+
+
+def test_an_adopted_timeout_prunes_and_a_dominated_adopted_task_is_cancelled():
+    sched = Scheduler()
+    sched.add_worker("w", 1)
+    sched.adopt(task("n1", 1), "old/w1")
+    sched.adopt(task("n4", 4), "old/w2")
+    sched.submit(task("n2", 2))
+    sched.submit(task("n0", 0))
+    assert sched.assign() == [Assignment("n0", "w")]
+    events = sched.finish("n1", Outcome.TIMEOUT)
+    assert events[0] == Finished("n1", Outcome.TIMEOUT, harder=2)
+    assert {(type(e), e.key, getattr(e, "worker_id", None)) for e in events[1:]} == \
+        {(Cancel, "n4", "old/w2"), (Skipped, "n2", None)}
+    # a task adopted after the timeout is cancelled at once
+    [cancel] = sched.adopt(task("n5", 5), "old/w2")
+    assert cancel.key == "n5" and cancel.worker_id == "old/w2"
+    assert sched.cancelled("n4")[0] == Skipped("n4", cancel.dominator, killed=True)
+
+
+def test_an_adopted_worker_that_dies_requeues_its_tasks_here():
+    sched = Scheduler()
+    sched.adopt(task("n1", 1), "old/w1")
+    sched.adopt(task("n2", 2), "old/w1")
+    events = sched.remove_worker("old/w1", preempted=True)
+    assert [(type(e), e.key) for e in events] == [(Requeued, "n1"), (Requeued, "n2")]
+    sched.add_worker("w", 2)
+    assert {a.key for a in sched.assign()} == {"n1", "n2"}
+
+
+def test_a_timeout_from_outside_the_run_prunes_what_it_dominates():
+    sched = Scheduler()
+    sched.add_worker("w", 1)
+    for n in (0, 2, 3):
+        sched.submit(task(f"n{n}", n))
+    assert sched.assign() == [Assignment("n0", "w")]
+    events = sched.add_timeout("f", task("x", 1).point, "x")
+    assert {(type(e), e.key) for e in events} == {(Skipped, "n2"), (Skipped, "n3")}
+    assert sched.add_timeout("f", task("y", 2).point, "y") == []  # covered already
+    assert sched.state("n0") == "running"

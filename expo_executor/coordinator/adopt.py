@@ -1,0 +1,234 @@
+"""A rerun takes over the live workers of a run whose coordinator died, and their jobs.
+
+A laptop that slept, a dropped network, a killed ``snakemake``: the workers run on, each with
+its jobs, until their dead man's switch fires. When the user runs the workflow again
+(``snakemake --unlock``, then the same command with ``--rerun-incomplete``) within the
+workers' grace, the new coordinator adopts the old run instead of stopping it:
+
+- with the run key the crash left on the host (run_state.py) it reads each live worker's last
+  inbox: the jobs the worker holds (running, or waiting for a slot) are *in flight*, unless a
+  result of theirs is in the bucket already (the harvest, harvest.py: a solved one is used, a
+  timeout joins its frontier, before anything new starts);
+- it keeps those workers alive: their inboxes are written again (same jobs, the next sequence
+  number, signed with each worker's key) every heartbeat, so no worker deletes itself;
+- a job the rerun's front end submits with the stable identity of an in-flight job is not run
+  again: the new scheduler holds it as running on that old worker (``Scheduler.adopt``), and
+  the old worker's result ends it as any result would (a timeout prunes, a cancel from the
+  domino effect reaches the old worker's inbox, a lost worker re-queues it here);
+- an in-flight job nobody claims still runs to its end: a solved one is there for a later
+  submission of it (the harvest path), a timeout joins the frontier;
+- each old worker is stopped as soon as it holds nothing more; whatever is left of the old
+  run is stopped when the new run ends, and only then is its key deleted.
+
+The old workers get no new work: they are the old run's VMs (its label, its prefix and key),
+which the new run's engine does not list; new jobs go to the new run's own workers. When
+adoption is not possible (no key, a bucket that does not answer, nothing in flight), the old
+run's workers are stopped before the rerun starts anything (recover.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable
+
+from expo_executor.coordinator.channel import Channel
+from expo_executor.coordinator.crashed_workers import CrashedWorkers
+from expo_executor.coordinator.harvest import Harvest
+from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.coordinator.run_state import HeldRun
+from expo_executor.coordinator.vms import Vm
+from expo_executor.core.records import AttemptEnd
+from expo_executor.core.scheduler import Cancel, Pool
+from expo_executor.protocol import messages
+from expo_executor.protocol.bucket import Bucket
+from expo_executor.protocol.keys import inbox_key
+from expo_executor.protocol.records import Inbox, WorkerResult
+
+#: Seconds between looks at which old workers are still alive (a listing of the engine).
+ALIVE_EVERY = 30.0
+
+
+@dataclass
+class AdoptedJob:
+    """A job in flight on an old worker: its key and worker in the old run, its stable
+    identity, and the key of the rerun's job that stands for it once one is submitted."""
+
+    key: str
+    worker: str
+    submitted: dict  # its line in the old run's submitted.jsonl (harvest.submission)
+    claimed_by: str | None = None
+
+    @property
+    def identity(self) -> str | None:
+        return self.submitted.get("identity")
+
+
+@dataclass(frozen=True)
+class Ended:
+    """An adopted job's end: its worker's result (with the rerun's key when claimed), or
+    None when its worker went away before it reported."""
+
+    job: AdoptedJob
+    result: WorkerResult | None
+
+
+class Adoption:
+    """One crashed run taken over: its live workers, their jobs in flight, its bucket."""
+
+    def __init__(self, held: HeldRun, workers: CrashedWorkers, bucket: Bucket, run_key: bytes,
+                 log: Callable[[str], None]) -> None:
+        self.held = held
+        self.run_id = held.state.run_id
+        self.workers = workers
+        self.channel = Channel(bucket, run_key, log)
+        self.log = log
+        self.vms: dict[str, Vm] = {}
+        self.jobs: dict[str, AdoptedJob] = {}  # old key -> job
+        self._by_identity: dict[str, AdoptedJob] = {}
+        self._claims: dict[str, AdoptedJob] = {}  # the rerun's key -> job
+        self._last_alive = 0.0
+        self._last_backstop = 0.0
+
+    # -- taking over ---------------------------------------------------------------------------
+    def take_over(self, found: Harvest, now: float) -> int:
+        """Read each live worker's last inbox: what it holds and no result ended is in flight.
+        Workers holding nothing are stopped at once. Returns the jobs in flight."""
+        files = RunFiles(self.held.dir)
+        submitted = {r["key"]: r for r in files.submitted() if "key" in r}
+        idle, seq = [], 0
+        for name in sorted(self.workers.alive()):
+            inbox = self._inbox(name)
+            jobs = {k: job for k, job in (inbox.jobs if inbox else {}).items()
+                    if k not in found.ended}
+            seq = max(seq, inbox.seq if inbox else 0)
+            if not jobs:
+                idle.append(name)
+                continue
+            self.vms[name] = Vm(name, now, Pool.SPOT, ready=True, listed=True, jobs=jobs,
+                                cancel=set(inbox.cancel) if inbox else set(), last_inbox=now)
+            for key in jobs:
+                job = AdoptedJob(key, name, submitted.get(key, {}))
+                self.jobs[key] = job
+                if job.identity:
+                    self._by_identity[job.identity] = job
+        self.channel._seq = seq  # every worker saw at most this: the next inbox is newer
+        if idle:
+            self.workers.stop(idle)
+        self.channel.write_inboxes(self.vms.values(), now, 0.0)  # at once: the grace runs
+        self._last_alive = now
+        return len(self.jobs)
+
+    def _inbox(self, name: str) -> Inbox | None:
+        blob = self.channel.bucket.read(inbox_key(name))
+        if blob is None:
+            return None
+        try:
+            inbox = Inbox.decode(blob.data, self.channel.key(name))
+        except messages.MessageError as exc:
+            self.log(f"expocloud: ignoring the inbox of {name} of run {self.run_id}: {exc}")
+            return None
+        return inbox if inbox.to in ("", name) else None
+
+    def worker_id(self, name: str) -> str:
+        """The scheduler's name of an old worker: apart from every worker of the rerun."""
+        return f"{self.run_id}/{name}"
+
+    def claim(self, identity: str | None, key: str) -> str | None:
+        """The rerun's job ``key`` stands for the in-flight job of this ``identity``, if there
+        is one not claimed yet: returns the scheduler's id of the worker running it."""
+        job = self._by_identity.get(identity) if identity else None
+        if job is None or job.claimed_by is not None or job.key not in self.jobs:
+            return None
+        job.claimed_by = key
+        self._claims[key] = job
+        return self.worker_id(job.worker)
+
+    def cancel(self, event: Cancel) -> bool:
+        """A claimed job the domino effect cancels: into its old worker's inbox. False when
+        ``event`` is not for an adopted job."""
+        job = self._claims.get(event.key)
+        if job is None or job.key not in self.jobs or job.worker not in self.vms:
+            return False
+        vm = self.vms[job.worker]
+        vm.cancel.add(job.key)
+        vm.inbox_dirty = True
+        return True
+
+    # -- each round ----------------------------------------------------------------------------
+    def round(self, now: float, heartbeat: float, backstop: float) -> list[Ended]:
+        """Read what the old workers reported, keep them alive, stop those left with nothing;
+        returns the adopted jobs that ended (a result, or a worker gone)."""
+        ended: list[Ended] = []
+        gone: set[str] = set()
+        if now - self._last_alive >= ALIVE_EVERY:
+            self._last_alive = now
+            gone = set(self.vms) - self.workers.alive()
+        changed = {vm.name for vm, _ in self.channel.statuses(self.vms.values())} | gone
+        listed = now - self._last_backstop >= backstop
+        if listed:
+            self._last_backstop = now
+            changed = set(self.vms)
+        wanted = {(key, vm.name) for vm in self.vms.values() if vm.name in changed
+                  for key in (*vm.jobs, *vm.cancel)}
+        for result in self.channel.results(wanted, listed=listed):
+            ended.extend(self._take(result))
+        for name in sorted(gone):
+            ended.extend(self._gone(name, "is gone"))
+        self.channel.write_inboxes(self.vms.values(), now, heartbeat)
+        done = [name for name, vm in self.vms.items() if not vm.jobs and not vm.cancel]
+        if done:
+            self.workers.stop(done)
+            for name in done:
+                self._forget(name)
+        return ended
+
+    def _take(self, result: WorkerResult) -> list[Ended]:
+        vm = self.vms.get(result.worker)
+        job = self.jobs.get(result.key)
+        if vm is None or job is None or job.worker != result.worker:
+            return []
+        asked = result.key in vm.cancel
+        vm.jobs.pop(result.key, None)
+        vm.cancel.discard(result.key)
+        vm.inbox_dirty = True  # the next write says it is done
+        if result.end in (AttemptEnd.PREEMPTED, AttemptEnd.LOST) \
+                or (result.end is AttemptEnd.CANCELLED and not asked):  # it is stopping
+            return self._gone(result.worker, f"ended ({result.end.value})", result)
+        del self.jobs[result.key]
+        if job.claimed_by is not None:
+            result = dataclasses.replace(result, key=job.claimed_by, logs=())
+        return [Ended(job, result)]
+
+    def _gone(self, name: str, how: str, result: WorkerResult | None = None) -> list[Ended]:
+        """Old worker ``name`` is gone, or going: its jobs end without a result (the claimed
+        ones run again in the rerun)."""
+        vm = self.vms.get(name)
+        if vm is None:
+            return []
+        self.log(f"expocloud: adopted worker {name} of run {self.run_id} {how}; its "
+                 f"{len(vm.jobs) + (result is not None)} job(s) in flight run again if wanted")
+        ended = [Ended(self.jobs.pop(key), None) for key in [*vm.jobs, *vm.cancel]
+                 if key in self.jobs]
+        if result is not None and result.key in self.jobs:
+            ended.append(Ended(self.jobs.pop(result.key), None))
+        self.workers.stop([name])
+        self._forget(name)
+        return ended
+
+    def _forget(self, name: str) -> None:
+        self.vms.pop(name, None)
+        self.channel.delete_inbox(name)
+
+    # -- the end -------------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return not self.vms
+
+    def close(self, gone_timeout: float) -> None:
+        """The rerun is ending: stop whatever of the old run is left, and forget its key."""
+        try:
+            self.workers.stop(gone_timeout=gone_timeout)
+        finally:
+            self.channel.close()
+        self.held.end()
