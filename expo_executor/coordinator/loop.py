@@ -40,10 +40,10 @@ from expo_executor.coordinator.state import FamilyRef, StateDir
 from expo_executor.coordinator.vms import VmFleet
 from expo_executor.core.budget import Phase, Withdraw
 from expo_executor.core.fleet import pools
+from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.pool_health import CAPACITY_TIMEOUT
 from expo_executor.core.records import AttemptEnd, VmEnd, WorkerState
 from expo_executor.core.scaling import FleetSetup, ScalePlan, scale_shapes
-from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.scheduler import Cancel, Outcome, Pool, Scheduler
 from expo_executor.core.shapes import Shape
 from expo_executor.cost.cost_report import CostReport, summarize
@@ -271,6 +271,7 @@ class Coordinator:
         for adoption in self.adopted:
             worker = adoption.claim(request.identity, request.task.key)
             if worker is not None:
+                self.reporter.adopted_from[request.task.key] = adoption.run_id
                 self.log(f"expocloud: {request.task.label} is in flight on worker "
                          f"{worker} of the adopted run: its result is used")
                 return worker

@@ -22,8 +22,8 @@ from expo_executor.coordinator.saved_logs import LogFetcher
 from expo_executor.coordinator.state import StateDir
 from expo_executor.coordinator.vms import VmFleet
 from expo_executor.core.hardness import FrontierPoint
-from expo_executor.core.scheduler import (Cancel, Confirming, Event, Finished, Outcome,
-                                          Requeued, Scheduler, Skipped, Unconfirmed)
+from expo_executor.core.scheduler import (Cancel, Confirming, Event, Finished, Outcome, Requeued,
+                                          Scheduler, Skipped, Unconfirmed)
 from expo_executor.protocol.records import WorkerResult
 
 
@@ -45,6 +45,7 @@ class Reporter:
         self.persist = Persister(log)
         # where a cancel for a worker not of this run goes (the coordinator's adopted runs)
         self.elsewhere: Callable[[Cancel], None] = lambda event: None
+        self.adopted_from: dict[str, str] = {}  # job -> the adopted run it ran in (adopt.py)
 
     def handle(self, events: list[Event], result: WorkerResult | None = None) -> None:
         """Act on ``events``; ``result``: the worker's result that caused them, if any."""
@@ -138,5 +139,7 @@ class Reporter:
         record = outcomes.job_record(report, request, result, dominator, pool,
                                      self.scheduler.preemptions(report.key), time.time(),
                                      self.files.dir)
+        if report.key in self.adopted_from:  # its worker was the adopted run's, not ours
+            record["adopted_from"] = self.adopted_from[report.key]
         self.persist.write(f"the record of {report.key} in jobs.jsonl",
                            lambda: self.files.append_job(record), record)

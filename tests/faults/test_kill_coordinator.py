@@ -42,6 +42,7 @@ import re
 import signal
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 
 from expo_executor.coordinator.run_files import read_jsonl
@@ -49,10 +50,11 @@ from expo_executor.core.records import AttemptEnd
 from expo_executor.protocol.bucket import open_bucket
 from expo_executor.protocol.records import WorkerResult
 from expo_executor.protocol.worker_keys import worker_key
-
-from tests.emulated_gce import PROJECT, ZONES, emulated_args, emulated_env, fake_compute  # noqa: F401
+from tests.emulated_gce import (PROJECT, ZONES, emulated_args, emulated_env,  # noqa: F401
+                                fake_compute)
 from tests.gcs_emulator import gcs_emulator  # noqa: F401
 from tests.helpers import EXPOCLOUD, SNAKEMAKE, processes_under, run_dirs, wait_until
+
 from .sweep import (Grid, bucket_outputs, grid, job_of, read_ledger, sweep_args, worker_pids,
                     write_workflow)
 
@@ -262,15 +264,18 @@ LONG_GRACE = 120.0
 STOPPED = re.compile(r"run (\S+)'s coordinator died before the run ended: stopped (\d+) of its "
                      r"workers before this run starts")
 HARVESTED = re.compile(r"harvested (\d+) results of run (\S+): (\d+) solved, (\d+) timeouts")
+ADOPTED = re.compile(r"run (\S+)'s coordinator died before the run ended: adopted (\d+) "
+                     r"job\(s\) in flight on (\d+) of its workers")
 
 
 def _rerun_at_once(workdir: Path, args: list[str], env: dict | None, ledger: Path,
-                   ) -> tuple[float, Path, int, bytes, int]:
+                   line: re.Pattern, *rerun: str) -> tuple[float, Path, int, bytes, int]:
     """Kill the run mid-sweep, then at once what a user does: ``snakemake --unlock``, and the
-    same command with ``--rerun-incomplete``. Returns when it was killed, the killed run's
-    directory, the workers the rerun says it stopped (its one line), the killed run's key (read
-    from its host-side state before the rerun, which removes it), and the results the rerun
-    says it harvested (its other line)."""
+    same command with ``--rerun-incomplete`` (and ``rerun``). Returns when it was killed, the
+    killed run's directory, the count in the rerun's one ``line`` about the killed run (the
+    workers it stopped, or the jobs in flight it adopted), the killed run's key (read from its
+    host-side state before the rerun, which removes it), and the results the rerun says it
+    harvested (its other line)."""
     killed, _ = _kill_mid_run(workdir, args, env, ledger, fresh=True)
     run = run_dirs(workdir)[-1]
     run_key = bytes.fromhex((run / "run.key").read_text())
@@ -282,11 +287,11 @@ def _rerun_at_once(workdir: Path, args: list[str], env: dict | None, ledger: Pat
         return done
 
     snakemake("--unlock")
-    said = snakemake("--rerun-incomplete").stderr
-    lines = STOPPED.findall(said)
-    assert [name for name, _ in lines] == [run.name], said[-3000:]
+    said = snakemake("--rerun-incomplete", *rerun).stderr
+    lines = line.findall(said)
+    assert [found[0] for found in lines] == [run.name], said[-3000:]
     harvested = HARVESTED.findall(said)
-    assert [line[1] for line in harvested] == [run.name], said[-3000:]
+    assert [found[1] for found in harvested] == [run.name], said[-3000:]
     return killed, run, int(lines[0][1]), run_key, int(harvested[0][0])
 
 
@@ -341,9 +346,9 @@ def _check_prefix_refused(workdir: Path, args: list[str], env: dict | None, run_
 
 
 def test_rerun_stops_the_killed_runs_workers_first_local(tmp_path: Path, fault_figures) -> None:
-    """Rerun at once after a SIGKILL (local engine): the rerun finds the killed run by its
-    host-side state, powers off its worker processes, harvests their results, and only then
-    starts; no job solved after the kill runs again, every output is written, no worker of
+    """Rerun at once after a SIGKILL (local engine) with ``--expocloud-no-adopt``: the rerun
+    finds the killed run by its host-side state, powers off its worker processes, harvests
+    their results, and only then starts; no job solved after the kill runs again, every output is written, no worker of
     either run is left."""
     workdir = tmp_path / "wf"
     ledger = tmp_path / "ledger.jsonl"
@@ -351,7 +356,8 @@ def test_rerun_stops_the_killed_runs_workers_first_local(tmp_path: Path, fault_f
     args = sweep_args(DEADLINE_S, "--expocloud-max-workers", "2",
                       "--expocloud-poll-interval", "0.1",
                       "--expocloud-heartbeat-grace", str(LONG_GRACE))
-    killed, old, stopped, run_key, harvested = _rerun_at_once(workdir, args, None, ledger)
+    killed, old, stopped, run_key, harvested = _rerun_at_once(workdir, args, None, ledger,
+                                                              STOPPED, "--expocloud-no-adopt")
     assert stopped == 2  # both workers lived: their grace is far longer than the rerun
     stopped_at = json.loads((old / "run.json").read_text())["stopped_by"]["at"]
     solved = _solved_after_kill(old, run_key)
@@ -373,7 +379,8 @@ def test_rerun_stops_the_killed_runs_workers_first_local(tmp_path: Path, fault_f
 def test_rerun_stops_the_killed_runs_workers_first_gce(tmp_path: Path, fake_compute,  # noqa: F811
                                                        gcs_emulator, fault_figures,  # noqa: F811
                                                        monkeypatch) -> None:
-    """The same on emulated GCE: the rerun deletes the killed run's VMs by its label and
+    """The same on emulated GCE (``--expocloud-no-adopt``): the rerun deletes the killed
+    run's VMs by its label and
     waits until none is listed, harvests their results before it starts (each job solved
     after the kill is reported solved from its result, not run); no VM is left after the
     rerun."""
@@ -385,7 +392,8 @@ def test_rerun_stops_the_killed_runs_workers_first_gce(tmp_path: Path, fake_comp
                                      "--expocloud-poll-interval", "0.2",
                                      "--expocloud-slow-poll-interval", "1"))
     env = emulated_env(gcs_emulator)
-    killed, old, stopped, run_key, harvested = _rerun_at_once(workdir, args, env, ledger)
+    killed, old, stopped, run_key, harvested = _rerun_at_once(workdir, args, env, ledger,
+                                                              STOPPED, "--expocloud-no-adopt")
     assert stopped >= 1
     stopped_at = json.loads((old / "run.json").read_text())["stopped_by"]["at"]
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator)  # to read the killed run's bucket
@@ -408,4 +416,88 @@ def test_rerun_stops_the_killed_runs_workers_first_gce(tmp_path: Path, fake_comp
                   f"starting; {len(solved)} jobs solved after the kill, none run again "
                   f"({harvested} results harvested); {redone} still in flight ran again",
                   vms=stopped, running=running, redone=redone, solved_after=len(solved),
+                  harvested=harvested)
+
+
+# -- a rerun at once adopts the killed run's jobs in flight ------------------------------------
+def _check_adopted(ledger: Path, killed: float, rerun: list[dict], old: str) -> tuple[int, int]:
+    """No job in flight at the kill starts again: each runs to its end on its old worker
+    (adopted), and every job starts at most once after the kill (one adopted just as it
+    started is started once, by its old worker). The rerun records the adopted jobs it took
+    the results of (``adopted_from``). Returns (jobs in flight at the kill, adopted)."""
+    entries = read_ledger(ledger)
+    state: dict[str, str] = {}
+    for entry in entries:
+        if entry["t"] <= killed and entry["event"] in ("start", "end"):
+            state[entry["job"]] = entry["event"]
+    in_flight = {job for job, event in state.items() if event == "start"}
+    assert in_flight, "nothing was in flight at the kill"
+    starts = Counter(e["job"] for e in entries if e["event"] == "start" and e["t"] > killed)
+    assert not in_flight & set(starts), \
+        f"in flight at the kill, started again: {sorted(in_flight & set(starts))}"
+    assert all(count == 1 for count in starts.values()), starts
+    ended = {e["job"] for e in entries if e["event"] == "end" and e["t"] > killed}
+    assert in_flight <= ended, f"in flight at the kill, never ended: {in_flight - ended}"
+    adopted = {job_of(r) for r in rerun if r.get("adopted_from") == old}
+    assert adopted and adopted <= in_flight | set(starts), adopted
+    assert all(r["outcome"] == "solved" for r in rerun if r.get("adopted_from") == old)
+    return len(in_flight), len(adopted)
+
+
+def test_rerun_adopts_the_killed_runs_jobs_in_flight_local(tmp_path: Path, fault_figures) -> None:
+    """Rerun at once after a SIGKILL (local engine): the rerun adopts the killed run, whose
+    workers live on (their grace is far longer than the rerun); the jobs they were running
+    end there and the rerun takes their results instead of running them again. Every output
+    is written once and right, no worker of either run is left, the killed run's key is gone."""
+    workdir = tmp_path / "wf"
+    ledger = tmp_path / "ledger.jsonl"
+    write_workflow(workdir, GRID, ledger)
+    args = sweep_args(DEADLINE_S, "--expocloud-max-workers", "2",
+                      "--expocloud-poll-interval", "0.1",
+                      "--expocloud-heartbeat-grace", str(LONG_GRACE))
+    killed, old, adopted_jobs, _key, harvested = _rerun_at_once(workdir, args, None, ledger,
+                                                                ADOPTED)
+    rerun = read_jsonl(run_dirs(workdir)[-1] / "jobs.jsonl")
+    in_flight, adopted = _check_adopted(ledger, killed, rerun, old.name)
+    for job in GRID.jobs:
+        assert (workdir / "out" / f"{job}.txt").read_text() == Grid.text(job)
+    assert not worker_pids(workdir / ".expocloud")
+    assert not processes_under(workdir)
+    assert not (old / "run.key").exists()
+    fault_figures("SIGKILL the coordinator, rerun at once: adopted (local engine)", injected=1,
+                  survived=1, jobs=len(GRID.jobs), jobs_lost=0, orphan_vms=0,
+                  detail=f"{in_flight} jobs in flight at the kill, none run again: {adopted} "
+                  f"adopted by the rerun ({adopted_jobs} in flight when it started), "
+                  f"{harvested} results harvested", in_flight=in_flight, adopted=adopted,
+                  harvested=harvested)
+
+
+def test_rerun_adopts_the_killed_runs_jobs_in_flight_gce(tmp_path: Path, fake_compute,  # noqa: F811
+                                                         gcs_emulator,  # noqa: F811
+                                                         fault_figures) -> None:
+    """The same on emulated GCE: the killed run's VMs live on under the rerun, which keeps
+    their inboxes fresh, takes their results, and deletes each VM once it holds nothing."""
+    workdir = tmp_path / "wf"
+    ledger = tmp_path / "ledger.jsonl"
+    write_workflow(workdir, GRID, ledger)
+    args = emulated_args(fake_compute, gcs_emulator, None,
+                         *sweep_args(DEADLINE_S, "--expocloud-heartbeat-grace", str(LONG_GRACE),
+                                     "--expocloud-poll-interval", "0.2",
+                                     "--expocloud-slow-poll-interval", "1"))
+    env = emulated_env(gcs_emulator)
+    killed, old, adopted_jobs, _key, harvested = _rerun_at_once(workdir, args, env, ledger,
+                                                                ADOPTED)
+    rerun = read_jsonl(run_dirs(workdir)[-1] / "jobs.jsonl")
+    in_flight, adopted = _check_adopted(ledger, killed, rerun, old.name)
+    outputs = bucket_outputs(gcs_emulator, args[args.index("--default-storage-prefix") + 1])
+    assert {name: text for name, (text, _) in outputs.items()} == \
+        {f"out/{job}.txt": Grid.text(job) for job in GRID.jobs}
+    assert not fake_compute.instances()  # the rerun ended with every VM of both runs gone
+    assert wait_until(lambda: not worker_pids(fake_compute.scratch_root), timeout=20)
+    assert not (old / "run.key").exists()
+    fault_figures("SIGKILL the coordinator, rerun at once: adopted (emulated GCE)", injected=1,
+                  survived=1, jobs=len(GRID.jobs), jobs_lost=0, orphan_vms=0,
+                  detail=f"{in_flight} jobs in flight at the kill, none run again: {adopted} "
+                  f"adopted by the rerun ({adopted_jobs} in flight when it started), "
+                  f"{harvested} results harvested", in_flight=in_flight, adopted=adopted,
                   harvested=harvested)
