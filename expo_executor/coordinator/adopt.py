@@ -96,11 +96,14 @@ class Adoption:
         Workers holding nothing are stopped at once. Returns the jobs in flight."""
         files = RunFiles(self.held.dir)
         submitted = {r["key"]: r for r in files.submitted() if "key" in r}
+        # an inbox is signed with its worker's key, which the worker holds: only the jobs the
+        # coordinator recorded giving it count (as for the harvest)
+        given = {(r.get("key"), r.get("worker")) for r in files.assigned()}
         idle, seq = [], 0
         for name in sorted(self.workers.alive()):
             inbox = self._inbox(name)
             jobs = {k: job for k, job in (inbox.jobs if inbox else {}).items()
-                    if k not in found.ended}
+                    if k not in found.ended and (k, name) in given}
             seq = max(seq, inbox.seq if inbox else 0)
             if not jobs:
                 idle.append(name)
@@ -156,9 +159,9 @@ class Adoption:
         return True
 
     # -- each round ----------------------------------------------------------------------------
-    def round(self, now: float, heartbeat: float, backstop: float) -> list[Ended]:
-        """Read what the old workers reported, keep them alive, stop those left with nothing;
-        returns the adopted jobs that ended (a result, or a worker gone)."""
+    def round(self, now: float, backstop: float) -> list[Ended]:
+        """Read what the old workers reported: returns the adopted jobs that ended (a result,
+        or a worker gone). The caller acts on them, then :meth:`settle`."""
         ended: list[Ended] = []
         gone: set[str] = set()
         if now - self._last_alive >= ALIVE_EVERY:
@@ -175,13 +178,17 @@ class Adoption:
             ended.extend(self._take(result))
         for name in sorted(gone):
             ended.extend(self._gone(name, "is gone"))
+        return ended
+
+    def settle(self, now: float, heartbeat: float) -> None:
+        """Write the inboxes that changed (a job done, a cancel) or are ``heartbeat`` s old;
+        stop the old workers left with nothing."""
         self.channel.write_inboxes(self.vms.values(), now, heartbeat)
         done = [name for name, vm in self.vms.items() if not vm.jobs and not vm.cancel]
         if done:
             self.workers.stop(done)
             for name in done:
                 self._forget(name)
-        return ended
 
     def _take(self, result: WorkerResult) -> list[Ended]:
         vm = self.vms.get(result.worker)

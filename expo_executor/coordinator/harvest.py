@@ -1,8 +1,8 @@
 """What a crashed run's workers finished after its coordinator died: read back, not recomputed.
 
 A coordinator killed mid-run leaves results in its bucket that it never read: jobs that ended
-between the crash and the moment a rerun stopped the run's workers (recover.py). Once those
-workers are gone (no result can come any more), the rerun reads them:
+between the crash and the rerun (recover.py). The rerun reads them before it starts anything
+(again after stopping the workers, when it stops them: no result can come any more then):
 
 - each job of the run was recorded at submission in the run directory's ``submitted.jsonl``
   (:func:`submission`): its key, a *stable identity* (what names the same job in a later run:
@@ -22,7 +22,8 @@ workers are gone (no result can come any more), the rerun reads them:
   harvest, by stable identity, for the rerun's front end: a job it submits with that identity
   whose outputs exist is reported solved without running (Coordinator._intake).
 
-Jobs still running when the workers were stopped have no final result: they run again.
+Jobs with no final result yet are in flight: adopted with their workers (adopt.py), or run
+again once those workers are stopped (recover.py).
 """
 
 from __future__ import annotations

@@ -288,12 +288,12 @@ class Coordinator:
         error = None
         for adoption in list(self.adopted):
             try:
-                ended = adoption.round(now, self.config.heartbeat, self.config.results_backstop)
+                for end in adoption.round(now, self.config.results_backstop):
+                    self._adopted_end(adoption, end)
+                adoption.settle(now, self.config.heartbeat)
             except Exception as exc:  # noqa: BLE001 - raised again at the end of the round
                 error = error or exc
                 continue
-            for end in ended:
-                self._adopted_end(adoption, end)
             if adoption.done:
                 self.log(f"expocloud: every adopted worker of run {adoption.run_id} is done")
                 adoption.close(gone_timeout=0.0)
