@@ -105,16 +105,19 @@ class Adoption:
             jobs = {k: job for k, job in (inbox.jobs if inbox else {}).items()
                     if k not in found.ended and (k, name) in given}
             seq = max(seq, inbox.seq if inbox else 0)
-            if not jobs:
+            # a job with no stable identity (cwltool's) can never be claimed: killed, not
+            # left to run for nobody
+            nameless = {k for k in jobs if not submitted.get(k, {}).get("identity")}
+            if not jobs.keys() - nameless:
                 idle.append(name)
                 continue
+            cancel = set(inbox.cancel) | nameless if inbox else set()
             self.vms[name] = Vm(name, now, Pool.SPOT, ready=True, listed=True, jobs=jobs,
-                                cancel=set(inbox.cancel) if inbox else set(), last_inbox=now)
-            for key in jobs:
-                job = AdoptedJob(key, name, submitted.get(key, {}))
+                                cancel=cancel, last_inbox=now)
+            for key in jobs.keys() - nameless:
+                job = AdoptedJob(key, name, submitted[key])
                 self.jobs[key] = job
-                if job.identity:
-                    self._by_identity[job.identity] = job
+                self._by_identity[job.identity] = job
         self.channel._seq = seq  # every worker saw at most this: the next inbox is newer
         if idle:
             self.workers.stop(idle)
@@ -192,13 +195,15 @@ class Adoption:
 
     def _take(self, result: WorkerResult) -> list[Ended]:
         vm = self.vms.get(result.worker)
-        job = self.jobs.get(result.key)
-        if vm is None or job is None or job.worker != result.worker:
+        if vm is None:
             return []
         asked = result.key in vm.cancel
         vm.jobs.pop(result.key, None)
         vm.cancel.discard(result.key)
         vm.inbox_dirty = True  # the next write says it is done
+        job = self.jobs.get(result.key)
+        if job is None or job.worker != result.worker:  # one killed at the take-over
+            return []
         if result.end in (AttemptEnd.PREEMPTED, AttemptEnd.LOST) \
                 or (result.end is AttemptEnd.CANCELLED and not asked):  # it is stopping
             return self._gone(result.worker, f"ended ({result.end.value})", result)

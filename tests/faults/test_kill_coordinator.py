@@ -65,6 +65,19 @@ DEADLINE_S = 60
 SLACK_S = 5.0  # a poll or two, the SIGTERM grace of a job session, and load
 
 
+def _local_args(grace: float) -> list[str]:
+    return sweep_args(DEADLINE_S, "--expocloud-max-workers", "2",
+                      "--expocloud-poll-interval", "0.1",
+                      "--expocloud-heartbeat-grace", str(grace))
+
+
+def _gce_args(compute, emulator: str, grace: float) -> list[str]:  # type: ignore[no-untyped-def]
+    return emulated_args(compute, emulator, None,
+                         *sweep_args(DEADLINE_S, "--expocloud-heartbeat-grace", str(grace),
+                                     "--expocloud-poll-interval", "0.2",
+                                     "--expocloud-slow-poll-interval", "1"))
+
+
 def _reported(workdir: Path) -> dict[str, dict]:
     runs = run_dirs(workdir)
     path = runs[-1] / "jobs.jsonl" if runs else None
@@ -183,9 +196,7 @@ def test_sigkilled_coordinator_local(tmp_path: Path, fault_figures) -> None:
     ledger = tmp_path / "ledger.jsonl"
     write_workflow(workdir, GRID, ledger)
     grace = 4.0
-    args = sweep_args(DEADLINE_S, "--expocloud-max-workers", "2",
-                      "--expocloud-poll-interval", "0.1",
-                      "--expocloud-heartbeat-grace", str(grace))
+    args = _local_args(grace)
     killed, first = _kill_mid_run(workdir, args, None, ledger)
     workers = worker_pids(workdir / ".expocloud")
     assert wait_until(lambda: not worker_pids(workdir / ".expocloud"), timeout=grace + 20)
@@ -220,10 +231,7 @@ def test_sigkilled_coordinator_gce(tmp_path: Path, fake_compute,  # noqa: F811
     ledger = tmp_path / "ledger.jsonl"
     write_workflow(workdir, GRID, ledger)
     grace = 8.0
-    args = emulated_args(fake_compute, gcs_emulator, None,
-                         *sweep_args(DEADLINE_S, "--expocloud-heartbeat-grace", str(grace),
-                                     "--expocloud-poll-interval", "0.2",
-                                     "--expocloud-slow-poll-interval", "1"))
+    args = _gce_args(fake_compute, gcs_emulator, grace)
     env = emulated_env(gcs_emulator)
     killed, first = _kill_mid_run(workdir, args, env, ledger)
     vms = len(fake_compute.instances())
@@ -353,9 +361,7 @@ def test_rerun_stops_the_killed_runs_workers_first_local(tmp_path: Path, fault_f
     workdir = tmp_path / "wf"
     ledger = tmp_path / "ledger.jsonl"
     write_workflow(workdir, GRID, ledger)
-    args = sweep_args(DEADLINE_S, "--expocloud-max-workers", "2",
-                      "--expocloud-poll-interval", "0.1",
-                      "--expocloud-heartbeat-grace", str(LONG_GRACE))
+    args = _local_args(LONG_GRACE)
     killed, old, stopped, run_key, harvested = _rerun_at_once(workdir, args, None, ledger,
                                                               STOPPED, "--expocloud-no-adopt")
     assert stopped == 2  # both workers lived: their grace is far longer than the rerun
@@ -387,10 +393,7 @@ def test_rerun_stops_the_killed_runs_workers_first_gce(tmp_path: Path, fake_comp
     workdir = tmp_path / "wf"
     ledger = tmp_path / "ledger.jsonl"
     write_workflow(workdir, GRID, ledger)
-    args = emulated_args(fake_compute, gcs_emulator, None,
-                         *sweep_args(DEADLINE_S, "--expocloud-heartbeat-grace", str(LONG_GRACE),
-                                     "--expocloud-poll-interval", "0.2",
-                                     "--expocloud-slow-poll-interval", "1"))
+    args = _gce_args(fake_compute, gcs_emulator, LONG_GRACE)
     env = emulated_env(gcs_emulator)
     killed, old, stopped, run_key, harvested = _rerun_at_once(workdir, args, env, ledger,
                                                               STOPPED, "--expocloud-no-adopt")
@@ -452,9 +455,7 @@ def test_rerun_adopts_the_killed_runs_jobs_in_flight_local(tmp_path: Path, fault
     workdir = tmp_path / "wf"
     ledger = tmp_path / "ledger.jsonl"
     write_workflow(workdir, GRID, ledger)
-    args = sweep_args(DEADLINE_S, "--expocloud-max-workers", "2",
-                      "--expocloud-poll-interval", "0.1",
-                      "--expocloud-heartbeat-grace", str(LONG_GRACE))
+    args = _local_args(LONG_GRACE)
     killed, old, adopted_jobs, _key, harvested = _rerun_at_once(workdir, args, None, ledger,
                                                                 ADOPTED)
     rerun = read_jsonl(run_dirs(workdir)[-1] / "jobs.jsonl")
@@ -480,10 +481,7 @@ def test_rerun_adopts_the_killed_runs_jobs_in_flight_gce(tmp_path: Path, fake_co
     workdir = tmp_path / "wf"
     ledger = tmp_path / "ledger.jsonl"
     write_workflow(workdir, GRID, ledger)
-    args = emulated_args(fake_compute, gcs_emulator, None,
-                         *sweep_args(DEADLINE_S, "--expocloud-heartbeat-grace", str(LONG_GRACE),
-                                     "--expocloud-poll-interval", "0.2",
-                                     "--expocloud-slow-poll-interval", "1"))
+    args = _gce_args(fake_compute, gcs_emulator, LONG_GRACE)
     env = emulated_env(gcs_emulator)
     killed, old, adopted_jobs, _key, harvested = _rerun_at_once(workdir, args, env, ledger,
                                                                 ADOPTED)

@@ -35,10 +35,11 @@ FAMILY = FamilyRef("Snakefile", "solve", "n", 60.0)
 
 
 def _request(n: int, run: str) -> JobRequest:
+    """Job ``n``; from 100 on, a job with no stable identity (as cwltool's)."""
     return JobRequest(Task(f"{run}-j{n}", f"solve n={n}", family=FAMILY.key,
                            point=HardnessPoint(("solve",), (float(n),))),
                       ["true"], "/", {}, 60.0, family=FAMILY, meta=JobMeta("solve", {"n": str(n)}),
-                      identity=f"solve-{n}")
+                      identity=f"solve-{n}" if n < 100 else None)
 
 
 class OldWorkers:
@@ -72,13 +73,14 @@ def _crashed(state_root: Path, jobs: tuple[int, ...]) -> Rig:
     return old
 
 
-def _rerun(state_root: Path, old: Rig, workers: OldWorkers) -> tuple[Rig, Adoption]:
+def _rerun(state_root: Path, old: Rig, workers: OldWorkers,
+           in_flight: int = 4) -> tuple[Rig, Adoption]:
     """Run r2 adopts r1 (as recover.py does) and takes in r1's four jobs again and a new one."""
     state = StateDir(state_root)
     [held] = crashed_runs(state_root, skip=state_root / "runs" / "r2")
     adoption = Adoption(held, workers, old.direct, KEY, lambda line: None)
     found = harvest(held.dir, old.direct, KEY, state, "r2", lambda line: None)
-    assert adoption.take_over(found, old.now) == 4
+    assert adoption.take_over(found, old.now) == in_flight
     new = Rig(state.new_run("r2"), slots=1)
     new.coordinator.state = new.coordinator.reporter.state = state
     new.coordinator.adopted = [adoption]
@@ -176,3 +178,22 @@ def test_a_job_the_worker_was_never_given_is_not_adopted(tmp_path: Path) -> None
     old.direct.write(inbox_key("w-1"), forged.encode(worker_key(KEY, "w-1")))
     _new, adoption = _rerun(tmp_path, old, OldWorkers("w-1"))  # (it checks: 4 in flight)
     assert set(adoption.jobs) == {"r1-j1", "r1-j2", "r1-j3", "r1-j5"}
+
+
+def test_a_job_with_no_stable_identity_is_killed_not_adopted(tmp_path: Path) -> None:
+    """Nothing of the rerun can stand for it (cwltool's jobs): its worker kills it, rather
+    than run it for nobody; the worker is stopped once that is done."""
+    old = _crashed(tmp_path, (1, 2, 3, 100))
+    workers = OldWorkers("w-1")
+    new, adoption = _rerun(tmp_path, old, workers, in_flight=3)
+    assert set(adoption.jobs) == {"r1-j1", "r1-j2", "r1-j3"}
+    assert set(_inbox(old).cancel) == {"r1-j100"}
+    for n in (1, 2, 3):
+        old.result(f"r1-j{n}", "w-1", "solved")
+    old.ready("w-1")
+    new.round()
+    assert workers.stopped == []  # its kill is not confirmed yet
+    old.result("r1-j100", "w-1", "cancelled")
+    old.ready("w-1")
+    new.round()
+    assert workers.stopped == ["w-1"] and adoption.done
