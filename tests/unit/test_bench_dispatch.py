@@ -1,0 +1,46 @@
+"""Benchmark 1's bookkeeping (bench/dispatch.py, bench/expocloud_orig.py): the figures it derives
+from run records, not the runs themselves (those are the benchmark's)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import dispatch  # noqa: E402
+import expocloud_orig  # noqa: E402
+
+
+def job(worker: str, started: float, runtime: float) -> dict:
+    return {"worker": worker, "started": 1_700_000_000 + started, "runtime_s": runtime}
+
+
+def test_slot_gaps_of_a_two_slot_worker_are_the_idle_time_of_each_slot() -> None:
+    # one worker, two slots: jobs of 1 s, each slot idle 0.1 s between two jobs
+    recs = [job("w1", 0.0, 1.0), job("w1", 0.05, 1.0),
+            job("w1", 1.1, 1.0), job("w1", 1.15, 1.0)]
+    recs.reverse()  # records are written as jobs end, not as they start
+    median, mean = dispatch.slot_gaps(recs)
+    assert median == pytest.approx(0.1, abs=1e-6) and mean == pytest.approx(0.1, abs=1e-6)
+    assert dispatch.fleet_shape(recs) == "1 worker(s) x 2 slot(s)"
+    assert dispatch.jobs_span(recs) == pytest.approx(2.15)
+
+
+def test_events_span_counts_the_original_s_task_events(tmp_path: Path) -> None:
+    client = tmp_path / "output-host" / "client-1"
+    client.mkdir(parents=True)
+    (client / "events.txt").write_text(
+        "timestamp,descr,worker_id,task_id,i\n1.19,received,None,0,0\n1.4,starting,0,0,0\n"
+        "1.41,done,0,0,0\n1.5,starting,1,1,1\n2.0,done,1,1,1\n")
+    assert expocloud_orig.events_span(tmp_path) == {"started": 2, "done": 2,
+                                                    "span_s": pytest.approx(0.6)}
+
+
+def test_a_path_that_is_not_an_expocloud_checkout_is_one_line_naming_the_fix(
+        tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as err:
+        expocloud_orig.check_checkout(tmp_path)
+    msg = str(err.value)
+    assert "--orig" in msg and "mgoldenbe/ExpoCloud" in msg and "\n" not in msg
