@@ -3,6 +3,10 @@
 
     git clone https://github.com/mgoldenbe/ExpoCloud /path/to/ExpoCloud
     python bench/expocloud_orig.py --orig /path/to/ExpoCloud --tasks 300   # prints one JSON line
+    python bench/expocloud_orig.py --orig /path/to/ExpoCloud \
+        --sweep workflows/agent-assignment/config.yaml --deadline 6 [--no-pruning]
+
+Benchmark 1 (bench/dispatch.py) runs the first form, benchmark 2 (bench/pruning.py) the second.
 
 The checkout is never modified nor copied into this repository: its ``src`` is copied into the
 work directory and bench/expocloud_orig.patch (what Python 3.11 needs) is applied to the copy.
@@ -123,9 +127,10 @@ def events_span(run_dir: Path) -> dict:
     return {"started": len(starts), "done": len(dones), "span_s": span}
 
 
-def run(orig: Path, workdir: Path, tasks: int, slots: int, backup: bool,
-        timeout: float) -> dict:
-    """One run of ``tasks`` trivial tasks; every process of it is reaped before returning."""
+def run_server(orig: Path, workdir: Path, module: str, server_args: list[str],
+               timeout: float, extra_path: tuple[Path, ...] = ()) -> dict:
+    """Run ``python -m expocloud_orig_tasks.<module> <server_args>`` in ``workdir/run`` with a
+    patched copy of the original; every process of the run is reaped before returning."""
     workdir.mkdir(parents=True, exist_ok=True)
     patch_state = prepare(orig, workdir)
     run_dir = workdir / "run"
@@ -134,10 +139,8 @@ def run(orig: Path, workdir: Path, tasks: int, slots: int, backup: bool,
     env = {**os.environ,
            # its local engine starts the client as plain `python`: ours, not whatever is on PATH
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-           "PYTHONPATH": f"{workdir}{os.pathsep}{BENCH}"}
-    argv = [sys.executable, "-m", f"{TASKS_PACKAGE}.run_server", str(tasks), str(slots)]
-    if backup:
-        argv.append("--backup")
+           "PYTHONPATH": os.pathsep.join(str(p) for p in (workdir, BENCH, *extra_path))}
+    argv = [sys.executable, "-m", f"{TASKS_PACKAGE}.{module}", *server_args]
     cpu0 = children_cpu()
     w0 = time.perf_counter()
     with open(workdir / "server.log", "wb") as log:
@@ -151,12 +154,73 @@ def run(orig: Path, workdir: Path, tasks: int, slots: int, backup: bool,
             exit_code = -999
     wall = time.perf_counter() - w0
     killed = reap_orphans(REAP_GRACE_S, server.pid)
+    return {"exit_code": exit_code, "wall_s": wall, "cpu_s": children_cpu() - cpu0,
+            "killed_leftovers": killed, "checkout": describe_checkout(orig),
+            "patch": patch_state, "command": " ".join(["python", "-m", *argv[2:]]),
+            "run_dir": str(run_dir)}
+
+
+def run_trivial(orig: Path, workdir: Path, tasks: int, slots: int, backup: bool,
+                timeout: float) -> dict:
+    """Benchmark 1: ``tasks`` trivial tasks on one client of ``slots`` workers."""
+    args = [str(tasks), str(slots)] + (["--backup"] if backup else [])
+    result = run_server(orig, workdir, "run_server", args, timeout)
+    run_dir = Path(result["run_dir"])
     outputs = sum(1 for i in range(tasks) if (run_dir / "out" / f"{i}.txt").is_file())
-    return {"tasks": tasks, "slots": slots, "backup": backup, "exit_code": exit_code,
-            "wall_s": wall, "cpu_s": children_cpu() - cpu0, "outputs_ok": outputs,
-            "killed_leftovers": killed, "events": events_span(run_dir),
-            "checkout": describe_checkout(orig), "patch": patch_state,
-            "command": " ".join(["python", "-m", *argv[2:]])}
+    return {"tasks": tasks, "slots": slots, "backup": backup, **result,
+            "outputs_ok": outputs, "events": events_span(run_dir)}
+
+
+def run_sweep(orig: Path, workdir: Path, config: dict, deadline_s: float, slots: int,
+              pruning: bool, scripts: Path, timeout: float) -> dict:
+    """Benchmark 2: the demo sweep's solve jobs; ``records`` in the shape of jobs.jsonl's."""
+    args = [json.dumps(config), f"{deadline_s:g}", str(slots)]
+    if not pruning:
+        args.append("--no-pruning")
+    result = run_server(orig, workdir, "run_sweep", args, timeout, (scripts,))
+    sys.path.insert(0, str(scripts))
+    sys.path.insert(0, str(workdir))
+    from expocloud_orig_tasks.agent_assignment import sweep_tasks
+    every = [t.parameters() for t in sweep_tasks(config, deadline_s, pruning)]
+    run_dir = Path(result["run_dir"])
+    return {"slots": slots, "pruning": pruning, "deadline_s": deadline_s, **result,
+            "records": task_records(run_dir, every, ("variant", "n_tasks", "n_agents")),
+            "skipped_by_server": server_skips(workdir / "server.log")}
+
+
+def task_records(run_dir: Path, every: list[tuple], dims: tuple[str, ...]) -> list[dict]:
+    """One record per task from the client's events: outcome 'solved' (done), 'timeout' or
+    'skipped' (killed by the domino effect, or never started), ``runtime_s`` from its
+    'starting' event to its last one (None when it never started)."""
+    seen: dict[tuple, dict] = {}
+    for f in run_dir.glob("output-*/*/events.txt"):
+        with open(f, newline="") as fh:
+            for row in csv.DictReader(fh):
+                params = tuple(row.get(k) for k in ("variant", "n_tasks", "n_agents",
+                                                    "instance"))
+                ev = seen.setdefault(params, {})
+                try:
+                    ev[row["descr"]] = float(row["timestamp"])
+                except (KeyError, TypeError, ValueError):
+                    continue
+    outcome = {"done": "solved", "timeout": "timeout", "domino": "skipped"}
+    records = []
+    for params in every:
+        ev = seen.get(tuple(str(p) for p in params), {})
+        end = next((e for e in ("timeout", "domino", "done") if e in ev), None)
+        start = ev.get("starting")
+        records.append({
+            "rule": "solve", "wildcards": dict(zip((*dims, "instance"), map(str, params))),
+            "outcome": outcome[end] if end else "skipped",
+            "killed": end == "domino",
+            "runtime_s": ev[end] - start if end and start is not None else None})
+    return records
+
+
+def server_skips(log: Path) -> int:
+    """Tasks its server skipped at assignment as dominated by a timed-out task."""
+    return sum(1 for line in log.read_text(errors="replace").splitlines()
+               if "Skipping hard task" in line)
 
 
 def main() -> int:
@@ -166,6 +230,10 @@ def main() -> int:
     ap.add_argument("--tasks", type=int, default=300)
     ap.add_argument("--slots", type=int, default=2, help="workers of its one client")
     ap.add_argument("--backup", action="store_true", help="run its backup server too")
+    ap.add_argument("--sweep", type=Path, metavar="CONFIG_YAML",
+                    help="run the demo sweep of this workflow config instead of trivial tasks")
+    ap.add_argument("--deadline", type=float, default=6.0, help="--sweep: seconds per task")
+    ap.add_argument("--no-pruning", action="store_true", help="--sweep: no domino effect")
     ap.add_argument("--workdir", type=Path, help="default: a new temporary directory")
     ap.add_argument("--timeout", type=float, default=1800)
     args = ap.parse_args()
@@ -173,8 +241,16 @@ def main() -> int:
     if args.workdir is None:
         import tempfile
         args.workdir = Path(tempfile.mkdtemp(prefix="expo-bench-orig-"))
-    result = run(args.orig.resolve(), args.workdir.resolve(), args.tasks, args.slots,
-                 args.backup, args.timeout)
+    if args.sweep:
+        import yaml
+        config = yaml.safe_load(args.sweep.read_text())
+        result = run_sweep(args.orig.resolve(), args.workdir.resolve(), config, args.deadline,
+                           args.slots, not args.no_pruning,
+                           args.sweep.resolve().parent / "scripts", args.timeout)
+        print(json.dumps(result))
+        return 0 if result["exit_code"] == 0 else 1
+    result = run_trivial(args.orig.resolve(), args.workdir.resolve(), args.tasks, args.slots,
+                         args.backup, args.timeout)
     print(json.dumps(result))
     return 0 if result["exit_code"] == 0 and result["outputs_ok"] == args.tasks else 1
 

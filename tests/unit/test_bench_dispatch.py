@@ -44,3 +44,23 @@ def test_a_path_that_is_not_an_expocloud_checkout_is_one_line_naming_the_fix(
         expocloud_orig.check_checkout(tmp_path)
     msg = str(err.value)
     assert "--orig" in msg and "mgoldenbe/ExpoCloud" in msg and "\n" not in msg
+
+
+def test_the_original_s_events_become_records_benchmark_2_can_count(tmp_path: Path) -> None:
+    client = tmp_path / "output-host" / "client-1"
+    client.mkdir(parents=True)
+    (client / "events.txt").write_text(
+        "timestamp,descr,worker_id,task_id,variant,n_tasks,n_agents,instance\n"
+        "1.0,received,None,0,bnb,6,10,0\n1.0,received,None,1,brute,6,10,0\n"
+        "1.2,starting,0,0,bnb,6,10,0\n1.3,starting,1,1,brute,6,10,0\n"
+        "7.3,timeout,1,1,brute,6,10,0\n7.4,domino,0,0,bnb,6,10,0\n"
+        "7.5,received,None,2,heuristic,6,10,0\n7.6,starting,2,2,heuristic,6,10,0\n"
+        "7.8,done,2,2,heuristic,6,10,0\n")
+    every = [("heuristic", 6, 10, 0), ("bnb", 6, 10, 0), ("brute", 6, 10, 0),
+             ("brute", 10, 10, 0)]
+    recs = expocloud_orig.task_records(tmp_path, every, ("variant", "n_tasks", "n_agents"))
+    assert [(r["outcome"], r["killed"]) for r in recs] == [
+        ("solved", False), ("skipped", True), ("timeout", False), ("skipped", False)]
+    assert [r["runtime_s"] and round(r["runtime_s"], 2) for r in recs] == [0.2, 6.2, 6.0, None]
+    assert recs[2]["wildcards"] == {"variant": "brute", "n_tasks": "6", "n_agents": "10",
+                                    "instance": "0"}
