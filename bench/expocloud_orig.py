@@ -30,6 +30,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -108,11 +109,17 @@ def children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def primary_events(run_dir: Path) -> list[Path]:
+    """The events files its primary server wrote, one per client (output-<this host>/<client>/;
+    a backup server keeps copies under output-<its name>/)."""
+    return sorted(run_dir.glob(f"output-{socket.gethostname()}/*/events.txt"))
+
+
 def events_span(run_dir: Path) -> dict:
     """First task start to last task end from the events the client sent the server
     (output-<host>/<client>/events.txt, seconds since the client started)."""
     starts, dones = [], []
-    for f in run_dir.glob("output-*/*/events.txt"):
+    for f in primary_events(run_dir):
         with open(f, newline="") as fh:
             for row in csv.DictReader(fh):
                 try:
@@ -193,7 +200,7 @@ def task_records(run_dir: Path, every: list[tuple], dims: tuple[str, ...]) -> li
     'skipped' (killed by the domino effect, or never started), ``runtime_s`` from its
     'starting' event to its last one (None when it never started)."""
     seen: dict[tuple, dict] = {}
-    for f in run_dir.glob("output-*/*/events.txt"):
+    for f in primary_events(run_dir):
         with open(f, newline="") as fh:
             for row in csv.DictReader(fh):
                 params = tuple(row.get(k) for k in ("variant", "n_tasks", "n_agents",

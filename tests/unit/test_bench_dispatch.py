@@ -3,6 +3,7 @@ from run records, not the runs themselves (those are the benchmark's)."""
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
 
@@ -29,11 +30,14 @@ def test_slot_gaps_of_a_two_slot_worker_are_the_idle_time_of_each_slot() -> None
 
 
 def test_events_span_counts_the_original_s_task_events(tmp_path: Path) -> None:
-    client = tmp_path / "output-host" / "client-1"
+    client = tmp_path / f"output-{socket.gethostname()}" / "client-1"
     client.mkdir(parents=True)
     (client / "events.txt").write_text(
         "timestamp,descr,worker_id,task_id,i\n1.19,received,None,0,0\n1.4,starting,0,0,0\n"
         "1.41,done,0,0,0\n1.5,starting,1,1,1\n2.0,done,1,1,1\n")
+    backup = tmp_path / "output-server-1" / "client-1"  # a backup server's copy
+    backup.mkdir(parents=True)
+    (backup / "events.txt").write_text((client / "events.txt").read_text())
     assert expocloud_orig.events_span(tmp_path) == {"started": 2, "done": 2,
                                                     "span_s": pytest.approx(0.6)}
 
@@ -47,7 +51,7 @@ def test_a_path_that_is_not_an_expocloud_checkout_is_one_line_naming_the_fix(
 
 
 def test_the_original_s_events_become_records_benchmark_2_can_count(tmp_path: Path) -> None:
-    client = tmp_path / "output-host" / "client-1"
+    client = tmp_path / f"output-{socket.gethostname()}" / "client-1"
     client.mkdir(parents=True)
     (client / "events.txt").write_text(
         "timestamp,descr,worker_id,task_id,variant,n_tasks,n_agents,instance\n"
