@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
 """Benchmark 1: dispatch overhead of 300 trivial jobs, side by side in one invocation.
 
-    /work/venv/bin/python bench/dispatch.py            # full run, refreshes bench/RESULTS.md
+    .venv/bin/python bench/dispatch.py --orig PATH   # full run, refreshes bench/RESULTS.md
+
+PATH is a checkout of the original ExpoCloud (github.com/mgoldenbe/ExpoCloud); without --orig
+variant (e) is left out.
 
 Runs, one after the other, each in a fresh copy of a generated workflow
 (``rule t: output: "out/{i}.txt"; shell: "echo {wildcards.i} > {output}"`` plus ``rule all``):
 
-  (a) snakemake --executor expocloud -j 1000              (default settings: 2 workers x 1 slot)
+  (a) snakemake --executor expocloud -j 1000              (default settings of the local engine)
   (b) snakemake --executor cluster-generic -j 2 with an asynchronous local submit script and
       cluster-generic's default status interval, on a subset (--cg-jobs, default 60), scaled
   (c) snakemake -j 2                                       (plain local execution)
   (d) one job's own snakemake process, N times in a row: the exact command an expocloud worker
       ran (taken from a worker's job log), for its CPU (user+sys) and wall time.
+  (e) the original ExpoCloud on the same number of trivial tasks (bench/expocloud_orig.py: its
+      local engine, one client with as many worker processes as expocloud has slots).
 
 Every snakemake runs in-process under bench/snakewrap.py so that the main process's own CPU
 (and the coordinator thread's) can be separated from its children's.
@@ -34,6 +39,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (BENCH, CORES, PYTHON, Run, fmt, machine_line, run_snakemake,  # noqa: E402
                     run_timed, show_cmd, versions, wait_quiet, write_section)
+
+# issue 17's targets for benchmark 1
+TARGET_VS_ORIGINAL = 2.0    # expocloud tasks/s >= 2x the original ExpoCloud's
+TARGET_VS_PLAIN = 6.0       # expocloud wall <= 6x plain `snakemake -j 2`'s
+TARGET_JOB_CPU_S = 0.35     # CPU on the worker per trivial job
 
 SNAKEFILE = '''\
 N = int(config.get("njobs", 300))
@@ -118,18 +128,70 @@ def jobs_records(workdir: Path) -> list[dict]:
 
 
 def slot_gaps(recs: list[dict]) -> tuple[float | None, float | None]:
-    """Idle time of a worker slot between one job's end and the next job's start."""
-    by_worker: dict[str, list[dict]] = {}
-    for r in recs:
-        if r.get("worker") and r.get("started") and r.get("runtime_s") is not None:
-            by_worker.setdefault(r["worker"], []).append(r)
+    """Idle time of a worker slot between one job's end and the next job's start.
+
+    The records name the worker, not the slot: a worker's slots are taken to be as many as its
+    jobs ever overlapped, and each job to take the slot freed last before it started."""
     gaps = []
-    for rs in by_worker.values():
+    for rs in by_worker(recs).values():
         rs.sort(key=lambda r: r["started"])
-        gaps += [b["started"] - (a["started"] + a["runtime_s"]) for a, b in zip(rs, rs[1:])]
+        slot_ends: list[float] = [rs[0]["started"] + rs[0]["runtime_s"]]
+        for r in rs[1:]:
+            free = [e for e in slot_ends if e <= r["started"]]
+            if free:
+                k = slot_ends.index(max(free))
+                gaps.append(r["started"] - slot_ends[k])
+                slot_ends[k] = r["started"] + r["runtime_s"]
+            else:  # every slot busy: this job opened another slot of the worker
+                slot_ends.append(r["started"] + r["runtime_s"])
     if not gaps:
         return None, None
     return statistics.median(gaps), statistics.mean(gaps)
+
+
+def by_worker(recs: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in recs:
+        if r.get("worker") and r.get("started") and r.get("runtime_s") is not None:
+            out.setdefault(r["worker"], []).append(r)
+    return out
+
+
+def fleet_shape(recs: list[dict]) -> str:
+    """'N worker(s) x S slots' as the run's records show it (most jobs at once per worker)."""
+    workers = by_worker(recs)
+    most = 0
+    for rs in workers.values():
+        edges = sorted([(r["started"], 1) for r in rs]
+                       + [(r["started"] + r["runtime_s"], -1) for r in rs])
+        now = 0
+        for _, step in edges:
+            now += step
+            most = max(most, now)
+    return f"{len(workers)} worker(s) x {most} slot(s)"
+
+
+def jobs_span(recs: list[dict]) -> float | None:
+    """First job start to last job end on the workers: the dispatching part of the run."""
+    timed = [r for r in recs if r.get("started") and r.get("runtime_s") is not None]
+    if not timed:
+        return None
+    return (max(r["started"] + r["runtime_s"] for r in timed)
+            - min(r["started"] for r in timed))
+
+
+def last_json_line(path: Path) -> dict:
+    for line in reversed(path.read_text(errors="replace").splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                break
+    return {}
+
+
+def rate(tasks: int, seconds: float | None) -> float | None:
+    return tasks / seconds if seconds else None
 
 
 def probe_exit_lag(job_cmd: list[str], workdir: Path, base: Path, runs: int) -> dict:
@@ -158,11 +220,19 @@ def main() -> int:
     ap.add_argument("--single", type=int, default=10, help="repetitions of one job's process")
     ap.add_argument("--quiet-wait", type=float, default=5.0,
                     help="seconds to wait for other processes to calm down before each run")
+    ap.add_argument("--orig", type=Path,
+                    help="checkout of github.com/mgoldenbe/ExpoCloud for variant (e)")
+    ap.add_argument("--orig-backup", action="store_true",
+                    help="(e) with the original's backup server (off by default)")
     ap.add_argument("--skip", action="append", default=[],
-                    choices=["expocloud", "cluster-generic", "plain"])
+                    choices=["expocloud", "cluster-generic", "plain", "original"])
     ap.add_argument("--no-results", action="store_true", help="do not touch bench/RESULTS.md")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directories")
     args = ap.parse_args()
+    if args.orig is not None:
+        from expocloud_orig import check_checkout
+        args.orig = args.orig.resolve()
+        check_checkout(args.orig)
 
     v = versions()
     base = Path(tempfile.mkdtemp(prefix="expo-bench-dispatch-"))
@@ -190,6 +260,8 @@ def main() -> int:
                                           if recs else None)
         r.wrap["jobs_solved"] = sum(1 for x in recs if x.get("outcome") == "solved")
         r.wrap["slot_gap_median_s"], r.wrap["slot_gap_mean_s"] = slot_gaps(recs)
+        r.wrap["span_s"] = jobs_span(recs)
+        r.wrap["fleet"] = fleet_shape(recs)
         runs["expocloud"] = r
         announce(f"    wall {r.wall_s:.1f} s, exit {r.exit_code}, outputs {r.wrap['outputs_ok']}/{n}")
 
@@ -268,6 +340,26 @@ def main() -> int:
         runs["plain"] = r
         announce(f"    wall {r.wall_s:.1f} s, exit {r.exit_code}, outputs {r.wrap['outputs_ok']}/{n}")
 
+    # (e) the original ExpoCloud ----------------------------------------------------------
+    if args.orig is not None and "original" not in args.skip:
+        announce(f"(e) the original ExpoCloud at {args.orig}  [{n} tasks]")
+        wait_quiet(args.quiet_wait, log=announce)
+        argv = [PYTHON, str(BENCH / "expocloud_orig.py"), "--orig", str(args.orig),
+                "--tasks", str(n), "--slots", str(CORES), "--workdir", str(base / "original")]
+        if args.orig_backup:
+            argv.append("--backup")
+        r = run_timed("original", argv, base, base / "original.log", timeout=3600)
+        r.wrap = last_json_line(base / "original.log")
+        if not r.wrap:
+            r.exit_code = r.exit_code or -1
+            notes.append("The original ExpoCloud's run printed no result line (see its log).")
+        else:
+            r.exit_code = r.wrap["exit_code"]
+            r.wall_s = r.wrap["wall_s"]  # its server's lifetime, not the client's 5 s BYE tail
+        runs["original"] = r
+        announce(f"    wall {r.wall_s:.1f} s, exit {r.exit_code}, outputs "
+                 f"{r.wrap.get('outputs_ok')}/{n}")
+
     # -- figures ----------------------------------------------------------------------------
     md = report(args, v, runs, single, job_cmd, job_cpu, job_wall, notes, expo_args, cg_args,
                 plain_args, time.time() - started, probe)
@@ -286,13 +378,16 @@ def report(args, v, runs, single, job_cmd, job_cpu, job_wall, notes, expo_args, 
            plain_args, total_s, probe) -> str:
     n, ncg = args.jobs, args.cg_jobs
     e, cg, pl = runs.get("expocloud"), runs.get("cluster-generic"), runs.get("plain")
+    og = runs.get("original")
     floor = n * job_cpu / CORES
     L = []
     L.append("## Benchmark 1: dispatch overhead, trivial jobs")
     L.append("")
+    orig_opt = " --orig PATH" + (" --orig-backup" if args.orig_backup else "") if og else ""
     L.append("Reproduce (about 10 minutes on an idle machine): "
-             "`/work/venv/bin/python bench/dispatch.py` "
-             f"(options used: `--jobs {n} --cg-jobs {ncg} --single {args.single}`).")
+             f"`.venv/bin/python bench/dispatch.py{orig_opt}` "
+             f"(options used: `--jobs {n} --cg-jobs {ncg} --single {args.single}`"
+             + (", PATH a checkout of github.com/mgoldenbe/ExpoCloud" if og else "") + ").")
     L.append("")
     L.append(machine_line(v) + f" Measured {time.strftime('%Y-%m-%d %H:%M')}, "
              f"whole script {total_s:.0f} s.")
@@ -302,7 +397,7 @@ def report(args, v, runs, single, job_cmd, job_cpu, job_wall, notes, expo_args, 
              "Commands (each run in-process by `bench/snakewrap.py` with the venv's Python):")
     L.append("")
     L.append(f"* (a) `{show_cmd(expo_args)}` (default settings: "
-             f"{CORES} workers x 1 slot, poll 0.2 s)")
+             f"{e.wrap.get('fleet', '?') if e else '?'} as the jobs' records show)")
     L.append(f"* (b) `{show_cmd(cg_args).replace(str(Path(cg_args[3]).parent), '$TMP')}` where "
              "`submit.sh` starts the jobscript with `nohup ... &` (under `/usr/bin/time` for its "
              "CPU) and echoes `$!`; no status command (jobscript marker files), default "
@@ -311,6 +406,17 @@ def report(args, v, runs, single, job_cmd, job_cpu, job_wall, notes, expo_args, 
     L.append(f"* (d) one job's own process, {len(single)} times in a row: the exact command an "
              "expocloud worker ran (from its job log; `--wait-for-files` dropped since its "
              "directory is gone), `--target-jobs t:i=0..9`")
+    if og:
+        w = og.wrap
+        L.append(f"* (e) the original ExpoCloud, commit {w.get('checkout')}, with "
+                 f"`bench/expocloud_orig.patch` ({w.get('patch')}; Python 3.11 only) on a copy: "
+                 f"`python bench/expocloud_orig.py --orig PATH --tasks {n} --slots {CORES}"
+                 f"{' --backup' if w.get('backup') else ''}`, i.e. `{w.get('command')}` on its "
+                 f"local engine: one client with {w.get('slots')} worker processes "
+                 f"(`max_clients=1, max_cpus_per_client={w.get('slots')}`), backup server "
+                 f"{'on' if w.get('backup') else 'off'}; each task (`bench/expocloud_orig_tasks/`) "
+                 "writes `out/{i}.txt` from the worker process the client forks for it; wall = "
+                 "its server's lifetime (it returns once every result is in)")
     L.append("")
     L.append("| figure | value |")
     L.append("|---|---|")
@@ -353,6 +459,13 @@ def report(args, v, runs, single, job_cmd, job_cpu, job_wall, notes, expo_args, 
     if cg and cg.wrap.get("job_cpu_mean_s"):
         row("(b) cluster-generic job process, mean CPU / wall (`/usr/bin/time`)",
             f"{cg.wrap['job_cpu_mean_s']:.3f} s / {cg.wrap['job_wall_mean_s']:.2f} s")
+    if og:
+        row(f"(e) the original ExpoCloud wall, {n} tasks", f"**{og.wall_s:.1f} s**; exit "
+            f"{og.exit_code}, {og.wrap.get('outputs_ok')}/{n} outputs")
+        row("(e) its CPU, all processes (server, client, one worker process per task)",
+            f"{og.children_cpu_s:.1f} s ({og.children_cpu_s / n * 1000:.0f} ms per task)")
+    L.append("")
+    L += rates_table(n, ncg, e, cg, pl, og)
     L.append("")
     L.append("Ratios against the expectations:")
     L.append("")
@@ -379,9 +492,25 @@ def report(args, v, runs, single, job_cmd, job_cpu, job_wall, notes, expo_args, 
         verdicts.append(("coordinator CPU per job", ok))
         L.append(f"| coordinator thread CPU per job | {ms:.2f} ms | < 5 ms | "
                  f"{'yes' if ok else 'NO'} |")
+    if e and og and og.exit_code == 0:
+        ratio = (n / e.wall_s) / (n / og.wall_s)
+        ok = ratio >= TARGET_VS_ORIGINAL
+        verdicts.append(("expocloud / original ExpoCloud tasks/s", ok))
+        L.append(f"| expocloud tasks/s / the original ExpoCloud's (issue 17) | {ratio:.2f} | "
+                 f">= {TARGET_VS_ORIGINAL:g} | {'yes' if ok else 'NO'} |")
     if e and pl:
-        L.append(f"| expocloud wall / plain `-j 2` wall | {e.wall_s / pl.wall_s:.1f} | "
-                 "(reference only) | |")
+        ratio = e.wall_s / pl.wall_s
+        ok = ratio <= TARGET_VS_PLAIN
+        verdicts.append(("expocloud / plain -j 2", ok))
+        L.append(f"| expocloud wall / plain `-j 2` wall (issue 17) | {ratio:.1f} | "
+                 f"<= {TARGET_VS_PLAIN:g} | {'yes' if ok else 'NO'} |")
+    if e:
+        per_job = e.children_cpu_s / n
+        ok = per_job <= TARGET_JOB_CPU_S
+        verdicts.append(("trivial job CPU on the worker", ok))
+        L.append("| trivial job CPU on the worker: all CPU of (a)'s workers and their job "
+                 f"processes / jobs (issue 17) | {per_job:.3f} s | <= {TARGET_JOB_CPU_S:g} s | "
+                 f"{'yes' if ok else 'NO'} |")
     L.append("")
     L.append("Where the CPU goes (from `bench/snakewrap.py`: `RUSAGE_SELF` of the snakemake "
              "process, which holds the coordinator thread; `RUSAGE_CHILDREN` for everything it "
@@ -392,14 +521,16 @@ def report(args, v, runs, single, job_cmd, job_cpu, job_wall, notes, expo_args, 
              "other processes' share of the machine during the run |")
     L.append("|---|---|---|---|---|---|")
     for name, r, jobs in (("(a) expocloud", e, n), ("(b) cluster-generic", cg, ncg),
-                          ("(c) plain -j 2", pl, n)):
+                          ("(c) plain -j 2", pl, n), ("(e) original ExpoCloud", og, n)):
         if r is None:
             continue
-        sc = r.wrap.get("self_cpu_s")
+        sc = r.wrap.get("self_cpu_s")  # None for (e): its server is among the children
         ch = r.children_cpu_s + r.extra_cpu_s
         extra = " (jobs via /usr/bin/time)" if r.extra_cpu_s else ""
-        L.append(f"| {name} | {fmt(sc)} s | {fmt(sc / jobs * 1000 if sc else None, 1)} ms | "
-                 f"{ch:.1f} s{extra} | {ch / jobs:.3f} s | {r.foreign_share:.0%} |")
+        main = (f"{fmt(sc)} s | {fmt(sc / jobs * 1000 if sc else None, 1)} ms"
+                if sc is not None else "(its server is among the children) | ")
+        L.append(f"| {name} | {main} | {ch:.1f} s{extra} | {ch / jobs:.3f} s | "
+                 f"{r.foreign_share:.0%} |")
     if single:
         fs = statistics.mean(s.foreign_share for s in single)
         L.append(f"| (d) one job x{len(single)} | | | {sum(s.children_cpu_s for s in single):.1f} s "
@@ -439,6 +570,26 @@ def report(args, v, runs, single, job_cmd, job_cpu, job_wall, notes, expo_args, 
     else:
         L.append("All expectations met.")
     return "\n".join(L)
+
+
+def rates_table(n: int, ncg: int, e: Run | None, cg: Run | None, pl: Run | None,
+                og: Run | None) -> list[str]:
+    """Tasks per second of each variant: over the whole run (start-up included, what the
+    targets use) and, where the runs record it, from the first task's start to the last's end."""
+    L = ["| variant | tasks | wall | tasks/s, whole run | first start to last end | "
+         "tasks/s there |", "|---|---|---|---|---|---|"]
+    spans = {"(a) expocloud": e.wrap.get("span_s") if e else None,
+             "(e) the original ExpoCloud":
+                 (og.wrap.get("events") or {}).get("span_s") if og else None}
+    for name, r, jobs in (("(a) expocloud", e, n), ("(b) cluster-generic", cg, ncg),
+                          ("(c) plain `snakemake -j 2`", pl, n),
+                          ("(e) the original ExpoCloud", og, n)):
+        if r is None:
+            continue
+        span = spans.get(name)
+        L.append(f"| {name} | {jobs} | {r.wall_s:.1f} s | **{fmt(rate(jobs, r.wall_s))}** | "
+                 f"{fmt(span, 1) + ' s' if span else ''} | {fmt(rate(jobs, span))} |")
+    return L
 
 
 if __name__ == "__main__":

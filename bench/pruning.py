@@ -13,6 +13,10 @@ One invocation, each run in a fresh copy of workflows/agent-assignment (sources 
       within the deadline, plus one deadline per minimal timed-out point (minimal under the
       Pareto order of the hardness spec, within its scope).
 
+With ``--orig PATH`` (a checkout of github.com/mgoldenbe/ExpoCloud), the same sweep's solve
+jobs also run on the original ExpoCloud (bench/expocloud_orig.py --sweep), same instances,
+solver, deadline and hardness order: (d) with its pruning, (e) without, (f) its oracle from (e).
+
 CPU-seconds of a job are approximated by its `runtime_s` (worker wall time from start to end) in
 .expocloud/runs/<run>/jobs.jsonl: each solve job is single-threaded and the local engine never
 runs more slots than cores.
@@ -29,8 +33,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (REPO, Run, machine_line, run_snakemake, show_cmd,  # noqa: E402
-                    versions, wait_quiet, write_section)
+from common import (BENCH, CORES, PYTHON, REPO, Run, machine_line,  # noqa: E402
+                    run_snakemake, run_timed, show_cmd, versions, wait_quiet, write_section)
 
 WORKFLOW = REPO / "workflows" / "agent-assignment"
 PROFILE = Path("profiles") / "default" / "config.yaml"
@@ -171,11 +175,21 @@ def main() -> int:
                     help="seconds to wait for other processes to calm down before each run")
     ap.add_argument("--config", nargs="*", default=[],
                     help="extra --config for both runs (e.g. to shrink the sweep for a test)")
+    ap.add_argument("--orig", type=Path,
+                    help="checkout of github.com/mgoldenbe/ExpoCloud: runs (d)-(f) too")
+    ap.add_argument("--skip-expocloud", action="store_true",
+                    help="only the original's runs (needs --orig; RESULTS.md is left alone)")
     ap.add_argument("--no-results", action="store_true", help="do not touch bench/RESULTS.md")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directories")
     args = ap.parse_args()
     if not (WORKFLOW / "Snakefile").exists():
         raise SystemExit(f"{WORKFLOW}/Snakefile does not exist")
+    if args.orig is not None:
+        from expocloud_orig import check_checkout
+        args.orig = args.orig.resolve()
+        check_checkout(args.orig)
+    elif args.skip_expocloud:
+        raise SystemExit("--skip-expocloud: give --orig PATH too (nothing would run)")
 
     v = versions()
     base = Path(tempfile.mkdtemp(prefix="expo-bench-pruning-"))
@@ -197,7 +211,8 @@ def main() -> int:
           flush=True)
 
     runs: dict[str, Run] = {}
-    for name, d in (("with pruning", with_dir), ("without pruning", without_dir)):
+    for name, d in (() if args.skip_expocloud else
+                    (("with pruning", with_dir), ("without pruning", without_dir))):
         print(f"[{time.time() - started:5.0f} s] ({'a' if 'with ' in name else 'b'}) {name}: "
               f"{show_cmd(cmd)}", flush=True)
         wait_quiet(args.quiet_wait, log=print)
@@ -208,9 +223,16 @@ def main() -> int:
         print(f"    wall {r.wall_s:.1f} s, exit {r.exit_code}, {RULE}: {r.wrap['summary']}",
               flush=True)
 
+    orig = run_original(args, base, spec_text, deadline_s, started) if args.orig else None
+    if args.skip_expocloud:
+        print(json.dumps({"summary": orig["summary"], "oracle": orig["oracle"]}, indent=1))
+        return 0 if all(r.exit_code == 0 for r in orig["runs"].values()) else 1
     orc = oracle(records(without_dir), spec_text, deadline_s, RULE)
     md = report(v, args, runs, orc, spec_text, deadline_s, removed, cmd, profile,
                 time.time() - started)
+    if orig:
+        md += "\n\n" + report_original(orig, runs["with pruning"].wrap["summary"],
+                                        runs["without pruning"].wrap["summary"], orc)
     print()
     print(md)
     if not args.no_results:
@@ -221,11 +243,109 @@ def main() -> int:
     return 0 if all(r.exit_code == 0 for r in runs.values()) else 1
 
 
+def run_original(args, base: Path, spec_text: str, deadline_s: float, started: float) -> dict:
+    """(d) and (e): the sweep's solve jobs on the original ExpoCloud; (f) its oracle from (e)."""
+    out: dict = {"runs": {}, "summary": {}}
+    for name, pruning in (("original with pruning", True), ("original without pruning", False)):
+        print(f"[{time.time() - started:5.0f} s] ({'d' if pruning else 'e'}) {name}", flush=True)
+        wait_quiet(args.quiet_wait, log=print)
+        argv = [PYTHON, str(BENCH / "expocloud_orig.py"), "--orig", str(args.orig), "--sweep",
+                str(WORKFLOW / "config.yaml"), "--deadline", f"{deadline_s:g}",
+                "--slots", str(CORES), "--workdir", str(base / name.replace(" ", "-"))]
+        if not pruning:
+            argv.append("--no-pruning")
+        log = base / f"{name.replace(' ', '-')}.log"
+        r = run_timed(name, argv, base, log, timeout=3600)
+        r.wrap = last_json_line(log)
+        if r.wrap:
+            r.exit_code, r.wall_s = r.wrap["exit_code"], r.wrap["wall_s"]
+        else:
+            r.exit_code = r.exit_code or -1
+        out["runs"][name] = r
+        out["summary"][name] = summarize(r.wrap.get("records", []), RULE)
+        print(f"    wall {r.wall_s:.1f} s, exit {r.exit_code}, {RULE}: "
+              f"{out['summary'][name]}", flush=True)
+    out["oracle"] = oracle(out["runs"]["original without pruning"].wrap.get("records", []),
+                           spec_text, deadline_s, RULE)
+    out["argv"] = argv
+    return out
+
+
+def last_json_line(path: Path) -> dict:
+    for line in reversed(path.read_text(errors="replace").splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                break
+    return {}
+
+
+def report_original(orig: dict, ours: dict, ours_without: dict, our_oracle: dict) -> str:
+    d = orig["runs"]["original with pruning"]
+    e = orig["runs"]["original without pruning"]
+    sd = orig["summary"]["original with pruning"]
+    se = orig["summary"]["original without pruning"]
+    orc = orig["oracle"]
+    w = d.wrap
+    L = ["### The original ExpoCloud on the same sweep", ""]
+    L.append(f"The original ExpoCloud (github.com/mgoldenbe/ExpoCloud at {w.get('checkout')}, "
+             f"`bench/expocloud_orig.patch` {w.get('patch')} on a copy) on its local engine, one "
+             f"client with {w.get('slots')} worker processes (`max_clients=1`, backup server "
+             "off): `python bench/expocloud_orig.py --orig PATH --sweep "
+             f"workflows/agent-assignment/config.yaml --deadline {w.get('deadline_s'):g} "
+             f"--slots {w.get('slots')}` (and `--no-pruning`). Its tasks "
+             "(`bench/expocloud_orig_tasks/agent_assignment.py`) are the same solve jobs: the "
+             "same seeded instances (`scripts/generate.py`), the same solver "
+             "(`scripts/solve.py`, called in the worker process its client forks per task), "
+             "the same deadline, and hardness `(variant rank, n_tasks, n_agents)`, which its "
+             "element-wise comparison makes the profile's Pareto order. Without pruning, its "
+             "hardness never dominates (tasks still go easiest first). CPU-s are its tasks' "
+             "'starting' to 'done'/'timeout'/'domino' events (its client's clock, 0.01 s), "
+             "so they hold no Snakemake start-up: each of its tasks is a forked Python process "
+             "and its deadline covers the solver only.")
+    L.append("")
+    L.append("| | (d) original, with pruning | (e) original, without | (f) its oracle |")
+    L.append("|---|---|---|---|")
+    L.append(f"| **CPU-s on `{RULE}` tasks** | **{sd['cpu_s']:.1f}** | **{se['cpu_s']:.1f}** | "
+             f"**{orc['cpu_s']:.1f}** |")
+    L.append(f"| solved (CPU-s) | {sd['solved']} ({sd['solved_cpu_s']:.1f}) | {se['solved']} "
+             f"({se['solved_cpu_s']:.1f}) | {orc['solved']} ({orc['solved_cpu_s']:.1f}) |")
+    L.append(f"| timed out (CPU-s) | {sd['timeout']} ({sd['timeout_cpu_s']:.1f}) | "
+             f"{se['timeout']} ({se['timeout_cpu_s']:.1f}) | {len(orc['minimal'])} minimal "
+             f"points x {orc['deadline_s']:g} s |")
+    L.append(f"| skipped before starting (of which by its server) | {sd['skipped_unrun']} "
+             f"({w.get('skipped_by_server')}) | {se['skipped_unrun']} | |")
+    L.append(f"| killed by its domino effect while running (CPU-s) | {sd['skipped_killed']} "
+             f"({sd['skipped_killed_cpu_s']:.1f}) | {se['skipped_killed']} "
+             f"({se['skipped_killed_cpu_s']:.1f}) | |")
+    L.append(f"| wall-clock time of the whole run | {d.wall_s:.1f} s | {e.wall_s:.1f} s | |")
+    L.append(f"| exit code | {d.exit_code} | {e.exit_code} | |")
+    L.append(f"| other processes' share of the machine during the run | {d.foreign_share:.0%} | "
+             f"{e.foreign_share:.0%} | |")
+    L.append("")
+    L.append("| ratio | the original | expocloud (above) |")
+    L.append("|---|---|---|")
+
+    def ratio(a: float, b: float) -> str:
+        return f"{a / b:.3f}" if b else "n/a"
+    L.append(f"| with pruning / its own oracle | {ratio(sd['cpu_s'], orc['cpu_s'])} | "
+             f"{ratio(ours['cpu_s'], our_oracle['cpu_s'])} |")
+    L.append(f"| with pruning / without pruning | {ratio(sd['cpu_s'], se['cpu_s'])} | "
+             f"{ratio(ours['cpu_s'], ours_without['cpu_s'])} |")
+    L.append("")
+    L.append(f"Its minimal timed-out points in (e) ({len(orc['minimal'])}): "
+             f"{', '.join(orc['minimal']) or 'none'}.")
+    return "\n".join(L)
+
+
 def report(v, args, runs, orc, spec_text, deadline_s, removed, cmd, profile, total_s) -> str:
     a, b = runs["with pruning"], runs["without pruning"]
     sa, sb = a.wrap["summary"], b.wrap["summary"]
     L = ["## Benchmark 2: pruning on the agent-assignment sweep", ""]
-    L.append("Reproduce: `/work/venv/bin/python bench/pruning.py`"
+    L.append("Reproduce: `.venv/bin/python bench/pruning.py"
+             + (" --orig PATH` (PATH a checkout of github.com/mgoldenbe/ExpoCloud)"
+                if args.orig else "`")
              + (f" (options used: `--config {' '.join(args.config)}`)" if args.config else "")
              + ".")
     L.append("")
