@@ -29,6 +29,7 @@ from expo_executor.coordinator.desk import JobDesk
 from expo_executor.coordinator.harvest import record_timeout
 from expo_executor.coordinator.meter import Meter
 from expo_executor.coordinator.outage import GIVE_UP_AFTER, Outage
+from expo_executor.coordinator.persist import Persister
 from expo_executor.coordinator.pools import PoolWatch
 from expo_executor.coordinator.progress import Progress
 from expo_executor.coordinator.reports import Reporter
@@ -79,7 +80,9 @@ class Coordinator:
         # every shape's pools (None: the run's own); a per-rule machine's join on its first job
         self.setups: dict[Shape | None, FleetSetup] = {None: self.setup}
         self.files = RunFiles(run_dir)
-        self.vms = VmFleet(config, self.files)
+        # the run's local records (jobs.jsonl, vms.jsonl, frontiers), written with retries
+        self.persist = Persister(log)
+        self.vms = VmFleet(config, self.files, self.persist)
         self.run_key = run_key  # every worker's key derives from it (worker_keys)
         # a GCE engine answers its workers' key requests through the channel (key_channel.py)
         self.channel = Channel(bucket, run_key, log, getattr(engine, "key_grantor", None))
@@ -97,7 +100,8 @@ class Coordinator:
         self._requests: dict[str, JobRequest] = {}  # every job of the run, by key
         self.desk = JobDesk()
         self.reporter = Reporter(self._requests, self.scheduler, self.vms, self.files, self.desk,
-                                 state, config.run_id, log, LogFetcher(bucket, self.files, log))
+                                 state, config.run_id, log, LogFetcher(bucket, self.files, log),
+                                 self.persist)
         self.outage = Outage(log, config.give_up_after)
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -144,7 +148,7 @@ class Coordinator:
             self.held_run.end()  # nothing of the run lives on: a rerun has nothing to stop
         self.channel.close()
         self._progress(time.time(), force=True)
-        self.reporter.persist.flush()
+        self.persist.flush()
         self._write_requests()
         if self.config.hourly and not self.files.has_cost():
             report = self.cost_report()
@@ -201,7 +205,7 @@ class Coordinator:
 
     def tick(self, now: float) -> None:
         """One round: intake, observe, decide, act."""
-        self.reporter.persist.retry(now)  # the local records that failed to be written
+        self.persist.retry(now)  # the local records that failed to be written
         self._intake()
         # Workers rewrite their status whenever a job ends, so only the jobs of workers whose
         # status changed can have new results; the backstop covers a status write that failed.

@@ -32,7 +32,8 @@ class Reporter:
 
     def __init__(self, requests: dict[str, JobRequest], scheduler: Scheduler, vms: VmFleet,
                  files: RunFiles, desk: JobDesk, state: StateDir, run_id: str,
-                 log: Callable[[str], None], logs: LogFetcher | None = None) -> None:
+                 log: Callable[[str], None], logs: LogFetcher | None = None,
+                 persist: Persister | None = None) -> None:
         self.requests = requests
         self.scheduler = scheduler
         self.vms = vms
@@ -42,7 +43,7 @@ class Reporter:
         self.run_id = run_id
         self.log = log
         self.logs = logs
-        self.persist = Persister(log)
+        self.persist = persist or Persister(log)
         # where a cancel for a worker not of this run goes (the coordinator's adopted runs)
         self.elsewhere: Callable[[Cancel], None] = lambda event: None
         self.adopted_from: dict[str, str] = {}  # job -> the adopted run it ran in (adopt.py)

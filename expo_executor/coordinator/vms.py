@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from expo_executor.coordinator.config import CoordinatorConfig
+from expo_executor.coordinator.persist import Persister
 from expo_executor.coordinator.run_files import RunFiles
 from expo_executor.core.fleet import Booting, WorkerView
 from expo_executor.core.records import VmEnd
@@ -43,12 +44,13 @@ class VmFleet:
     """The run's VMs alive (in creation order), the pool of every VM it ever had, and the record
     of each one that ended."""
 
-    def __init__(self, config: CoordinatorConfig, files: RunFiles) -> None:
+    def __init__(self, config: CoordinatorConfig, files: RunFiles, persist: Persister) -> None:
         self.config = config
         self.files = files
         self._vms: dict[str, Vm] = {}
         self._counter = 0
         self.pool_of: dict[str, Pool] = {}  # every VM of the run, for the job records
+        self.persist = persist
 
     def __iter__(self) -> Iterator[Vm]:
         return iter(list(self._vms.values()))
@@ -91,9 +93,11 @@ class VmFleet:
         if end is VmEnd.LOST and self.config.max_run_s is not None \
                 and ended - vm.created >= self.config.max_run_s:
             end = VmEnd.CAPPED
-        self.files.append_vm({"name": name, "pool": vm.pool.value, "created": vm.created,
-                              "ready": vm.ready_at, "ended": ended, "end": end.value,
-                              **self._prices(vm)})
+        record = {"name": name, "pool": vm.pool.value, "created": vm.created,
+                  "ready": vm.ready_at, "ended": ended, "end": end.value, **self._prices(vm)}
+        # the VM is no longer tracked: a failed write must not lose its record (its cost)
+        self.persist.write(f"the record of VM {name} in vms.jsonl",
+                           lambda: self.files.append_vm(record), record)
         return vm
 
     def alive_records(self) -> list[dict[str, Any]]:

@@ -75,3 +75,23 @@ def test_a_timeout_reaches_its_frontier_after_an_io_error(tmp_path: Path) -> Non
     frontier.rmdir()
     rig.round(1.0)
     assert rig.state.load_frontier(ref).dominator(HardnessPoint((), (4,))) is not None
+
+
+def test_a_vm_record_reaches_vms_jsonl_after_an_io_error(tmp_path: Path) -> None:
+    """A VM that ends while ``vms.jsonl`` cannot be written: it is no longer tracked, so its
+    record (what the cost report bills) is kept and written on a later round."""
+    rig = Rig(tmp_path)
+    rig.submit("j")
+    rig.round()
+    rig.ready("w-1")
+    rig.round()
+    (tmp_path / "vms.jsonl").mkdir()
+    rig.engine.status["w-1"] = "TERMINATED"  # gone under us
+    rig.round()
+    assert "w-1" not in rig.coordinator.vms
+    assert any("cannot write the record of VM w-1 in vms.jsonl" in line for line in rig.lines), \
+        rig.lines
+    (tmp_path / "vms.jsonl").rmdir()
+    rig.round(1.0)
+    records = [json.loads(line) for line in (tmp_path / "vms.jsonl").read_text().splitlines()]
+    assert [(r["name"], r["end"]) for r in records] == [("w-1", "lost")]
