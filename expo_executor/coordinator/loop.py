@@ -396,10 +396,13 @@ class Coordinator:
         if outcome is None:  # cancelled
             events = self.scheduler.cancelled(key)
             if not events and self.scheduler.state(key) in ("running", "queued"):
-                # killed for another reason (its worker is stopping): run it elsewhere, once
-                # every other result of the worker is in (results are read in key order: a
-                # job that ended before the worker stopped may come after this one)
+                # Read every other result of the worker first (results are read in key order):
+                # a timeout there may be what it was not started for (a held job its worker's
+                # own timeout dominates), or a job that ended before the worker stopped.
                 self._read_results({result.worker})
+                events = self.scheduler.cancelled(key)
+            if not events and self.scheduler.state(key) in ("running", "queued"):
+                # killed for another reason (its worker is stopping): run it elsewhere
                 events = self.scheduler.remove_worker(result.worker)
         else:
             events = self.scheduler.finish(key, outcome)
@@ -504,10 +507,20 @@ class Coordinator:
             vm.jobs[assignment.key] = InboxJob(request.argv, request.cwd, request.env,
                                                request.deadline_s, request.task.cpus,
                                                request.stage, tuple(request.logs),
-                                               tuple(request.redact))
+                                               tuple(request.redact), prune=self._prune(request))
             vm.inbox_dirty = True
         # timeouts whose re-run has no worker to run on prune now (--expocloud-confirm-timeouts)
         self.reporter.handle(self.scheduler.take_unconfirmed())
+
+    def _prune(self, request: JobRequest) -> dict | None:
+        """Where the job's timeout prunes at once, for a worker that holds prefetched jobs:
+        it starts none of them that its own timeouts dominate (the coordinator's cancel could
+        come after it started them). None when its timeout does not prune at once."""
+        task = request.task
+        if task.family is None or task.point is None or self.scheduler.confirm_timeouts:
+            return None
+        return {"family": task.family, "scope": list(task.point.scope),
+                "vector": list(task.point.vector)}
 
     def _scale(self, now: float) -> None:
         """One scaling round (``core.scaling.scale``), then its deletes and creates."""

@@ -120,6 +120,10 @@ class _Worker:
     free_cpus: int = 0
     free_mem_mb: int = 0
     running: set[str] = field(default_factory=set)
+    # prefetched: assigned, not started; the worker starts them in this order as its slots
+    # free (``Scheduler.prefetch``), and so does its mirror here (_promote)
+    held: list[str] = field(default_factory=list)
+    held_free: int = 0  # CPUs of prefetch left
 
 
 @dataclass
@@ -140,13 +144,17 @@ class _Entry:
 class Scheduler:
     """Task table and dispatch policy. ``spot_attempts``: preemptions before on-demand only.
     ``confirm_timeouts``: a timeout of a family whose timeouts are not trusted yet runs once
-    more on an idle other worker before it prunes (a confirmed one makes the family trusted)."""
+    more on an idle other worker before it prunes (a confirmed one makes the family trusted).
+    ``prefetch``: tasks per CPU a busy worker holds beyond what it runs, to start the moment a
+    slot frees (on GCE a worker hears of a new assignment only at its next inbox read); a held
+    task is cancelled like a running one, and re-queued with it."""
 
     def __init__(self, frontiers: dict[str, Frontier] | None = None, spot_attempts: int = 2,
-                 confirm_timeouts: bool = False):
+                 confirm_timeouts: bool = False, prefetch: int = 0):
         self.frontiers: dict[str, Frontier] = dict(frontiers or {})
         self.spot_attempts = spot_attempts
         self.confirm_timeouts = confirm_timeouts
+        self.prefetch = prefetch
         self._trusted: set[str] = set()  # families with a confirmed timeout
         self._confirming: set[str] = set()  # tasks waiting for (or in) their re-run
         self.outcomes: dict[str, Outcome] = {}
@@ -224,12 +232,14 @@ class Scheduler:
         replacing it would orphan its running tasks: ``remove_worker`` it first.
         """
         known = self._workers.get(worker_id)
-        if known is not None and known.running:
+        if known is not None and (known.running or known.held):
             raise ValueError(f"worker {worker_id} added twice while it runs "
-                             f"{len(known.running)} task(s); remove_worker it first")
+                             f"{len(known.running) + len(known.held)} task(s); remove_worker "
+                             "it first")
         if known is not None:
             self._unindex(known)
-        worker = _Worker(worker_id, cpus, mem_mb, pool, shape, cpus, mem_mb)
+        worker = _Worker(worker_id, cpus, mem_mb, pool, shape, cpus, mem_mb,
+                         held_free=cpus * self.prefetch)
         self._workers[worker_id] = worker
         self._most_cpus = max(self._most_cpus, cpus)
         self._index(worker)
@@ -241,7 +251,7 @@ class Scheduler:
             return []
         self._unindex(worker)
         events: list[Event] = []
-        for key in sorted(worker.running, key=lambda k: self._entries[k].seq):
+        for key in sorted(worker.running | set(worker.held), key=lambda k: self._entries[k].seq):
             entry = self._entries[key]
             entry.worker_id = None
             if entry.cancelling is not None:  # it was being killed anyway
@@ -348,8 +358,59 @@ class Scheduler:
             assignments.append(Assignment(key, worker.worker_id))
         for item in deferred:
             heapq.heappush(self._queue, item)
+        if self.prefetch:
+            assignments += self._hold(allow_spot, spot_held)
         self.unconfirmed.extend(unconfirmed)
         return assignments
+
+    def _hold(self, allow_spot: bool, spot_held: frozenset[Shape | None]) -> list[Assignment]:
+        """Once every free slot is filled: the next tasks, easiest first, to busy workers that
+        have prefetch left (of the task's shape; the fewest held first). A task being confirmed
+        waits for an idle worker instead."""
+        holders: dict[Shape | None, list[_Worker]] = {}
+        for worker in self._workers.values():
+            if worker.held_free > 0:
+                holders.setdefault(worker.shape, []).append(worker)
+        assignments: list[Assignment] = []
+        deferred: list[tuple[tuple, str]] = []
+        while self._queue and any(holders.values()):
+            order, key = heapq.heappop(self._queue)
+            if key not in self._queued:
+                continue
+            entry = self._entries[key]
+            task = entry.task
+            spot_ok = allow_spot and task.shape not in spot_held and not self._on_demand_only(entry)
+            fits = [w for w in holders.get(task.shape, ())
+                    if w.held_free >= task.cpus and w.cpus >= task.cpus
+                    and (spot_ok or w.pool is not Pool.SPOT)
+                    and (not w.mem_mb or w.free_mem_mb >= task.mem_mb)]
+            if key in self._confirming or not fits:
+                deferred.append((order, key))
+                continue
+            worker = min(fits, key=lambda w: (len(w.held), w.worker_id))
+            self._dequeue(key)
+            entry.worker_id = worker.worker_id
+            worker.held.append(key)
+            worker.held_free -= task.cpus
+            self._resize(worker, 0, -task.mem_mb if worker.mem_mb else 0)
+            if worker.held_free <= 0:
+                holders[task.shape].remove(worker)
+            assignments.append(Assignment(key, worker.worker_id))
+        for item in deferred:
+            heapq.heappush(self._queue, item)
+        return assignments
+
+    def _promote(self, worker: _Worker) -> None:
+        """What the worker does as a slot frees: start its held tasks, in order, while the
+        next one fits (or nothing runs)."""
+        while worker.held:
+            entry = self._entries[worker.held[0]]
+            if worker.running and entry.task.cpus > worker.free_cpus:
+                return
+            worker.held.pop(0)
+            worker.held_free += entry.task.cpus
+            worker.running.add(entry.task.key)
+            self._resize(worker, -entry.task.cpus, 0)  # its memory was taken when held
 
     def take_unconfirmed(self) -> list[Event]:
         """Timeouts ``assign`` could not re-run (no other worker of their shape), with what
@@ -392,6 +453,7 @@ class Scheduler:
         counts.update({o.value: 0 for o in Outcome})
         for worker in self._workers.values():
             counts["running"] += len(worker.running)
+            counts["queued"] += len(worker.held)  # waiting, on the worker that starts them
         for outcome in self.outcomes.values():
             counts[outcome.value] += 1
         return counts
@@ -483,7 +545,7 @@ class Scheduler:
         """A re-run's worker: of its shape, running nothing (so that neighbours cannot slow
         it), and not the one its first run timed out on."""
         fits = [w for w in self._workers.values()
-                if w.shape == entry.task.shape and not w.running
+                if w.shape == entry.task.shape and not w.running and not w.held
                 and w.worker_id != entry.first_timeout_on and w.free_cpus >= entry.task.cpus
                 and (not w.mem_mb or w.free_mem_mb >= entry.task.mem_mb)
                 and not (on_demand_only and w.pool is Pool.SPOT)]
@@ -522,9 +584,15 @@ class Scheduler:
 
     def _release(self, entry: _Entry) -> None:
         worker = self._workers.get(entry.worker_id or "")
-        if worker is not None and entry.task.key in worker.running:
-            worker.running.discard(entry.task.key)
-            self._resize(worker, entry.task.cpus, entry.task.mem_mb if worker.mem_mb else 0)
+        key, task = entry.task.key, entry.task
+        if worker is not None and key in worker.running:
+            worker.running.discard(key)
+            self._resize(worker, task.cpus, task.mem_mb if worker.mem_mb else 0)
+            self._promote(worker)
+        elif worker is not None and key in worker.held:
+            worker.held.remove(key)
+            worker.held_free += task.cpus
+            self._resize(worker, 0, task.mem_mb if worker.mem_mb else 0)
         entry.worker_id = None
 
     def _domino(self, family: str, frontier: Frontier, newest: HardnessPoint) -> list[Event]:

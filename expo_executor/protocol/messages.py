@@ -72,6 +72,8 @@ def check(kind: str, body: Any) -> dict:
             if not isinstance(job.get("sealed", ""), str):  # optional: the sealed command
                 raise MessageError("job: field 'sealed' has the wrong type")
             _check_optional_list("job", job, "logs", lambda path: isinstance(path, str))
+            if "prune" in job:
+                _check_prune(job["prune"])
     if kind == "inbox" and not all(isinstance(key, str) for key in body["cancel"]):
         raise MessageError("inbox: field 'cancel' must list job keys")
     if kind == "result" and body["outcome"] not in RESULT_OUTCOMES:
@@ -85,6 +87,17 @@ def check(kind: str, body: Any) -> dict:
     if kind == "status" and body["state"] not in WORKER_STATES:
         raise MessageError(f"status: unknown state {body['state']!r}")
     return body
+
+
+def _check_prune(prune: Any) -> None:
+    """A job's optional "prune": where its timeout prunes (family, scope, vector)."""
+    if not (isinstance(prune, dict) and isinstance(prune.get("family"), str)
+            and isinstance(prune.get("scope"), list)
+            and all(isinstance(part, str) for part in prune["scope"])
+            and isinstance(prune.get("vector"), list)
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                    for x in prune["vector"])):
+        raise MessageError("job: field 'prune' has the wrong type")
 
 
 def _check_optional_list(kind: str, body: dict, name: str, valid: Any) -> None:

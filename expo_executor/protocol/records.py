@@ -36,6 +36,9 @@ class InboxJob:
     logs: tuple[str, ...] = ()
     redact: tuple[str, ...] = ()  # secret values the worker blanks out of what it reports
     sealed: str | None = None  # as read from the wire: argv, env and redact, still sealed
+    # where its timeout prunes at once (its family, hardness scope and vector); None: it
+    # does not. A worker holding prefetched jobs starts none its own timeouts dominate.
+    prune: dict | None = None
 
     def to_wire(self, key: bytes, job_key: str) -> dict[str, Any]:
         sealed = self.sealed if self.sealed is not None else \
@@ -47,13 +50,15 @@ class InboxJob:
             body["stage"] = self.stage
         if self.logs:
             body["logs"] = list(self.logs)
+        if self.prune is not None:
+            body["prune"] = self.prune
         return body
 
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> InboxJob:
         return cls(list(body["argv"]), body["cwd"], dict(body["env"]), body["deadline_s"],
                    int(body["cpus"]), body.get("stage"), tuple(body.get("logs", ())),
-                   sealed=body.get("sealed"))
+                   sealed=body.get("sealed"), prune=body.get("prune"))
 
     def unsealed(self, key: bytes, job_key: str) -> InboxJob:
         """This job with its sealed command, environment and secrets opened with ``key``

@@ -108,6 +108,8 @@ class Worker:
         self.unsent: dict[str, bytes] = {}
         self.secrets: dict[str, list[str]] = {}  # job -> secret values its report must not hold
         self.allowance = allowance  # seconds of start-up and staging a job with a deadline gets
+        self.prunes: dict[str, dict] = {}  # running job -> where its timeout prunes
+        self.timeouts: list[dict] = []  # where this worker's own timeouts pruned
         self.said_unstamped = False  # the fallback to timing whole jobs is said once
 
     # -- main loop ---------------------------------------------------------------------------
@@ -215,19 +217,35 @@ class Worker:
         self.cancel = set(inbox.cancel)
 
     def _start_pending(self) -> None:
-        for key in sorted(self.pending):
+        """Start what the inbox holds, in its order (the coordinator's, which assigns the
+        easiest first and prefetches the next job of each busy slot), while slots are free."""
+        for key in list(self.pending):
             job = self.pending[key]
-            if key in self.cancel:
+            if key in self.cancel or self._dominated(job):
                 self.seen.add(key)
-                self._write_result(key, AttemptEnd.CANCELLED, None, time.time(),
-                                   "cancelled before start")
+                why = "cancelled before start" if key in self.cancel else \
+                    "not started: a timeout on this worker dominates it"
+                self._write_result(key, AttemptEnd.CANCELLED, None, time.time(), why)
                 continue
             used = sum(r.cpus for r in self.running.values())
             if used + job.cpus > self.slots and self.running:
                 break  # wait for a slot (the coordinator should not over-assign)
             self.seen.add(key)
+            if job.prune is not None:
+                self.prunes[key] = job.prune
             self._start(key, job)
         self.pending = {k: v for k, v in self.pending.items() if k not in self.seen}
+
+    def _dominated(self, job: InboxJob) -> bool:
+        """Whether a timeout of this worker's own is as easy as ``job`` (same family and
+        scope, no coordinate harder): the coordinator's domino effect will cancel it, but
+        its cancel could come after a prefetched job started."""
+        point = job.prune
+        return point is not None and any(
+            t["family"] == point["family"] and t["scope"] == point["scope"]
+            and len(t["vector"]) == len(point["vector"])
+            and all(a <= b for a, b in zip(t["vector"], point["vector"]))
+            for t in self.timeouts)
 
     def _start(self, key: str, job: InboxJob) -> None:
         log = self.scratch / "jobs" / f"{key}.log"
@@ -380,6 +398,9 @@ class Worker:
     def _finish(self, job: _Running, outcome: AttemptEnd, code: int | None, reason: str | None,
                 ended: float | None = None) -> None:
         del self.running[job.key]
+        prune = self.prunes.pop(job.key, None)
+        if outcome is AttemptEnd.TIMEOUT and prune is not None:
+            self.timeouts.append(prune)
         self.last_change = time.monotonic()  # a slot is free: an assignment should follow
         self.next_read = min(self.next_read, self.last_change + self.poll)
         self._record_sessions()

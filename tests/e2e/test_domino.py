@@ -61,7 +61,9 @@ def test_timeout_kills_running_and_skips_queued(first_run) -> None:
         "x/3": ("skipped", False), "y/1": ("skipped", False), "y/2": ("skipped", False),
         "y/3": ("skipped", False),
     }
-    assert records["x/2"]["runtime_s"] < DEADLINE
+    # killed before its own command reached the deadline (its whole runtime, Snakemake's
+    # start-up included, may pass it on a loaded machine: the deadline times the command)
+    assert records["x/2"]["command_s"] < DEADLINE
     assert records["x/1"]["runtime_s"] >= DEADLINE
     log = result.stdout + result.stderr
     assert "timed out after 10 s (deadline 10 s); 5 harder combinations will be skipped" in log

@@ -250,3 +250,41 @@ def test_a_hung_start_up_ends_at_its_allowance_as_a_failure(tmp_path: Path) -> N
     assert result["outcome"] == "failed", result
     assert "allowance of 1 s (before its command started" in result["reason"]
     assert result["command_s"] == 0
+
+
+def _pruning(argv: list[str], family: str, *vector: float, deadline: float = 30.0) -> dict:
+    return {**_job(argv, deadline), "prune": {"family": family, "scope": [],
+                                              "vector": list(vector)}}
+
+
+def test_a_held_job_its_own_timeout_dominates_is_never_started(tmp_path: Path) -> None:
+    """One slot, four jobs in inbox order (the coordinator's: prefetched jobs wait behind the
+    running one): the first times out; the next, no easier in its family, is reported
+    cancelled without starting; an easier one and one of another family run."""
+    rig = Rig(tmp_path, slots=1)
+    rig.thread.start()
+    try:
+        rig.send({"hard1": _pruning(["sleep", "100"], "f", 1, deadline=1.0),
+                  "hard2": _pruning(["touch", f"{tmp_path}/hard2"], "f", 2),
+                  "easy0": _pruning(["touch", f"{tmp_path}/easy0"], "f", 0),
+                  "other": _pruning(["touch", f"{tmp_path}/other"], "g", 5)})
+        assert wait_until(lambda: all(rig.result(k) for k in ("hard2", "easy0", "other")), 20)
+        assert rig.result("hard1")["outcome"] == "timeout"
+        skipped = rig.result("hard2")
+        assert skipped["outcome"] == "cancelled" and "dominates" in skipped["reason"]
+        assert not (tmp_path / "hard2").exists()
+        assert {rig.result(k)["outcome"] for k in ("easy0", "other")} == {"solved"}
+    finally:
+        rig.stop()
+
+
+def test_jobs_start_in_inbox_order(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, slots=1)
+    rig.thread.start()
+    try:
+        rig.send({name: _job(["sh", "-c", f"echo {name} >> {tmp_path}/order"])
+                  for name in ("c", "a", "b")})
+        assert wait_until(lambda: all(rig.result(k) for k in "abc"), 10)
+        assert (tmp_path / "order").read_text().split() == ["c", "a", "b"]
+    finally:
+        rig.stop()

@@ -862,3 +862,62 @@ def test_a_timeout_from_outside_the_run_prunes_what_it_dominates():
     assert {(type(e), e.key) for e in events} == {(Skipped, "n2"), (Skipped, "n3")}
     assert sched.add_timeout("f", task("y", 2).point, "y") == []  # covered already
     assert sched.state("n0") == "running"
+
+
+# -- prefetch: a busy worker holds its next task (Scheduler(prefetch=1)) -------------------------
+
+def test_a_busy_worker_holds_its_next_task_and_starts_it_as_a_slot_frees():
+    sched = Scheduler(prefetch=1)
+    sched.add_worker("a", 1)
+    sched.add_worker("b", 1)
+    for n in range(6):
+        sched.submit(task(f"n{n}", n, family=None))
+    # free slots first (n0, n1), then one held task per worker, easiest first
+    assert sched.assign() == [Assignment("n0", "a"), Assignment("n1", "b"),
+                              Assignment("n2", "a"), Assignment("n3", "b")]
+    assert sched.counts()["running"] == 2 and sched.counts()["queued"] == 4
+    assert sched.workers() == {"a": (1, 0), "b": (1, 0)}
+    sched.finish("n0", Outcome.SOLVED)  # a starts n2 itself: it is running now
+    assert sched.running_on("a") == {"n2"}
+    assert sched.assign() == [Assignment("n4", "a")]  # and holds the next one
+    sched.finish("n3", Outcome.SOLVED)  # a result of a held task: its worker started it
+    sched.finish("n1", Outcome.SOLVED)
+    assert sched.running_on("b") == set() and sched.workers()["b"] == (1, 1)
+    assert sched.assign() == [Assignment("n5", "b")]
+
+
+def test_a_held_task_is_cancelled_by_the_domino_effect_and_requeued_with_its_worker():
+    sched = Scheduler(prefetch=1)
+    sched.add_worker("a", 1)
+    sched.add_worker("b", 1)
+    for n in (1, 2, 3, 4):
+        sched.submit(task(f"n{n}", n))
+    sched.assign()  # a: n1 (+ n3 held), b: n2 (+ n4 held)
+    events = sched.finish("n1", Outcome.TIMEOUT)
+    assert {(type(e), e.key, getattr(e, "worker_id", None)) for e in events[1:]} == \
+        {(Cancel, "n2", "b"), (Cancel, "n3", "a"), (Cancel, "n4", "b")}
+    assert sched.running_on("a") == {"n3"} and sched.state("n3") == "cancelling"  # started
+    assert sched.cancelled("n3")[0].killed
+    requeued = sched.remove_worker("b")
+    assert {e.key for e in requeued} == {"n2", "n4"}  # cancelling: skipped as killed
+    assert all(isinstance(e, Skipped) for e in requeued)
+
+
+def test_held_tasks_go_back_to_the_queue_when_their_worker_is_lost():
+    sched = Scheduler(prefetch=1)
+    sched.add_worker("a", 1)
+    for n in (1, 2):
+        sched.submit(task(f"n{n}", n, family=None))
+    assert len(sched.assign()) == 2
+    events = sched.remove_worker("a", preempted=True)
+    assert [(type(e), e.key) for e in events] == [(Requeued, "n1"), (Requeued, "n2")]
+    sched.add_worker("b", 2)
+    assert {a.key for a in sched.assign()} == {"n1", "n2"}
+
+
+def test_without_prefetch_nothing_is_held():
+    sched = Scheduler()
+    sched.add_worker("a", 1)
+    for n in (1, 2):
+        sched.submit(task(f"n{n}", n, family=None))
+    assert sched.assign() == [Assignment("n1", "a")]
