@@ -33,7 +33,7 @@ import sys
 import tempfile
 import threading
 import traceback
-from typing import IO, Any
+from typing import IO, Any, Callable
 
 from expo_executor.worker import command_clock
 
@@ -42,20 +42,70 @@ SIGCHLD = 17
 # the clone system call's number; its first argument is the flags on each of these
 CLONE_SYSCALL = {"x86_64": 56, "aarch64": 220}
 TEST_ENTRY = "expocloud-test-exit"  # a chain step that exits at once (memory tests)
+# where OpenBLAS reads its thread count at load, in this order
+BLAS_ENV = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+BLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+                "openblas_set_num_threads64_", "openblas_set_num_threads")
+_blas_setter: Callable[[int], Any] | None = None  # found once, after preload
 
 
 def preload() -> None:
     """What every job's snakemake imports and looks up at start-up, done once here.
 
-    Plugin registries import every installed plugin on first use; that is most of a job's
-    start-up after the imports themselves."""
-    for module in ("snakemake.cli", "snakemake.executors.local"):
+    Building Snakemake's argument parser instantiates its plugin registries, which import
+    every installed plugin: after the imports themselves, most of a short job's start-up."""
+    for module in ("snakemake.cli", "snakemake.api", "snakemake.workflow", "snakemake.dag",
+                   "snakemake.executors.local"):
         importlib.import_module(module)
-    from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
-    from snakemake_interface_storage_plugins.registry import StoragePluginRegistry
+    from snakemake.cli import get_argument_parser
 
-    ExecutorPluginRegistry()
-    StoragePluginRegistry()
+    get_argument_parser()
+
+
+def quiet_blas() -> None:
+    """Snakemake's report plugins import numpy, whose OpenBLAS starts a thread pool when it
+    loads: the zygote would have threads, and must not fork then. It loads with one thread
+    here; each job process sets the count a fresh process would have taken from the job's
+    environment (:func:`restore_blas`)."""
+    os.environ[BLAS_ENV[0]] = "1"
+
+
+def find_blas_setter() -> None:
+    """OpenBLAS's ``set_num_threads``, when a loaded library has it (numpy's names it its way)."""
+    global _blas_setter
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            paths = {line.split()[-1] for line in maps
+                     if "openblas" in line.lower() and ".so" in line}
+    except OSError:
+        return
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in BLAS_SETTERS:
+            if hasattr(lib, name):
+                _blas_setter = getattr(lib, name)
+                return
+
+
+def restore_blas(env: dict[str, str]) -> None:
+    """In a job process: OpenBLAS's threads as many as it would have started in a fresh one."""
+    if _blas_setter is None:
+        return
+    cpus = os.cpu_count() or 1
+    wanted = cpus
+    for name in BLAS_ENV:
+        try:
+            count = int(env.get(name, ""))
+        except ValueError:
+            continue
+        if count > 0:
+            wanted = min(count, cpus)
+            break
+    if wanted > 1:
+        _blas_setter(wanted)
 
 
 def single_threaded() -> bool:
@@ -116,6 +166,7 @@ def job_process(request: dict[str, Any]) -> int:
         _redirect(request["log"])
         os.environ.clear()
         os.environ.update(request["env"])
+        restore_blas(os.environ)
         tempfile.tempdir = None  # found again from the job's own TMPDIR
         os.chdir(request["cwd"])
         code = run_chain(request["chain"])
@@ -231,7 +282,9 @@ def main() -> None:
     os.dup2(2, 1)
     os.close(null)
     sys.stdin = open(0, closefd=False)
+    quiet_blas()
     preload()
+    find_blas_setter()
     serve(requests, replies)
 
 
