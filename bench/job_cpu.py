@@ -20,13 +20,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from expo_executor.worker import command_clock  # noqa: E402
 from expo_executor.worker.forked import Zygote, snakemake_chain  # noqa: E402
-from expo_executor.worker.zygote import TEST_ENTRY  # noqa: E402
 
 SNAKEFILE = '''\
 N = int(config.get("njobs", 20))
@@ -80,13 +78,9 @@ def run_fresh(workdir: Path, jobs: int, env: dict[str, str]) -> list[float]:
 def run_forked(workdir: Path, jobs: int, env: dict[str, str]) -> tuple[list[float], float,
                                                                         float]:
     zygote = Zygote(dict(env), "bench")
-    started = time.monotonic()
-    while zygote.spawn([[TEST_ENTRY]], str(workdir), env, workdir / "probe.log") is None:
-        if zygote.proc is None or time.monotonic() - started > 60:
-            raise SystemExit(f"the zygote did not start: {zygote.refused}")
-        time.sleep(0.05)
-    os.wait4(-1, 0)  # the probe, which exits at once
-    start_cpu = cpu_of(zygote.proc.pid)
+    if not zygote.wait_ready(60):
+        raise SystemExit(f"the zygote did not start: {zygote.refused}")
+    start_cpu = cpu_of(zygote.pid)
     cpus = []
     for i in range(jobs):
         chain = snakemake_chain(job_argv(workdir, i, jobs), env["PATH"])
@@ -95,7 +89,7 @@ def run_forked(workdir: Path, jobs: int, env: dict[str, str]) -> tuple[list[floa
         code, cpu = reaped_cpu(job.pid)
         assert code == 0, (workdir / f"forked-{i}.log").read_text()[-2000:]
         cpus.append(cpu)
-    per_fork = (cpu_of(zygote.proc.pid) - start_cpu) / jobs
+    per_fork = (cpu_of(zygote.pid) - start_cpu) / jobs
     zygote.close()
     return cpus, start_cpu, per_fork
 

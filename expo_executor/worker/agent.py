@@ -286,7 +286,7 @@ class Worker:
         # spec) is not the job's, and ends the worker (its jobs are lost: ``crashed``).
         if workdir is not None:
             workdir.mkdir(parents=True, exist_ok=True)
-        chain = snakemake_chain(argv, env["PATH"]) if job.stage is None else None
+        chain = self._chain(argv, env) if job.stage is None else None
         proc = self._fork(chain, cwd, env, log) if chain is not None else None
         if proc is None:
             with open(log, "wb") as out:
@@ -303,6 +303,11 @@ class Worker:
                                      float(deadline) if deadline is not None else None,
                                      job.cpus, log, verdict, workdir, cwd, job.logs, stamps)
         self._record_sessions()  # no status write: the coordinator knows what it assigned
+
+    def _chain(self, argv: list[str], env: dict[str, str]) -> list[list[str]] | None:
+        """The zygote's steps for a job's command; None: it is not Snakemake's job command
+        (worker/forked.py), and a fresh process runs it."""
+        return snakemake_chain(argv, env["PATH"])
 
     def _fork(self, chain: list[list[str]], cwd: str | None, env: dict[str, str],
               log: Path) -> ForkedJob | None:

@@ -20,6 +20,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from expo_executor.worker import command_clock
@@ -152,6 +153,21 @@ class Zygote:
             return ForkedJob(int(reply["pid"]))
         self._refuse(str(reply.get("error")))
         return None
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Start the zygote if need be and wait up to ``timeout`` seconds for it: for tests and
+        benchmarks (the agent never waits for it)."""
+        deadline = time.monotonic() + timeout
+        while not self._usable():
+            remaining = deadline - time.monotonic()
+            if self.proc is None or remaining <= 0:
+                return False
+            select.select([self.proc.stdout], [], [], remaining)
+        return True
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
 
     def close(self) -> None:
         """The zygote ends when its stdin closes; its jobs (our children) are not its."""

@@ -1,0 +1,180 @@
+"""The worker's job zygote (worker/zygote.py, worker/forked.py) in real processes: real
+Snakemake jobs forked from it, each in its own session, reaped by the agent with its real
+status; a crash, a timeout or a cancel ends that job only, a dead zygote ends no running job,
+and neither the agent nor the zygote grows with the jobs it ran."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from expo_executor.protocol import messages
+from expo_executor.protocol.bucket import LocalBucket
+from expo_executor.protocol.keys import inbox_key, result_key
+from expo_executor.worker import command_clock
+from expo_executor.worker.agent import Worker
+from expo_executor.worker.forked import ForkedJob
+from expo_executor.worker.zygote import TEST_ENTRY
+
+from tests.helpers import wait_until
+
+KEY = b"z" * 32
+SNAKEFILE = """
+rule ok:
+    output: "ok/{n}.txt"
+    shell: "echo done > {output}"
+
+rule crash:
+    output: "crash/{n}.txt"
+    shell: "kill -9 $PPID"  # the job's own (forked) snakemake process dies
+
+rule slow:
+    output: "slow/{n}.txt"
+    shell: "sleep 60; echo done > {output}"
+
+rule nap:
+    output: "nap/{n}.txt"
+    shell: "sleep 2; echo done > {output}"
+"""
+
+
+def _snakemake_job(workdir: Path, rule: str, n: int = 1, deadline: float | None = None) -> dict:
+    """The Snakemake front end's shell line for one job of ``rule``."""
+    args = ["--snakefile", str(workdir / "Snakefile"), "--target-jobs", f"{rule}:n={n}",
+            "--allowed-rules", rule, "--cores", "1", "--force", "--nolock", "--nocolor",
+            "--no-hooks", "--ignore-incomplete", "--target-files-omit-workdir-adjustment",
+            "--max-jobs-per-timespan", "1000/0s", "--mode", "remote"]
+    line = (f"{sys.executable} -m {command_clock.__name__} -m snakemake "
+            + " ".join(shlex.quote(a) for a in args))
+    return {"argv": ["/bin/sh", "-c", f"{command_clock.ANNOUNCE}; {line}"],
+            "cwd": str(workdir), "env": {}, "deadline_s": deadline, "cpus": 1}
+
+
+class Rig:
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.bucket = worker.bucket
+        self.seq = 0
+        self.thread = threading.Thread(target=worker.run, daemon=True)
+
+    def send(self, jobs: dict, cancel: list[str] = ()) -> None:
+        self.seq += 1
+        body = {"seq": self.seq, "jobs": jobs, "cancel": list(cancel)}
+        self.bucket.write(inbox_key(self.worker.worker_id), messages.encode("inbox", body, KEY))
+
+    def result(self, job_key: str) -> dict | None:
+        blob = self.bucket.read(result_key(job_key, self.worker.worker_id))
+        return messages.decode("result", blob.data) if blob else None
+
+    def outcome(self, job_key: str) -> str | None:
+        result = self.result(job_key)
+        return result["outcome"] if result else None
+
+    def stop(self) -> None:
+        self.worker.request_stop("terminated")
+        self.thread.join(timeout=20)
+
+
+def _worker(tmp_path: Path, slots: int, cls: type[Worker] = Worker) -> Worker:
+    return cls(LocalBucket(tmp_path / "bucket"), "w-1", slots, KEY, tmp_path / "vm", poll=0.05,
+               grace=60.0, heartbeat=0.5)
+
+
+@pytest.fixture
+def rig(tmp_path: Path):
+    (tmp_path / "Snakefile").write_text(SNAKEFILE)
+    rig = Rig(_worker(tmp_path, slots=4))
+    assert rig.worker.zygote.wait_ready(60), "the zygote must start"
+    rig.thread.start()
+    yield rig
+    rig.stop()
+
+
+def test_a_crash_a_timeout_and_a_cancel_end_only_their_own_job(rig: Rig, tmp_path: Path) -> None:
+    zygote = rig.worker.zygote.pid
+    rig.send({"ok": _snakemake_job(tmp_path, "ok"), "crash": _snakemake_job(tmp_path, "crash"),
+              "slow": _snakemake_job(tmp_path, "slow", deadline=1.0),
+              "cancel": _snakemake_job(tmp_path, "slow", n=2)})
+    assert wait_until(lambda: "cancel" in rig.worker.running, 30)
+    forked = rig.worker.running["cancel"].proc
+    assert isinstance(forked, ForkedJob), "a Snakemake job is forked by the zygote"
+    assert os.getpgid(forked.pid) == forked.pid, "it leads a process group of its own"
+    assert wait_until(lambda: rig.outcome("slow") is not None, 60)
+    rig.send({}, cancel=["cancel"])
+    assert wait_until(lambda: rig.outcome("cancel") is not None, 30)
+    assert wait_until(lambda: None not in map(rig.outcome, ("ok", "crash")), 30)
+    assert rig.outcome("ok") == "solved" and (tmp_path / "ok/1.txt").read_text() == "done\n"
+    crash = rig.result("crash")
+    assert crash["outcome"] == "failed" and crash["returncode"] == -signal.SIGKILL, crash
+    slow = rig.result("slow")
+    assert slow["outcome"] == "timeout" and slow["command_s"] >= 1.0, slow
+    assert rig.outcome("cancel") == "cancelled"
+    # the zygote lives on, and forks the next job
+    rig.send({"after": _snakemake_job(tmp_path, "ok", n=3)})
+    assert wait_until(lambda: rig.outcome("after") is not None, 30)
+    assert rig.outcome("after") == "solved" and (tmp_path / "ok/3.txt").exists()
+    assert rig.worker.zygote.pid == zygote and rig.worker.zygote.refused is None
+
+
+def test_a_dead_zygote_ends_no_running_job_and_jobs_go_on(rig: Rig, tmp_path: Path) -> None:
+    first = rig.worker.zygote.pid
+    rig.send({"nap": _snakemake_job(tmp_path, "nap")})
+    assert wait_until(lambda: "nap" in rig.worker.running, 30)
+    assert isinstance(rig.worker.running["nap"].proc, ForkedJob)
+    os.kill(first, signal.SIGKILL)
+    assert wait_until(lambda: rig.outcome("nap") is not None, 30)
+    assert rig.result("nap")["outcome"] == "solved", rig.result("nap")
+    assert (tmp_path / "nap/1.txt").read_text() == "done\n"
+    rig.send({"next": _snakemake_job(tmp_path, "ok")})  # as before, while another starts
+    assert wait_until(lambda: rig.outcome("next") is not None, 30)
+    assert rig.outcome("next") == "solved"
+    assert wait_until(lambda: rig.worker.zygote.pid not in (None, first), 30), \
+        "a new zygote is started"
+
+
+class _TrivialJobs(Worker):
+    """Every job's command is the zygote's test entry (a fork that exits at once): the agent,
+    the zygote, the forks and the reaping are real, Snakemake's run is left out to keep 500
+    jobs short."""
+
+    def _chain(self, argv: list[str], env: dict[str, str]) -> list[list[str]] | None:
+        return [[TEST_ENTRY, "0"]]
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+@pytest.mark.slow
+def test_memory_does_not_grow_with_jobs_run(tmp_path: Path) -> None:
+    rig = Rig(_worker(tmp_path, slots=8, cls=_TrivialJobs))
+    assert rig.worker.zygote.wait_ready(60)
+    zygote = rig.worker.zygote.pid
+    rig.thread.start()
+    try:
+        def run(first: int, last: int) -> None:
+            keys = [f"t{i}" for i in range(first, last)]
+            rig.send({k: {"argv": ["trivial"], "cwd": str(tmp_path), "env": {},
+                          "deadline_s": None, "cpus": 1} for k in keys})
+            assert wait_until(lambda: all(rig.outcome(k) for k in keys), 120)
+            assert {rig.outcome(k) for k in keys} == {"solved"}
+
+        run(0, 50)
+        after_50 = _rss_mb(os.getpid()), _rss_mb(zygote)
+        run(50, 500)
+        after_500 = _rss_mb(os.getpid()), _rss_mb(zygote)
+    finally:
+        rig.stop()
+    print(f"RSS MB (agent, zygote) after 50 jobs {after_50}, after 500 {after_500}")
+    assert rig.worker.zygote.pid is None  # closed with the worker
+    assert after_500[0] - after_50[0] < 50, (after_50, after_500)  # the agent
+    assert after_500[1] - after_50[1] < 50, (after_50, after_500)  # the zygote
