@@ -123,6 +123,8 @@ class Worker:
 
     # -- main loop ---------------------------------------------------------------------------
     def run(self) -> int:
+        if self.zygote is not None:
+            self.zygote.start()  # its imports overlap the wait for the first assignment
         try:
             return self._loop()
         finally:

@@ -127,7 +127,7 @@ class ForkedJob:
 
 
 class Zygote:
-    """The worker's zygote, started on first use; ``spawn`` never waits for its start-up (a job
+    """The worker's zygote, started with the worker (or on first use); ``spawn`` never waits for its start-up (a job
     asked for before it is ready runs as before) and a dead one is started again, up to
     ``MAX_STARTS`` times."""
 
@@ -153,6 +153,10 @@ class Zygote:
             return ForkedJob(int(reply["pid"]))
         self._refuse(str(reply.get("error")))
         return None
+
+    def start(self) -> None:
+        """Start it now rather than at the first job (which would run as before)."""
+        self._usable()
 
     def wait_ready(self, timeout: float) -> bool:
         """Start the zygote if need be and wait up to ``timeout`` seconds for it: for tests and
