@@ -30,7 +30,7 @@ from expo_executor.protocol.keys import (DEPLOY_DIR_ENV, WORKER_KEY_ENV, inbox_k
                                          status_key)
 from expo_executor.protocol.records import Inbox, InboxJob, SavedLog, WorkerResult, WorkerStatus
 from expo_executor.worker.console import guard_output
-from expo_executor.worker.forked import ForkedJob, Zygote, snakemake_chain, zygote_wanted
+from expo_executor.worker.forked import ForkedJob, Zygote, job_chain, zygote_wanted
 from expo_executor.worker.procs import kill_session, vm_mark
 from expo_executor.worker.saved_logs import save_logs
 from expo_executor.worker.command_clock import STAMPS_ENV, Stamps, judge, read_stamps
@@ -288,7 +288,7 @@ class Worker:
         # spec) is not the job's, and ends the worker (its jobs are lost: ``crashed``).
         if workdir is not None:
             workdir.mkdir(parents=True, exist_ok=True)
-        chain = self._chain(argv, env) if job.stage is None else None
+        chain = self._chain(argv, env)
         proc = self._fork(chain, cwd, env, log) if chain is not None else None
         if proc is None:
             with open(log, "wb") as out:
@@ -307,9 +307,9 @@ class Worker:
         self._record_sessions()  # no status write: the coordinator knows what it assigned
 
     def _chain(self, argv: list[str], env: dict[str, str]) -> list[list[str]] | None:
-        """The zygote's steps for a job's command; None: it is not Snakemake's job command
-        (worker/forked.py), and a fresh process runs it."""
-        return snakemake_chain(argv, env["PATH"])
+        """The zygote's steps for a job's command; None: it is neither a Snakemake job's nor
+        a staged job's (worker/forked.py), and a fresh process runs it."""
+        return job_chain(argv, env["PATH"])
 
     def _fork(self, chain: list[list[str]], cwd: str | None, env: dict[str, str],
               log: Path) -> ForkedJob | None:

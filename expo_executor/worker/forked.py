@@ -6,8 +6,9 @@ A Snakemake job's command is a shell line the front end built (frontends/snakema
 expo_executor.worker.command_clock -m snakemake ARGS``. When that line is plain words joined by
 ``&&`` (nothing the shell would expand, redirect or run otherwise) and ``PY`` is this worker's
 own interpreter, the zygote runs the same steps in a forked process, and the job costs a fork
-instead of an interpreter and Snakemake's imports. Any other command (a CWL staged job, a
-conda deployment under a lock, a user's own) runs as before, in a fresh process.
+instead of an interpreter and Snakemake's imports. A CWL staged job's wrapper
+(worker/staged_job.py) is forked too. Any other command (a conda deployment under a lock, a
+user's own) runs as before, in a fresh process.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from expo_executor.worker import command_clock
+from expo_executor.worker import command_clock, staged_job
 
 ZYGOTE_ENV = "EXPOCLOUD_JOB_ZYGOTE"  # "0": every job in a fresh interpreter, as before
 MAX_STARTS = 3  # a zygote that keeps dying is not started again: jobs run as before
@@ -67,6 +68,15 @@ def split_and(line: str) -> list[list[str]] | None:
     parts.append("".join(current))
     words = [shlex.split(part) for part in parts]
     return None if any(not w for w in words) else words
+
+
+def job_chain(argv: list[str], path: str) -> list[list[str]] | None:
+    """The zygote's steps for a job's command (worker/zygote.run_chain): a Snakemake job's,
+    or a staged job's (``PY -m expo_executor.worker.staged_job SPEC``, as the agent starts
+    it); None: it runs as before. ``path``: the job's PATH."""
+    if argv[:3] == [sys.executable, "-m", staged_job.__name__] and len(argv) == 4:
+        return [["staged", argv[3]]]
+    return snakemake_chain(argv, path)
 
 
 def snakemake_chain(argv: list[str], path: str) -> list[list[str]] | None:

@@ -15,7 +15,8 @@ agent reaps it with its real exit status, kills its session on a timeout or canc
 any job's, and a zygote that dies takes no running job with it. The job process leads a
 session of its own, opens its own log, sets its own environment and directory, and runs
 Snakemake's command line (``snakemake.cli.main``, what ``python -m snakemake`` runs) under the
-command clock, then ``os._exit`` with its status: nothing of the zygote's state goes on.
+command clock, or a CWL staged job's wrapper (worker/staged_job.py), then ``os._exit`` with its
+status: nothing of the zygote's state goes on.
 
 The zygote forks only while it has no other thread (a fork copies one thread, and any lock
 another held stays locked in the child): it refuses a request otherwise. It holds no job and
@@ -35,7 +36,7 @@ import threading
 import traceback
 from typing import IO, Any, Callable
 
-from expo_executor.worker import command_clock
+from expo_executor.worker import command_clock, staged_job
 
 CLONE_PARENT = 0x00008000
 SIGCHLD = 17
@@ -55,8 +56,12 @@ def preload() -> None:
     Building Snakemake's argument parser instantiates its plugin registries, which import
     every installed plugin: after the imports themselves, most of a short job's start-up."""
     for module in ("snakemake.cli", "snakemake.api", "snakemake.workflow", "snakemake.dag",
-                   "snakemake.executors.local"):
+                   "snakemake.executors.local", "expo_executor.protocol.gcs_bucket"):
         importlib.import_module(module)
+    try:  # a staged job's bucket on GCE
+        importlib.import_module("google.cloud.storage")
+    except ImportError:
+        pass
     from snakemake.cli import get_argument_parser
 
     get_argument_parser()
@@ -196,7 +201,8 @@ def _redirect(log: str) -> None:
 def run_chain(chain: list[list[str]]) -> int:
     """Steps joined as by the shell's ``&&``: ``["cd", DIR]``, ``["snakemake", ARGS...]`` (a
     plain snakemake, e.g. Snakemake's ``--deploy-sources`` precommand, in a child of its own)
-    and, last, ``["clock", ARGS...]``: Snakemake under the command clock, in this process."""
+    and, last, ``["clock", ARGS...]``: Snakemake under the command clock, in this process;
+    or ``["staged", SPEC]`` alone: a staged job (worker/staged_job.py)."""
     path = os.environ.get(command_clock.STAMPS_ENV)
     command_clock.stamp(path, hooked=True)  # what the shell's announcement says
     for step in chain:
@@ -204,6 +210,8 @@ def run_chain(chain: list[list[str]]) -> int:
         if kind == "cd":
             os.chdir(args[0])
             continue
+        if kind == "staged":
+            return staged_job.main(args)
         if kind == TEST_ENTRY:
             return int(args[0]) if args else 0
         if kind == "snakemake" and step is not chain[-1]:
@@ -285,7 +293,10 @@ def main() -> None:
     quiet_blas()
     preload()
     find_blas_setter()
-    serve(requests, replies)
+    try:
+        serve(requests, replies)
+    except BrokenPipeError:  # the agent has gone (a worker stopping as its zygote started)
+        os._exit(0)  # nothing to flush to it
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from expo_executor.worker.agent import Worker
 from expo_executor.worker.forked import ForkedJob
 from expo_executor.worker.zygote import TEST_ENTRY
 
+from tests.cwl_job import laid_out_job
 from tests.helpers import wait_until
 
 KEY = b"z" * 32
@@ -136,6 +137,21 @@ def test_a_dead_zygote_ends_no_running_job_and_jobs_go_on(rig: Rig, tmp_path: Pa
     assert rig.outcome("next") == "solved"
     assert wait_until(lambda: rig.worker.zygote.pid not in (None, first), 30), \
         "a new zygote is started"
+
+
+def test_a_staged_cwl_job_is_forked_too(rig: Rig, tmp_path: Path) -> None:
+    root, spec, _, staging = laid_out_job(tmp_path)
+    spec["argv"] = ["/bin/sh", "-c", "sleep 1; " + spec["argv"][2]]  # long enough to be seen
+    rig.send({"c1": {"argv": spec["argv"], "cwd": spec["cwd"], "env": spec["env"],
+                     "stage": spec["stage"], "deadline_s": None, "cpus": 1}})
+    assert wait_until(lambda: "c1" in rig.worker.running, 30)
+    assert isinstance(rig.worker.running["c1"].proc, ForkedJob)
+    assert wait_until(lambda: rig.outcome("c1") is not None, 30)
+    result = rig.result("c1")
+    assert (result["outcome"], result["returncode"]) == ("solved", 3), result  # its verdict
+    outdir = root / "out1"
+    staging.fetch(spec["stage"]["upload"], "w-1", str(outdir))
+    assert (outdir / "copy.txt").read_text() == "42\nfrom step 0\n"
 
 
 class _TrivialJobs(Worker):

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from expo_executor.worker import command_clock
-from expo_executor.worker.forked import snakemake_chain, split_and
+from expo_executor.worker.forked import job_chain, snakemake_chain, split_and
 
 PY = sys.executable
 PATH = os.path.dirname(sys.executable)
@@ -72,3 +72,13 @@ def test_split_and_takes_quotes_as_the_shell_does() -> None:
     assert split_and("a 'b && c' && d\"e\"f") == [["a", "b && c"], ["def"]]
     assert split_and("a && && b") is None  # an empty command
     assert split_and("a \"b\\\"c\"") is None  # a backslash inside double quotes
+
+
+def test_a_staged_jobs_wrapper_is_forked_and_only_as_the_agent_starts_it() -> None:
+    wrapper = [PY, "-m", "expo_executor.worker.staged_job", "/vm/jobs/c1.json"]
+    assert job_chain(wrapper, PATH) == [["staged", "/vm/jobs/c1.json"]]
+    assert job_chain(["python", *wrapper[1:]], PATH) is None
+    assert job_chain([*wrapper, "extra"], PATH) is None
+    line = f"{CLOCK} --mode remote"
+    assert job_chain(_sh(line), PATH) == snakemake_chain(_sh(line), PATH) == [
+        ["clock", "--mode", "remote"]]
