@@ -25,6 +25,7 @@ grows with none: its children are the agent's. It ends when the agent closes its
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import importlib
 import json
@@ -178,12 +179,24 @@ def job_process(request: dict[str, Any]) -> int:
     except BaseException:  # noqa: BLE001 - whatever happens, the job process exits here
         traceback.print_exc()
     finally:
+        _shutdown()
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except Exception:  # noqa: BLE001 - a full disk: the status still counts
                 pass
     return code
+
+
+def _shutdown() -> None:
+    """What the interpreter does before it exits, which ``os._exit`` would skip: wait for the
+    job's other (non-daemon) threads, then run the exit handlers (logging's flush among
+    them)."""
+    try:
+        threading._shutdown()  # type: ignore[attr-defined] - what Py_FinalizeEx calls
+    except BaseException:  # noqa: BLE001 - the exit handlers still run
+        traceback.print_exc()
+    atexit._run_exitfuncs()
 
 
 def _redirect(log: str) -> None:
