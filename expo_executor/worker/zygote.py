@@ -31,6 +31,7 @@ import importlib
 import json
 import os
 import platform
+import signal
 import sys
 import tempfile
 import threading
@@ -160,7 +161,21 @@ def spawn(request: dict[str, Any], channel: tuple[int, int]) -> dict[str, Any]:
         for fd in channel:  # the agent must see the zygote's end as soon as the zygote goes
             os.close(fd)
         os._exit(job_process(request))
+    if _parent(pid) not in (None, os.getppid()):  # the kernel ignored CLONE_PARENT: the
+        # agent could not reap it, so it must not run (it has barely started)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return {"error": "a forked job's parent is not the agent (clone ignored CLONE_PARENT)"}
     return {"pid": pid}
+
+
+def _parent(pid: int) -> int | None:
+    """The parent of ``pid`` (Linux /proc); None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def job_process(request: dict[str, Any]) -> int:
