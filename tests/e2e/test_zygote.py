@@ -20,6 +20,7 @@ from expo_executor.protocol.keys import inbox_key, result_key
 from expo_executor.worker import command_clock
 from expo_executor.worker.agent import Worker
 from expo_executor.worker.forked import ForkedJob
+from expo_executor.worker.procs import marked_sessions
 from expo_executor.worker.zygote import TEST_ENTRY
 
 from tests.cwl_job import laid_out_job
@@ -106,6 +107,7 @@ def test_a_crash_a_timeout_and_a_cancel_end_only_their_own_job(rig: Rig, tmp_pat
     forked = rig.worker.running["cancel"].proc
     assert isinstance(forked, ForkedJob), "a Snakemake job is forked by the zygote"
     assert os.getpgid(forked.pid) == forked.pid, "it leads a process group of its own"
+    assert forked.pid in marked_sessions(tmp_path / "vm"), "a powered-off VM finds it"
     assert wait_until(lambda: rig.outcome("slow") is not None, 60)
     rig.send({}, cancel=["cancel"])
     assert wait_until(lambda: rig.outcome("cancel") is not None, 30)
