@@ -24,7 +24,7 @@ from expo_executor.worker.procs import marked_sessions
 from expo_executor.worker.zygote import TEST_ENTRY
 
 from tests.cwl_job import laid_out_job
-from tests.helpers import wait_until
+from tests.helpers import processes_under, run_snakemake, wait_until
 
 KEY = b"z" * 32
 SNAKEFILE = """
@@ -154,6 +154,37 @@ def test_a_staged_cwl_job_is_forked_too(rig: Rig, tmp_path: Path) -> None:
     outdir = root / "out1"
     staging.fetch(spec["stage"]["upload"], "w-1", str(outdir))
     assert (outdir / "copy.txt").read_text() == "42\nfrom step 0\n"
+
+
+PLUGIN_SNAKEFILE = """
+rule all:
+    input: expand("who/{n}.txt", n=range(4))
+
+rule warm:
+    output: "warm.txt"
+    shell: "sleep 2; touch {output}"
+
+rule who:  # what the job's own snakemake process is: a fresh interpreter or the zygote's fork
+    input: "warm.txt"
+    output: "who/{n}.txt"
+    shell: "tr '\\\\0' ' ' < /proc/$PPID/cmdline > {output}"
+"""
+
+
+@pytest.mark.slow
+def test_snakemake_through_the_plugin_runs_its_jobs_in_forks(tmp_path: Path) -> None:
+    """``snakemake --executor expocloud`` end to end on the local engine: the jobs that come
+    after the zygote is ready are its forks (it starts with the worker; the first job, which
+    takes at least 2 s, leaves it time), and every job is done as before."""
+    (tmp_path / "Snakefile").write_text(PLUGIN_SNAKEFILE)
+    result = run_snakemake(tmp_path, "--executor", "expocloud", "-j", "4",
+                           "--expocloud-max-workers", "1", "--expocloud-slots-per-worker", "1",
+                           "--expocloud-poll-interval", "0.1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    whos = [(tmp_path / f"who/{n}.txt").read_text() for n in range(4)]
+    assert all("-m snakemake" in who or "zygote" in who for who in whos), whos
+    assert sum("expo_executor.worker.zygote" in who for who in whos) >= 3, whos
+    assert not processes_under(tmp_path), "no job, zygote or worker may outlive the run"
 
 
 class _TrivialJobs(Worker):
