@@ -160,7 +160,7 @@ def spawn(request: dict[str, Any], channel: tuple[int, int]) -> dict[str, Any]:
     if pid == 0:
         for fd in channel:  # the agent must see the zygote's end as soon as the zygote goes
             os.close(fd)
-        os._exit(job_process(request))
+        _exit(job_process, request)
     if _parent(pid) not in (None, os.getppid()):  # the kernel ignored CLONE_PARENT: the
         # agent could not reap it, so it must not run (it has barely started)
         os.kill(pid, signal.SIGKILL)
@@ -180,18 +180,24 @@ def _parent(pid: int) -> int | None:
 
 def job_process(request: dict[str, Any]) -> int:
     """The forked job's life: its own session, stdio, directory and environment, then its
-    chain of commands; its exit status. Never returns into the zygote's loop."""
+    chain of commands; its exit status."""
+    os.setsid()
+    _redirect(request["log"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    restore_blas(os.environ)
+    tempfile.tempdir = None  # found again from the job's own TMPDIR
+    os.chdir(request["cwd"])
+    return run_chain(request["chain"])
+
+
+def _exit(body: Callable[..., int], *args: Any) -> None:
+    """Run a forked process's body and exit with its status, whatever happens: it never
+    returns into the zygote's loop (or, for a job's own child, into the job)."""
     code = 1
     try:
-        os.setsid()
-        _redirect(request["log"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        restore_blas(os.environ)
-        tempfile.tempdir = None  # found again from the job's own TMPDIR
-        os.chdir(request["cwd"])
-        code = run_chain(request["chain"])
-    except BaseException:  # noqa: BLE001 - whatever happens, the job process exits here
+        code = body(*args)
+    except BaseException:  # noqa: BLE001 - see above
         traceback.print_exc()
     finally:
         _shutdown()
@@ -200,7 +206,7 @@ def job_process(request: dict[str, Any]) -> int:
                 stream.flush()
             except Exception:  # noqa: BLE001 - a full disk: the status still counts
                 pass
-    return code
+        os._exit(code)
 
 
 def _shutdown() -> None:
@@ -258,8 +264,9 @@ def _in_child(args: list[str]) -> int:
     """A snakemake run before the job's own, in a process of the job's session."""
     pid = os.fork()
     if pid == 0:
-        os._exit(_snakemake(args))
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        _exit(_snakemake, args)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    return 128 - code if code < 0 else code  # killed by a signal: the shell's status
 
 
 def _snakemake(args: list[str]) -> int:

@@ -46,15 +46,17 @@ rule nap:
 """
 
 
-def _snakemake_job(workdir: Path, rule: str, n: int = 1, deadline: float | None = None) -> dict:
-    """The Snakemake front end's shell line for one job of ``rule``."""
+def _snakemake_job(workdir: Path, rule: str, n: int = 1, deadline: float | None = None,
+                   before: str = "") -> dict:
+    """The Snakemake front end's shell line for one job of ``rule`` (``before``: a
+    precommand, as Snakemake's ``--deploy-sources`` on GCE)."""
     args = ["--snakefile", str(workdir / "Snakefile"), "--target-jobs", f"{rule}:n={n}",
             "--allowed-rules", rule, "--cores", "1", "--force", "--nolock", "--nocolor",
             "--no-hooks", "--ignore-incomplete", "--target-files-omit-workdir-adjustment",
             "--max-jobs-per-timespan", "1000/0s", "--mode", "remote"]
     line = (f"{sys.executable} -m {command_clock.__name__} -m snakemake "
             + " ".join(shlex.quote(a) for a in args))
-    return {"argv": ["/bin/sh", "-c", f"{command_clock.ANNOUNCE}; {line}"],
+    return {"argv": ["/bin/sh", "-c", f"{command_clock.ANNOUNCE}; {before}{line}"],
             "cwd": str(workdir), "env": {}, "deadline_s": deadline, "cpus": 1}
 
 
@@ -139,6 +141,21 @@ def test_a_dead_zygote_ends_no_running_job_and_jobs_go_on(rig: Rig, tmp_path: Pa
     assert rig.outcome("next") == "solved"
     assert wait_until(lambda: rig.worker.zygote.pid not in (None, first), 30), \
         "a new zygote is started"
+
+
+def test_a_precommand_runs_first_and_its_failure_is_the_jobs(rig: Rig, tmp_path: Path) -> None:
+    python = f"{sys.executable} -m snakemake"
+    rig.send({"pre": _snakemake_job(tmp_path, "nap", before=f"{python} --version && "),
+              "bad": _snakemake_job(tmp_path, "ok", before=f"{python} --no-such-flag && ")})
+    assert wait_until(lambda: "pre" in rig.worker.running, 30)
+    assert isinstance(rig.worker.running["pre"].proc, ForkedJob)
+    assert wait_until(lambda: None not in map(rig.outcome, ("pre", "bad")), 30)
+    pre, bad = rig.result("pre"), rig.result("bad")
+    assert pre["outcome"] == "solved" and (tmp_path / "nap/1.txt").exists(), pre
+    log = (tmp_path / "vm" / "jobs" / "pre.log").read_text()
+    assert log.splitlines()[0].strip()[:1].isdigit(), "snakemake --version printed first"
+    assert (bad["outcome"], bad["returncode"]) == ("failed", 2), bad  # argparse's status
+    assert not (tmp_path / "ok/1.txt").exists(), "the job's own snakemake never ran"
 
 
 def test_a_staged_cwl_job_is_forked_too(rig: Rig, tmp_path: Path) -> None:
