@@ -30,6 +30,7 @@ from expo_executor.protocol.keys import (DEPLOY_DIR_ENV, WORKER_KEY_ENV, inbox_k
                                          status_key)
 from expo_executor.protocol.records import Inbox, InboxJob, SavedLog, WorkerResult, WorkerStatus
 from expo_executor.worker.console import guard_output
+from expo_executor.worker.forked import ForkedJob, Zygote, job_chain, zygote_wanted
 from expo_executor.worker.procs import kill_session, vm_mark
 from expo_executor.worker.saved_logs import save_logs
 from expo_executor.worker.command_clock import STAMPS_ENV, Stamps, judge, read_stamps
@@ -59,7 +60,7 @@ SAVE_LOGS_ON = (AttemptEnd.FAILED, AttemptEnd.TIMEOUT)
 @dataclass
 class _Running:
     key: str
-    proc: subprocess.Popen
+    proc: subprocess.Popen | ForkedJob  # ForkedJob: forked by the zygote, our child too
     started: float  # wall clock, for reports
     started_mono: float
     deadline_s: float | None
@@ -80,7 +81,7 @@ class Worker:
     def __init__(self, bucket: Bucket, worker_id: str, slots: int, key: bytes,
                  scratch: Path, poll: float = 0.2, grace: float = 60.0,
                  heartbeat: float = 10.0, slow_poll: float | None = None,
-                 allowance: float = STAGING_ALLOWANCE_S) -> None:
+                 allowance: float = STAGING_ALLOWANCE_S, zygote: bool = True) -> None:
         self.bucket = bucket
         self.worker_id = worker_id
         self.slots = slots
@@ -111,9 +112,28 @@ class Worker:
         self.prunes: dict[str, dict] = {}  # running job -> where its timeout prunes
         self.timeouts: list[dict] = []  # where this worker's own timeouts pruned
         self.said_unstamped = False  # the fallback to timing whole jobs is said once
+        # Snakemake jobs are forked from a process that imported Snakemake once; its own
+        # environment carries the VM's mark, which its jobs' /proc environ shows
+        self.zygote = Zygote(self._zygote_env(), f"worker {worker_id}") \
+            if zygote and zygote_wanted() else None
+
+    def _zygote_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k != WORKER_KEY_ENV}
+        name, _, value = vm_mark(self.scratch).partition("=")
+        env[name] = value
+        return env
 
     # -- main loop ---------------------------------------------------------------------------
     def run(self) -> int:
+        if self.zygote is not None:
+            self.zygote.start()  # its imports overlap the wait for the first assignment
+        try:
+            return self._loop()
+        finally:
+            if self.zygote is not None:
+                self.zygote.close()
+
+    def _loop(self) -> int:
         (self.scratch / "jobs").mkdir(parents=True, exist_ok=True)
         (self.scratch / "work").mkdir(parents=True, exist_ok=True)
         self._write_status(WorkerState.READY)
@@ -286,20 +306,36 @@ class Worker:
         # spec) is not the job's, and ends the worker (its jobs are lost: ``crashed``).
         if workdir is not None:
             workdir.mkdir(parents=True, exist_ok=True)
-        with open(log, "wb") as out:
-            try:
-                proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True)
-            except OSError as exc:  # its command cannot be run (not found, not executable)
-                self._write_result(key, AttemptEnd.FAILED, None, started,
-                                   f"could not start the job: {exc}")
-                _remove(workdir)
-                return
+        chain = self._chain(argv, env)
+        proc = self._fork(chain, cwd, env, log) if chain is not None else None
+        if proc is None:
+            with open(log, "wb") as out:
+                try:
+                    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True)
+                except OSError as exc:  # its command cannot be run (not found, not executable)
+                    self._write_result(key, AttemptEnd.FAILED, None, started,
+                                       f"could not start the job: {exc}")
+                    _remove(workdir)
+                    return
         self.running[key] = _Running(key, proc, started, time.monotonic(),
                                      float(deadline) if deadline is not None else None,
                                      job.cpus, log, verdict, workdir, cwd, job.logs, stamps)
         self._record_sessions()  # no status write: the coordinator knows what it assigned
+
+    def _chain(self, argv: list[str], env: dict[str, str]) -> list[list[str]] | None:
+        """The zygote's steps for a job's command; None: it is neither a Snakemake job's nor
+        a staged job's (worker/forked.py), and a fresh process runs it."""
+        return job_chain(argv, env["PATH"])
+
+    def _fork(self, chain: list[list[str]], cwd: str | None, env: dict[str, str],
+              log: Path) -> ForkedJob | None:
+        """The job forked by the zygote (worker/zygote.py), which has imported Snakemake once;
+        None: it starts a fresh interpreter as before (no zygote, or not ready yet)."""
+        if self.zygote is None:
+            return None
+        return self.zygote.spawn(chain, cwd or os.getcwd(), env, log)
 
     def _staged(self, key: str, job: InboxJob) -> tuple[list[str], float | None, Path]:
         """Hand a staged job to ``staged_job`` in a directory of its own on this disk."""

@@ -1,0 +1,338 @@
+"""The job runner's zygote: one process per worker that has imported Snakemake once and forks
+one job process per request, so that a short job does not pay the interpreter's start-up and
+Snakemake's imports (about 1 s of CPU) every time.
+
+The agent (worker/forked.py) starts it as ``python -m expo_executor.worker.zygote`` and talks
+to it over its stdin and stdout, one JSON object a line (no pickle on the wire):
+
+- the zygote says ``{"ready": true}`` once its imports are done;
+- the agent asks ``{"chain": [...], "cwd": ..., "env": {...}, "log": ...}`` (see
+  :func:`run_chain`), the zygote answers ``{"pid": N}`` or ``{"error": why}`` (then the agent
+  runs that job as before, in a fresh interpreter).
+
+Each job process is forked with ``CLONE_PARENT``: its parent is the agent, not the zygote. The
+agent reaps it with its real exit status, kills its session on a timeout or cancel as it kills
+any job's, and a zygote that dies takes no running job with it. The job process leads a
+session of its own, opens its own log, sets its own environment and directory, and runs
+Snakemake's command line (``snakemake.cli.main``, what ``python -m snakemake`` runs) under the
+command clock, or a CWL staged job's wrapper (worker/staged_job.py), then ``os._exit`` with its
+status: nothing of the zygote's state goes on.
+
+The zygote forks only while it has no other thread (a fork copies one thread, and any lock
+another held stays locked in the child): it refuses a request otherwise. It holds no job and
+grows with none: its children are the agent's. It ends when the agent closes its stdin.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import importlib
+import json
+import os
+import platform
+import signal
+import sys
+import tempfile
+import threading
+import traceback
+from typing import IO, Any, Callable
+
+from expo_executor.worker import command_clock, staged_job
+
+CLONE_PARENT = 0x00008000
+SIGCHLD = 17
+# the clone system call's number; its first argument is the flags on each of these
+CLONE_SYSCALL = {"x86_64": 56, "aarch64": 220}
+TEST_ENTRY = "expocloud-test-exit"  # a chain step that exits at once (memory tests)
+# where OpenBLAS reads its thread count at load, in this order
+BLAS_ENV = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+BLAS_SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+                "openblas_set_num_threads64_", "openblas_set_num_threads")
+_blas_setter: Callable[[int], Any] | None = None  # found once, after preload
+
+
+def preload() -> None:
+    """What every job's snakemake imports and looks up at start-up, done once here.
+
+    Building Snakemake's argument parser instantiates its plugin registries, which import
+    every installed plugin: after the imports themselves, most of a short job's start-up."""
+    for module in ("snakemake.cli", "snakemake.api", "snakemake.workflow", "snakemake.dag",
+                   "snakemake.executors.local", "expo_executor.protocol.gcs_bucket"):
+        importlib.import_module(module)
+    try:  # a staged job's bucket on GCE
+        importlib.import_module("google.cloud.storage")
+    except ImportError:
+        pass
+    from snakemake.cli import get_argument_parser
+
+    get_argument_parser()
+
+
+def quiet_blas() -> None:
+    """Snakemake's report plugins import numpy, whose OpenBLAS starts a thread pool when it
+    loads: the zygote would have threads, and must not fork then. It loads with one thread
+    here; each job process sets the count a fresh process would have taken from the job's
+    environment (:func:`restore_blas`)."""
+    os.environ[BLAS_ENV[0]] = "1"
+
+
+def find_blas_setter() -> None:
+    """OpenBLAS's ``set_num_threads``, when a loaded library has it (numpy's names it its way)."""
+    global _blas_setter
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            paths = {line.split()[-1] for line in maps
+                     if "openblas" in line.lower() and ".so" in line}
+    except OSError:
+        return
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in BLAS_SETTERS:
+            if hasattr(lib, name):
+                _blas_setter = getattr(lib, name)
+                return
+
+
+def restore_blas(env: dict[str, str]) -> None:
+    """In a job process: OpenBLAS's threads as many as it would have started in a fresh one."""
+    if _blas_setter is None:
+        return
+    cpus = os.cpu_count() or 1
+    wanted = cpus
+    for name in BLAS_ENV:
+        try:
+            count = int(env.get(name, ""))
+        except ValueError:
+            continue
+        if count > 0:
+            wanted = min(count, cpus)
+            break
+    if wanted > 1:
+        _blas_setter(wanted)
+
+
+def single_threaded() -> bool:
+    """No thread but this one, Python's or not (an extension's)."""
+    try:
+        tasks = len(os.listdir("/proc/self/task"))
+    except OSError:
+        tasks = 1
+    return threading.active_count() == 1 and tasks == 1
+
+
+def fork_sibling() -> int:
+    """``os.fork`` whose child's parent is our parent (``clone(CLONE_PARENT)``): 0 in the child.
+
+    Python's own fork bookkeeping (import lock, at-fork hooks, threading state) is run around
+    the raw system call, as ``os.fork`` does."""
+    number = CLONE_SYSCALL.get(platform.machine())
+    if number is None:
+        raise OSError(f"no clone system call known on {platform.machine()}")
+    libc = ctypes.PyDLL(None, use_errno=True)  # PyDLL: the GIL stays held across the call
+    libc.syscall.restype = ctypes.c_long
+    api = ctypes.pythonapi
+    api.PyOS_BeforeFork()
+    pid = libc.syscall(ctypes.c_long(number), ctypes.c_ulong(CLONE_PARENT | SIGCHLD),
+                       ctypes.c_void_p(0), ctypes.c_void_p(0), ctypes.c_void_p(0),
+                       ctypes.c_void_p(0))
+    if pid == 0:
+        api.PyOS_AfterFork_Child()
+        return 0
+    err = ctypes.get_errno()
+    api.PyOS_AfterFork_Parent()
+    if pid < 0:
+        raise OSError(err, f"clone: {os.strerror(err)}")
+    return pid
+
+
+def spawn(request: dict[str, Any], channel: tuple[int, int]) -> dict[str, Any]:
+    """Fork the job process of one request; the answer for the agent."""
+    if not single_threaded():
+        return {"error": "the zygote has other threads: forking it is not safe"}
+    try:
+        pid = fork_sibling()
+    except OSError as exc:
+        return {"error": str(exc)}
+    if pid == 0:
+        for fd in channel:  # the agent must see the zygote's end as soon as the zygote goes
+            os.close(fd)
+        _exit(job_process, request)
+    if _parent(pid) not in (None, os.getppid()):  # the kernel ignored CLONE_PARENT: the
+        # agent could not reap it, so it must not run (it has barely started)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return {"error": "a forked job's parent is not the agent (clone ignored CLONE_PARENT)"}
+    return {"pid": pid}
+
+
+def _parent(pid: int) -> int | None:
+    """The parent of ``pid`` (Linux /proc); None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def job_process(request: dict[str, Any]) -> int:
+    """The forked job's life: its own session, stdio, directory and environment, then its
+    chain of commands; its exit status."""
+    os.setsid()
+    _redirect(request["log"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    restore_blas(os.environ)
+    tempfile.tempdir = None  # found again from the job's own TMPDIR
+    os.chdir(request["cwd"])
+    return run_chain(request["chain"])
+
+
+def _exit(body: Callable[..., int], *args: Any) -> None:
+    """Run a forked process's body and exit with its status, whatever happens: it never
+    returns into the zygote's loop (or, for a job's own child, into the job)."""
+    code = 1
+    try:
+        code = body(*args)
+    except BaseException:  # noqa: BLE001 - see above
+        traceback.print_exc()
+    finally:
+        _shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - a full disk: the status still counts
+                pass
+        os._exit(code)
+
+
+def _shutdown() -> None:
+    """What the interpreter does before it exits, which ``os._exit`` would skip: wait for the
+    job's other (non-daemon) threads, then run the exit handlers (logging's flush among
+    them)."""
+    try:
+        threading._shutdown()  # type: ignore[attr-defined] - what Py_FinalizeEx calls
+    except BaseException:  # noqa: BLE001 - the exit handlers still run
+        traceback.print_exc()
+    atexit._run_exitfuncs()
+
+
+def _redirect(log: str) -> None:
+    """stdin from /dev/null, stdout and stderr to the job's log (created or emptied), as the
+    agent's ``Popen`` of a job does."""
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(null)
+    os.close(out)
+
+
+def run_chain(chain: list[list[str]]) -> int:
+    """Steps joined as by the shell's ``&&``: ``["cd", DIR]``, ``["snakemake", ARGS...]`` (a
+    plain snakemake, e.g. Snakemake's ``--deploy-sources`` precommand, in a child of its own)
+    and, last, ``["clock", ARGS...]``: Snakemake under the command clock, in this process;
+    or ``["staged", SPEC]`` alone: a staged job (worker/staged_job.py)."""
+    path = os.environ.get(command_clock.STAMPS_ENV)
+    command_clock.stamp(path, hooked=True)  # what the shell's announcement says
+    for step in chain:
+        kind, args = step[0], step[1:]
+        if kind == "cd":
+            os.chdir(args[0])
+            continue
+        if kind == "staged":
+            return staged_job.main(args)
+        if kind == TEST_ENTRY:
+            return int(args[0]) if args else 0
+        if kind == "snakemake" and step is not chain[-1]:
+            code = _in_child(args)
+        else:
+            if kind == "clock" and path:
+                why = command_clock.install(path)
+                command_clock.stamp(path, hooked=why is None, **({"why": why} if why else {}))
+            code = _snakemake(args)
+        if code != 0:
+            return code
+    return 0
+
+
+def _in_child(args: list[str]) -> int:
+    """A snakemake run before the job's own, in a process of the job's session."""
+    pid = os.fork()
+    if pid == 0:
+        _exit(_snakemake, args)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    return 128 - code if code < 0 else code  # killed by a signal: the shell's status
+
+
+def _snakemake(args: list[str]) -> int:
+    """Snakemake's command line, as ``python -m snakemake ARGS`` runs it; its exit status."""
+    from snakemake.cli import main
+
+    sys.argv = [_main_path(), *args]  # as runpy leaves it for ``-m snakemake``
+    sys.path[0] = os.getcwd()  # what ``python -m`` puts first
+    try:
+        main(args)
+    except SystemExit as exc:
+        return _exit_code(exc.code)
+    return 0
+
+
+def _main_path() -> str:
+    import snakemake  # not snakemake.__main__: importing that runs Snakemake
+
+    return os.path.join(os.path.dirname(snakemake.__file__), "__main__.py")
+
+
+def _exit_code(code: object) -> int:
+    """``sys.exit``'s argument as the interpreter turns it into a status."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
+    """Answer requests until the agent closes its end."""
+    channel = (requests.fileno(), replies.fileno())
+    _say(replies, {"ready": True})
+    for line in requests:
+        try:
+            request = json.loads(line)
+        except ValueError as exc:
+            _say(replies, {"error": f"not a request: {exc}"})
+            continue
+        _say(replies, spawn(request, channel))
+
+
+def _say(replies: IO[bytes], message: dict[str, Any]) -> None:
+    replies.write(json.dumps(message).encode() + b"\n")
+    replies.flush()
+
+
+def main() -> None:
+    # The channel moves off fds 0 and 1: those are what a job process's stdio replaces.
+    requests = os.fdopen(os.dup(0), "rb")
+    replies = os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(2, 1)
+    os.close(null)
+    sys.stdin = open(0, closefd=False)
+    quiet_blas()
+    preload()
+    find_blas_setter()
+    try:
+        serve(requests, replies)
+    except BrokenPipeError:  # the agent has gone (a worker stopping as its zygote started)
+        os._exit(0)  # nothing to flush to it
+
+
+if __name__ == "__main__":
+    main()
