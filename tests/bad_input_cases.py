@@ -145,6 +145,8 @@ CASES = [
     Case("gce unknown worker-provided software", "settings",
          [*GCE, "--expocloud-gce-worker-provides", "conda,spack"],
          "--expocloud-gce-worker-provides", "unknown value 'spack'"),
+    Case("negative prefetch", "settings", ["--expocloud-prefetch", "-1"],
+         "--expocloud-prefetch", "is not valid"),
     Case("gce bad boot timeout", "settings", [*GCE, "--expocloud-boot-timeout", "soon"],
          "--expocloud-boot-timeout", "cannot read the duration 'soon'"),
     Case("gce bad capacity timeout", "settings", [*GCE, "--expocloud-capacity-timeout", "forever"],

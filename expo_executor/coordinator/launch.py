@@ -22,8 +22,8 @@ from expo_executor.coordinator.shapes import AUTO, RunMachines, ShapeBook
 from expo_executor.coordinator.settings import (ExecutorSettings, boot_timeout, capacity_timeout,
                                                 check_credentials, heartbeat_grace,
                                                 local_max_workers, max_on_demand, needs_credentials,
-                                                poll_interval, pool_machine_types, worker_memory_mb,
-                                                worker_requirements, zones)
+                                                poll_interval, pool_machine_types, prefetch,
+                                                worker_memory_mb, worker_requirements, zones)
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.budget import BudgetConfig
 from expo_executor.core.errors import ExpoError
@@ -88,13 +88,6 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
     coordinator.adopted = recovery.adopted
     coordinator.start()
     return coordinator
-
-
-def prefetch(settings: ExecutorSettings) -> int:
-    """Jobs per slot a busy worker holds: on GCE one, so that a slot's next job starts the
-    moment its job ends (the worker reads its inbox only every slow poll while busy: 15 s by
-    default); locally none (a worker reads its inbox every 0.05 s)."""
-    return 1 if settings.engine == EngineName.GCE else 0
 
 
 def _run_state(settings: ExecutorSettings, run_id: str, bucket: Bucket,

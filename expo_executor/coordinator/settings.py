@@ -77,6 +77,11 @@ class ExecutorSettings(ExecutorSettingsBase):
         f"GCE: seconds between a worker's inbox reads while its slots are all busy or nothing "
         f"has changed for a while (default {GCE_SLOW_POLL:g}); the fast rate resumes after "
         f"each change. Inbox reads dominate a large fleet's storage bill.", type=float))
+    prefetch: Optional[int] = field(default=None, metadata=_opt(
+        "Jobs per slot a busy worker holds beyond what it runs, to start the moment a slot "
+        "frees (default 0 local, 1 on GCE, where a busy worker reads its inbox only every slow "
+        "poll); a held job is cancelled like a running one when a timeout dominates it.",
+        type=int))
     heartbeat_grace: Optional[float] = field(default=None, metadata=_opt(
         f"A worker that hears nothing from the coordinator for this many seconds kills its jobs "
         f"and deletes its VM (default {LOCAL_GRACE:g} local, {GCE_GRACE:g} on GCE).", type=float))
@@ -285,6 +290,7 @@ def _check_timing(settings: ExecutorSettings) -> None:
                         f"--expocloud-boot-delay {settings.boot_delay:g} s",
                         "make it longer than the boot delay")
     capacity_timeout(settings)
+    _positive("prefetch", prefetch(settings), allow_zero=True)
     slow = slow_poll_interval(settings)
     _positive("slow_poll_interval", slow)
     if settings.engine == EngineName.GCE and grace < 5 * slow:
@@ -379,6 +385,13 @@ def poll_interval(settings: ExecutorSettings) -> float:
     if settings.poll_interval is not None:
         return settings.poll_interval
     return GCE_POLL if settings.engine == EngineName.GCE else LOCAL_POLL
+
+
+def prefetch(settings: ExecutorSettings) -> int:
+    """Jobs per slot a busy worker holds (Scheduler.prefetch)."""
+    if settings.prefetch is not None:
+        return settings.prefetch
+    return 1 if settings.engine == EngineName.GCE else 0
 
 
 def slow_poll_interval(settings: ExecutorSettings) -> float:
