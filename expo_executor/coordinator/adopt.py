@@ -118,7 +118,7 @@ class Adoption:
                 job = AdoptedJob(key, name, submitted[key])
                 self.jobs[key] = job
                 self._by_identity[job.identity] = job
-        self.channel._seq = seq  # every worker saw at most this: the next inbox is newer
+        self.channel.continue_after(seq)
         if idle:
             self.workers.stop(idle)
         self.channel.write_inboxes(self.vms.values(), now, 0.0)  # at once: the grace runs
@@ -177,7 +177,12 @@ class Adoption:
             changed = set(self.vms)
         wanted = {(key, vm.name) for vm in self.vms.values() if vm.name in changed
                   for key in (*vm.jobs, *vm.cancel)}
-        for result in self.channel.results(wanted, listed=listed):
+        # a worker's "preempted", "lost" or "stopping" result ends what it still holds: its
+        # other results (read in key order) are taken first
+        results = sorted(self.channel.results(wanted, listed=listed),
+                         key=lambda r: r.end in (AttemptEnd.PREEMPTED, AttemptEnd.LOST,
+                                                 AttemptEnd.CANCELLED))
+        for result in results:
             ended.extend(self._take(result))
         for name in sorted(gone):
             ended.extend(self._gone(name, "is gone"))

@@ -66,7 +66,7 @@ class Channel:
         self.lists = 0  # the coordinator's listings, for the request budget
         self.heartbeats = 0  # inbox writes that only kept a worker's dead man's switch quiet
         self.worker_ops: dict[str, dict[str, int]] = {}  # storage operations workers reported
-        self._seq = 0
+        self._seq = 0  # of the last inbox written
         self._results_seen: set[tuple[str, str]] = set()
         self._keys: dict[str, bytes] = {}  # worker -> its key (derived once)
         self._pool: ThreadPoolExecutor | None = None
@@ -217,6 +217,12 @@ class Channel:
             vm.inbox_dirty = False
             vm.last_inbox = now
         _raise(writes.first_error())
+
+    def continue_after(self, seq: int) -> None:
+        """Number the next inbox after ``seq``: the last one a crashed coordinator wrote to
+        the workers this channel takes over (a worker ignores an inbox not newer than the
+        last it read)."""
+        self._seq = max(self._seq, seq)
 
     def delete_inbox(self, name: str) -> None:
         self.bucket.delete(inbox_key(name))

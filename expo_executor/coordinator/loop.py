@@ -142,7 +142,13 @@ class Coordinator:
         for name in self.vms.names():
             self._end_vm(name, VmEnd.DELETED)
         for adoption in self.adopted:
-            adoption.close(gone_timeout=ADOPTED_GONE_TIMEOUT)
+            try:
+                adoption.close(gone_timeout=ADOPTED_GONE_TIMEOUT)
+            except Exception as exc:  # noqa: BLE001 - this run's own end must go on
+                self.log(f"expocloud: could not stop the workers of adopted run "
+                         f"{adoption.run_id} ({type(exc).__name__}: {exc}); they stop "
+                         f"themselves within their heartbeat grace, or: expocloud cleanup "
+                         f"--run {adoption.run_id}")
         self.adopted = []
         if self.held_run is not None:
             self.held_run.end()  # nothing of the run lives on: a rerun has nothing to stop
