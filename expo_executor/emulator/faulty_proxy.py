@@ -129,6 +129,7 @@ class FaultyProxy:
         self.forwarded = 0  # requests that reached the emulator
         self.requests = 0  # storage requests seen (faulted or not)
         self._rules: list[Rule] = []
+        self._spared: list[Callable[[Request], bool]] = []
         self._delays: list[tuple[Callable[[Request], bool], float]] = []
         self._script: list[str] = []  # faults for the next storage requests, in order
         self._server = _Server(("127.0.0.1", port), self._handler_class())
@@ -178,6 +179,12 @@ class FaultyProxy:
         """Refuse every upload of an object whose name starts with ``object_prefix``."""
         self.refuse(uploads_under(object_prefix), status)
 
+    def spare(self, predicate: Callable[[Request], bool]) -> None:
+        """Never fault a request ``predicate`` accepts: for a call a test knows its client
+        cannot survive a fault of (a third party's, documented as such)."""
+        with self._lock:
+            self._spared.append(predicate)
+
     def slow_down(self, predicate: Callable[[Request], bool], seconds: float) -> None:
         """Hold every request ``predicate`` accepts for ``seconds`` before forwarding it."""
         with self._lock:
@@ -199,6 +206,8 @@ class FaultyProxy:
                 if predicate(request):
                     self.refused[status] += 1
                     return None, status
+            if any(predicate(request) for predicate in self._spared):
+                return None, None
             whole = _whole_download(request)
             if self._script and (self._script[0] != CORRUPT or whole):
                 kind = self._script.pop(0)
