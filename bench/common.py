@@ -147,6 +147,18 @@ def run_snakemake(name: str, args: list[str], cwd: Path, log_path: Path,
     return run
 
 
+def last_json_line(path: Path) -> dict:
+    """The last line of a log that is a JSON object (what bench/expocloud_orig.py prints last
+    of a run), or {} when there is none."""
+    for line in reversed(path.read_text(errors="replace").splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                break
+    return {}
+
+
 def show_cmd(args: list[str]) -> str:
     """The snakemake command line a user would type for a benchmark run."""
     import shlex

@@ -37,8 +37,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (BENCH, CORES, PYTHON, Run, fmt, machine_line, run_snakemake,  # noqa: E402
-                    run_timed, show_cmd, versions, wait_quiet, write_section)
+from common import (BENCH, CORES, PYTHON, Run, fmt, last_json_line, machine_line,  # noqa: E402
+                    run_snakemake, run_timed, show_cmd, versions, wait_quiet, write_section)
 
 # issue 17's targets for benchmark 1
 TARGET_VS_ORIGINAL = 2.0    # expocloud tasks/s >= 2x the original ExpoCloud's
@@ -178,16 +178,6 @@ def jobs_span(recs: list[dict]) -> float | None:
         return None
     return (max(r["started"] + r["runtime_s"] for r in timed)
             - min(r["started"] for r in timed))
-
-
-def last_json_line(path: Path) -> dict:
-    for line in reversed(path.read_text(errors="replace").splitlines()):
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                break
-    return {}
 
 
 def rate(tasks: int, seconds: float | None) -> float | None:

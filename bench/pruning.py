@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (BENCH, CORES, PYTHON, REPO, Run, machine_line,  # noqa: E402
+from common import (BENCH, CORES, PYTHON, REPO, Run, last_json_line, machine_line,  # noqa: E402
                     run_snakemake, run_timed, show_cmd, versions, wait_quiet, write_section)
 
 WORKFLOW = REPO / "workflows" / "agent-assignment"
@@ -269,16 +269,6 @@ def run_original(args, base: Path, spec_text: str, deadline_s: float, started: f
                            spec_text, deadline_s, RULE)
     out["argv"] = argv
     return out
-
-
-def last_json_line(path: Path) -> dict:
-    for line in reversed(path.read_text(errors="replace").splitlines()):
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                break
-    return {}
 
 
 def report_original(orig: dict, ours: dict, ours_without: dict, our_oracle: dict) -> str:
