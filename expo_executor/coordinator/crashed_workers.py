@@ -18,7 +18,7 @@ from expo_executor.coordinator.run_state import RunState
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import EngineName
 
-ALIVE = ("PROVISIONING", "STAGING", "RUNNING")
+ALIVE = ("PROVISIONING", "STAGING", "RUNNING")  # instance statuses of a VM on its way or up
 
 
 class CrashedWorkers:

@@ -25,6 +25,7 @@ from typing import Callable
 from expo_executor.coordinator.adopt import Adoption, Ended
 from expo_executor.coordinator.channel import Channel
 from expo_executor.coordinator.config import RESULTS_BACKSTOP, CoordinatorConfig
+from expo_executor.coordinator.crashed_workers import ALIVE
 from expo_executor.coordinator.desk import JobDesk
 from expo_executor.coordinator.harvest import record_timeout
 from expo_executor.coordinator.meter import Meter
@@ -56,7 +57,6 @@ from expo_executor.protocol.records import InboxJob, WorkerResult
 __all__ = ["CAPACITY_TIMEOUT", "GIVE_UP_AFTER", "RESULTS_BACKSTOP",
            "Coordinator", "CoordinatorConfig", "JobReport", "JobRequest"]
 
-ALIVE = ("PROVISIONING", "STAGING", "RUNNING")  # instance statuses of a VM on its way or up
 HALTING = ("STOPPING", "SUSPENDING")
 ADOPTED_GONE_TIMEOUT = 120.0  # s the end of a run waits for an adopted run's VMs to go
 
