@@ -75,12 +75,6 @@ def recover(state_root: Path, run_dir: Path, log: Callable[[str], None],
     return recovery
 
 
-def stop_crashed_runs(state_root: Path, run_dir: Path, log: Callable[[str], None],
-                      gone_timeout: float = GONE_TIMEOUT_S) -> dict[str, Harvested]:
-    """:func:`recover` without adopting: every crashed run's workers are stopped."""
-    return recover(state_root, run_dir, log, gone_timeout, adopt=False).harvested
-
-
 def _stop(held: HeldRun, run_dir: Path, gone_timeout: float, log: Callable[[str], None]) -> None:
     state = held.state
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from expo_executor.coordinator.recover import stop_crashed_runs
+from expo_executor.coordinator.recover import recover
 from expo_executor.coordinator.run_state import KEY, RunState, crashed_runs, record
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.scheduler import Pool
@@ -61,7 +61,7 @@ def test_a_crashed_runs_vms_are_deleted_and_no_other(fake: FakeCompute, tmp_path
                                                  endpoint=fake.endpoint), KEY_BYTES)
     crashed, other = _vm(fake, "r1"), _vm(fake, "R1")
     said: list[str] = []
-    stop_crashed_runs(tmp_path, _run(tmp_path, "r2"), said.append, gone_timeout=30)
+    recover(tmp_path, _run(tmp_path, "r2"), said.append, gone_timeout=30, adopt=False)
     assert sorted(fake.instances()) == [other], crashed
     assert "run r1's" in said[0] and "stopped 1 of its workers" in said[0]
     # its bucket (gs://b/p, no such GCS here) cannot be read: said, and the rerun goes on
@@ -104,7 +104,7 @@ def test_a_crashed_run_whose_workers_cannot_be_stopped_stops_the_rerun(tmp_path:
                                           project="p", zones=("us-central1-a",),
                                           endpoint=forbidden), KEY_BYTES).release()
     with pytest.raises(ExpoError) as caught:
-        stop_crashed_runs(tmp_path, _run(tmp_path, "r2"), lambda line: None, gone_timeout=1)
+        recover(tmp_path, _run(tmp_path, "r2"), lambda line: None, gone_timeout=1, adopt=False)
     assert "r1" in str(caught.value) and KEY in str(caught.value)
     assert "\n" not in str(caught.value)
     assert [run.dir.name for run in crashed_runs(tmp_path)] == ["r1"]

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 from expo_executor.coordinator.harvest import submission
 from expo_executor.coordinator.loop import JobRequest
-from expo_executor.coordinator.recover import stop_crashed_runs
+from expo_executor.coordinator.recover import recover
 from expo_executor.coordinator.requests import Harvested
 from expo_executor.coordinator.run_files import RunFiles
 from expo_executor.coordinator.run_state import KEY as KEY_FILE
@@ -84,7 +84,7 @@ def test_the_rerun_harvests_a_crashed_runs_results(tmp_path: Path) -> None:
     assert [r["identity"] for r in submitted] == ["solve-1", "solve-2", "solve-3", "solve-4"]
     assert submitted[0]["family"]["rule"] == "solve" and submitted[0]["point"]["vector"] == [1.0]
     said: list[str] = []
-    found = stop_crashed_runs(tmp_path, state.new_run("r2"), said.append)
+    found = recover(tmp_path, state.new_run("r2"), said.append, adopt=False).harvested
 
     assert "expocloud: harvested 2 results of run r1: 1 solved, 1 timeouts" in said, said
     assert any("j1a1 that does not verify" in line for line in said), said
@@ -104,7 +104,7 @@ def test_a_harvested_job_is_reported_solved_without_running(tmp_path: Path) -> N
     job with a harvested timeout is skipped by its frontier, once; the forged one runs."""
     state = StateDir(tmp_path)
     _crashed_run(tmp_path)
-    found = stop_crashed_runs(tmp_path, state.new_run("r2"), lambda line: None)
+    found = recover(tmp_path, state.new_run("r2"), lambda line: None, adopt=False).harvested
     new = Rig(tmp_path / "runs" / "r2", slots=4)
     new.coordinator.state = new.coordinator.reporter.state = state  # the workflow's frontiers
     requests = [_request(n) for n in (1, 2, 3)]
@@ -202,7 +202,7 @@ def test_with_confirmation_a_timeout_counts_only_when_two_workers_saw_it(tmp_pat
             bucket.write(result_key(f"j{n}a1", worker),
                          messages.encode("result", body, worker_key(KEY, worker)))
     said: list[str] = []
-    stop_crashed_runs(tmp_path, StateDir(tmp_path).new_run("r2"), said.append)
+    recover(tmp_path, StateDir(tmp_path).new_run("r2"), said.append, adopt=False)
     assert said[-1] == "expocloud: harvested 1 results of run r1: 0 solved, 1 timeouts"
     frontier = StateDir(tmp_path).load_frontier(FAMILY)
     assert frontier.dominator(HardnessPoint(("solve",), (3.0,))) is not None
