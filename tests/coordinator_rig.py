@@ -72,7 +72,7 @@ class Rig:
         self.engine = FlakyEngine()
         self.lines: list[str] = []
         self.config = CoordinatorConfig("run", slots, workers, poll=0.05, heartbeat=10.0,
-                                        status_interval=3600, results_backstop=3600,
+                                        status_interval=3600,
                                         give_up_after=give_up_after)
         self.state = StateDir(tmp_path / "state")
         self.coordinator = Coordinator(self.config, self.engine, self.bucket, KEY, tmp_path,

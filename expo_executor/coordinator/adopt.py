@@ -88,7 +88,6 @@ class Adoption:
         self._by_identity: dict[str, AdoptedJob] = {}
         self._claims: dict[str, AdoptedJob] = {}  # the rerun's key -> job
         self._last_alive = 0.0
-        self._last_backstop = 0.0
 
     # -- taking over ---------------------------------------------------------------------------
     def take_over(self, found: Harvest, now: float) -> int:
@@ -162,7 +161,7 @@ class Adoption:
         return True
 
     # -- each round ----------------------------------------------------------------------------
-    def round(self, now: float, backstop: float) -> list[Ended]:
+    def round(self, now: float) -> list[Ended]:
         """Read what the old workers reported: returns the adopted jobs that ended (a result,
         or a worker gone). The caller acts on them, then :meth:`settle`."""
         ended: list[Ended] = []
@@ -170,16 +169,11 @@ class Adoption:
         if now - self._last_alive >= ALIVE_EVERY:
             self._last_alive = now
             gone = set(self.vms) - self.workers.alive()
-        changed = {vm.name for vm, _ in self.channel.statuses(self.vms.values())} | gone
-        listed = now - self._last_backstop >= backstop
-        if listed:
-            self._last_backstop = now
-            changed = set(self.vms)
-        wanted = {(key, vm.name) for vm in self.vms.values() if vm.name in changed
-                  for key in (*vm.jobs, *vm.cancel)}
+        self.channel.statuses(self.vms.values())  # the listing shows the new results
+        wanted = {(key, vm.name) for vm in self.vms.values() for key in (*vm.jobs, *vm.cancel)}
         # a worker's "preempted", "lost" or "stopping" result ends what it still holds: its
         # other results (read in key order) are taken first
-        results = sorted(self.channel.results(wanted, listed=listed),
+        results = sorted(self.channel.results(wanted),
                          key=lambda r: r.end in (AttemptEnd.PREEMPTED, AttemptEnd.LOST,
                                                  AttemptEnd.CANCELLED))
         for result in results:

@@ -1,5 +1,10 @@
 """The coordinator's side of the bucket: worker statuses and results in, inboxes out.
 
+One listing of ``workers/`` a round shows both the statuses that changed and the results
+written since (a result lives under its worker's prefix, :mod:`keys`): only those are read,
+and a result is deleted once the loop has its record on disk, so the listing stays the size of
+the fleet however many jobs the run has done.
+
 Statuses, results and inboxes are the typed records of :mod:`expo_executor.protocol.records`
 under the keys of :mod:`expo_executor.protocol.keys`; a message that does not decode (malformed,
 oversized, unsigned, signed with another key) is logged and ignored. Each worker's messages are
@@ -28,9 +33,9 @@ from typing import Any, Callable, TypeVar
 from expo_executor.coordinator.vms import Vm
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket
-from expo_executor.protocol.keys import (RESULTS_PREFIX, WORKERS_PREFIX, boot_log_key,
-                                         inbox_key, key_grant_key, key_request_key, result_key,
-                                         status_key)
+from expo_executor.protocol.keys import (WORKERS_PREFIX, boot_log_key, inbox_key,
+                                         key_grant_key, key_request_key, parse_result_key,
+                                         result_key, status_key)
 from expo_executor.protocol.records import Inbox, WorkerResult, WorkerStatus
 from expo_executor.protocol.worker_keys import worker_key
 
@@ -68,6 +73,8 @@ class Channel:
         self.worker_ops: dict[str, dict[str, int]] = {}  # storage operations workers reported
         self._seq = 0  # of the last inbox written
         self._results_seen: set[tuple[str, str]] = set()
+        self._results_listed: set[tuple[str, str]] = set()  # by the last listing
+        self._results_taken: list[tuple[str, str]] = []  # read, not deleted yet
         self._keys: dict[str, bytes] = {}  # worker -> its key (derived once)
         self._pool: ThreadPoolExecutor | None = None
 
@@ -98,6 +105,8 @@ class Channel:
         (None: it did not decode). One listing for all of them."""
         listing = self.bucket.list(WORKERS_PREFIX)
         self.lists += 1
+        self._results_listed = {pair for name in listing
+                                if (pair := parse_result_key(name)) is not None}
         vms = list(vms)
         if self.grantor is not None:
             self._answer_key_requests(vms, listing)
@@ -160,24 +169,22 @@ class Channel:
         return status
 
     def results(self, wanted: set[tuple[str, str]],
-                listed: bool = False) -> Iterator[WorkerResult]:
-        """The results of ``wanted`` ``(job, worker)`` pairs not read before, in the pairs'
-        sorted order (all read at once, then handed out one at a time). A result object is
-        read until it exists, then never again. ``listed``: first list the results prefix and
-        read only the objects it shows (the backstop, which asks for every pending pair:
-        mostly not written yet, and one listing is cheaper than a read of each)."""
-        pending = sorted(wanted - self._results_seen)
-        if listed and pending:
-            present = self.bucket.list(RESULTS_PREFIX)
-            self.lists += 1
-            pending = [pair for pair in pending if result_key(*pair) in present]
+                unlisted: bool = False) -> Iterator[WorkerResult]:
+        """The results of ``wanted`` ``(job, worker)`` pairs that the last listing
+        (:meth:`statuses`) showed and that were not read before, in the pairs' sorted order
+        (all read at once, then handed out one at a time). A result object is read once.
+        ``unlisted``: read every wanted pair, listed or not (a VM just found gone: what it
+        wrote after the listing is its last word)."""
+        shown = wanted if unlisted else wanted & self._results_listed
+        pending = sorted(shown - self._results_seen)
         reads = self._each(lambda pair: self.bucket.read(result_key(*pair)), pending)
         for (key, worker), (blob, _) in zip(pending, reads):
-            if blob is None:  # not written yet, or its read failed: read again later
+            if blob is None:  # gone since the listing, or its read failed: read again later
                 continue
             if (key, worker) in self._results_seen:
                 continue  # taken meanwhile by a call made while acting on an earlier one
             self._results_seen.add((key, worker))
+            self._results_taken.append((key, worker))
             try:
                 result = WorkerResult.decode(blob.data, self.key(worker))
             except messages.MessageError as exc:
@@ -186,6 +193,15 @@ class Channel:
             if result.key == key and result.worker == worker:
                 yield result
         _raise(reads.first_error())
+
+    def delete_taken(self) -> None:
+        """Delete the result objects read so far. The caller's records of them must be on
+        disk: after a crash, only a result object tells what its record would have. A delete
+        that fails is tried again next time (an object left over only lengthens listings)."""
+        taken, self._results_taken = self._results_taken, []
+        deletes = self._each(lambda pair: self.bucket.delete(result_key(*pair)), taken)
+        self._results_taken += [pair for pair, (_, error) in zip(taken, deletes)
+                                if error is not None]
 
     def boot_log(self, name: str) -> str:
         """The last lines VM ``name``'s startup script left in the bucket before it powered

@@ -14,7 +14,6 @@ from expo_executor.core.scheduler import Pool
 from expo_executor.core.shapes import Shape, ShapeSize
 
 LISTING_GRACE = 120.0  # seconds; see CoordinatorConfig.listing_grace
-RESULTS_BACKSTOP = 5.0  # seconds between looks for every worker's pending results (locally)
 
 
 @dataclass
@@ -32,10 +31,6 @@ class CoordinatorConfig:
     on_demand_min: int = 0  # on-demand VMs kept while work is left: a reliable core
     straggler_rule: bool = True
     vm_prefix: str = "w"
-    # Every pending result is looked for this often even without a status change (a lost
-    # status write): one listing of the results, then reads of the objects it shows; each
-    # listing page is billed on GCS, so the cloud stretches it.
-    results_backstop: float = RESULTS_BACKSTOP
     # What VMs cost (empty: not priced, as on the local engine) and which prices said so.
     machine_types: dict[Pool, str] = field(default_factory=dict)
     hourly: dict[Pool, float] = field(default_factory=dict)  # USD per VM-hour

@@ -40,7 +40,7 @@ from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.records import AttemptEnd
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket
-from expo_executor.protocol.keys import RESULTS_PREFIX
+from expo_executor.protocol.keys import WORKERS_PREFIX, parse_result_key
 from expo_executor.protocol.records import WorkerResult
 from expo_executor.protocol.worker_keys import worker_key
 
@@ -109,11 +109,11 @@ def _final_results(bucket: Bucket, run_key: bytes, given: set[tuple[str, str]],
     the objects of ``given`` pairs are read: a long run's results are mostly of jobs its
     coordinator read itself."""
     chosen: dict[str, list[WorkerResult]] = {}
-    for name in sorted(bucket.list(RESULTS_PREFIX)):
-        key, _, worker = name.removeprefix(RESULTS_PREFIX).partition("/")
-        worker = worker.removesuffix(".json")
-        if (key, worker) not in given:
+    for name in sorted(bucket.list(WORKERS_PREFIX)):
+        pair = parse_result_key(name)
+        if pair is None or pair not in given:
             continue
+        key, worker = pair
         blob = bucket.read(name)
         if blob is None:
             continue

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Callable
 
-from expo_executor.coordinator.loop import RESULTS_BACKSTOP, Coordinator, CoordinatorConfig
+from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig
 from expo_executor.coordinator.recover import recover
 from expo_executor.coordinator.run_files import read_jsonl
 from expo_executor.coordinator.run_state import RunState, record
@@ -155,7 +155,6 @@ def _gce(settings: ExecutorSettings, config: CoordinatorConfig, run_key: bytes, 
     config.on_demand_min = settings.on_demand_min
     config.straggler_rule = not settings.no_straggler_rule
     config.vm_prefix = vm_prefix(config.run_id)
-    config.results_backstop = max(RESULTS_BACKSTOP, 30 * config.poll)
     _price(settings, config, log)
     log(f"expocloud: coordinating through {url}")
     return bucket, build_engine(settings, config.run_id, run_key, bucket, url, run_dir)

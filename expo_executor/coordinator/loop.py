@@ -24,7 +24,7 @@ from typing import Callable
 
 from expo_executor.coordinator.adopt import Adoption, Ended
 from expo_executor.coordinator.channel import Channel
-from expo_executor.coordinator.config import RESULTS_BACKSTOP, CoordinatorConfig
+from expo_executor.coordinator.config import CoordinatorConfig
 from expo_executor.coordinator.crashed_workers import ALIVE
 from expo_executor.coordinator.desk import JobDesk
 from expo_executor.coordinator.harvest import record_timeout
@@ -54,7 +54,7 @@ from expo_executor.protocol.bucket import Bucket
 from expo_executor.protocol.records import InboxJob, WorkerResult
 
 # What front ends, launch and settings import from here.
-__all__ = ["CAPACITY_TIMEOUT", "GIVE_UP_AFTER", "RESULTS_BACKSTOP",
+__all__ = ["CAPACITY_TIMEOUT", "GIVE_UP_AFTER",
            "Coordinator", "CoordinatorConfig", "JobReport", "JobRequest"]
 
 HALTING = ("STOPPING", "SUSPENDING")
@@ -96,7 +96,6 @@ class Coordinator:
         # why a shape's queued work can never run (no VM, no growth), per shape
         self._stranded: dict[Shape | None, str] = {}
         self._started = time.time()
-        self._last_results_scan = 0.0
         self._requests: dict[str, JobRequest] = {}  # every job of the run, by key
         self.desk = JobDesk()
         self.reporter = Reporter(self._requests, self.scheduler, self.vms, self.files, self.desk,
@@ -213,14 +212,11 @@ class Coordinator:
         """One round: intake, observe, decide, act."""
         self.persist.retry(now)  # the local records that failed to be written
         self._intake()
-        # Workers rewrite their status whenever a job ends, so only the jobs of workers whose
-        # status changed can have new results; the backstop covers a status write that failed.
-        changed = self._read_statuses(now)
-        backstop = now - self._last_results_scan >= self.config.results_backstop
-        if backstop:  # one listing of the results, then reads of only what it shows
-            self._last_results_scan = now
-            changed = set(self.vms.names())
-        self._read_results(changed, listed=backstop)
+        # one listing shows the changed statuses and the new results: only those are read
+        self._read_statuses(now)
+        self._read_results(set(self.vms.names()))
+        if not self.persist.pending():  # every result read has its record on disk
+            self.channel.delete_taken()
         adopted_error = self._adopted_round(now)
         engine_error = self._watch_engine(now)
         self.pools.check_capacity(self.vms.ready_by_shape(), now)
@@ -298,9 +294,11 @@ class Coordinator:
         error = None
         for adoption in list(self.adopted):
             try:
-                for end in adoption.round(now, self.config.results_backstop):
+                for end in adoption.round(now):
                     self._adopted_end(adoption, end)
                 adoption.settle(now, self.config.heartbeat)
+                if not self.persist.pending():
+                    adoption.channel.delete_taken()
             except Exception as exc:  # noqa: BLE001 - raised again at the end of the round
                 error = error or exc
                 continue
@@ -358,12 +356,10 @@ class Coordinator:
                      f"({size.slots} slots; {prices})")
 
     # -- observe -----------------------------------------------------------------------------
-    def _read_statuses(self, now: float) -> set[str]:
-        """Take in changed worker statuses; returns the workers whose status changed. A worker
-        that says it is ready becomes a slot holder of the scheduler."""
-        changed = set()
+    def _read_statuses(self, now: float) -> None:
+        """Take in changed worker statuses: a worker that says it is ready becomes a slot
+        holder of the scheduler."""
         for vm, status in self.channel.statuses(self.vms):
-            changed.add(vm.name)
             if status is not None and status.state is WorkerState.READY and not vm.ready:
                 vm.ready, vm.ready_at = True, now
                 self.pools.vm_ready(vm.pool, vm.shape)
@@ -371,14 +367,13 @@ class Coordinator:
                 size = self.config.size(vm.shape)
                 self.scheduler.add_worker(vm.name, size.slots, size.mem_mb, pool=vm.pool,
                                           shape=vm.shape)
-        return changed
 
-    def _read_results(self, workers: set[str], listed: bool = False) -> None:
-        """Take in the results of the jobs assigned to (or cancelled on) ``workers``
-        (``listed``: of those a listing of the results shows, see ``Channel.results``)."""
+    def _read_results(self, workers: set[str], unlisted: bool = False) -> None:
+        """Take in the results the round's listing showed (``unlisted``: or not, see
+        ``Channel.results``) of the jobs assigned to (or cancelled on) ``workers``."""
         wanted = {(k, vm.name) for vm in self.vms if vm.name in workers
                   for k in (*vm.jobs, *vm.cancel)}
-        for result in self.channel.results(wanted, listed=listed):
+        for result in self.channel.results(wanted, unlisted):
             self._take_result(result)
 
     def _take_result(self, result: WorkerResult) -> None:
@@ -405,7 +400,7 @@ class Coordinator:
                 # Read every other result of the worker first (results are read in key order):
                 # a timeout there may be what it was not started for (a held job its worker's
                 # own timeout dominates), or a job that ended before the worker stopped.
-                self._read_results({result.worker})
+                self._read_results({result.worker}, unlisted=True)
                 events = self.scheduler.cancelled(key)
             if not events and self.scheduler.state(key) in ("running", "queued"):
                 # killed for another reason (its worker is stopping): run it elsewhere
@@ -452,9 +447,9 @@ class Coordinator:
         if name not in self.vms:
             return
         # What it reported before it went stands: a job whose result object was written just
-        # before its VM died (the status write that would have sent us looking lost with it)
-        # ended, and must not be re-queued and run a second time.
-        self._read_results({name})
+        # before its VM died (after this round's listing, too) ended, and must not be
+        # re-queued and run a second time.
+        self._read_results({name}, unlisted=True)
         if name not in self.vms:  # its last breath said "preempted": handled already
             return
         self.log(f"expocloud: worker {name} {how}; its jobs go back to the queue first")

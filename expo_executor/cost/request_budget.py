@@ -27,7 +27,7 @@ class Budget:
 
     ``overhead``: what every worker costs per hour whatever its jobs (inbox reads, the
     coordinator's listings at the scaled page count). ``per_job``: what each job adds
-    (result and status writes, their reads, assignment writes). Both from the run's counts.
+    (result writes, their reads, assignment writes). Both from the run's counts.
     """
 
     workers: int

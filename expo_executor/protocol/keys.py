@@ -10,8 +10,12 @@ count storage operations cannot drift apart:
   key and the VM's identity token; single writer: the worker) and ``workers/<worker>/key.json``
   the coordinator's answer, the worker's key encrypted to that public key (single writer: the
   coordinator; engines/gce/key_channel.py);
-- ``results/<job>/<worker>.json``: one attempt's result (single writer: that worker; written
-  once, first writer wins);
+- ``workers/<worker>/results/<job>.json``: one attempt's result (single writer: that worker;
+  written once, first writer wins). Under the worker's prefix so that the coordinator's one
+  listing of ``workers/`` a round shows new results as well as changed statuses: a worker
+  need not rewrite its status to say a job ended (one class A write and one read less a job),
+  and the coordinator deletes each result (deletes are free) once its record is on disk, so
+  that listing stays the size of the fleet;
 - ``stage/in/<sha256>`` and ``stage/out/<job>/``: a CWL job's staged files (content-addressed
   inputs; outputs written by the job's worker);
 - ``software/<digest>/<wheel>``: this package's wheel for GCE workers (content-addressed);
@@ -26,7 +30,6 @@ count storage operations cannot drift apart:
 from __future__ import annotations
 
 WORKERS_PREFIX = "workers/"
-RESULTS_PREFIX = "results/"
 STAGE_PREFIX = "stage/"
 SOFTWARE_PREFIX = "software"
 LOGS_PREFIX = "logs/"
@@ -61,7 +64,16 @@ def key_grant_key(worker_id: str) -> str:
 def result_key(job_key: str, worker_id: str) -> str:
     """One result object per job and worker: each has a single writer, and a job re-run
     elsewhere (its first worker lost or stopped) reports afresh."""
-    return f"{RESULTS_PREFIX}{job_key}/{worker_id}.json"
+    return f"{WORKERS_PREFIX}{worker_id}/results/{job_key}.json"
+
+
+def parse_result_key(name: str) -> tuple[str, str] | None:
+    """``(job, worker)`` of a key :func:`result_key` made; None for any other key."""
+    worker, sep, rest = name.removeprefix(WORKERS_PREFIX).partition("/results/")
+    if not name.startswith(WORKERS_PREFIX) or not sep or "/" in worker \
+            or not rest.endswith(".json") or "/" in rest:
+        return None
+    return rest.removesuffix(".json"), worker
 
 
 def saved_log_key(job_key: str, worker_id: str, index: int) -> str:

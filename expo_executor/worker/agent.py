@@ -490,8 +490,8 @@ class Worker:
                               messages.redacted(reason, secrets),
                               messages.redacted(tail, secrets) or "", logs, command_s)
         self.unsent[key] = result.encode(self.key)
+        # no status write: the coordinator's listing of the workers' prefix shows the result
         self._send_results()
-        self._write_status(WorkerState.READY)  # a changed status is what sends the coordinator looking
 
     def _send_results(self) -> None:
         """Write the results not yet taken, oldest first; stop at the first failure."""

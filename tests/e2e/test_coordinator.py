@@ -215,7 +215,9 @@ def test_a_worker_whose_own_disk_fails_loses_its_jobs_to_another(tmp_path: Path)
     coordinator.start()
     try:
         coordinator.submit([
-            _request("plain", ["sh", "-c", "sleep 2; echo x >> plain.txt"], tmp_path),
+            # on w-1 it is still running when w-1 fails, however late the staged job starts
+            _request("plain", ["sh", "-c", 'case "$EXPOCLOUD_VM" in */w-1) sleep 60;; esac; '
+                               "echo x >> plain.txt"], tmp_path),
             JobRequest(Task("staged", "staged"), ["sh", "-c", "echo y >> staged.txt"],
                        str(tmp_path), {}, None, meta=JobMeta("r", {"i": "staged"}),
                        stage={"host_env": True})])

@@ -1,7 +1,7 @@
 """The coordinator's channel issues a round's bucket calls together, and takes their answers in
 a fixed order: results in the sorted order of their keys however the reads finish, a failed
-call that loses none of the others, and the results backstop as one listing plus reads of only
-what it shows. The bucket is the real local one; a subclass holds chosen reads back or fails
+call that loses none of the others, and new results found by the round's one listing (reads of
+only what it shows), each deleted once taken. The bucket is the real local one; a subclass holds chosen reads back or fails
 them, the way a slow or failing storage request would."""
 
 from __future__ import annotations
@@ -54,10 +54,21 @@ class HeldBucket(LocalBucket):
             raise StorageDown(key)
         return super().write(key, data, if_generation_match)
 
+    def delete(self, key: str) -> None:
+        if key in self.fail:
+            raise StorageDown(key)
+        super().delete(key)
+
 
 def _result(bucket: LocalBucket, job: str, worker: str) -> None:
     result = WorkerResult(job, worker, AttemptEnd.SOLVED, 0, 1.0, 2.0)
     bucket.write(result_key(job, worker), result.encode(worker_key(KEY, worker)))
+
+
+def _listed(channel: Channel) -> Channel:
+    """The channel after a round's listing (``statuses``), which shows it the new results."""
+    channel.statuses([])
+    return channel
 
 
 @pytest.fixture
@@ -72,7 +83,7 @@ def test_results_come_in_key_order_while_their_reads_overlap(bucket: HeldBucket)
     for job, worker in pairs:
         _result(bucket, job, worker)
     bucket.hold, bucket.release = result_key("j1", "w1"), result_key("j5", "w1")
-    channel = Channel(bucket, KEY, print)
+    channel = _listed(Channel(bucket, KEY, print))
     try:
         got = [(r.key, r.worker) for r in channel.results(set(pairs))]
     finally:
@@ -88,7 +99,7 @@ def test_a_failing_result_read_loses_none_of_the_others(bucket: HeldBucket) -> N
     for job, worker in pairs:
         _result(bucket, job, worker)
     bucket.fail = {result_key("a", "w1")}
-    channel = Channel(bucket, KEY, print)
+    channel = _listed(Channel(bucket, KEY, print))
     got: list[str] = []
     with pytest.raises(StorageDown):
         for result in channel.results(pairs):
@@ -106,7 +117,7 @@ def test_a_result_taken_by_a_nested_call_is_not_handed_out_again(bucket: HeldBuc
     pairs = {("a", "w1"), ("b", "w1"), ("c", "w1")}
     for job, worker in pairs:
         _result(bucket, job, worker)
-    channel = Channel(bucket, KEY, print)
+    channel = _listed(Channel(bucket, KEY, print))
     outer, inner = [], []
     for result in channel.results(pairs):
         outer.append(result.key)
@@ -116,16 +127,45 @@ def test_a_result_taken_by_a_nested_call_is_not_handed_out_again(bucket: HeldBuc
     channel.close()
 
 
-def test_the_backstop_lists_once_and_reads_only_what_exists(bucket: HeldBucket) -> None:
-    """Of 200 pending results one was written: one listing and one read, not 200 reads."""
+def test_a_round_lists_once_and_reads_only_the_results_it_shows(bucket: HeldBucket) -> None:
+    """Of 200 pending results one was written: the round's one listing shows it, and it is the
+    one read, not 200 reads of objects that are not there."""
     pairs = {(f"j{i:03d}", "w1") for i in range(200)}
     _result(bucket, "j123", "w1")
     channel = Channel(bucket, KEY, print)
     before = dict(bucket.ops)
-    assert [r.key for r in channel.results(pairs, listed=True)] == ["j123"]
+    assert [r.key for r in _listed(channel).results(pairs)] == ["j123"]
     assert bucket.ops["A"] - before.get("A", 0) == 1, "one listing"
     assert bucket.ops["B"] - before.get("B", 0) == 1, "one read: the result that exists"
     assert channel.lists == 1
+    channel.close()
+
+
+def test_a_result_written_after_the_listing_waits_for_the_next_one(bucket: HeldBucket) -> None:
+    channel = _listed(Channel(bucket, KEY, print))
+    _result(bucket, "j1", "w1")
+    assert list(channel.results({("j1", "w1")})) == []
+    assert [r.key for r in _listed(channel).results({("j1", "w1")})] == ["j1"]
+    channel.close()
+
+
+def test_taken_results_are_deleted_and_a_failed_delete_is_tried_again(
+        bucket: HeldBucket) -> None:
+    """The listing stays the size of the fleet: a result, once taken (and its record on disk,
+    the caller's part), goes; one whose delete failed goes next time; one not taken stays."""
+    for job in ("a", "b", "c"):
+        _result(bucket, job, "w1")
+    channel = _listed(Channel(bucket, KEY, print))
+    assert [r.key for r in channel.results({("a", "w1"), ("b", "w1")})] == ["a", "b"]
+    bucket.fail = {result_key("a", "w1")}
+    channel.delete_taken()
+    assert bucket.read(result_key("b", "w1")) is None
+    bucket.fail = set()
+    assert bucket.read(result_key("a", "w1")) is not None, "its delete failed"
+    channel.delete_taken()
+    assert bucket.read(result_key("a", "w1")) is None
+    assert bucket.read(result_key("c", "w1")) is not None, "not taken: kept"
+    channel.close()
 
 
 def _vm(name: str) -> Vm:
@@ -179,9 +219,10 @@ class ReadLog(LocalBucket):
         return super().list(prefix)
 
 
-def test_the_coordinator_s_backstop_reads_no_result_that_is_not_there(tmp_path: Path) -> None:
-    """A round of the backstop with a job running and no result written: one listing of the
-    results, no read of the job's result key (at 1,000 workers: no 1,000 reads of 404s)."""
+def test_a_round_reads_no_result_that_is_not_there(tmp_path: Path) -> None:
+    """A round with a job running and no result written: the round's one listing, no read of
+    the job's result key (at 1,000 workers: no 1,000 reads of 404s); once the worker writes
+    it, the next round reads it, records it, and deletes it."""
     from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
     from expo_executor.coordinator.state import StateDir
     from expo_executor.core.records import JobMeta
@@ -189,7 +230,7 @@ def test_the_coordinator_s_backstop_reads_no_result_that_is_not_there(tmp_path: 
     from tests.unit.test_lost_worker import ScriptedEngine
 
     bucket = ReadLog(tmp_path / "bucket")
-    config = CoordinatorConfig("run", 1, 1, poll=0.05, status_interval=3600, results_backstop=0)
+    config = CoordinatorConfig("run", 1, 1, poll=0.05, status_interval=3600)
     coordinator = Coordinator(config, ScriptedEngine(), bucket, KEY, tmp_path,
                               StateDir(tmp_path / "s"), print)
     coordinator.submit([JobRequest(Task("job", "job"), ["true"], str(tmp_path), {}, None,
@@ -201,7 +242,11 @@ def test_the_coordinator_s_backstop_reads_no_result_that_is_not_there(tmp_path: 
     coordinator.tick(now + 1)  # ready: the job is assigned
     assert coordinator.scheduler.state("job") == "running"
     bucket.reads.clear(), bucket.lists.clear()
-    coordinator.tick(now + 2)  # nothing changed; the backstop is due
-    assert "results/" in bucket.lists
-    assert [key for key in bucket.reads if key.startswith("results/")] == []
+    coordinator.tick(now + 2)  # nothing changed
+    assert bucket.lists == ["workers/"]
+    assert bucket.reads == []
+    _result(bucket, "job", "w-1")  # no status write: the listing shows the result
+    coordinator.tick(now + 3)
+    assert coordinator.scheduler.state("job") == "solved"
+    assert bucket.read(result_key("job", "w-1")) is None, "recorded, then deleted"
     coordinator.stop()

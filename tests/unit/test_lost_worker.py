@@ -58,14 +58,13 @@ def test_a_result_written_just_before_the_vm_died_is_not_run_again(tmp_path: Pat
     bucket = LocalBucket(tmp_path / "bucket")
     engine = ScriptedEngine()
     lines: list[str] = []
-    config = CoordinatorConfig("run", 1, 1, poll=0.05, status_interval=3600,
-                               results_backstop=3600)
+    config = CoordinatorConfig("run", 1, 1, poll=0.05, status_interval=3600)
     coordinator = Coordinator(config, engine, bucket, KEY, tmp_path, StateDir(tmp_path / "s"),
                               lines.append)
     coordinator.submit([JobRequest(Task("job", "job"), ["true"], str(tmp_path), {}, None,
                                    meta=JobMeta("r"))])
     now = 10_000.0
-    coordinator.tick(now)  # the backstop's first scan, and a VM is created
+    coordinator.tick(now)  # a VM is created
     assert engine.status == {"w-1": "RUNNING"}
     _status(bucket, "w-1", [])
     coordinator.tick(now + 0.1)  # ready: the job is assigned
