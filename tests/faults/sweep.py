@@ -95,16 +95,18 @@ rule sweep:
 @dataclass(frozen=True)
 class Grid:
     """The sweep: ``easy`` easy jobs and ``hopeless`` hopeless ones (see the module's
-    docstring); ``slow``: odd easy jobs take 8 s (still far below any deadline), so that some
-    are always running when something is killed."""
+    docstring); ``slow``: odd easy jobs take ``slow_s`` (still far below any deadline), so
+    that some are always running when something is killed."""
 
     easy: int
     hopeless: int
     slow: bool = False
+    slow_s: float = 8.0
 
     @property
     def seconds(self) -> dict[str, float]:
-        jobs = {f"{a}/0/0": 8.0 if self.slow and a % 2 else 0.5 for a in range(self.easy)}
+        jobs = {f"{a}/0/0": self.slow_s if self.slow and a % 2 else 0.5
+                for a in range(self.easy)}
         if self.hopeless:
             jobs["0/1/0"] = 3600.0
         jobs.update({f"{a}/1000/0": 3600.0 for a in range(self.hopeless - 1)})

@@ -48,6 +48,7 @@ from pathlib import Path
 from expo_executor.coordinator.run_files import read_jsonl
 from expo_executor.core.records import AttemptEnd
 from expo_executor.protocol.bucket import open_bucket
+from expo_executor.protocol.keys import WORKERS_PREFIX, parse_result_key
 from expo_executor.protocol.records import WorkerResult
 from expo_executor.protocol.worker_keys import worker_key
 from tests.emulated_gce import (PROJECT, ZONES, emulated_args, emulated_env,  # noqa: F401
@@ -61,6 +62,9 @@ from .sweep import (Grid, bucket_outputs, grid, job_of, read_ledger, sweep_args,
 # Even a: half a second; odd a: eight seconds, so some are always running at the kill. No
 # hopeless job: the rerun must complete (exit 0).
 GRID: Grid = grid((10, 0, True), (20, 0, True))
+# the adoption tests: a slow job started just before the kill must outlast the rerun's start
+# (unlock, Snakemake's start, the harvest) on a loaded machine too
+ADOPT_GRID: Grid = grid((10, 0, True, 20.0), (20, 0, True, 20.0))
 DEADLINE_S = 60
 SLACK_S = 5.0  # a poll or two, the SIGTERM grace of a job session, and load
 
@@ -313,8 +317,10 @@ def _solved_after_kill(run: Path, run_key: bytes) -> set[str]:
     names = {r["key"]: "/".join(r["meta"]["wildcards"][k] for k in ("a", "b", "i"))
              for r in read_jsonl(run / "submitted.jsonl")}
     solved = set()
-    for name in bucket.list("results/"):
-        key, worker = name.removeprefix("results/").removesuffix(".json").split("/")
+    for name in bucket.list(WORKERS_PREFIX):
+        if (pair := parse_result_key(name)) is None:
+            continue
+        key, worker = pair
         result = WorkerResult.decode(bucket.read(name).data, worker_key(run_key, worker))
         if result.end is AttemptEnd.SOLVED and key not in recorded:
             solved.add(names[key])
@@ -454,19 +460,19 @@ def test_rerun_adopts_the_killed_runs_jobs_in_flight_local(tmp_path: Path, fault
     is written once and right, no worker of either run is left, the killed run's key is gone."""
     workdir = tmp_path / "wf"
     ledger = tmp_path / "ledger.jsonl"
-    write_workflow(workdir, GRID, ledger)
+    write_workflow(workdir, ADOPT_GRID, ledger)
     args = _local_args(LONG_GRACE)
     killed, old, adopted_jobs, _key, harvested = _rerun_at_once(workdir, args, None, ledger,
                                                                 ADOPTED)
     rerun = read_jsonl(run_dirs(workdir)[-1] / "jobs.jsonl")
     in_flight, adopted = _check_adopted(ledger, killed, rerun, old.name)
-    for job in GRID.jobs:
+    for job in ADOPT_GRID.jobs:
         assert (workdir / "out" / f"{job}.txt").read_text() == Grid.text(job)
     assert not worker_pids(workdir / ".expocloud")
     assert not processes_under(workdir)
     assert not (old / "run.key").exists()
     fault_figures("SIGKILL the coordinator, rerun at once: adopted (local engine)", injected=1,
-                  survived=1, jobs=len(GRID.jobs), jobs_lost=0, orphan_vms=0,
+                  survived=1, jobs=len(ADOPT_GRID.jobs), jobs_lost=0, orphan_vms=0,
                   detail=f"{in_flight} jobs in flight at the kill, none run again: {adopted} "
                   f"adopted by the rerun ({adopted_jobs} in flight when it started), "
                   f"{harvested} results harvested", in_flight=in_flight, adopted=adopted,
@@ -480,7 +486,7 @@ def test_rerun_adopts_the_killed_runs_jobs_in_flight_gce(tmp_path: Path, fake_co
     their inboxes fresh, takes their results, and deletes each VM once it holds nothing."""
     workdir = tmp_path / "wf"
     ledger = tmp_path / "ledger.jsonl"
-    write_workflow(workdir, GRID, ledger)
+    write_workflow(workdir, ADOPT_GRID, ledger)
     args = _gce_args(fake_compute, gcs_emulator, LONG_GRACE)
     env = emulated_env(gcs_emulator)
     killed, old, adopted_jobs, _key, harvested = _rerun_at_once(workdir, args, env, ledger,
@@ -489,12 +495,12 @@ def test_rerun_adopts_the_killed_runs_jobs_in_flight_gce(tmp_path: Path, fake_co
     in_flight, adopted = _check_adopted(ledger, killed, rerun, old.name)
     outputs = bucket_outputs(gcs_emulator, args[args.index("--default-storage-prefix") + 1])
     assert {name: text for name, (text, _) in outputs.items()} == \
-        {f"out/{job}.txt": Grid.text(job) for job in GRID.jobs}
+        {f"out/{job}.txt": Grid.text(job) for job in ADOPT_GRID.jobs}
     assert not fake_compute.instances()  # the rerun ended with every VM of both runs gone
     assert wait_until(lambda: not worker_pids(fake_compute.scratch_root), timeout=20)
     assert not (old / "run.key").exists()
     fault_figures("SIGKILL the coordinator, rerun at once: adopted (emulated GCE)", injected=1,
-                  survived=1, jobs=len(GRID.jobs), jobs_lost=0, orphan_vms=0,
+                  survived=1, jobs=len(ADOPT_GRID.jobs), jobs_lost=0, orphan_vms=0,
                   detail=f"{in_flight} jobs in flight at the kill, none run again: {adopted} "
                   f"adopted by the rerun ({adopted_jobs} in flight when it started), "
                   f"{harvested} results harvested", in_flight=in_flight, adopted=adopted,
