@@ -279,6 +279,7 @@ class Coordinator:
                 self.reporter.handle(events)
                 continue
             self.reporter.handle(self.scheduler.submit(request.task))
+        self.reporter.say_arrivals()
 
     # -- adopted runs (adopt.py) -------------------------------------------------------------
     def _claim(self, request: JobRequest) -> str | None:

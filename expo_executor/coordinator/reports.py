@@ -55,6 +55,7 @@ class Reporter:
         self.elsewhere: Callable[[Cancel], None] = lambda event: None
         self.adopted_from: dict[str, str] = {}  # job -> the adopted run it ran in (adopt.py)
         self.timeouts: collections.deque[TimeoutNote] = collections.deque(maxlen=MAX_TIMEOUTS)
+        self._arrivals: collections.Counter[str] = collections.Counter()  # dominator -> jobs
 
     def handle(self, events: list[Event], result: WorkerResult | None = None) -> None:
         """Act on ``events``; ``result``: the worker's result that caused them, if any."""
@@ -87,7 +88,7 @@ class Reporter:
     def _summarize(self, events: list[Event], result: WorkerResult | None) -> None:
         """One log line per timeout, with the queued jobs it skipped and the running ones it
         cancelled (a timeout's ``harder`` consequences follow it in the list, as the scheduler
-        returns them); one per earlier timeout that skipped jobs on arrival."""
+        returns them). Jobs skipped on arrival are counted for :meth:`say_arrivals`."""
         consequence: set[int] = set()
         for index, event in enumerate(events):
             if isinstance(event, Finished) and event.outcome is Outcome.TIMEOUT:
@@ -96,12 +97,17 @@ class Reporter:
                 mine = result if result and result.key == event.key else None
                 self._timed_out(event.key, mine, sum(isinstance(e, Skipped) for e in tail),
                                 sum(isinstance(e, Cancel) for e in tail))
-        arrivals = collections.Counter(
+        self._arrivals.update(
             event.dominator.label for index, event in enumerate(events)
             if isinstance(event, Skipped) and not event.killed and index not in consequence)
-        for label, count in arrivals.items():
+
+    def say_arrivals(self) -> None:
+        """One line per earlier timeout for the jobs it skipped as they were taken in (called
+        once the round's new jobs are all in)."""
+        for label, count in self._arrivals.items():
             self.log(f"expocloud: skipped {count} job{'s' if count != 1 else ''} on arrival: "
                      f"as hard as or harder than {label}, which timed out in an earlier run")
+        self._arrivals.clear()
 
     def _timed_out(self, key: str, result: WorkerResult | None, pruned: int,
                    cancelled: int) -> None:
