@@ -112,8 +112,10 @@ class Reporter:
     def _timed_out(self, key: str, result: WorkerResult | None, pruned: int,
                    cancelled: int) -> None:
         request = self.requests[key]
-        ran = result.command_s if result and result.command_s is not None else \
-            (result.runtime_s if result else None)
+        if result is None:  # an unconfirmed timeout, pruning later: it ran to its deadline
+            ran = request.deadline_s
+        else:
+            ran = result.command_s if result.command_s is not None else result.runtime_s
         hardness = request.meta.hardness
         note = TimeoutNote(
             request.task.label, ", ".join(
