@@ -68,6 +68,11 @@ def _add_state_parsers(sub: Any) -> None:
     """status, forget and runs: what the state directory holds."""
     stat = sub.add_parser("status", help="progress of a live (or finished) run")
     stat.add_argument("run", nargs="?", help="run id or directory (default: the newest run)")
+    stat.add_argument("--watch", action="store_true",
+                      help="print the status again every --interval seconds until the run "
+                      "ends (or Ctrl-C)")
+    stat.add_argument("--interval", type=float, default=5.0,
+                      help="seconds between --watch updates (default: 5)")
     _add_state_dir(stat)
 
     logs = sub.add_parser("logs", help="print the saved logs of failed and timed-out jobs")
@@ -183,28 +188,58 @@ def _cost(run_dir: Path):  # -> CostReport | None
 
 
 def _status(args: argparse.Namespace) -> int:
+    """The run's status; with ``--watch``, again every ``--interval`` s until the run ends
+    (0), its coordinator seems dead (1), or Ctrl-C (0)."""
     from expo_executor.report.results import find_run
 
+    if args.interval <= 0:
+        raise ExpoError("--interval", f"{args.interval:g} is not a positive number of seconds",
+                        "pass how often to print the status, e.g. --interval 5")
     run_dir = find_run(args.state_dir, args.run)
+    if not args.watch:
+        _show_status(run_dir)
+        return 0
+    try:
+        while True:
+            if sys.stdout.isatty():
+                print("\033[H\033[J", end="")  # a fresh screen for each update
+            over = _show_status(run_dir)
+            if over is not None:
+                return 0 if over == "ended" else 1
+            print(flush=True)
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _show_status(run_dir: Path) -> str | None:
+    """Print the run's status; returns ``ended`` once the run has ended, ``stale`` when its
+    coordinator seems to have died, None while it goes on."""
+    from expo_executor.core.run_status import RunStatus, text_lines
+
     info = json.loads((run_dir / "run.json").read_text())
     try:
-        status = json.loads((run_dir / "status.json").read_text())
-    except (OSError, ValueError):
+        status = RunStatus.from_dict(json.loads((run_dir / "status.json").read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
         status = None
-    state = f"ended {info['ended']}" if info.get("ended") else "running"
+    ended = bool(info.get("ended")) or (status is not None and status.finished)
+    state = f"ended {info['ended']}" if info.get("ended") else "ended" if ended else "running"
     print(f"run {info['run_id']} ({info.get('engine')}), started {info['created']}, {state}")
+    page = run_dir / "run.html"
+    if page.exists():
+        print(f"page: {page.resolve()}")
     if status is None:
         print("no progress recorded yet")
-        return 0
-    age = time.time() - status["time"]
-    print(f"{status['queued']} queued, {status['running']} running, {status['solved']} solved, "
-          f"{status['timeout']} timed out, {status['skipped']} skipped, {status['failed']} failed"
-          f" | {status['workers']} workers, {status['slots']} slots (as of {age:.0f} s ago)"
-          + (f" | ${status['cost_usd']:.4f} so far" if "cost_usd" in status else ""))
-    if not info.get("ended") and age > 120:
+        return "ended" if ended else None
+    now = time.time()
+    print("\n".join(text_lines(status, now)), flush=True)
+    if ended:
+        return "ended"
+    if status.stale(now):
         print("warning: no progress written for over two minutes: the coordinator may have died; "
-              "its workers stop by themselves after the heartbeat grace period")
-    return 0
+              "its workers stop by themselves after the heartbeat grace period", flush=True)
+        return "stale"
+    return None
 
 
 def _logs(args: argparse.Namespace) -> int:

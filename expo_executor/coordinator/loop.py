@@ -11,7 +11,7 @@ This module owns the thread and the order of a round; each step's work is a coll
 :mod:`.desk` (the hand-over between threads), :mod:`.channel` (the bucket: statuses, results,
 inboxes), :mod:`.vms` (the VMs tracked and their records), :mod:`.pools` (pool health),
 :mod:`.meter` (the budget), :mod:`.reports` (scheduler events: reports, job records, cancels) and
-:mod:`.progress` (the live counts); the decisions are the core's
+:mod:`.progress` and :mod:`.snapshot` (the live status and the run page); the decisions are the core's
 (``core.scaling.scale``, ``core.pool_health``, ``core.budget``), which the simulator calls too.
 """
 
@@ -38,6 +38,8 @@ from expo_executor.coordinator.requests import Harvested, JobReport, JobRequest
 from expo_executor.coordinator.run_files import RunFiles
 from expo_executor.coordinator.run_state import HeldRun
 from expo_executor.coordinator.saved_logs import LogFetcher
+from expo_executor.coordinator import snapshot
+from expo_executor.coordinator.snapshot import StartTimes, job_map, running_jobs, running_keys
 from expo_executor.coordinator.state import FamilyRef, StateDir
 from expo_executor.coordinator.vms import VmFleet
 from expo_executor.core.budget import Phase, Withdraw
@@ -45,6 +47,7 @@ from expo_executor.core.fleet import pools
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.pool_health import CAPACITY_TIMEOUT
 from expo_executor.core.records import AttemptEnd, VmEnd, WorkerState
+from expo_executor.core.run_status import RunStatus
 from expo_executor.core.scaling import FleetSetup, ScalePlan, scale_shapes
 from expo_executor.core.scheduler import Cancel, Outcome, Pool, Scheduler
 from expo_executor.core.shapes import Shape
@@ -89,8 +92,9 @@ class Coordinator:
         self.pools = PoolWatch(config, log)
         self.meter = Meter(config.hourly, config.budget, self.fleets, log,
                            config.price if config.shapes is not None else None)
-        self.progress = Progress(self.files, config.status_interval, config.slots_per_worker,
-                                 config.budget, log)
+        self.progress = Progress(self.files, config.status_interval, log)
+        self.starts = StartTimes()  # when each running job started, for the status
+        self._finished = False  # stopped: the last status says so
         self._stragglers = False  # the straggler rule is in force: nothing new goes on Spot
         self._spot_held: frozenset[Shape | None] = frozenset()  # ... per shape
         # why a shape's queued work can never run (no VM, no growth), per shape
@@ -152,6 +156,7 @@ class Coordinator:
         if self.held_run is not None:
             self.held_run.end()  # nothing of the run lives on: a rerun has nothing to stop
         self.channel.close()
+        self._finished = True
         self._progress(time.time(), force=True)
         self.persist.flush()
         self._write_requests()
@@ -221,7 +226,7 @@ class Coordinator:
         engine_error = self._watch_engine(now)
         self.pools.check_capacity(self.vms.ready_by_shape(), now)
         self._meter(now)
-        self._assign()
+        self._assign(now)
         self.channel.write_inboxes(self.vms, now, self.config.heartbeat)
         if engine_error is not None:  # no scaling or stranding on a blind engine
             raise engine_error
@@ -270,6 +275,7 @@ class Coordinator:
                 self.reporter.handle(events)
                 continue
             self.reporter.handle(self.scheduler.submit(request.task))
+        self.reporter.say_arrivals()
 
     # -- adopted runs (adopt.py) -------------------------------------------------------------
     def _claim(self, request: JobRequest) -> str | None:
@@ -497,14 +503,17 @@ class Coordinator:
                 self.engine.delete(name)
                 self._end_vm(name, VmEnd.DELETED)
 
-    def _assign(self) -> None:
-        """Put what the scheduler assigns into the VMs' inboxes (nothing past the budget)."""
+    def _assign(self, now: float) -> None:
+        """Put what the scheduler assigns into the VMs' inboxes (nothing past the budget); a
+        job given a free slot starts now, as the run's status sees it."""
         if self.meter.phase >= Phase.LIMIT:
             return
         for assignment in self.scheduler.assign(spot_held=self._spot_held):
             request = self._requests[assignment.key]
             vm = self.vms[assignment.worker_id]
             self.reporter.assigned(assignment.key, assignment.worker_id)
+            if self.scheduler.state(assignment.key) == "running":
+                self.starts.started(assignment.key, now)
             vm.jobs[assignment.key] = InboxJob(request.argv, request.cwd, request.env,
                                                request.deadline_s, request.task.cpus,
                                                request.stage, tuple(request.logs),
@@ -603,10 +612,23 @@ class Coordinator:
     def _progress(self, now: float, force: bool = False) -> None:
         if not (force or self.progress.due(now)):
             return
+        self.progress.report(self.status(now), force)
+
+    def status(self, now: float) -> RunStatus:
+        """The run's live status (core.run_status): counts, jobs running, pools, timeouts and
+        the outcome map so far."""
         ready = self.vms.ready_count()
-        spent = self.spent(now) if self.config.hourly else None
-        self.progress.report(now, self.scheduler.counts(), ready, len(self.vms) - ready, spent,
-                             force)
+        running = running_keys(self.scheduler)
+        since = self.starts.update((key for key, _ in running), now)
+        budget = self.config.budget
+        return RunStatus(
+            now, self.scheduler.counts(), ready, len(self.vms) - ready,
+            ready * self.config.slots_per_worker, self.config.status_interval, self._finished,
+            self.spent(now) if self.config.hourly else None,
+            budget.limit_usd if budget is not None else None,
+            running_jobs(running, self._requests, since),
+            snapshot.pools(self.vms, self.meter.ended_by, self.config, now),
+            tuple(self.reporter.timeouts), job_map(self.scheduler, self._requests))
 
     # -- failing jobs that will not run -------------------------------------------------------
     def _fail_unrunnable(self, key: str, reason: str | None = None) -> None:

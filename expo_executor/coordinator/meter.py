@@ -31,6 +31,7 @@ class Meter:
         self.pools = tuple(pools)
         self.log = log
         self.ended_usd = 0.0  # USD of VMs that are gone
+        self.ended_by: dict[tuple[Pool, Shape | None], float] = {}  # ... per pool and shape
         self.vm_seconds: dict[str, float] = {}  # pool -> VM-seconds of ended VMs
         self.phase = Phase.OK
         self.spent_out = False  # the budget stopped the run: nothing more will run
@@ -52,7 +53,9 @@ class Meter:
     def vm_ended(self, vm: Vm, seconds: float) -> None:
         """A VM that ran ``seconds`` is gone: its cost is final."""
         self.vm_seconds[vm.pool.value] = self.vm_seconds.get(vm.pool.value, 0.0) + seconds
-        self.ended_usd += vm_cost(self._price(vm), seconds)
+        usd = vm_cost(self._price(vm), seconds)
+        self.ended_usd += usd
+        self.ended_by[(vm.pool, vm.shape)] = self.ended_by.get((vm.pool, vm.shape), 0.0) + usd
 
     def money(self, vms: Iterable[Vm]) -> Money:
         """The budget's side of a scaling round."""

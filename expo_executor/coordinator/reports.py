@@ -2,6 +2,11 @@
 inboxes, outcomes become reports (handed to the front end, then recorded in ``jobs.jsonl``), a
 timeout joins its family's frontier (kept for later runs), and a re-queued job is logged.
 
+The log says each timeout once, with what it pruned, before any of the skips it caused is
+reported: the skips are that line's summary (each one's detail is in ``jobs.jsonl``); jobs
+skipped on arrival by an earlier run's timeout get one line per dominating timeout. The recent
+timeouts are kept for the run's status (``core.run_status``).
+
 The scheduler has taken an outcome in by the time it is reported, so the report must not be
 lost to an I/O error after that: it goes to the front end in memory first, and the local
 records are written through a :class:`~.persist.Persister`, which keeps and retries what fails.
@@ -9,6 +14,7 @@ records are written through a :class:`~.persist.Persister`, which keeps and retr
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import time
 from typing import Callable
@@ -22,6 +28,7 @@ from expo_executor.coordinator.saved_logs import LogFetcher
 from expo_executor.coordinator.state import StateDir
 from expo_executor.coordinator.vms import VmFleet
 from expo_executor.core.hardness import FrontierPoint
+from expo_executor.core.run_status import MAX_TIMEOUTS, TimeoutNote, timeout_line
 from expo_executor.core.scheduler import (Cancel, Confirming, Event, Finished, Outcome, Requeued,
                                           Scheduler, Skipped, Unconfirmed)
 from expo_executor.protocol.records import WorkerResult
@@ -47,9 +54,12 @@ class Reporter:
         # where a cancel for a worker not of this run goes (the coordinator's adopted runs)
         self.elsewhere: Callable[[Cancel], None] = lambda event: None
         self.adopted_from: dict[str, str] = {}  # job -> the adopted run it ran in (adopt.py)
+        self.timeouts: collections.deque[TimeoutNote] = collections.deque(maxlen=MAX_TIMEOUTS)
+        self._arrivals: collections.Counter[str] = collections.Counter()  # dominator -> jobs
 
     def handle(self, events: list[Event], result: WorkerResult | None = None) -> None:
         """Act on ``events``; ``result``: the worker's result that caused them, if any."""
+        self._summarize(events, result)
         for event in events:
             if isinstance(event, Cancel):
                 vm = self.vms.get(event.worker_id)
@@ -74,6 +84,46 @@ class Reporter:
                 where = " (on-demand only from now on)" if event.on_demand_only else ""
                 self.log(f"expocloud: re-queued {self.scheduler.task(event.key).label} "
                          f"from lost worker {event.worker_id}{where}")
+
+    def _summarize(self, events: list[Event], result: WorkerResult | None) -> None:
+        """One log line per timeout, with the queued jobs it skipped and the running ones it
+        cancelled (a timeout's ``harder`` consequences follow it in the list, as the scheduler
+        returns them). Jobs skipped on arrival are counted for :meth:`say_arrivals`."""
+        consequence: set[int] = set()
+        for index, event in enumerate(events):
+            if isinstance(event, Finished) and event.outcome is Outcome.TIMEOUT:
+                tail = events[index + 1:index + 1 + event.harder]
+                consequence.update(range(index + 1, index + 1 + event.harder))
+                mine = result if result and result.key == event.key else None
+                self._timed_out(event.key, mine, sum(isinstance(e, Skipped) for e in tail),
+                                sum(isinstance(e, Cancel) for e in tail))
+        self._arrivals.update(
+            event.dominator.label for index, event in enumerate(events)
+            if isinstance(event, Skipped) and not event.killed and index not in consequence)
+
+    def say_arrivals(self) -> None:
+        """One line per earlier timeout for the jobs it skipped as they were taken in (called
+        once the round's new jobs are all in)."""
+        for label, count in self._arrivals.items():
+            self.log(f"expocloud: skipped {count} job{'s' if count != 1 else ''} on arrival: "
+                     f"as hard as or harder than {label}, which timed out in an earlier run")
+        self._arrivals.clear()
+
+    def _timed_out(self, key: str, result: WorkerResult | None, pruned: int,
+                   cancelled: int) -> None:
+        request = self.requests[key]
+        if result is None:  # an unconfirmed timeout, pruning later: it ran to its deadline
+            ran = request.deadline_s
+        else:
+            ran = result.command_s if result.command_s is not None else result.runtime_s
+        hardness = request.meta.hardness
+        note = TimeoutNote(
+            request.task.label, ", ".join(
+                f"{dim}={request.meta.wildcards.get(dim, value)}"
+                for dim, value in zip(hardness.dims, hardness.vector)) if hardness else "",
+            ran or 0.0, request.deadline_s, pruned, cancelled, time.time())
+        self.timeouts.append(note)
+        self.log(timeout_line(note))
 
     def _finish(self, event: Finished, result: WorkerResult | None) -> None:
         request = self.requests[event.key]

@@ -7,7 +7,8 @@
   frontier and label: what a rerun needs to use its result should the coordinator die,
   harvest.py); ``assigned.jsonl``: one line per job given to a worker (harvest.py takes a
   crashed run's result of a job only from a worker the job was given to);
-- ``status.json``: the live counts, replaced atomically every status interval;
+- ``status.json``: the live status (``core.run_status``), replaced atomically every status
+  interval, and ``run.html``, the page that shows it (run_page.py), with it;
 - ``cost.json``, ``requests.json`` and ``request_budget.json``: the run's cost, its storage
   operations, and what they would cost at scale;
 - ``logs/<job>/``: a failed or timed-out job's saved logs (``output.log``, its captured stdout
@@ -39,6 +40,7 @@ SUBMITTED = "submitted.jsonl"
 ASSIGNED = "assigned.jsonl"
 VMS = "vms.jsonl"
 STATUS = "status.json"
+PAGE = "run.html"
 COST = "cost.json"
 REQUESTS = "requests.json"
 REQUEST_BUDGET = "request_budget.json"
@@ -146,6 +148,9 @@ class RunFiles:
     # -- whole-file JSON ------------------------------------------------------------------------
     def write_status(self, status: dict[str, Any]) -> None:
         self._write_json(STATUS, status)
+
+    def write_page(self, html: str) -> None:
+        write_atomically(self.dir / PAGE, html)
 
     def write_cost(self, cost: dict[str, Any]) -> None:
         self._write_json(COST, cost)

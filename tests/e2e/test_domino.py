@@ -10,6 +10,7 @@ start first, then y/0, then x/2, which is still running when x/1 reaches its dea
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -68,6 +69,12 @@ def test_timeout_kills_running_and_skips_queued(first_run) -> None:
     log = result.stdout + result.stderr
     assert "timed out after 10 s (deadline 10 s); 5 harder combinations will be skipped" in log
     assert "skipped: as hard as or harder than work {a=x, n=1}, which timed out" in log
+    # the coordinator's own line says the timeout once, with what it pruned, before Snakemake
+    # hears of any skip (each skip's error above is Snakemake's own, per job)
+    line = ("expocloud: timeout: work {a=x, n=1} after 10 s (deadline 10 s); pruned 4 queued, "
+            "cancelled 1 running")
+    assert result.stderr.count(line) == 1, result.stderr[-3000:]
+    assert result.stderr.index(line) < result.stderr.index("skipped: as hard as")
     assert not processes_under(workdir), "no job or worker may outlive the run"
 
 
@@ -82,6 +89,9 @@ def test_rerun_skips_known_hopeless_jobs_without_running_them(first_run) -> None
     assert {k: r["outcome"] for k, r in records.items()} == {
         k: "skipped" for k in ("x/1", "x/2", "x/3", "y/1", "y/2", "y/3")}
     assert all(r["worker"] is None for r in records.values()), "nothing may have run"
+    arrivals = re.findall(r"expocloud: skipped (\d+) jobs? on arrival: as hard as or harder "
+                          r"than work \{a=x, n=1\}, which timed out in an earlier run", result.stderr)
+    assert sum(map(int, arrivals)) == 6, result.stderr[-3000:]
     assert not (run_dir / "vms.jsonl").exists(), "no worker was needed"
     assert elapsed < DEADLINE, "known timeouts are not paid again"
 

@@ -209,8 +209,8 @@ class ExpoExecutor(JobExecutor, FrontEnd):
         skipped = report.outcome is Outcome.SKIPPED or (
             report.outcome is Outcome.TIMEOUT and job.tool.sweep is not None
             and self.on_timeout == "skipped")
-        if skipped:
-            _logger.info("[job %s] %s: %s", job.name, request.task.label, report.message)
+        if skipped:  # the coordinator's timeout line summarizes it (coordinator/reports.py)
+            _logger.debug("[job %s] %s: %s", job.name, request.task.label, report.message)
             outputs: CWLObjectType = {name: None for name in job.tool.output_names}
             status = "skipped"
         else:

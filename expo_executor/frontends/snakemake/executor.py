@@ -342,7 +342,8 @@ class Executor(RemoteExecutor, FrontEnd):
             self._report_error(job_info, report, f"{tail}\n" if tail else "")
         elif self.settings.on_skip == "placeholder":
             self._write_placeholders(job_info.job, report)
-            self.logger.info(f"expocloud: {self.describer.label(job_info.job)}: {report.message} "
+            # the coordinator's timeout line summarizes it (coordinator/reports.py)
+            self.logger.debug(f"expocloud: {self.describer.label(job_info.job)}: {report.message} "
                              "(placeholder outputs written)")
             self.report_job_success(job_info)
         else:
