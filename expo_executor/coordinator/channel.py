@@ -164,9 +164,16 @@ class Channel:
             self.log(f"expocloud: ignoring a status of {name} that claims to be "
                      f"{status.worker!r}'s")
             return None
-        if status.ops:
-            self.worker_ops[name] = status.ops
+        self._count_ops(name, status.ops)
         return status
+
+    def _count_ops(self, name: str, ops: dict[str, int]) -> None:
+        """A worker's storage operations so far, from a status or a result: counts only
+        grow, and the two arrive in any order, so each class keeps the largest seen."""
+        if ops:
+            seen = self.worker_ops.setdefault(name, {})
+            for price_class, count in ops.items():
+                seen[price_class] = max(count, seen.get(price_class, 0))
 
     def results(self, wanted: set[tuple[str, str]],
                 unlisted: bool = False) -> Iterator[WorkerResult]:
@@ -191,6 +198,7 @@ class Channel:
                 self.log(f"expocloud: ignoring a malformed result of {key}: {exc}")
                 continue
             if result.key == key and result.worker == worker:
+                self._count_ops(worker, result.ops)
                 yield result
         _raise(reads.first_error())
 

@@ -115,12 +115,17 @@ class WorkerStatus:
     @classmethod
     def decode(cls, data: bytes, key: bytes) -> WorkerStatus:
         body = messages.decode("status", data, key)
-        ops = body.get("ops")
-        ops = {str(k): v for k, v in ops.items() if isinstance(v, int)} \
-            if isinstance(ops, dict) else {}
         return cls(body["worker"], body["seq_seen"], float(body["time"]),
                    [str(k) for k in body["running"]], body["slots"],
-                   WorkerState(body["state"]), ops)
+                   WorkerState(body["state"]), _ops(body))
+
+
+def _ops(body: dict[str, Any]) -> dict[str, int]:
+    """A message's optional storage-operation counts (price class -> count); what is not a
+    count is left out."""
+    ops = body.get("ops")
+    return {str(k): v for k, v in ops.items() if isinstance(v, int) and not isinstance(v, bool)} \
+        if isinstance(ops, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -161,6 +166,9 @@ class WorkerResult:
     # seconds its command ran (worker/command_clock.py); None: it left no stamps, so only its
     # whole runtime is known
     command_s: float | None = None
+    # the worker's storage operations so far, this result's write included: a worker writes
+    # its status only as a heartbeat, so its results carry its counts to the request budget
+    ops: dict[str, int] = field(default_factory=dict)
 
     @property
     def runtime_s(self) -> float:
@@ -177,7 +185,8 @@ class WorkerResult:
             "returncode": self.returncode, "started": self.started, "ended": self.ended,
             "reason": self.reason, "log_tail": self.log_tail,
             **({"logs": [log.to_wire() for log in self.logs]} if self.logs else {}),
-            **({"command_s": self.command_s} if self.command_s is not None else {})}, key)
+            **({"command_s": self.command_s} if self.command_s is not None else {}),
+            **({"ops": dict(self.ops)} if self.ops else {})}, key)
 
     @classmethod
     def decode(cls, data: bytes, key: bytes) -> WorkerResult:
@@ -186,4 +195,4 @@ class WorkerResult:
                    float(body["started"]), float(body["ended"]), body["reason"],
                    body["log_tail"], tuple(SavedLog.from_wire(log)
                                            for log in body.get("logs", ())),
-                   body.get("command_s"))
+                   body.get("command_s"), _ops(body))

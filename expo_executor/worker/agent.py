@@ -488,7 +488,8 @@ class Worker:
         tail = _tail(log) if log and outcome is not AttemptEnd.SOLVED else ""
         result = WorkerResult(key, self.worker_id, outcome, code, started, ended or time.time(),
                               messages.redacted(reason, secrets),
-                              messages.redacted(tail, secrets) or "", logs, command_s)
+                              messages.redacted(tail, secrets) or "", logs, command_s,
+                              _ops_after_write(self.bucket))
         self.unsent[key] = result.encode(self.key)
         # no status write: the coordinator's listing of the workers' prefix shows the result
         self._send_results()

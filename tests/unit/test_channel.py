@@ -250,3 +250,18 @@ def test_a_round_reads_no_result_that_is_not_there(tmp_path: Path) -> None:
     assert coordinator.scheduler.state("job") == "solved"
     assert bucket.read(result_key("job", "w-1")) is None, "recorded, then deleted"
     coordinator.stop()
+
+
+def test_a_workers_operation_counts_come_with_its_results_too(bucket: HeldBucket) -> None:
+    """A worker writes its status only as a heartbeat, so its results carry its storage
+    counts to the request budget; an older status read later does not lower them."""
+    result = WorkerResult("j1", "w1", AttemptEnd.SOLVED, 0, 1.0, 2.0, ops={"A": 7, "B": 30})
+    bucket.write(result_key("j1", "w1"), result.encode(worker_key(KEY, "w1")))
+    status = WorkerStatus("w1", 0, 1.0, [], 1, WorkerState.READY, {"A": 5, "B": 31})
+    bucket.write(status_key("w1"), status.encode(worker_key(KEY, "w1")))
+    channel = Channel(bucket, KEY, print)
+    vm = _vm("w1")
+    channel.statuses([vm])
+    assert [r.key for r in channel.results({("j1", "w1")})] == ["j1"]
+    assert channel.usage()["workers"] == {"w1": {"A": 7, "B": 31}}
+    channel.close()
