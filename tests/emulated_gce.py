@@ -37,11 +37,13 @@ def emulated_env(storage_endpoint: str) -> dict[str, str]:
 
 
 def emulated_args(fake: FakeCompute, storage_endpoint: str, profile: Path | None = None,
-                  *extra: str) -> list[str]:
-    """snakemake arguments for a run on the emulated cloud, in a bucket of its own."""
+                  *extra: str, flag: str = "--workflow-profile") -> list[str]:
+    """snakemake arguments for a run on the emulated cloud, in a bucket of its own. With
+    ``flag="--profile"`` the workflow's own profiles/default is read too, as the docs advise;
+    the default keeps a test's workflow free of any profile but this one."""
     bucket = fresh_bucket(storage_endpoint)
     return [
-        "--workflow-profile", str(profile or REPO / "profiles" / "gce-emulated"),
+        flag, str(profile or REPO / "profiles" / "gce-emulated"),
         "--expocloud-gce-endpoint", fake.endpoint,
         "--default-storage-prefix", f"gs://{bucket}/wf",
         *extra,

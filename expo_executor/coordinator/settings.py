@@ -60,8 +60,9 @@ class ExecutorSettings(ExecutorSettingsBase):
         "type).",
         type=int))
     max_workers: Optional[int] = field(default=None, metadata=_opt(
-        "Most workers at once, of every machine shape together (local default: one holding "
-        "every core; with slots per worker set, as many as fit in this machine's cores).",
+        "Most workers at once, of every machine shape together. Required on GCE (it bounds "
+        "what a run can cost); local default: one holding every core, or with slots per "
+        "worker set, as many as fit in this machine's cores.",
         type=int))
     oversubscribe: bool = field(default=False, metadata=_opt(
         "Local engine: allow more slots in total than this machine has cores (distorts "
@@ -143,9 +144,11 @@ class ExecutorSettings(ExecutorSettingsBase):
     bucket: Optional[str] = field(default=None, metadata=_opt(
         "GCE: coordination bucket gs://BUCKET/PREFIX (default: the default storage prefix "
         "followed by /.expocloud)."))
-    gce_project: Optional[str] = field(default=None, metadata=_opt("GCE: project id."))
+    gce_project: Optional[str] = field(default=None, metadata=_opt(
+        "GCE: project id; required on GCE."))
     gce_zones: Optional[str] = field(default=None, metadata=_opt(
-        "GCE: zones in order of preference, comma separated; a stockout moves to the next."))
+        "GCE: zones of one region in order of preference, comma separated; a stockout moves "
+        "to the next. Required on GCE."))
     machine_type: Optional[str] = field(default=None, metadata=_opt(
         f"GCE: machine type of the workers (default {DEFAULT_MACHINE_TYPE}), or 'auto': per "
         "pool, the type with the lowest expected cost per job, from the jobs' threads, memory "
@@ -189,7 +192,8 @@ class ExecutorSettings(ExecutorSettingsBase):
         "reach GCS and the package index). Workers listen on no port either way."))
     gce_service_account: Optional[str] = field(default=None, metadata=_opt(
         "GCE: the workers' service account, e.g. expocloud-worker@PROJECT.iam."
-        "gserviceaccount.com (docs/gce.md: least privilege); required. 'default' asks for the "
+        "gserviceaccount.com (docs/gce.md: least privilege); required on GCE. 'default' asks "
+        "for the "
         "Compute Engine default account, which usually holds Editor on the whole project."))
     gce_scopes: str = field(default="https://www.googleapis.com/auth/devstorage.read_write,"
                                     "https://www.googleapis.com/auth/compute", metadata=_opt(

@@ -45,7 +45,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="preemptions before a job moves to on-demand")
     p.add_argument("--on-demand-min", type=int, default=0, help="hybrid's reliable core")
     p.add_argument("--max-on-demand", type=int, default=None,
-                   help="on-demand VMs at most (default: as a run would: a quarter of --vms)")
+                   help="on-demand VMs at most (default: as a run would: a quarter of --vms, "
+                   "rounded up, at least 1 and at least --on-demand-min)")
     p.add_argument("--boot-s", default=None, metavar="MEAN[,SD]",
                    help="VM boot delay in seconds (default: a --run's recorded boots if it "
                         "has them, else 60,15)")

@@ -37,8 +37,11 @@ def test_agent_assignment_sweep_survives_preemptions(tmp_path: Path, fake_comput
     for git in (["init", "-q"], ["add", "."]):
         subprocess.run(["git", *git], cwd=workdir, check=True, capture_output=True)
     fake_compute.chaos(spot_mean_life_s=6.0, seed=7)
-    args = emulated_args(fake_compute, gcs_emulator, workdir / "profiles" / "gce-emulated",
-                         "--config", "n_tasks=6,10", "n_agents=10,14", "instances=1")
+    # the engine profile with --profile, as the docs say: the workflow's profiles/default
+    # (hardness, deadline, keep-going, placeholders) is read too
+    args = emulated_args(fake_compute, gcs_emulator, None,
+                         "--config", "n_tasks=6,10", "n_agents=10,14", "instances=1",
+                         flag="--profile")
     prefix = args[args.index("--default-storage-prefix") + 1]
     result = subprocess.run([SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True,
                             timeout=600, env=emulated_env(gcs_emulator))

@@ -40,11 +40,13 @@ ON_TIMEOUT = ("skipped", "permanentFail")
 STAGING = ("auto", "shared", "bucket")
 RUNTIMES = ("auto", "podman", "docker", "none")
 # Snakemake profile keys that mean nothing to a CWL run: accepted and ignored, so one profile
-# serves both front ends.
+# serves both front ends (docs/cwl.md lists them; any other key is an error). ``retries`` is
+# here because the shipped profiles invite it.
 SNAKEMAKE_ONLY = {"executor", "jobs", "keep-going", "set-resources", "shared-fs-usage",
                   "default-storage-provider", "storage-gcs-project", "envvars",
                   "expocloud-on-skip", "expocloud-placeholder-text", "workflow-profile",
-                  "default-resources", "latency-wait", "rerun-incomplete", "printshellcmds"}
+                  "default-resources", "latency-wait", "rerun-incomplete", "printshellcmds",
+                  "retries"}
 
 
 def _fields() -> list[dataclasses.Field]:

@@ -46,6 +46,7 @@ from expo_executor.cost.request_budget import at_scale
 from expo_executor.frontends.base import FrontEnd
 from expo_executor.frontends.snakemake.describe import (THREADS, Fleet, JobDescriber, identity,
                                                         rule_values)
+from expo_executor.frontends.snakemake import workflow_profile
 from expo_executor.protocol.keys import DEPLOY_DIR_ENV
 from expo_executor.worker import command_clock
 
@@ -130,6 +131,17 @@ class Executor(RemoteExecutor, FrontEnd):
         self.logger.info(f"expocloud: run {self.run_id} on the {settings.engine} engine, up to "
                          f"{max_workers(settings)} workers x {settings.slots_per_worker} slots "
                          f"(state in {self.run_dir})")
+        self._warn_lost_annotations()
+
+    def _warn_lost_annotations(self) -> None:
+        """One line when the workflow's profiles/default gives hardness or deadlines that this
+        run's rules lack: a --workflow-profile replaced it (workflow_profile.py)."""
+        line = workflow_profile.check(
+            Path(os.path.abspath(self.workflow.main_snakefile)), Path.cwd(),
+            {rule.name: {name for name, _ in rule.resources.items()}
+             for rule in self.workflow.rules})
+        if line:
+            self.logger.warning(line)
 
     def _resolve_machine_types(self, settings: ExecutorSettings,
                                planned: dict) -> ExecutorSettings:
