@@ -516,8 +516,8 @@ class Worker:
         # signed like assignments: a bucket writer can delete a report but not forge one
         written = self._storage("write its status", lambda: self.bucket.write(
             status_key(self.worker_id), status.encode(self.key)))
-        # a failed write is tried again after a slow poll, not at the next heartbeat (which
-        # on GCE is the grace period: the coordinator would learn of results only late)
+        # a failed write is tried again after a slow poll, not at the next heartbeat (a long
+        # wait on GCE: the coordinator would learn late that this worker is ready)
         self.last_status = time.monotonic() - (0.0 if written else
                                                max(0.0, self.heartbeat - self.slow_poll))
 
