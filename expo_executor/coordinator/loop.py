@@ -39,7 +39,7 @@ from expo_executor.coordinator.run_files import RunFiles
 from expo_executor.coordinator.run_state import HeldRun
 from expo_executor.coordinator.saved_logs import LogFetcher
 from expo_executor.coordinator import snapshot
-from expo_executor.coordinator.snapshot import StartTimes, job_map, running_jobs, running_keys
+from expo_executor.coordinator.snapshot import JobMap, StartTimes, running_jobs, running_keys
 from expo_executor.coordinator.state import FamilyRef, StateDir
 from expo_executor.coordinator.vms import VmFleet
 from expo_executor.core.budget import Phase, Withdraw
@@ -95,6 +95,7 @@ class Coordinator:
         self.progress = Progress(self.files, config.status_interval, log)
         self.starts = StartTimes()  # when each running job started, for the status
         self._finished = False  # stopped: the last status says so
+        self.job_map = JobMap(config.status_interval)
         self._stragglers = False  # the straggler rule is in force: nothing new goes on Spot
         self._spot_held: frozenset[Shape | None] = frozenset()  # ... per shape
         # why a shape's queued work can never run (no VM, no growth), per shape
@@ -628,7 +629,8 @@ class Coordinator:
             budget.limit_usd if budget is not None else None,
             running_jobs(running, self._requests, since),
             snapshot.pools(self.vms, self.meter.ended_by, self.config, now),
-            tuple(self.reporter.timeouts), job_map(self.scheduler, self._requests))
+            tuple(self.reporter.timeouts),
+            self.job_map.get(self.scheduler, self._requests, now, force=self._finished))
 
     # -- failing jobs that will not run -------------------------------------------------------
     def _fail_unrunnable(self, key: str, reason: str | None = None) -> None:

@@ -8,6 +8,7 @@ free slot, else (a prefetched job) at the first snapshot after the scheduler mov
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
 from expo_executor.coordinator.config import CoordinatorConfig
@@ -16,6 +17,8 @@ from expo_executor.coordinator.vms import Vm
 from expo_executor.core.budget import vm_cost
 from expo_executor.core.run_status import (MAX_RUNNING, OutcomeMap, PoolStatus, RunningJob,
                                            outcome_map)
+
+MAP_JOBS = 10_000  # a run of up to this many jobs has its map redrawn at every status
 from expo_executor.core.scheduler import Pool, Scheduler
 from expo_executor.core.shapes import Shape
 
@@ -84,3 +87,22 @@ def job_map(scheduler: Scheduler, requests: Mapping[str, JobRequest]) -> Outcome
         return "running" if value == "cancelling" else value
     return outcome_map((request.meta.hardness, request.meta.wildcards, state(key))
                        for key, request in requests.items())
+
+
+class JobMap:
+    """The outcome map, redrawn at every status for a run of up to :data:`MAP_JOBS` jobs, and
+    for a bigger one at most every ``interval`` s per :data:`MAP_JOBS` jobs: drawing it walks
+    every job (about 0.46 s of CPU at 100,000 jobs), so a big run's map is a little older than
+    its counts, and its coordinator spends well under 1% of a core on it."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._drawn: tuple[float, OutcomeMap | None] | None = None
+
+    def get(self, scheduler: Scheduler, requests: Mapping[str, JobRequest], now: float,
+            force: bool = False) -> OutcomeMap | None:
+        every = self.interval * max(1, math.ceil(len(requests) / MAP_JOBS))
+        if force or len(requests) <= MAP_JOBS or self._drawn is None \
+                or now - self._drawn[0] >= every:
+            self._drawn = (now, job_map(scheduler, requests))
+        return self._drawn[1]

@@ -31,3 +31,36 @@ def test_an_unpriced_run_shows_no_cost() -> None:
     config = CoordinatorConfig("run", 1, 1)
     shown = pools([Vm("w-1", 0.0, Pool.LOCAL)], {}, config, now=10.0)
     assert [(p.machine_type, p.booting, p.cost_usd) for p in shown] == [("this machine", 1, None)]
+
+
+def _requests(n: int, scheduler) -> dict:
+    from expo_executor.coordinator.requests import JobRequest
+    from expo_executor.core.records import HardnessMeta, JobMeta
+    from expo_executor.core.scheduler import Task
+
+    requests = {}
+    for i in range(n):
+        meta = JobMeta("solve", {"n": str(i % 7)}, hardness=HardnessMeta("n", ("n",), (i % 7,), ()))
+        requests[f"j{i}"] = JobRequest(Task(f"j{i}", f"solve {i}"), ["true"], None, {}, None,
+                                       meta=meta)
+        scheduler.submit(requests[f"j{i}"].task)
+    return requests
+
+
+def test_a_big_runs_outcome_map_is_redrawn_less_often() -> None:
+    """Drawing the map walks every job: a run of over 20,000 jobs redraws it every third status
+    interval (a run's last status always redraws it); a small run's, at every status."""
+    from expo_executor.coordinator.snapshot import JobMap
+    from expo_executor.core.scheduler import Scheduler
+
+    scheduler = Scheduler()
+    requests = _requests(20_002, scheduler)
+    drawn = JobMap(10.0)
+    first = drawn.get(scheduler, requests, 0.0)
+    assert sum(c["queued"] for c in first.cells.values()) == 20_002
+    del requests["j0"]  # a change the map shows only once it is redrawn
+    assert drawn.get(scheduler, requests, 29.0) is first
+    assert drawn.get(scheduler, requests, 29.0, force=True) is not first
+    small, scheduler = JobMap(10.0), Scheduler()
+    few = _requests(5, scheduler)
+    assert small.get(scheduler, few, 0.0) is not small.get(scheduler, few, 10.0)
