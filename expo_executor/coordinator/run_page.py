@@ -119,30 +119,34 @@ def _running(status: RunStatus, now: float) -> str:
                     f'"deadline"><div style="width:{100 * share:.0f}%"></div></span></td></tr>')
     hidden = status.counts["running"] - len(status.running_jobs)
     more = f"<p>... and {hidden} more</p>" if hidden > 0 else ""
-    return (f'<h2>Running ({status.counts["running"]})</h2><table id="running">'
-            "<tr><th>job</th><th>worker</th><th>elapsed</th><th>of its deadline</th></tr>"
-            f'{"".join(rows)}</table>{more}')
+    return (f'<h2>Running ({status.counts["running"]})</h2>'
+            + _table("running", ("job", "worker", "elapsed", "of its deadline"), rows) + more)
 
 
 def _pools(status: RunStatus) -> str:
     if not status.pools:
         return ""
-    rows = "".join(
-        f'<tr class="pool"><td>{escape(p.pool)}</td><td>{escape(p.machine_type)}</td>'
-        f"<td>{p.ready}</td><td>{p.booting}</td>"
-        f"<td>{escape(cost_phrase(p.cost_usd, None)) or '-'}</td></tr>" for p in status.pools)
+    rows = [f'<tr class="pool"><td>{escape(p.pool)}</td><td>{escape(p.machine_type)}</td>'
+            f"<td>{p.ready}</td><td>{p.booting}</td>"
+            f"<td>{escape(cost_phrase(p.cost_usd, None)) or '-'}</td></tr>" for p in status.pools]
     budget = f"<p>budget: ${status.budget_usd:g}</p>" if status.budget_usd is not None else ""
-    return ('<h2>Pools</h2><table id="pools"><tr><th>pool</th><th>machine type</th>'
-            f"<th>ready</th><th>booting</th><th>cost</th></tr>{rows}</table>{budget}")
+    return ("<h2>Pools</h2>"
+            + _table("pools", ("pool", "machine type", "ready", "booting", "cost"), rows)
+            + budget)
 
 
 def _timeouts(status: RunStatus) -> str:
     if not status.timeouts:
         return ""
-    rows = "".join(
-        f'<tr class="timeout"><td>{escape(n.label)}</td><td>{n.ran_s:.0f} s</td>'
-        f"<td>{'-' if n.deadline_s is None else f'{n.deadline_s:g} s'}</td>"
-        f"<td>{n.pruned}</td><td>{n.cancelled}</td></tr>" for n in reversed(status.timeouts))
-    return ('<h2>Recent timeouts</h2><table id="timeouts"><tr><th>job</th><th>after</th>'
-            f"<th>deadline</th><th>pruned queued</th><th>cancelled running</th></tr>{rows}"
-            "</table>")
+    rows = [f'<tr class="timeout"><td>{escape(n.label)}</td><td>{n.ran_s:.0f} s</td>'
+            f"<td>{'-' if n.deadline_s is None else f'{n.deadline_s:g} s'}</td>"
+            f"<td>{n.pruned}</td><td>{n.cancelled}</td></tr>" for n in reversed(status.timeouts)]
+    return ("<h2>Recent timeouts</h2>"
+            + _table("timeouts", ("job", "after", "deadline", "pruned queued",
+                                  "cancelled running"), rows))
+
+
+def _table(ident: str, headers: tuple[str, ...], rows: list[str]) -> str:
+    """A table of the page: its id, a header row, then ``rows`` (each a whole ``<tr>``)."""
+    head = "".join(f"<th>{header}</th>" for header in headers)
+    return f'<table id="{ident}"><tr>{head}</tr>{"".join(rows)}</table>'
