@@ -36,7 +36,7 @@ What is modelled, and how:
   simulation ticks every ``poll`` while VMs are alive, as the meter moves with the clock.
 
 Not modelled: ``max_run_duration`` caps, quotas (no create call fails for good), memory, job
-dependencies (every job is submitted at the start), priorities, lost status writes, and the
+dependencies (every job is submitted at the start), priorities, lost or late bucket writes, and the
 storage requests. The meter sees a preempted VM's bill end when the VM stopped, a run's
 coordinator when it noticed.
 """
