@@ -10,9 +10,10 @@ only; the front ends talk to it through two locked hand-over points (``submit``,
 This module owns the thread and the order of a round; each step's work is a collaborator's:
 :mod:`.desk` (the hand-over between threads), :mod:`.channel` (the bucket: statuses, results,
 inboxes), :mod:`.vms` (the VMs tracked and their records), :mod:`.pools` (pool health),
-:mod:`.meter` (the budget), :mod:`.reports` (scheduler events: reports, job records, cancels) and
-:mod:`.progress` and :mod:`.snapshot` (the live status and the run page); the decisions are the core's
-(``core.scaling.scale``, ``core.pool_health``, ``core.budget``), which the simulator calls too.
+:mod:`.meter` (the budget), :mod:`.reports` (scheduler events: reports, job records, cancels),
+:mod:`.progress` and :mod:`.snapshot` (the live status and the run page); the decisions are the
+core's (``core.scaling.scale``, ``core.pool_health``, ``core.budget``), which the simulator calls
+too.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The coordinator's channel issues a round's bucket calls together, and takes their answers in
 a fixed order: results in the sorted order of their keys however the reads finish, a failed
-call that loses none of the others, and new results found by the round's one listing (reads of
-only what it shows), each deleted once taken. The bucket is the real local one; a subclass holds chosen reads back or fails
-them, the way a slow or failing storage request would."""
+call that loses none of the others, and new results found by the round's one listing (reads
+of only what it shows), each deleted once taken. The bucket is the real local one; a subclass
+holds chosen reads back or fails them, the way a slow or failing storage request would."""
 
 from __future__ import annotations
 
