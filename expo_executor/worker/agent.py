@@ -91,7 +91,9 @@ class Worker:
         # Every inbox read is a billed storage operation: read often only while an answer is
         # likely (just after a change), slowly while the slots are busy or nothing comes.
         self.slow_poll = max(poll, slow_poll if slow_poll is not None else poll)
-        self.last_change = time.monotonic()
+        self.last_change = time.monotonic()  # of the last new inbox or report sent
+        self.last_inbox = 0.0  # when a new inbox was last read (monotonic clock)
+        self.last_report = 0.0  # when a result was last handed to the bucket
         self.next_read = 0.0  # when the inbox is read next (monotonic clock)
         self.grace = grace
         self.heartbeat = heartbeat
@@ -196,11 +198,15 @@ class Worker:
             return False
 
     def _inbox_interval(self) -> float:
-        """Fast just after a change (an assignment is likely to follow), slow while the slots
-        are all busy (only a cancellation could come) or nothing has happened for a while."""
-        busy = sum(r.cpus for r in self.running.values()) >= self.slots and not self.pending
+        """Fast only while an assignment is likely: the worker reported since its last new
+        inbox (the coordinator answers a report with the next job, when there is one), or a
+        slot is free with nothing held for it, and that change is recent. Otherwise slow: the
+        slots are busy, each with its next job held or nothing asked for, so only a
+        cancellation could come (every read is a billed request, paid per worker)."""
         quiet = time.monotonic() - self.last_change > FAST_WINDOW * self.poll
-        return self.slow_poll if busy or quiet else self.poll
+        idle = sum(r.cpus for r in self.running.values()) < self.slots and not self.pending
+        asked = self.last_report > self.last_inbox
+        return self.poll if (asked or idle) and not quiet else self.slow_poll
 
     def _sleep_time(self) -> float:
         now = time.monotonic()
@@ -230,7 +236,7 @@ class Worker:
         if inbox.seq <= self.seq:
             return  # a replay of an older assignment
         self.seq = inbox.seq
-        self.last_contact = time.monotonic()
+        self.last_contact = self.last_inbox = time.monotonic()
         if inbox.jobs or inbox.cancel:
             self.last_change = self.last_contact
         self.pending = {k: v for k, v in inbox.jobs.items() if k not in self.seen}
@@ -507,6 +513,7 @@ class Worker:
             if not self._storage(f"report the result of {key}", send):
                 return
             del self.unsent[key]
+            self.last_report = self.last_change = time.monotonic()  # an answer is likely now
 
     def _write_status(self, state: WorkerState) -> None:
         # ops: this worker's storage operations so far (this write included), for the run's

@@ -146,6 +146,33 @@ def test_busy_worker_reads_its_inbox_slowly_but_reports_a_finished_job_at_once(
         rig.stop()
 
 
+def test_a_worker_holding_its_next_job_reads_slowly_until_it_reports(tmp_path: Path) -> None:
+    """Prefetch: a one-slot worker running j1 with j2 held for its slot needs nothing from its
+    inbox but a cancel, so it reads at the slow interval (here 60 s) however recent the inbox
+    was; once j1 is reported it reads fast again (the coordinator answers a report), and the
+    job sent then starts one fast poll later, not a slow one."""
+    bucket = LocalBucket(tmp_path / "bucket")  # the worker's own: its requests are counted
+    worker = Worker(bucket, "w-1", 1, KEY, tmp_path / "vm", poll=0.5, grace=600,
+                    heartbeat=600, slow_poll=60)
+    rig = Rig.__new__(Rig)
+    rig.bucket, rig.worker, rig.seq, rig.exit_code = (LocalBucket(tmp_path / "bucket"), worker,
+                                                      0, None)
+    rig.thread = threading.Thread(target=rig._run, daemon=True)
+    rig.send({"j1": _job(["sleep", "3"]), "j2": _job(["sleep", "30"])})
+    rig.thread.start()
+    try:
+        assert wait_until(lambda: "j1" in worker.running and "j2" in worker.pending, 5)
+        reads_while_supplied = bucket.ops["B"]
+        assert wait_until(lambda: rig.result("j1") is not None, 10)
+        # within the fast window (5 s) of the new inbox, yet no read while j2 was held
+        assert bucket.ops["B"] - reads_while_supplied <= 1
+        assert wait_until(lambda: "j2" in worker.running, 5)
+        rig.send({"j2": _job(["sleep", "30"]), "j3": _job(["true"])})
+        assert wait_until(lambda: "j3" in worker.pending, 5)  # not after a 60-s slow poll
+    finally:
+        rig.stop()
+
+
 def test_jobs_without_a_shared_directory_each_get_their_own_and_it_is_removed(
         rig: Rig, tmp_path: Path) -> None:
     """Two jobs on one VM with no shared file system (cwd None) both write the same relative
