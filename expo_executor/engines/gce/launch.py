@@ -40,6 +40,7 @@ HALT_ATTRIBUTE = "expocloud-halt"
 #: How much of the run id a label keeps readable; the digest that follows makes it unique.
 LABEL_READABLE = 24
 LABEL_DIGEST = 10
+NO_STATUS_HEARTBEAT = 86400.0  # s: a worker's status is rewritten once a day, not per grace
 
 
 def run_label(run_id: str) -> str:
@@ -96,7 +97,9 @@ def worker_boot(settings: ExecutorSettings, bucket_url: str) -> dict:
     return {"v": 1, "bucket": bucket_url, "slots": settings.slots_per_worker,
             "poll": poll_interval(settings), "slow_poll": slow_poll_interval(settings),
             "grace": grace,
-            "heartbeat": grace,  # liveness comes from the Compute API: no status heartbeats
+            # a status at boot and at the end only: liveness comes from the Compute API, and
+            # results carry the worker's request counts (each status write is a billed one)
+            "heartbeat": NO_STATUS_HEARTBEAT,
             "storage_emulator_host": os.environ.get("STORAGE_EMULATOR_HOST") if emulated
             else None,
             "compute_endpoint": settings.gce_endpoint, "self_delete": True}
