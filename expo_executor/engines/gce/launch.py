@@ -97,6 +97,8 @@ def worker_boot(settings: ExecutorSettings, bucket_url: str) -> dict:
             "poll": poll_interval(settings), "slow_poll": slow_poll_interval(settings),
             "grace": grace,
             "heartbeat": grace,  # liveness comes from the Compute API: no status heartbeats
+            # a solved result waits at most this long to share its object (worker/agent.py)
+            "report_delay": grace,
             "storage_emulator_host": os.environ.get("STORAGE_EMULATOR_HOST") if emulated
             else None,
             "compute_endpoint": settings.gce_endpoint, "self_delete": True}
