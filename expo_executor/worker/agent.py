@@ -232,9 +232,10 @@ class Worker:
         for job in self.running.values():
             if job.deadline_s is not None:
                 waits.append(job.started_mono + job.deadline_s - now)
-        if self.unsent:  # waiting for company until report_delay, or after a failed write
+        if self.unsent:  # due: tried again after a failed write; else waiting for company
             oldest = min(since for _, since in self.unsent.values())
-            waits.append(max(self.retry_at, oldest + self.report_delay) - now)
+            waits.append((self.retry_at if self._report_due() else
+                          oldest + self.report_delay) - now)
         return max(0.01, min(waits))
 
     # -- inbox -------------------------------------------------------------------------------

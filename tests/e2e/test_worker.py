@@ -404,6 +404,19 @@ def test_a_timeout_is_reported_at_once_with_the_solved_results_waiting(tmp_path:
         rig.stop()
 
 
+def test_a_solved_result_waits_for_company_no_longer_than_the_report_delay(
+        tmp_path: Path) -> None:
+    """Long jobs behind it: s1's result goes alone once it has waited ``report_delay``."""
+    rig = Rig(tmp_path, slots=1, bucket=CountingBucket(tmp_path / "bucket"), report_delay=0.5)
+    rig.thread.start()
+    try:
+        rig.send({"s1": _job(["true"]), **{f"h{n}": _job(["sleep", "100"]) for n in (1, 2, 3)}})
+        assert wait_until(lambda: "s1" in _each_once(rig), 20)
+        assert list(rig.results()) == ["s1"] and "h1" in rig.worker.running
+    finally:
+        rig.stop()
+
+
 def test_a_stopping_worker_sends_what_waited(tmp_path: Path) -> None:
     rig = _batching_rig(tmp_path)
     rig.send({"s1": _job(["true"]), **{f"h{n}": _job(["sleep", "100"]) for n in (1, 2, 3)}})
