@@ -14,11 +14,12 @@ from pathlib import Path
 
 from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
 from expo_executor.coordinator.state import StateDir
-from expo_executor.core.records import JobMeta
+from expo_executor.core.records import AttemptEnd, JobMeta
 from expo_executor.core.scheduler import Task
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol.keys import result_key, status_key
+from expo_executor.protocol.records import ResultBatch, WorkerResult
 from expo_executor.protocol.worker_keys import worker_key
 
 from tests.unit.test_lost_worker import KEY, ScriptedEngine
@@ -106,6 +107,16 @@ class Rig:
                 "returncode": 0 if outcome == "solved" else None, "started": self.now,
                 "ended": self.now, "reason": reason, "log_tail": ""}
         self.direct.write(result_key(key, worker), messages.encode("result", body, worker_key(KEY, worker)),
+                          if_generation_match=0)
+
+    def batch(self, worker: str, *ends: tuple[str, str]) -> None:
+        """One object of ``worker``'s results, ``(job, outcome)`` each, as a worker holding
+        prefetched jobs writes it: named for the first job, signed once."""
+        results = tuple(WorkerResult(key, worker, AttemptEnd(outcome),
+                                     0 if outcome == "solved" else None, self.now, self.now)
+                        for key, outcome in ends)
+        self.direct.write(result_key(ends[0][0], worker),
+                          ResultBatch(worker, results).encode(worker_key(KEY, worker)),
                           if_generation_match=0)
 
     def assigned(self, worker: str) -> set[str]:

@@ -1,9 +1,10 @@
 """The coordinator's side of the bucket: worker statuses and results in, inboxes out.
 
-One listing of ``workers/`` a round shows both the statuses that changed and the results
-written since (a result lives under its worker's prefix, :mod:`keys`): only those are read,
-and a result is deleted once the loop has its record on disk, so the listing stays the size of
-the fleet however many jobs the run has done.
+One listing of ``workers/`` a round shows both the statuses that changed and the result objects
+written since (one lives under its worker's prefix, :mod:`keys`, and may hold several of its
+results, :class:`~expo_executor.protocol.records.ResultBatch`): only those are read, and an
+object is deleted once the loop has the records of all its results on disk, so the listing
+stays the size of the fleet however many jobs the run has done.
 
 Statuses, results and inboxes are the typed records of :mod:`expo_executor.protocol.records`
 under the keys of :mod:`expo_executor.protocol.keys`; a message that does not decode (malformed,
@@ -36,7 +37,7 @@ from expo_executor.protocol.bucket import Bucket
 from expo_executor.protocol.keys import (WORKERS_PREFIX, boot_log_key, inbox_key,
                                          key_grant_key, key_request_key, parse_result_key,
                                          result_key, status_key)
-from expo_executor.protocol.records import Inbox, WorkerResult, WorkerStatus
+from expo_executor.protocol.records import Inbox, ResultBatch, WorkerResult, WorkerStatus
 from expo_executor.protocol.worker_keys import worker_key
 
 BOOT_LOG_LINES = 8  # of a failed VM's startup log, shown in the coordinator's message
@@ -72,9 +73,15 @@ class Channel:
         self.heartbeats = 0  # inbox writes that only kept a worker's dead man's switch quiet
         self.worker_ops: dict[str, dict[str, int]] = {}  # storage operations workers reported
         self._seq = 0  # of the last inbox written
+        # result objects, by (job, worker) of their key: read, listed by the last listing,
+        # read and not deleted yet, and the results each holds
         self._results_seen: set[tuple[str, str]] = set()
-        self._results_listed: set[tuple[str, str]] = set()  # by the last listing
-        self._results_taken: list[tuple[str, str]] = []  # read, not deleted yet
+        self._results_listed: set[tuple[str, str]] = set()
+        self._results_taken: list[tuple[str, str]] = []
+        self._results_in: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        # results, by (job, worker): read and not handed out yet, and handed out
+        self._results_unhanded: dict[tuple[str, str], WorkerResult] = {}
+        self._results_handed: set[tuple[str, str]] = set()
         self._keys: dict[str, bytes] = {}  # worker -> its key (derived once)
         self._pool: ThreadPoolExecutor | None = None
 
@@ -177,39 +184,81 @@ class Channel:
 
     def results(self, wanted: set[tuple[str, str]],
                 unlisted: bool = False) -> Iterator[WorkerResult]:
-        """The results of ``wanted`` ``(job, worker)`` pairs that the last listing
-        (:meth:`statuses`) showed and that were not read before, in the pairs' sorted order
-        (all read at once, then handed out one at a time). A result object is read once.
-        ``unlisted``: read every wanted pair, listed or not (a VM just found gone: what it
-        wrote after the listing is its last word)."""
-        shown = wanted if unlisted else wanted & self._results_listed
-        pending = sorted(shown - self._results_seen)
+        """The results of ``wanted`` ``(job, worker)`` pairs not handed out before, in the
+        pairs' sorted order, from the result objects of their workers that the last listing
+        (:meth:`statuses`) showed and that were not read before (all read at once, then
+        handed out one at a time). An object may hold several results of its worker (a
+        :class:`ResultBatch`, named for its first job); each is handed out once. ``wanted``
+        holds every job the caller has on its workers: a result of any other job of theirs
+        is stale and never handed out (:meth:`_drop_stale`).
+        ``unlisted``: read every wanted pair's object too, listed or not (a VM just found
+        gone: what it wrote after the listing is its last word)."""
+        workers = {worker for _, worker in wanted}
+        objects = {pair for pair in self._results_listed if pair[1] in workers}
+        if unlisted:
+            objects |= wanted - self._results_handed
+        pending = sorted(objects - self._results_seen)
         reads = self._each(lambda pair: self.bucket.read(result_key(*pair)), pending)
-        for (key, worker), (blob, _) in zip(pending, reads):
-            if blob is None:  # gone since the listing, or its read failed: read again later
-                continue
-            if (key, worker) in self._results_seen:
+        for pair, (blob, _) in zip(pending, reads):
+            if blob is not None and pair not in self._results_seen:
+                self._take_object(pair, blob.data)  # None: gone, or its read failed: later
+        for pair in sorted(wanted & self._results_unhanded.keys()):
+            result = self._results_unhanded.pop(pair, None)
+            if result is None:
                 continue  # taken meanwhile by a call made while acting on an earlier one
-            self._results_seen.add((key, worker))
-            self._results_taken.append((key, worker))
-            try:
-                result = WorkerResult.decode(blob.data, self.key(worker))
-            except messages.MessageError as exc:
-                self.log(f"expocloud: ignoring a malformed result of {key}: {exc}")
-                continue
-            if result.key == key and result.worker == worker:
-                self._count_ops(worker, result.ops)
-                yield result
+            self._results_handed.add(pair)
+            self._count_ops(pair[1], result.ops)
+            yield result
+        self._drop_stale(workers, wanted)
         _raise(reads.first_error())
 
+    def _drop_stale(self, workers: set[str], wanted: set[tuple[str, str]]) -> None:
+        """Forget the unhanded results of ``workers`` that are not ``wanted``: the caller
+        wants every job it still has on them, so such a result is of a job it gave up or
+        took another worker's result for (as the loop ignores a late report), and its
+        object may go."""
+        for pair in [p for p in self._results_unhanded if p[1] in workers and p not in wanted]:
+            del self._results_unhanded[pair]
+
+    def _take_object(self, name: tuple[str, str], data: bytes) -> None:
+        """Decode the result object ``name`` ((job, worker) of its key): its results of that
+        worker not handed out before wait in ``_results_unhanded``."""
+        self._results_seen.add(name)
+        self._results_taken.append(name)
+        key, worker = name
+        try:
+            batch = ResultBatch.decode(data, self.key(worker))
+        except messages.MessageError as exc:
+            self.log(f"expocloud: ignoring a malformed result of {key}: {exc}")
+            return
+        if batch.worker != worker or batch.first != key:
+            self.log(f"expocloud: ignoring a result object of {key} on {worker} that names "
+                     f"{batch.first} on {batch.worker}")
+            return
+        for result in batch.results:
+            pair = (result.key, worker)
+            if pair not in self._results_handed:
+                self._results_unhanded[pair] = result
+                self._results_in.setdefault(name, set()).add(pair)
+
     def delete_taken(self) -> None:
-        """Delete the result objects read so far. The caller's records of them must be on
-        disk: after a crash, only a result object tells what its record would have. A delete
-        that fails is tried again next time (an object left over only lengthens listings)."""
+        """Delete the result objects read so far whose every result was handed out. The
+        caller's records of them must be on disk: after a crash, only a result object tells
+        what its record would have. A delete that fails is tried again next time (an object
+        left over only lengthens listings)."""
         taken, self._results_taken = self._results_taken, []
-        deletes = self._each(lambda pair: self.bucket.delete(result_key(*pair)), taken)
-        self._results_taken += [pair for pair, (_, error) in zip(taken, deletes)
-                                if error is not None]
+        done = [name for name in taken if not self._results_in.get(name, set())
+                & self._results_unhanded.keys()]
+        self._results_taken = [name for name in taken if name not in done]
+        deletes = self._each(lambda pair: self.bucket.delete(result_key(*pair)), done)
+        for name, (_, error) in zip(done, deletes):
+            if error is not None:
+                self._results_taken.append(name)
+                continue
+            # its name may come again: a worker whose write of it seemed to fail sends
+            # what it held afresh (worker/agent.py)
+            self._results_seen.discard(name)
+            self._results_in.pop(name, None)
 
     def boot_log(self, name: str) -> str:
         """The last lines VM ``name``'s startup script left in the bucket before it powered

@@ -9,9 +9,10 @@ between the crash and the rerun (recover.py). The rerun reads them before it sta
   a Snakemake job's rule and output files, the front end's :attr:`JobRequest.identity`), its
   frontier (family and hardness point) and label, so that a result can be acted on without
   the request that made it;
-- every result object of the run is verified with the key of the worker it names (derived from
-  the run key the crash left behind, :mod:`worker_keys`): a result signed with any other key,
-  or naming another job or worker than its object, is ignored; so is the result of a job from
+- every result object of the run (one result, or a batch of one worker's results named for
+  its first job) is verified with the key of the worker it names (derived from the run key
+  the crash left behind, :mod:`worker_keys`): an object signed with any other key, or
+  naming another first job or worker than its key, is ignored; so is the result of a job from
   a worker it was never given to (``assigned.jsonl``, written by the coordinator before the
   worker's inbox): a worker signs as itself, but could sign a result of any job, e.g. a
   timeout that would poison the frontier;
@@ -41,7 +42,7 @@ from expo_executor.core.records import AttemptEnd
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket
 from expo_executor.protocol.keys import WORKERS_PREFIX, parse_result_key
-from expo_executor.protocol.records import WorkerResult
+from expo_executor.protocol.records import ResultBatch, WorkerResult
 from expo_executor.protocol.worker_keys import worker_key
 
 
@@ -106,26 +107,37 @@ def _final_results(bucket: Bucket, run_key: bytes, given: set[tuple[str, str]],
     """Each job's final results (solved, timed out, failed; one per worker: a timeout may have
     been re-run on another worker, --expocloud-confirm-timeouts) among the run's result
     objects that verify with their worker's key, from a worker the job was ``given`` to. Only
-    the objects of ``given`` pairs are read: a long run's results are mostly of jobs its
-    coordinator read itself."""
+    the objects of workers with a ``given`` pair are read: a long run's results are mostly of
+    jobs its coordinator read itself (and deleted). An object may hold several results of its
+    worker (a ResultBatch, named for its first job), each taken on its own."""
     chosen: dict[str, list[WorkerResult]] = {}
+    workers = {worker for _, worker in given}
     for name in sorted(bucket.list(WORKERS_PREFIX)):
         pair = parse_result_key(name)
-        if pair is None or pair not in given:
+        if pair is None or pair[1] not in workers:
             continue
-        key, worker = pair
-        blob = bucket.read(name)
-        if blob is None:
-            continue
-        try:
-            result = WorkerResult.decode(blob.data, worker_key(run_key, worker))
-        except messages.MessageError as exc:
-            log(f"expocloud: ignoring a result of {key} that does not verify: {exc}")
-            continue
-        if result.key != key or result.worker != worker or result.end.outcome is None:
-            continue
-        chosen.setdefault(key, []).append(result)
+        for result in _object_results(bucket, name, pair, run_key, log):
+            if (result.key, result.worker) in given and result.end.outcome is not None:
+                chosen.setdefault(result.key, []).append(result)
     return chosen
+
+
+def _object_results(bucket: Bucket, name: str, pair: tuple[str, str], run_key: bytes,
+                    log: Callable[[str], None]) -> tuple[WorkerResult, ...]:
+    """The results in result object ``name`` (``pair``: its job and worker) when it verifies
+    with its worker's key and names its first job and its worker; none otherwise."""
+    key, worker = pair
+    blob = bucket.read(name)
+    if blob is None:
+        return ()
+    try:
+        batch = ResultBatch.decode(blob.data, worker_key(run_key, worker))
+    except messages.MessageError as exc:
+        log(f"expocloud: ignoring a result of {key} that does not verify: {exc}")
+        return ()
+    if batch.worker != worker or batch.first != key:
+        return ()
+    return batch.results
 
 
 def record_timeout(files: RunFiles, state: StateDir, record: dict[str, Any],

@@ -81,7 +81,9 @@ class ExecutorSettings(ExecutorSettingsBase):
     prefetch: Optional[int] = field(default=None, metadata=_opt(
         "Jobs per slot a busy worker holds beyond what it runs, to start the moment a slot "
         "frees (default 0 local, 1 on GCE, where a busy worker reads its inbox only every slow "
-        "poll); a held job is cancelled like a running one when a timeout dominates it.",
+        "poll); a held job is cancelled like a running one when a timeout dominates it. With "
+        "2 or more a worker is refilled only when it runs low, and reports the jobs it solved "
+        "meanwhile in one result object (fewer billed writes).",
         type=int))
     heartbeat_grace: Optional[float] = field(default=None, metadata=_opt(
         f"A worker that hears nothing from the coordinator for this many seconds kills its jobs "

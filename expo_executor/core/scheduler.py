@@ -125,6 +125,9 @@ class _Worker:
     held: list[str] = field(default_factory=list)
     held_free: int = 0  # CPUs of prefetch left
 
+    def held_cpus(self, prefetch: int) -> int:
+        return self.cpus * prefetch - self.held_free
+
 
 @dataclass
 class _Entry:
@@ -147,7 +150,10 @@ class Scheduler:
     more on an idle other worker before it prunes (a confirmed one makes the family trusted).
     ``prefetch``: tasks per CPU a busy worker holds beyond what it runs, to start the moment a
     slot frees (on GCE a worker hears of a new assignment only at its next inbox read); a held
-    task is cancelled like a running one, and re-queued with it."""
+    task is cancelled like a running one, and re-queued with it. With ``prefetch`` 2 or more a
+    worker is refilled only once it runs low (:meth:`_wants_refill`), then up to the full
+    ``cpus * prefetch``: its worker batches its reports until then (worker/agent.py), so one
+    result object and one inbox write serve several tasks."""
 
     def __init__(self, frontiers: dict[str, Frontier] | None = None, spot_attempts: int = 2,
                  confirm_timeouts: bool = False, prefetch: int = 0):
@@ -369,7 +375,7 @@ class Scheduler:
         waits for an idle worker instead."""
         holders: dict[Shape | None, list[_Worker]] = {}
         for worker in self._workers.values():
-            if worker.held_free > 0:
+            if worker.held_free > 0 and self._wants_refill(worker):
                 holders.setdefault(worker.shape, []).append(worker)
         assignments: list[Assignment] = []
         deferred: list[tuple[tuple, str]] = []
@@ -399,6 +405,13 @@ class Scheduler:
         for item in deferred:
             heapq.heappush(self._queue, item)
         return assignments
+
+    def _wants_refill(self, worker: _Worker) -> bool:
+        """Refill on low: with ``prefetch`` 2 or more, a worker gets held tasks only once
+        its held tasks need no more CPUs than it has (one held task per slot: the last ones
+        it will start), so that new tasks reach it in one inbox write, not one write per task
+        it finishes; with 0 or 1, whenever it has prefetch left."""
+        return self.prefetch < 2 or worker.held_cpus(self.prefetch) <= worker.cpus
 
     def _promote(self, worker: _Worker) -> None:
         """What the worker does as a slot frees: start its held tasks, in order, while the

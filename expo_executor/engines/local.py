@@ -41,6 +41,7 @@ class LocalEngineConfig:
     grace: float = 60.0
     heartbeat: float = 10.0
     boot_delay: float = 0.0
+    report_delay: float | None = None  # the workers' (worker/agent.py); None: the heartbeat
     # VM name -> seconds after its creation at which it is preempted (empty: never)
     preempt: dict[str, float] = field(default_factory=dict)
 
@@ -87,6 +88,8 @@ class LocalEngine:
             "--heartbeat", str(self.config.heartbeat),
             "--boot-delay", str(self.config.boot_delay),
         ]
+        if self.config.report_delay is not None:
+            argv += ["--report-delay", str(self.config.report_delay)]
         env = {**os.environ, WORKER_KEY_ENV: worker_key(self.config.run_key, name).hex()}
         delay = self.config.preempt.get(name)
         created = time.monotonic()

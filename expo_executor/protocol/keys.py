@@ -10,12 +10,14 @@ count storage operations cannot drift apart:
   key and the VM's identity token; single writer: the worker) and ``workers/<worker>/key.json``
   the coordinator's answer, the worker's key encrypted to that public key (single writer: the
   coordinator; engines/gce/key_channel.py);
-- ``workers/<worker>/results/<job>.json``: one attempt's result (single writer: that worker;
-  written once, first writer wins). Under the worker's prefix so that the coordinator's one
+- ``workers/<worker>/results/<job>.json``: one attempt's result, or several of that worker's
+  (a ResultBatch, named for its first job: a worker holding prefetched jobs reports several
+  at once) (single writer: that worker; written once, first writer wins). Under the worker's
+  prefix so that the coordinator's one
   listing of ``workers/`` a round shows new results as well as changed statuses: a worker
   need not rewrite its status to say a job ended (one class A write and one read less a job),
-  and the coordinator deletes each result (deletes are free) once its record is on disk, so
-  that listing stays the size of the fleet;
+  and the coordinator deletes each object (deletes are free) once the records of its results
+  are on disk, so that listing stays the size of the fleet;
 - ``stage/in/<sha256>`` and ``stage/out/<job>/``: a CWL job's staged files (content-addressed
   inputs; outputs written by the job's worker);
 - ``software/<digest>/<wheel>``: this package's wheel for GCE workers (content-addressed);
@@ -62,8 +64,9 @@ def key_grant_key(worker_id: str) -> str:
 
 
 def result_key(job_key: str, worker_id: str) -> str:
-    """One result object per job and worker: each has a single writer, and a job re-run
-    elsewhere (its first worker lost or stopped) reports afresh."""
+    """The result object of a job (or of a batch of results that starts with it) on one
+    worker: each has a single writer, and a job re-run elsewhere (its first worker lost or
+    stopped) reports afresh."""
     return f"{WORKERS_PREFIX}{worker_id}/results/{job_key}.json"
 
 

@@ -34,6 +34,9 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "result": {"key": (str,), "worker": (str,), "outcome": (str,), "returncode": (int, type(None)),
                "started": (float, int), "ended": (float, int), "reason": (str, type(None)),
                "log_tail": (str,)},
+    # several results of one worker in one object, signed once (records.ResultBatch): each
+    # item a "result" body of that worker
+    "results": {"worker": (str,), "results": (list,)},
     # one entry of a result's optional "logs": a log the worker saved (records.SavedLog)
     "saved_log": {"path": (str, type(None)), "key": (str,), "size": (int,), "sha256": (str,),
                   "truncated": (bool,)},
@@ -84,6 +87,12 @@ def check(kind: str, body: Any) -> dict:
         if command_s is not None and (isinstance(command_s, bool)
                                       or not isinstance(command_s, (int, float))):
             raise MessageError("result: field 'command_s' has the wrong type")
+    if kind == "results":
+        if not body["results"]:
+            raise MessageError("results: field 'results' is empty")
+        for item in body["results"]:
+            if check("result", item)["worker"] != body["worker"]:
+                raise MessageError("results: a result of another worker")
     if kind == "status" and body["state"] not in WORKER_STATES:
         raise MessageError(f"status: unknown state {body['state']!r}")
     return body
@@ -125,21 +134,30 @@ def encode(kind: str, body: dict, key: bytes | None = None) -> bytes:
 
 def decode(kind: str, data: bytes, key: bytes | None = None) -> dict:
     """Parse and check a message; with a key, reject anything not signed with it."""
+    return decode_either((kind,), data, key)[1]
+
+
+def decode_either(kinds: tuple[str, ...], data: bytes,
+                  key: bytes | None = None) -> tuple[str, dict]:
+    """:func:`decode` of a message of any of ``kinds``: returns its kind and body."""
+    kind = "/".join(kinds)
     if len(data) > MAX_BYTES:
         raise MessageError(f"{kind}: {len(data)} bytes exceeds the {MAX_BYTES} byte limit")
     try:
         envelope = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise MessageError(f"{kind}: not JSON ({exc})") from None
-    if not isinstance(envelope, dict) or envelope.get("v") != VERSION or envelope.get("kind") != kind:
+    if not isinstance(envelope, dict) or envelope.get("v") != VERSION \
+            or envelope.get("kind") not in kinds:
         raise MessageError(f"{kind}: wrong version or kind")
+    kind = envelope["kind"]
     body = check(kind, envelope.get("body"))
     if key is not None:
         expected = hmac.new(key, _canonical(body), hashlib.sha256).hexdigest()
         mac = envelope.get("mac")
         if not isinstance(mac, str) or not hmac.compare_digest(mac, expected):
             raise MessageError(f"{kind}: bad signature")
-    return body
+    return kind, body
 
 
 # -- sealed parts of an assignment -----------------------------------------------------------

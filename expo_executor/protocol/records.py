@@ -1,5 +1,5 @@
 """The messages of the bucket channel as typed records: an inbox and its jobs, a worker's status,
-one attempt's result.
+one attempt's result, a batch of one worker's results.
 
 Each record turns into a signed message (:mod:`messages` checks the schema, signs and seals)
 and back; nothing else in the package builds or reads these messages as dicts. The key is
@@ -180,19 +180,60 @@ class WorkerResult:
         return None if self.command_s is None else max(0.0, self.runtime_s - self.command_s)
 
     def encode(self, key: bytes) -> bytes:
-        return messages.encode("result", {
+        return messages.encode("result", self.to_wire(), key)
+
+    @classmethod
+    def decode(cls, data: bytes, key: bytes) -> WorkerResult:
+        return cls.from_wire(messages.decode("result", data, key))
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
             "key": self.key, "worker": self.worker, "outcome": self.end.value,
             "returncode": self.returncode, "started": self.started, "ended": self.ended,
             "reason": self.reason, "log_tail": self.log_tail,
             **({"logs": [log.to_wire() for log in self.logs]} if self.logs else {}),
             **({"command_s": self.command_s} if self.command_s is not None else {}),
-            **({"ops": dict(self.ops)} if self.ops else {})}, key)
+            **({"ops": dict(self.ops)} if self.ops else {})}
 
     @classmethod
-    def decode(cls, data: bytes, key: bytes) -> WorkerResult:
-        body = messages.decode("result", data, key)
+    def from_wire(cls, body: dict[str, Any]) -> WorkerResult:
         return cls(body["key"], body["worker"], AttemptEnd(body["outcome"]), body["returncode"],
                    float(body["started"]), float(body["ended"]), body["reason"],
                    body["log_tail"], tuple(SavedLog.from_wire(log)
                                            for log in body.get("logs", ())),
                    body.get("command_s"), _ops(body))
+
+
+@dataclass(frozen=True)
+class ResultBatch:
+    """Results of one worker in one object (``result_key`` of its first job), signed once:
+    a worker holding prefetched jobs reports several at a time, one class A write for all
+    (worker/agent.py says when). One result travels as the plain "result" message, as a
+    worker without prefetch has always written it; :meth:`decode` takes either."""
+
+    worker: str
+    results: tuple[WorkerResult, ...]
+
+    def __post_init__(self) -> None:
+        if not self.results or any(r.worker != self.worker for r in self.results):
+            raise ValueError(f"a result batch holds one or more results of {self.worker!r} "
+                             "only")
+
+    @property
+    def first(self) -> str:
+        """The job the batch's object is named for."""
+        return self.results[0].key
+
+    def encode(self, key: bytes) -> bytes:
+        if len(self.results) == 1:
+            return self.results[0].encode(key)
+        return messages.encode("results", {
+            "worker": self.worker, "results": [r.to_wire() for r in self.results]}, key)
+
+    @classmethod
+    def decode(cls, data: bytes, key: bytes) -> ResultBatch:
+        kind, body = messages.decode_either(("result", "results"), data, key)
+        if kind == "result":
+            result = WorkerResult.from_wire(body)
+            return cls(result.worker, (result,))
+        return cls(body["worker"], tuple(WorkerResult.from_wire(r) for r in body["results"]))

@@ -2,7 +2,8 @@
 
 It pulls its assignments from one bucket object (its inbox), runs each job in its own session
 with its deadline, kills what the coordinator cancels, and reports outcomes as create-only
-result objects, one per job and worker. It listens on no port. When the
+result objects of its own, each holding one or more results (``Worker._report_due`` says
+when). It listens on no port. When the
 coordinator stops refreshing the inbox for longer than the grace period it kills its jobs and
 shuts down: a dead man's switch, so that a crashed coordinator does not leave VMs billing.
 """
@@ -20,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from expo_executor.core.records import AttemptEnd, WorkerState
@@ -28,7 +29,8 @@ from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket, PreconditionFailed, open_bucket
 from expo_executor.protocol.keys import (DEPLOY_DIR_ENV, WORKER_KEY_ENV, inbox_key, result_key,
                                          status_key)
-from expo_executor.protocol.records import Inbox, InboxJob, SavedLog, WorkerResult, WorkerStatus
+from expo_executor.protocol.records import (Inbox, InboxJob, ResultBatch, SavedLog, WorkerResult,
+                                            WorkerStatus)
 from expo_executor.worker.console import guard_output
 from expo_executor.worker.forked import ForkedJob, Zygote, job_chain, zygote_wanted
 from expo_executor.worker.procs import kill_session, vm_mark
@@ -55,6 +57,9 @@ STORE_FAILED = re.compile(r"^Failed to (store output in|retrieve input from) sto
 # Attempts whose logs are saved to the bucket: the job's own failures, not a cancellation or
 # a preemption (the job runs again, or was not wanted)
 SAVE_LOGS_ON = (AttemptEnd.FAILED, AttemptEnd.TIMEOUT)
+# Results per object: a batch stops growing at this many bytes of results (half the message
+# limit: the rest is the envelope's, and one result more)
+BATCH_BYTES = messages.MAX_BYTES // 2
 
 
 @dataclass
@@ -81,7 +86,8 @@ class Worker:
     def __init__(self, bucket: Bucket, worker_id: str, slots: int, key: bytes,
                  scratch: Path, poll: float = 0.2, grace: float = 60.0,
                  heartbeat: float = 10.0, slow_poll: float | None = None,
-                 allowance: float = STAGING_ALLOWANCE_S, zygote: bool = True) -> None:
+                 allowance: float = STAGING_ALLOWANCE_S, zygote: bool = True,
+                 report_delay: float | None = None) -> None:
         self.bucket = bucket
         self.worker_id = worker_id
         self.slots = slots
@@ -106,9 +112,15 @@ class Worker:
         self.inbox_generation: int | None = None
         self.pending: dict[str, InboxJob] = {}
         self.cancel: set[str] = set()
-        # results the bucket did not take yet (its retries ran out): sent again every poll,
-        # never dropped, so that a storage outage delays a report instead of losing it
-        self.unsent: dict[str, bytes] = {}
+        # results not in the bucket yet, each with when it was added (monotonic clock): held
+        # back to go several in one object (_report_due), or not taken by the bucket (its
+        # retries ran out; sent again every poll, never dropped, so that a storage outage
+        # delays a report instead of losing it)
+        self.unsent: dict[str, tuple[WorkerResult, float]] = {}
+        # a solved result waits at most this long for others to share its object
+        self.report_delay = heartbeat if report_delay is None else report_delay
+        self.retry_at = 0.0  # after a failed report, the next try not before (monotonic)
+        self.stopping = False  # the last reports are gathered, then sent in one object
         self.secrets: dict[str, list[str]] = {}  # job -> secret values its report must not hold
         self.allowance = allowance  # seconds of start-up and staging a job with a deadline gets
         self.prunes: dict[str, dict] = {}  # running job -> where its timeout prunes
@@ -143,23 +155,25 @@ class Worker:
             # Reading the inbox is a billed request, looking at our own processes is free:
             # jobs are reaped every tick, the inbox is read at the (adaptive) poll interval.
             if time.monotonic() >= self.next_read:
-                if self.unsent:
-                    self._send_results()
                 self._storage("read the inbox", self._read_inbox)
                 self.next_read = time.monotonic() + self._inbox_interval()
             self._reap()
             self._kill_cancelled()
             self._start_pending()
+            if time.monotonic() >= self.retry_at and self._report_due():
+                self._send_results()
             if time.monotonic() - self.last_contact > self.grace:
                 self.stop_reason = f"coordinator silent for more than {self.grace:.0f} s"
             elif time.monotonic() - self.last_status >= self.heartbeat:
                 self._write_status(WorkerState.READY)
             if self.stop_reason is None:
                 time.sleep(self._sleep_time())
+        self.stopping = True
         if self.stop_reason == "preempted":
             self._kill_all(AttemptEnd.PREEMPTED, "the VM was preempted")
         else:
             self._kill_all(AttemptEnd.CANCELLED, f"worker stopping: {self.stop_reason}")
+        self._send_results()  # the last reports, with the solved ones that waited
         self._write_status(WorkerState.PREEMPTED if self.stop_reason == "preempted"
                            else WorkerState.STOPPED)
         if self.unsent:
@@ -179,9 +193,11 @@ class Worker:
         print(f"{reason}; its jobs are reported lost, to run again elsewhere", file=sys.stderr,
               flush=True)
         not_started = sorted(set(self.pending) - set(self.running) - set(self.unsent))
+        self.stopping = True
         self._kill_all(AttemptEnd.LOST, reason)
         for key in not_started:  # the one whose start failed among them
             self._write_result(key, AttemptEnd.LOST, None, time.time(), reason)
+        self._send_results()  # with the solved results that waited for company
         self._write_status(WorkerState.STOPPED)
 
     def _storage(self, what: str, call: Callable[[], object]) -> bool:
@@ -216,6 +232,10 @@ class Worker:
         for job in self.running.values():
             if job.deadline_s is not None:
                 waits.append(job.started_mono + job.deadline_s - now)
+        if self.unsent:  # due: tried again after a failed write; else waiting for company
+            oldest = min(since for _, since in self.unsent.values())
+            waits.append((self.retry_at if self._report_due() else
+                          oldest + self.report_delay) - now)
         return max(0.01, min(waits))
 
     # -- inbox -------------------------------------------------------------------------------
@@ -443,8 +463,7 @@ class Worker:
         prune = self.prunes.pop(job.key, None)
         if outcome is AttemptEnd.TIMEOUT and prune is not None:
             self.timeouts.append(prune)
-        self.last_change = time.monotonic()  # a slot is free: an assignment should follow
-        self.next_read = min(self.next_read, self.last_change + self.poll)
+        self.last_change = time.monotonic()  # a slot is free (read fast once reported)
         self._record_sessions()
         command_s = self._command_s(job)
         saved = self._save_logs(job) if outcome in SAVE_LOGS_ON else ()
@@ -490,30 +509,87 @@ class Worker:
                       reason: str | None, log: Path | None = None,
                       ended: float | None = None, logs: tuple[SavedLog, ...] = (),
                       command_s: float | None = None) -> None:
+        """A job's result joins ``unsent``: one that is not SOLVED goes at once (with every
+        result waiting), a solved one when :meth:`_report_due` says so; while the worker
+        stops, all go together at its end."""
         secrets = self.secrets.pop(key, [])  # a sealed job's own: blanked out of its report
         tail = _tail(log) if log and outcome is not AttemptEnd.SOLVED else ""
         result = WorkerResult(key, self.worker_id, outcome, code, started, ended or time.time(),
                               messages.redacted(reason, secrets),
-                              messages.redacted(tail, secrets) or "", logs, command_s,
-                              _ops_after_write(self.bucket))
-        self.unsent[key] = result.encode(self.key)
+                              messages.redacted(tail, secrets) or "", logs, command_s)
+        self.unsent[key] = (result, time.monotonic())
         # no status write: the coordinator's listing of the workers' prefix shows the result
-        self._send_results()
+        if outcome is not AttemptEnd.SOLVED and not self.stopping:
+            self._send_results()
+
+    def _report_due(self) -> bool:
+        """Whether the results waiting go now, in one object: one is not SOLVED (a timeout
+        prunes, a failure or cancel frees its job: the coordinator acts at once); the worker
+        holds at most one job per slot not started yet, CPU for CPU (it needs a refill, which
+        the coordinator sends only on a report: with prefetch 0 or 1 this is after every job,
+        with more, after several; Scheduler._wants_refill); or the oldest has waited
+        ``report_delay`` s (a worker with long jobs). Every write is a billed class A
+        operation: at 1,000 workers with short jobs, one per job is most of the storage bill."""
+        if not self.unsent:
+            return False
+        if any(result.end is not AttemptEnd.SOLVED for result, _ in self.unsent.values()):
+            return True
+        if sum(job.cpus for job in self.pending.values()) <= self.slots:
+            return True
+        oldest = min(since for _, since in self.unsent.values())
+        return time.monotonic() - oldest >= self.report_delay
 
     def _send_results(self) -> None:
-        """Write the results not yet taken, oldest first; stop at the first failure."""
-        for key, data in list(self.unsent.items()):
-            def send(key: str = key, data: bytes = data) -> None:
-                try:
-                    self.bucket.write(result_key(key, self.worker_id), data,
-                                      if_generation_match=0)
-                except PreconditionFailed:
-                    pass  # reported already (a restarted agent): the first report stands
-
-            if not self._storage(f"report the result of {key}", send):
+        """Write every unsent result, oldest first, as few objects as the size limit allows;
+        at the first failure keep them all (tried again a poll later), never drop one."""
+        for _ in range(len(self.unsent) + 1):  # each round sends one result or more
+            if not self.unsent:
                 return
-            del self.unsent[key]
+            batch = self._next_batch()
+            if not self._storage(f"report the result of {batch.first}",
+                                 lambda: self._write_batch(batch)):
+                self.retry_at = time.monotonic() + self.poll
+                return
             self.last_report = self.last_change = time.monotonic()  # an answer is likely now
+            self.next_read = min(self.next_read, self.last_report + self.poll)
+
+    def _next_batch(self) -> ResultBatch:
+        """The oldest unsent results, up to ``BATCH_BYTES``, with this worker's storage
+        operations so far (this write included) for the run's request budget."""
+        ops = _ops_after_write(self.bucket)
+        results: list[WorkerResult] = []
+        size = 0
+        for result, _ in self.unsent.values():
+            size += len(json.dumps(result.to_wire()))
+            if results and size > BATCH_BYTES:
+                break
+            results.append(replace(result, ops=ops))
+        return ResultBatch(self.worker_id, tuple(results))
+
+    def _write_batch(self, batch: ResultBatch) -> None:
+        """One object, named for the batch's first job and created only if there is none (a
+        single writer: this worker); its results leave ``unsent`` once it is written."""
+        try:
+            self.bucket.write(result_key(batch.first, self.worker_id), batch.encode(self.key),
+                              if_generation_match=0)
+            sent = {result.key for result in batch.results}
+        except PreconditionFailed:
+            sent = self._reported_already(batch)
+        for key in sent:
+            self.unsent.pop(key, None)
+
+    def _reported_already(self, batch: ResultBatch) -> set[str]:
+        """The object of the batch's name exists: a write of ours whose answer was lost (its
+        results are there: those are sent; the others go in the next object), or a restarted
+        agent's report (the first report stands, as for any result)."""
+        blob = self.bucket.read(result_key(batch.first, self.worker_id))
+        if blob is None:
+            return set()  # taken and deleted since: the next write creates it afresh
+        try:
+            there = {result.key for result in ResultBatch.decode(blob.data, self.key).results}
+        except messages.MessageError:
+            there = set()
+        return ({result.key for result in batch.results} & there) or {batch.first}
 
     def _write_status(self, state: WorkerState) -> None:
         # ops: this worker's storage operations so far (this write included), for the run's
@@ -609,6 +685,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--poll", type=float, default=0.2)
     parser.add_argument("--grace", type=float, default=60.0)
     parser.add_argument("--heartbeat", type=float, default=10.0)
+    parser.add_argument("--report-delay", type=float, default=None,
+                        help="seconds a solved result may wait to share its object with "
+                        "others (default: the heartbeat)")
     parser.add_argument("--boot-delay", type=float, default=0.0,
                         help="seconds to wait before reporting ready (emulates a VM booting)")
     parser.add_argument("--staging-allowance", type=float, default=_allowance(),
@@ -629,7 +708,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     worker = Worker(open_bucket(args.bucket), args.worker_id, args.slots,
                     bytes.fromhex(key), args.scratch, args.poll, args.grace, args.heartbeat,
-                    allowance=args.staging_allowance)
+                    allowance=args.staging_allowance, report_delay=args.report_delay)
     _stop_on_signals(worker, on_vm=False)
     time.sleep(args.boot_delay)
     return _run(worker)
@@ -654,7 +733,8 @@ def _main_on_vm(scratch: Path) -> int:
             guest.delete_self(boot)
         return 3
     worker = Worker(bucket, boot.name, boot.slots, key, scratch,
-                    boot.poll, boot.grace, boot.heartbeat, boot.slow_poll, _allowance())
+                    boot.poll, boot.grace, boot.heartbeat, boot.slow_poll, _allowance(),
+                    report_delay=boot.report_delay)
     stop_watching = threading.Event()
     guest.watch_preemption(lambda: worker.request_stop("preempted"), stop_watching)
     _stop_on_signals(worker, on_vm=True)

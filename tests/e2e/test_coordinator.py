@@ -14,7 +14,7 @@ from expo_executor.core.records import JobMeta
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
 from expo_executor.engines.local import LocalEngine, LocalEngineConfig
-from expo_executor.core.scheduler import Outcome, Task
+from expo_executor.core.scheduler import Outcome, Scheduler, Task
 from expo_executor.coordinator.state import StateDir
 
 from tests.coordinator_rig import FlakyBucket
@@ -231,3 +231,40 @@ def test_a_worker_whose_own_disk_fails_loses_its_jobs_to_another(tmp_path: Path)
     crash = [line for line in lines if "worker w-1 failed" in line]
     assert crash and "No space left on device" in crash[0], lines
     assert [vm["end"] for vm in _vms(run_dir)][:1] == ["lost"]
+
+
+class _ResultReads(LocalBucket):
+    """The coordinator's bucket, counting the result objects it read (it reads each once)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.result_objects = 0
+
+    def read(self, key: str):  # type: ignore[no-untyped-def]
+        blob = super().read(key)
+        self.result_objects += blob is not None and "/results/" in key
+        return blob
+
+
+def test_with_prefetch_a_worker_reports_several_jobs_an_object(tmp_path: Path) -> None:
+    """Prefetch 4 on a one-slot worker: it is refilled only when low, and reports the jobs
+    it ran meanwhile in one object; every job is reported once, solved."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    bucket = _ResultReads(run_dir / "bucket")
+    engine = LocalEngine(LocalEngineConfig(bucket.root, run_dir / "vms", KEY, poll=0.05,
+                                           grace=30, heartbeat=1, report_delay=30))
+    config = CoordinatorConfig("run", 1, 1, idle_timeout=30, poll=0.05, heartbeat=1,
+                               status_interval=60, boot_timeout=120)
+    coordinator = Coordinator(config, engine, bucket, KEY, run_dir, StateDir(tmp_path),
+                              lambda text: None, Scheduler(prefetch=4))
+    coordinator.start()
+    try:
+        keys = [f"p{i:02d}" for i in range(12)]
+        coordinator.submit([_request(k, ["sleep", "0.2"], tmp_path) for k in keys])
+        reports = _wait_reports(coordinator, keys, 60)
+        assert {r.outcome for r in reports.values()} == {Outcome.SOLVED}
+        assert bucket.result_objects < len(keys), bucket.result_objects
+    finally:
+        coordinator.stop()
+    assert not processes_under(tmp_path)

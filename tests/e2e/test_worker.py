@@ -14,7 +14,9 @@ import pytest
 
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import LocalBucket
-from expo_executor.protocol.keys import WORKER_KEY_ENV, inbox_key, result_key, status_key
+from expo_executor.protocol.keys import (WORKER_KEY_ENV, inbox_key, parse_result_key,
+                                         result_key, status_key)
+from expo_executor.protocol.records import ResultBatch, WorkerResult
 from expo_executor.worker.agent import Worker
 from expo_executor.worker.procs import session_members
 
@@ -28,10 +30,11 @@ def _job(argv: list[str], deadline: float | None = None, cwd: str = "/") -> dict
 
 
 class Rig:
-    def __init__(self, tmp_path: Path, slots: int = 2, grace: float = 30.0) -> None:
-        self.bucket = LocalBucket(tmp_path / "bucket")
+    def __init__(self, tmp_path: Path, slots: int = 2, grace: float = 30.0,
+                 bucket: LocalBucket | None = None, report_delay: float | None = None) -> None:
+        self.bucket = bucket or LocalBucket(tmp_path / "bucket")
         self.worker = Worker(self.bucket, "w-1", slots, KEY, tmp_path / "vm", poll=0.05,
-                             grace=grace, heartbeat=0.5)
+                             grace=grace, heartbeat=0.5, report_delay=report_delay)
         self.seq = 0
         self.exit_code: int | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -45,8 +48,19 @@ class Rig:
         self.bucket.write(inbox_key("w-1"), messages.encode("inbox", body, key))
 
     def result(self, job_key: str) -> dict | None:
-        blob = self.bucket.read(result_key(job_key, "w-1"))
-        return messages.decode("result", blob.data) if blob else None
+        """The job's result, in whichever of the worker's result objects holds it."""
+        found = [r for r in self.results().values() for r in r if r.key == job_key]
+        return found[0].to_wire() if found else None
+
+    def results(self) -> dict[str, list[WorkerResult]]:
+        """The worker's result objects: the job each is named for -> its results."""
+        objects = {}
+        for name in self.bucket.list("workers/w-1/results/"):
+            blob = self.bucket.read(name)
+            if blob is not None:
+                job = parse_result_key(name)[0]
+                objects[job] = list(ResultBatch.decode(blob.data, KEY).results)
+        return objects
 
     def stop(self) -> None:
         self.worker.request_stop("terminated")
@@ -313,5 +327,160 @@ def test_jobs_start_in_inbox_order(tmp_path: Path) -> None:
                   for name in ("c", "a", "b")})
         assert wait_until(lambda: all(rig.result(k) for k in "abc"), 10)
         assert (tmp_path / "order").read_text().split() == ["c", "a", "b"]
+    finally:
+        rig.stop()
+
+
+# -- batched reports: a worker holding prefetched jobs reports several in one object ---------
+class CountingBucket(LocalBucket):
+    """The worker's bucket, counting its result writes; ``fail`` makes them raise (storage
+    down past its retries); ``lose_answer`` makes the next one happen but raise (its answer
+    lost on the way back)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.result_writes = 0
+        self.failed = 0
+        self.fail = False
+        self.lose_answer = False
+
+    def write(self, key: str, data: bytes, if_generation_match: int | None = None) -> int:
+        if "/results/" not in key:
+            return super().write(key, data, if_generation_match)
+        if self.fail:
+            self.failed += 1
+            raise OSError("storage down")
+        generation = super().write(key, data, if_generation_match)
+        self.result_writes += 1
+        if self.lose_answer:
+            self.lose_answer = False
+            raise OSError("connection reset")
+        return generation
+
+
+def _batching_rig(tmp_path: Path) -> Rig:
+    """One slot, and solved results wait for company up to a minute (so only the rules
+    under test send them)."""
+    rig = Rig(tmp_path, slots=1, bucket=CountingBucket(tmp_path / "bucket"), report_delay=60)
+    rig.thread.start()
+    return rig
+
+
+def _each_once(rig: Rig) -> dict[str, str]:
+    """Job -> outcome over all the worker's result objects; every job's result is in one."""
+    keys = [r.key for results in rig.results().values() for r in results]
+    assert len(keys) == len(set(keys)), keys
+    return {r.key: r.end.value for results in rig.results().values() for r in results}
+
+
+def test_a_worker_holding_several_jobs_a_slot_writes_fewer_result_objects_than_jobs(
+        tmp_path: Path) -> None:
+    """Six jobs for one slot: the solved results wait while more than one job per slot is
+    still to start (the coordinator refills only then), so four go in one object and the
+    last two, with nothing left to start, go each at once."""
+    rig = _batching_rig(tmp_path)
+    try:
+        rig.send({f"j{n}": _job(["true"]) for n in range(1, 7)})
+        assert wait_until(lambda: len(_each_once(rig)) == 6, 20)
+        assert rig.bucket.result_writes == 3
+        assert {job: [r.key for r in results] for job, results in rig.results().items()} == \
+            {"j1": ["j1", "j2", "j3", "j4"], "j5": ["j5"], "j6": ["j6"]}
+    finally:
+        rig.stop()
+
+
+def test_a_timeout_is_reported_at_once_with_the_solved_results_waiting(tmp_path: Path) -> None:
+    rig = _batching_rig(tmp_path)
+    try:
+        rig.send({"s1": _job(["true"]), "s2": _job(["true"]),
+                  "t": _job(["sleep", "100"], deadline=0.5),
+                  **{f"h{n}": _job(["sleep", "100"]) for n in (1, 2)}})
+        assert wait_until(lambda: "t" in _each_once(rig), 20)
+        assert {job: [r.key for r in results] for job, results in rig.results().items()} == \
+            {"s1": ["s1", "s2", "t"]}
+        assert _each_once(rig)["t"] == "timeout"
+        assert "h1" in rig.worker.running, "nothing else ended: the timeout sent them"
+    finally:
+        rig.stop()
+
+
+def test_a_solved_result_waits_for_company_no_longer_than_the_report_delay(
+        tmp_path: Path) -> None:
+    """Long jobs behind it: s1's result goes alone once it has waited ``report_delay``."""
+    rig = Rig(tmp_path, slots=1, bucket=CountingBucket(tmp_path / "bucket"), report_delay=0.5)
+    rig.thread.start()
+    try:
+        rig.send({"s1": _job(["true"]), **{f"h{n}": _job(["sleep", "100"]) for n in (1, 2, 3)}})
+        assert wait_until(lambda: "s1" in _each_once(rig), 20)
+        assert list(rig.results()) == ["s1"] and "h1" in rig.worker.running
+    finally:
+        rig.stop()
+
+
+def test_a_stopping_worker_sends_what_waited(tmp_path: Path) -> None:
+    rig = _batching_rig(tmp_path)
+    rig.send({"s1": _job(["true"]), **{f"h{n}": _job(["sleep", "100"]) for n in (1, 2, 3)}})
+    assert wait_until(lambda: "s1" in rig.worker.unsent and "h1" in rig.worker.running, 20)
+    assert rig.results() == {}
+    rig.stop()
+    assert _each_once(rig) == {"s1": "solved", "h1": "cancelled"}
+    assert rig.bucket.result_writes == 1
+
+
+def test_a_crashing_worker_sends_what_waited(tmp_path: Path) -> None:
+    """Its own disk fails it while starting a staged job (the job's directory cannot be
+    made): the solved result that waited goes with the jobs it reports lost."""
+    from expo_executor.worker.agent import _run
+
+    rig = Rig(tmp_path, slots=1, bucket=CountingBucket(tmp_path / "bucket"), report_delay=60)
+    (tmp_path / "vm" / "jobs").mkdir(parents=True)
+    (tmp_path / "vm" / "jobs" / "st").write_text("in the way of its directory")
+    crash: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            _run(rig.worker)
+        except OSError as exc:  # raised again after its last breath
+            crash.append(exc)
+
+    rig.send({"s1": _job(["true"]), "st": {**_job(["true"]), "stage": {"host_env": True}},
+              **{f"h{n}": _job(["sleep", "100"]) for n in (1, 2)}})
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=20)
+    assert crash and not thread.is_alive()
+    assert _each_once(rig) == {"s1": "solved", "st": "lost", "h1": "lost", "h2": "lost"}
+    assert rig.bucket.result_writes == 1
+
+
+def test_a_failed_report_keeps_every_result_and_sends_them_later(tmp_path: Path) -> None:
+    rig = _batching_rig(tmp_path)
+    try:
+        rig.bucket.fail = True
+        rig.send({"s1": _job(["true"]), "f": _job(["sh", "-c", "exit 3"]),
+                  **{f"h{n}": _job(["sleep", "100"]) for n in (1, 2)}})
+        assert wait_until(lambda: rig.bucket.failed >= 2, 20), "tried, and tried again"
+        assert set(rig.worker.unsent) == {"s1", "f"}
+        rig.bucket.fail = False
+        assert wait_until(lambda: "f" in _each_once(rig), 20)
+        assert {job: [r.key for r in results] for job, results in rig.results().items()} == \
+            {"s1": ["s1", "f"]}
+    finally:
+        rig.stop()
+
+
+def test_a_report_whose_answer_was_lost_is_not_sent_twice(tmp_path: Path) -> None:
+    """The write of s1 and f1 happened, its answer did not come back; f2 fails next: the
+    object named s1 exists, so the worker reads it, and sends only f2, in an object of its
+    own."""
+    rig = _batching_rig(tmp_path)
+    try:
+        rig.bucket.lose_answer = True
+        rig.send({"s1": _job(["true"]), "f1": _job(["sh", "-c", "exit 3"]),
+                  "f2": _job(["sh", "-c", "exit 4"]),
+                  **{f"h{n}": _job(["sleep", "100"]) for n in (1, 2)}})
+        assert wait_until(lambda: "f2" in _each_once(rig) and not rig.worker.unsent, 20)
+        assert {job: [r.key for r in results] for job, results in rig.results().items()} == \
+            {"s1": ["s1", "f1"], "f2": ["f2"]}
     finally:
         rig.stop()

@@ -24,7 +24,7 @@ from expo_executor.coordinator.state import FamilyRef, StateDir
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.records import JobMeta
 from expo_executor.core.scheduler import Outcome, Task
-from expo_executor.protocol.keys import inbox_key
+from expo_executor.protocol.keys import inbox_key, result_key
 from expo_executor.protocol.records import Inbox
 from expo_executor.protocol.worker_keys import worker_key
 
@@ -128,6 +128,22 @@ def test_jobs_in_flight_are_ended_by_the_old_workers_results(tmp_path: Path) -> 
     assert not (old.coordinator.run_dir / KEY_FILE).exists()  # the crashed run is over
     records = {r["key"]: r for r in new.coordinator.files.jobs()}
     assert records["r2-j2"]["adopted_from"] == "r1" and "adopted_from" not in records["r2-j6"]
+
+
+def test_a_batch_of_the_old_workers_results_ends_each_of_its_jobs_once(tmp_path: Path) -> None:
+    """A worker holding prefetched jobs reports several in one object: each adopted job in it
+    ends, once, and the object goes when their records are on disk."""
+    old = _crashed(tmp_path, (1, 2, 3, 5))
+    new, adoption = _rerun(tmp_path, old, OldWorkers("w-1"))
+    old.batch("w-1", ("r1-j2", "solved"), ("r1-j1", "timeout"), ("r1-j3", "failed"))
+    old.ready("w-1")
+    new.round()
+    # n=3 is as hard as the timeout of n=1: being cancelled, its failure is a kill
+    assert {k: new.reports[k].outcome for k in ("r2-j1", "r2-j2", "r2-j3")} == \
+        {"r2-j1": Outcome.TIMEOUT, "r2-j2": Outcome.SOLVED, "r2-j3": Outcome.SKIPPED}
+    assert old.direct.read(result_key("r1-j2", "w-1")) is None, "deleted once recorded"
+    new.round()  # (the rig fails a second report of a job)
+    assert set(_inbox(old).jobs) == {"r1-j5"} and set(_inbox(old).cancel) == {"r1-j5"}
 
 
 def test_jobs_of_an_old_worker_that_dies_run_again_here(tmp_path: Path, monkeypatch) -> None:

@@ -18,7 +18,7 @@ from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.core.scheduler import Pool
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol.keys import inbox_key, result_key, status_key
-from expo_executor.protocol.records import InboxJob, WorkerResult, WorkerStatus
+from expo_executor.protocol.records import InboxJob, ResultBatch, WorkerResult, WorkerStatus
 from expo_executor.protocol.worker_keys import worker_key
 
 KEY = b"k" * 32
@@ -152,9 +152,10 @@ def test_a_result_written_after_the_listing_waits_for_the_next_one(bucket: HeldB
 def test_taken_results_are_deleted_and_a_failed_delete_is_tried_again(
         bucket: HeldBucket) -> None:
     """The listing stays the size of the fleet: a result, once taken (and its record on disk,
-    the caller's part), goes; one whose delete failed goes next time; one not taken stays."""
-    for job in ("a", "b", "c"):
-        _result(bucket, job, "w1")
+    the caller's part), goes; one whose delete failed goes next time; one not taken (of a
+    worker not asked about) stays."""
+    for job, worker in (("a", "w1"), ("b", "w1"), ("c", "w2")):
+        _result(bucket, job, worker)
     channel = _listed(Channel(bucket, KEY, print))
     assert [r.key for r in channel.results({("a", "w1"), ("b", "w1")})] == ["a", "b"]
     bucket.fail = {result_key("a", "w1")}
@@ -164,7 +165,78 @@ def test_taken_results_are_deleted_and_a_failed_delete_is_tried_again(
     assert bucket.read(result_key("a", "w1")) is not None, "its delete failed"
     channel.delete_taken()
     assert bucket.read(result_key("a", "w1")) is None
-    assert bucket.read(result_key("c", "w1")) is not None, "not taken: kept"
+    assert bucket.read(result_key("c", "w2")) is not None, "not taken: kept"
+    channel.close()
+
+
+def _batch(bucket: LocalBucket, worker: str, *jobs: str,
+           end: AttemptEnd = AttemptEnd.SOLVED) -> None:
+    """One object of ``worker``'s results of ``jobs``, as a worker holding prefetched jobs
+    writes it: named for the first job, signed once."""
+    batch = ResultBatch(worker, tuple(WorkerResult(job, worker, end, 0, 1.0, 2.0)
+                                      for job in jobs))
+    bucket.write(result_key(jobs[0], worker), batch.encode(worker_key(KEY, worker)))
+
+
+def test_each_result_of_a_batch_is_handed_out_once_and_the_object_then_goes(
+        bucket: HeldBucket) -> None:
+    _batch(bucket, "w1", "j3", "j1", "j2")
+    _result(bucket, "j4", "w1")
+    pairs = {(f"j{i}", "w1") for i in range(1, 6)}
+    channel = _listed(Channel(bucket, KEY, print))
+    before = bucket.ops.get("B", 0)
+    assert [r.key for r in channel.results(pairs)] == ["j1", "j2", "j3", "j4"]
+    assert bucket.ops["B"] - before == 2, "one read per object, not per result"
+    assert list(channel.results(pairs, unlisted=True)) == [], "each result once"
+    channel.delete_taken()
+    assert bucket.list("workers/") == {}
+    # the same batch again under its name (a worker whose first write seemed to fail sent
+    # it again, with one more result): only the new result is handed out
+    _batch(bucket, "w1", "j3", "j1", "j5")
+    assert [r.key for r in _listed(channel).results(pairs)] == ["j5"]
+    channel.close()
+
+
+def test_a_batch_result_of_a_job_no_longer_wanted_is_ignored_and_its_object_goes(
+        bucket: HeldBucket) -> None:
+    """The loop wants every job it still has on a worker: a result of another job of that
+    worker is stale (the job's first result came from elsewhere), as when read alone."""
+    _batch(bucket, "w1", "a", "gone", "b")
+    channel = _listed(Channel(bucket, KEY, print))
+    assert [r.key for r in channel.results({("a", "w1"), ("b", "w1")})] == ["a", "b"]
+    assert list(channel.results({("gone", "w1")}, unlisted=True)) == [], "dropped, not kept"
+    channel.delete_taken()
+    assert bucket.read(result_key("a", "w1")) is None
+    channel.close()
+
+
+def test_a_batch_keeps_its_object_until_every_wanted_result_was_handed_out(
+        bucket: HeldBucket) -> None:
+    """A round that stops half way through a batch (an error while acting on one result):
+    the rest is handed out next time, and only then does the object go."""
+    _batch(bucket, "w1", "a", "b")
+    channel = _listed(Channel(bucket, KEY, print))
+    results = channel.results({("a", "w1"), ("b", "w1")})
+    assert next(results).key == "a"
+    results.close()
+    channel.delete_taken()
+    assert bucket.read(result_key("a", "w1")) is not None, "b is in it, not handed out yet"
+    assert [r.key for r in channel.results({("b", "w1")})] == ["b"]
+    channel.delete_taken()
+    assert bucket.read(result_key("a", "w1")) is None
+    channel.close()
+
+
+def test_a_batch_signed_by_another_worker_or_renamed_is_ignored(bucket: HeldBucket) -> None:
+    batch = ResultBatch("w2", (WorkerResult("a", "w2", AttemptEnd.SOLVED, 0, 1.0, 2.0),
+                               WorkerResult("b", "w2", AttemptEnd.SOLVED, 0, 1.0, 2.0)))
+    bucket.write(result_key("a", "w1"), batch.encode(worker_key(KEY, "w1")))  # claims w2
+    _batch(bucket, "w1", "c", "d")
+    bucket.write(result_key("d", "w1"), bucket.read(result_key("c", "w1")).data)  # renamed
+    bucket.delete(result_key("c", "w1"))
+    channel = _listed(Channel(bucket, KEY, print))
+    wanted = {(job, worker) for job in "abcd" for worker in ("w1", "w2")}
+    assert list(channel.results(wanted)) == []
     channel.close()
 
 

@@ -99,6 +99,34 @@ def test_the_rerun_harvests_a_crashed_runs_results(tmp_path: Path) -> None:
     assert not (old.coordinator.run_dir / KEY_FILE).exists()
 
 
+def test_a_batch_of_results_is_harvested_even_when_its_first_job_was_read(
+        tmp_path: Path) -> None:
+    """A worker holding prefetched jobs reports several in one object, named for its first
+    job: the dead coordinator had handled that job (it is in jobs.jsonl), not the others."""
+    state = StateDir(tmp_path)
+    run_dir = tmp_path / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    rig = Rig(run_dir, slots=4)
+    rig.coordinator.submit([_request(n) for n in (1, 2, 3, 4)])
+    rig.round()
+    rig.ready("w-1")
+    rig.round()
+    rig.result("j4a1", "w-1", "solved")
+    rig.round()
+    assert rig.reports["j4a1"].outcome is Outcome.SOLVED
+    record(run_dir, RunState("r1", "local", str(rig.direct.root)), KEY).release()  # killed
+    rig.direct.delete(result_key("j4a1", "w-1"))  # read and deleted: its record is on disk
+    # j4's result again (the worker's write of it seemed to fail), with two results after it
+    rig.batch("w-1", ("j4a1", "timeout"), ("j2a1", "solved"), ("j3a1", "timeout"))
+    said: list[str] = []
+    found = recover(tmp_path, state.new_run("r2"), said.append, adopt=False).harvested
+    assert "expocloud: harvested 2 results of run r1: 1 solved, 1 timeouts" in said, said
+    assert sorted(found) == ["solve-2"]  # job 4's handled result is not taken again
+    frontier = state.load_frontier(FAMILY)
+    assert frontier.dominator(HardnessPoint(("solve",), (3.0,))) is not None
+    assert frontier.dominator(HardnessPoint(("solve",), (2.0,))) is None
+
+
 def test_a_harvested_job_is_reported_solved_without_running(tmp_path: Path) -> None:
     """The rerun's coordinator: the harvested job is solved at once and never scheduled; the
     job with a harvested timeout is skipped by its frontier, once; the forged one runs."""

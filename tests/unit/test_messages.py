@@ -168,3 +168,29 @@ def test_a_key_grant_opens_only_with_its_key_pair_for_its_worker_signed_by_its_r
             ("w-1", private, b"not json", "open"), ("w-1", private, forged, "not signed")):
         with pytest.raises(messages.MessageError, match=error):
             worker_keys.open_grant(text, worker, key_pair, verify)
+
+
+def test_a_result_batch_is_signed_once_and_holds_one_workers_results_only() -> None:
+    from expo_executor.core.records import AttemptEnd
+    from expo_executor.protocol.records import ResultBatch, WorkerResult
+
+    results = tuple(WorkerResult(f"j{n}", "w-1", AttemptEnd.SOLVED, 0, 1.0, 2.0 + n)
+                    for n in range(3))
+    batch = ResultBatch("w-1", results)
+    data = batch.encode(KEY)
+    assert json.loads(data)["kind"] == "results" and batch.first == "j0"
+    assert ResultBatch.decode(data, KEY) == batch
+    with pytest.raises(messages.MessageError, match="bad signature"):
+        ResultBatch.decode(data, b"o" * 32)
+    # one result is the plain "result" message, as a worker without prefetch writes it
+    single = ResultBatch("w-1", results[:1]).encode(KEY)
+    assert WorkerResult.decode(single, KEY) == results[0]
+    assert ResultBatch.decode(single, KEY) == ResultBatch("w-1", results[:1])
+    body = json.loads(data)["body"]
+    body["results"][1]["worker"] = "w-2"
+    with pytest.raises(messages.MessageError, match="another worker"):
+        messages.encode("results", body, KEY)
+    with pytest.raises(messages.MessageError, match="empty"):
+        messages.encode("results", {"worker": "w-1", "results": []}, KEY)
+    with pytest.raises(ValueError, match="one or more results"):
+        ResultBatch("w-2", results)

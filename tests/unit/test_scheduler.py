@@ -915,6 +915,49 @@ def test_held_tasks_go_back_to_the_queue_when_their_worker_is_lost():
     assert {a.key for a in sched.assign()} == {"n1", "n2"}
 
 
+def test_with_prefetch_two_or_more_a_worker_is_refilled_only_when_low_then_in_full():
+    sched = Scheduler(prefetch=3)
+    sched.add_worker("a", 2)
+    for n in range(20):
+        sched.submit(task(f"n{n}", n, family=None, cpus=1))
+    assert [a.key for a in sched.assign()] == [f"n{n}" for n in range(8)]  # 2 run, 6 held
+    sched.finish("n0", Outcome.SOLVED)  # n2 starts: 5 CPUs held, more than its 2
+    sched.finish("n1", Outcome.SOLVED)
+    sched.finish("n2", Outcome.SOLVED)
+    assert sched.assign() == [], "3 held CPUs > 2: not refilled yet"
+    sched.finish("n3", Outcome.SOLVED)  # 2 held CPUs: low
+    assert sched.running_on("a") == {"n4", "n5"}
+    assert [a.key for a in sched.assign()] == [f"n{n}" for n in range(8, 12)], \
+        "filled up to cpus * prefetch (6 held) in the same round"
+    assert sched.counts()["queued"] == 20 - 8 - 4 + 6
+    assert sched.assign() == []
+
+
+def test_refill_on_low_counts_held_cpus_not_tasks():
+    sched = Scheduler(prefetch=2)
+    sched.add_worker("a", 2)
+    for n, (key, cpus) in enumerate((("big", 2), ("h1", 1), ("h2", 2), ("h3", 1))):
+        sched.submit(task(key, n, family=None, cpus=cpus))
+    assert [a.key for a in sched.assign()] == ["big", "h1", "h2", "h3"]  # 4 CPUs held
+    sched.finish("big", Outcome.SOLVED)  # h1 starts; h2 (2 CPUs) waits for both
+    assert sched.running_on("a") == {"h1"}
+    for key in ("h4", "h5"):
+        sched.submit(task(key, 9, family=None))
+    # the free CPU takes h4; h2 and h3 are two tasks but three CPUs: not low yet
+    assert [a.key for a in sched.assign()] == ["h4"]
+
+
+@pytest.mark.parametrize("prefetch", [0, 1])
+def test_prefetch_below_two_refills_after_every_task(prefetch):
+    sched = Scheduler(prefetch=prefetch)
+    sched.add_worker("a", 2)
+    for n in range(10):
+        sched.submit(task(f"n{n}", n, family=None))
+    assert len(sched.assign()) == 2 + 2 * prefetch
+    sched.finish("n0", Outcome.SOLVED)
+    assert [a.key for a in sched.assign()] == [f"n{2 + 2 * prefetch}"]
+
+
 def test_without_prefetch_nothing_is_held():
     sched = Scheduler()
     sched.add_worker("a", 1)

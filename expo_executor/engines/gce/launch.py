@@ -100,6 +100,8 @@ def worker_boot(settings: ExecutorSettings, bucket_url: str) -> dict:
             # a status at boot and at the end only: liveness comes from the Compute API, and
             # results carry the worker's request counts (each status write is a billed one)
             "heartbeat": NO_STATUS_HEARTBEAT,
+            # a solved result waits at most this long to share its object (worker/agent.py)
+            "report_delay": grace,
             "storage_emulator_host": os.environ.get("STORAGE_EMULATOR_HOST") if emulated
             else None,
             "compute_endpoint": settings.gce_endpoint, "self_delete": True}
