@@ -229,6 +229,14 @@ class Scheduler:
             return []
         return self._domino(family, frontier, point)
 
+    def set_prefetch(self, prefetch: int) -> None:
+        """Hold ``prefetch`` tasks per CPU from now on (the coordinator sizes it to the jobs'
+        length): a worker holding more than the new depth keeps what it holds and gets no
+        more until it is below it."""
+        for worker in self._workers.values():
+            worker.held_free += worker.cpus * (prefetch - self.prefetch)
+        self.prefetch = prefetch
+
     def add_worker(self, worker_id: str, cpus: int, mem_mb: int = 0,
                    pool: Pool = Pool.LOCAL, shape: Shape | None = None) -> None:
         """A worker is ready for work (mem_mb 0: memory is not tracked for it); it runs only
@@ -371,12 +379,16 @@ class Scheduler:
 
     def _hold(self, allow_spot: bool, spot_held: frozenset[Shape | None]) -> list[Assignment]:
         """Once every free slot is filled: the next tasks, easiest first, to busy workers that
-        have prefetch left (of the task's shape; the fewest held first). A task being confirmed
-        waits for an idle worker instead."""
+        have prefetch left (of the task's shape; the fewest held first), each at most its fair
+        share of the queue this round (so that the queue's last tasks are spread over the
+        fleet, not held by the first workers to refill). A task being confirmed waits for an
+        idle worker instead."""
         holders: dict[Shape | None, list[_Worker]] = {}
         for worker in self._workers.values():
             if worker.held_free > 0 and self._wants_refill(worker):
                 holders.setdefault(worker.shape, []).append(worker)
+        share = max(1, -(-len(self._queued) // max(1, len(self._workers))))
+        taken: dict[str, int] = {}
         assignments: list[Assignment] = []
         deferred: list[tuple[tuple, str]] = []
         while self._queue and any(holders.values()):
@@ -399,7 +411,8 @@ class Scheduler:
             worker.held.append(key)
             worker.held_free -= task.cpus
             self._resize(worker, 0, -task.mem_mb if worker.mem_mb else 0)
-            if worker.held_free <= 0:
+            taken[worker.worker_id] = taken.get(worker.worker_id, 0) + 1
+            if worker.held_free <= 0 or taken[worker.worker_id] >= share:
                 holders[task.shape].remove(worker)
             assignments.append(Assignment(key, worker.worker_id))
         for item in deferred:

@@ -947,6 +947,42 @@ def test_refill_on_low_counts_held_cpus_not_tasks():
     assert [a.key for a in sched.assign()] == ["h4"]
 
 
+def test_the_queues_last_tasks_are_spread_over_the_workers_not_held_by_the_first():
+    """Refill in full would hand the queue's last tasks to the first worker that ran low,
+    while the others, about to run low too, would find nothing left: each worker refilled
+    takes at most its share of the queue (here 2 tasks for 4 workers: one)."""
+    sched = Scheduler(prefetch=4)
+    for name in "abcd":
+        sched.add_worker(name, 1)
+    for n in range(22):
+        sched.submit(task(f"n{n}", n, family=None))
+    assert len(sched.assign()) == 20  # each runs one and holds four; two tasks left
+    a_jobs = ["n0", *[f"n{n}" for n in range(4, 20, 4)]]  # a's, in the order it runs them
+    for key in a_jobs[:4]:
+        sched.finish(key, Outcome.SOLVED)  # a holds one now: low
+    assert [(x.key, x.worker_id) for x in sched.assign()] == [("n20", "a")]
+    sched.finish("n1", Outcome.SOLVED)
+    for key in ("n5", "n9", "n13"):
+        sched.finish(key, Outcome.SOLVED)  # b is low too, and finds the last task
+    assert [(x.key, x.worker_id) for x in sched.assign()] == [("n21", "b")]
+
+
+def test_set_prefetch_deepens_and_shallows_what_a_worker_holds():
+    sched = Scheduler(prefetch=1)
+    sched.add_worker("a", 1)
+    for n in range(20):
+        sched.submit(task(f"n{n}", n, family=None))
+    assert [a.key for a in sched.assign()] == ["n0", "n1"]  # one runs, one held
+    sched.set_prefetch(4)
+    assert [a.key for a in sched.assign()] == ["n2", "n3", "n4"], "held up to 4 now"
+    sched.set_prefetch(2)
+    for key in ("n0", "n1"):  # n1 then n2 start: n3 and n4 held, the new depth
+        sched.finish(key, Outcome.SOLVED)
+    assert sched.assign() == [], "two held: not below the new depth of 2"
+    sched.finish("n2", Outcome.SOLVED)  # n3 starts: one held, low
+    assert [a.key for a in sched.assign()] == ["n5"]
+
+
 @pytest.mark.parametrize("prefetch", [0, 1])
 def test_prefetch_below_two_refills_after_every_task(prefetch):
     sched = Scheduler(prefetch=prefetch)
