@@ -50,6 +50,9 @@ class CoordinatorConfig:
     # A round failing for a reason that is not an outage (a bug, a refusal) this long fails
     # the run; an outage of the coordinator's own storage or compute is ridden out (.outage).
     give_up_after: float = GIVE_UP_AFTER
+    # Prefetch sized to the jobs' length (coordinator/prefetch_depth.py): a slot holds about
+    # this many seconds of work. None: the scheduler's prefetch stays as it was given.
+    prefetch_hold_s: float | None = None
     # Per-rule machines (GCE): every shape's size and prices; None: the run's own shape only.
     shapes: ShapeBook | None = None
 

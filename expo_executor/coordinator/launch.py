@@ -23,6 +23,7 @@ from expo_executor.coordinator.settings import (ExecutorSettings, boot_timeout, 
                                                 check_credentials, heartbeat_grace,
                                                 local_max_workers, max_on_demand, needs_credentials,
                                                 poll_interval, pool_machine_types, prefetch,
+                                                prefetch_hold_s,
                                                 worker_memory_mb, worker_requirements, zones)
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.budget import BudgetConfig
@@ -62,7 +63,8 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
         worker_mem_mb=worker_memory_mb(settings, workers),
         idle_timeout=settings.idle_timeout, poll=poll, heartbeat=heartbeat(poll, grace),
         status_interval=settings.status_interval, boot_timeout=boot_timeout(settings),
-        capacity_timeout=capacity_timeout(settings), shapes=shapes)
+        capacity_timeout=capacity_timeout(settings), shapes=shapes,
+        prefetch_hold_s=prefetch_hold_s(settings))
     if settings.engine == EngineName.GCE:
         bucket, engine = _gce(settings, config, run_key, run_dir, default_storage_prefix, log,
                               shapes.known() if shapes else [])

@@ -32,6 +32,7 @@ from expo_executor.coordinator.harvest import record_timeout
 from expo_executor.coordinator.meter import Meter
 from expo_executor.coordinator.outage import GIVE_UP_AFTER, Outage
 from expo_executor.coordinator.persist import Persister
+from expo_executor.coordinator.prefetch_depth import PrefetchDepth
 from expo_executor.coordinator.pools import PoolWatch
 from expo_executor.coordinator.progress import Progress
 from expo_executor.coordinator.reports import Reporter
@@ -97,6 +98,8 @@ class Coordinator:
         self.starts = StartTimes()  # when each running job started, for the status
         self._finished = False  # stopped: the last status says so
         self.job_map = JobMap(config.status_interval)
+        self.prefetch_depth = PrefetchDepth(config.prefetch_hold_s) \
+            if config.prefetch_hold_s is not None else None
         self._stragglers = False  # the straggler rule is in force: nothing new goes on Spot
         self._spot_held: frozenset[Shape | None] = frozenset()  # ... per shape
         # why a shape's queued work can never run (no VM, no growth), per shape
@@ -415,6 +418,8 @@ class Coordinator:
                 events = self.scheduler.remove_worker(result.worker)
         else:
             events = self.scheduler.finish(key, outcome)
+            if outcome is Outcome.SOLVED and self.prefetch_depth is not None:
+                self.prefetch_depth.observe(result.ended - result.started)
         self.reporter.handle(events, result)
 
     def _check_instances(self, now: float) -> None:
@@ -510,6 +515,8 @@ class Coordinator:
         job given a free slot starts now, as the run's status sees it."""
         if self.meter.phase >= Phase.LIMIT:
             return
+        if self.prefetch_depth is not None:
+            self.scheduler.set_prefetch(self.prefetch_depth.depth())
         for assignment in self.scheduler.assign(spot_held=self._spot_held):
             request = self._requests[assignment.key]
             vm = self.vms[assignment.worker_id]

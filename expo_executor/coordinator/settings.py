@@ -17,6 +17,7 @@ from typing import Optional
 from snakemake_interface_executor_plugins.settings import ExecutorSettingsBase
 
 from expo_executor.coordinator.loop import CAPACITY_TIMEOUT
+from expo_executor.coordinator.prefetch_depth import HOLD_S, MAX_DEPTH
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import parse_duration
 from expo_executor.core.records import EngineName
@@ -80,10 +81,11 @@ class ExecutorSettings(ExecutorSettingsBase):
         f"each change. Inbox reads dominate a large fleet's storage bill.", type=float))
     prefetch: Optional[int] = field(default=None, metadata=_opt(
         "Jobs per slot a busy worker holds beyond what it runs, to start the moment a slot "
-        "frees (default 0 local, 1 on GCE, where a busy worker reads its inbox only every slow "
-        "poll); a held job is cancelled like a running one when a timeout dominates it. With "
-        "2 or more a worker is refilled only when it runs low, and reports the jobs it solved "
-        "meanwhile in one result object (fewer billed writes).",
+        "frees (default 0 local; on GCE, where a busy worker reads its inbox only every slow "
+        f"poll, sized to the jobs' length: about {HOLD_S:g} s of work per slot, 1 to "
+        f"{MAX_DEPTH} jobs); a held job is cancelled like a running one when a timeout "
+        "dominates it. With 2 or more a worker is refilled only when it runs low, and reports "
+        "the jobs it solved meanwhile in one result object (fewer billed writes).",
         type=int))
     heartbeat_grace: Optional[float] = field(default=None, metadata=_opt(
         f"A worker that hears nothing from the coordinator for this many seconds kills its jobs "
@@ -394,10 +396,18 @@ def poll_interval(settings: ExecutorSettings) -> float:
 
 
 def prefetch(settings: ExecutorSettings) -> int:
-    """Jobs per slot a busy worker holds (Scheduler.prefetch)."""
+    """Jobs per slot a busy worker holds (Scheduler.prefetch) at the start of the run."""
     if settings.prefetch is not None:
         return settings.prefetch
     return 1 if settings.engine == EngineName.GCE else 0
+
+
+def prefetch_hold_s(settings: ExecutorSettings) -> float | None:
+    """Seconds of work a slot holds once jobs have ended (coordinator/prefetch_depth.py): on
+    GCE unless ``--expocloud-prefetch`` fixes the depth; None: the depth stays fixed."""
+    if settings.prefetch is not None or settings.engine != EngineName.GCE:
+        return None
+    return HOLD_S
 
 
 def slow_poll_interval(settings: ExecutorSettings) -> float:

@@ -233,6 +233,8 @@ class Scheduler:
         """Hold ``prefetch`` tasks per CPU from now on (the coordinator sizes it to the jobs'
         length): a worker holding more than the new depth keeps what it holds and gets no
         more until it is below it."""
+        if prefetch == self.prefetch:
+            return
         for worker in self._workers.values():
             worker.held_free += worker.cpus * (prefetch - self.prefetch)
         self.prefetch = prefetch
