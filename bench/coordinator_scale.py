@@ -143,7 +143,19 @@ class StoreView:
 
 # -- the engine and the workers ---------------------------------------------------------------
 class Fleet:
-    """Every synthetic worker, played by one thread from a queue of timed events."""
+    """Every synthetic worker, played by one thread from a queue of timed events, as the
+    agent of the code tree under test behaves (worker/agent.py), with jobs that only wait:
+
+    - it runs one job per slot and holds the rest of its inbox, starting the next held job
+      the moment a slot frees (prefetch);
+    - it reads its inbox at the interval the tree's own ``Worker._inbox_interval`` gives
+      (called on a stand-in holding the same state), with GCE's polls;
+    - it reports as the tree's agent does: one result object per job, or (a tree with
+      ``ResultBatch``) solved results held until its ``_report_due`` rule says so (at most one
+      held job per slot, or ``report_delay``, the grace on GCE), then one object for all;
+    - it writes its status at boot, and again every grace where the tree's GCE workers did
+      (before ``NO_STATUS_HEARTBEAT``).
+    """
 
     def __init__(self, bucket: Any, job_s: float, seed: int = 0) -> None:
         self.bucket = bucket  # the workers' own view: counted apart from the coordinator's
@@ -156,10 +168,15 @@ class Fleet:
         self.ready: set[str] = set()
         self.finished = 0
         self.silence: list[float] = []  # at each inbox read: time since the last new inbox
+        from expo_executor.engines.gce import launch
+        from expo_executor.protocol import keys, records
+        from expo_executor.worker.agent import Worker
         # as the agent of the checkout under test: before results lived under the worker's
         # prefix (keys.parse_result_key), a result was followed by a status write
-        from expo_executor.protocol import keys
         self.status_on_result = not hasattr(keys, "parse_result_key")
+        self.batches = hasattr(records, "ResultBatch")
+        self.status_every = None if hasattr(launch, "NO_STATUS_HEARTBEAT") else GRACE
+        self.interval = Worker._inbox_interval
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="fleet", daemon=True)
 
@@ -169,8 +186,13 @@ class Fleet:
             heapq.heappush(self.events, (when, self.n, what, worker, key))
 
     def create(self, name: str) -> None:
-        self.alive[name] = {"seq": 0, "generation": None, "running": {}, "seen": set(),
-                            "contact": None, "key": worker_signing_key(name)}
+        from types import SimpleNamespace
+        now = time.monotonic()
+        # what Worker._inbox_interval looks at, kept as the agent keeps it
+        agent = SimpleNamespace(poll=POLL, slow_poll=SLOW_POLL, slots=1, running={},
+                                pending={}, last_change=now, last_inbox=0.0, last_report=0.0)
+        self.alive[name] = {"seq": 0, "generation": None, "seen": set(), "unsent": [],
+                            "contact": None, "key": worker_signing_key(name), "agent": agent}
         self.push(time.time() + self.random.uniform(1, 5), "boot", name)
 
     def delete(self, name: str) -> None:
@@ -191,63 +213,120 @@ class Fleet:
                 continue
             getattr(self, "_" + what)(name, worker, key)
 
-    def _status(self, name: str, worker: dict[str, Any]) -> None:
+    def _status(self, name: str, worker: dict[str, Any], _: str = "") -> None:
+        """The periodic status write (where the tree's GCE workers made one)."""
+        self._write_status(name, worker)
+        if self.status_every is not None:
+            self.push(time.time() + self.status_every, "status", name)
+
+    def _write_status(self, name: str, worker: dict[str, Any]) -> None:
         from expo_executor.core.records import WorkerState
         from expo_executor.protocol.keys import status_key
         from expo_executor.protocol.records import WorkerStatus
-        status = WorkerStatus(name, worker["seq"], time.time(), sorted(worker["running"]), 1,
-                              WorkerState.READY, {})
+        status = WorkerStatus(name, worker["seq"], time.time(),
+                              sorted(worker["agent"].running), 1, WorkerState.READY, {})
         self.bucket.write(status_key(name), status.encode(worker["key"]))
 
     def _boot(self, name: str, worker: dict[str, Any], _: str) -> None:
         self._status(name, worker)
         self.ready.add(name)
         worker["contact"] = time.time()
-        self.push(time.time() + POLL, "read", name)
+        self._read_at(name, worker, time.time() + POLL)
 
-    def _read(self, name: str, worker: dict[str, Any], _: str) -> None:
+    def _read_at(self, name: str, worker: dict[str, Any], when: float) -> None:
+        """The worker's next inbox read, at ``when`` or earlier: one read pending at a time
+        (an event of an older token is stale), as the agent keeps one ``next_read``."""
+        if worker.get("next_read", math.inf) <= when:
+            return
+        worker["next_read"] = when
+        worker["token"] = worker.get("token", 0) + 1
+        self.push(when, "read", name, str(worker["token"]))
+
+    def _read(self, name: str, worker: dict[str, Any], token: str) -> None:
         from expo_executor.protocol.keys import inbox_key
         from expo_executor.protocol.records import Inbox
-        now = time.time()
+        if token != str(worker["token"]):
+            return  # a read brought forward since
+        worker["next_read"] = math.inf
+        now, agent = time.time(), worker["agent"]
         blob = self.bucket.read(inbox_key(name))
         if blob is not None and blob.generation != worker["generation"]:
             worker["generation"] = blob.generation
             inbox = Inbox.decode(blob.data, worker["key"])
             if inbox.seq > worker["seq"]:
                 worker["seq"], worker["contact"] = inbox.seq, now
-                for key in inbox.jobs:
-                    if key not in worker["seen"]:
-                        worker["seen"].add(key)
-                        worker["running"][key] = now
-                        self.push(now + self.job_s * self.random.uniform(0.8, 1.2), "end",
-                                  name, key)
+                agent.last_inbox = time.monotonic()
+                if inbox.jobs or inbox.cancel:
+                    agent.last_change = agent.last_inbox
+                agent.pending = {k: v for k, v in inbox.jobs.items() if k not in worker["seen"]}
                 for key in inbox.cancel:
-                    if key in worker["running"]:
+                    if key in agent.running:
                         self._end(name, worker, key, cancelled=True)
+                self._start_held(name, worker)
         self.silence.append(now - worker["contact"])
-        busy = bool(worker["running"])
-        self.push(now + (SLOW_POLL if busy else POLL), "read", name)
+        self._read_at(name, worker, now + self.interval(agent))
+
+    def _start_held(self, name: str, worker: dict[str, Any]) -> None:
+        agent = worker["agent"]
+        while agent.pending and len(agent.running) < agent.slots:
+            key = next(iter(agent.pending))
+            job = agent.pending.pop(key)
+            worker["seen"].add(key)
+            agent.running[key] = job  # its .cpus is what the poll rule counts
+            job_started = time.time()
+            worker.setdefault("started", {})[key] = job_started
+            self.push(job_started + self.job_s * self.random.uniform(0.8, 1.2), "end", name, key)
 
     def _end(self, name: str, worker: dict[str, Any], key: str,
              cancelled: bool = False) -> None:
         from expo_executor.core.records import AttemptEnd
+        from expo_executor.protocol.records import WorkerResult
+        agent = worker["agent"]
+        if agent.running.pop(key, None) is None:
+            return
+        started = worker["started"].pop(key)
+        end = AttemptEnd.CANCELLED if cancelled else AttemptEnd.SOLVED
+        worker["unsent"].append((WorkerResult(key, name, end, None if cancelled else 0,
+                                              started, time.time()), time.monotonic()))
+        self.finished += not cancelled
+        agent.last_change = time.monotonic()
+        self._start_held(name, worker)
+        if not self.batches or self._report_due(worker):
+            self._report(name, worker)
+        elif len(worker["unsent"]) == 1:  # the report delay starts with the oldest
+            self.push(time.time() + GRACE, "flush", name)
+
+    def _report_due(self, worker: dict[str, Any]) -> bool:
+        from expo_executor.core.records import AttemptEnd
+        agent = worker["agent"]
+        return any(r.end is not AttemptEnd.SOLVED for r, _ in worker["unsent"]) \
+            or len(agent.pending) <= agent.slots
+
+    def _flush(self, name: str, worker: dict[str, Any], _: str) -> None:
+        if worker["unsent"] and time.monotonic() - worker["unsent"][0][1] >= GRACE - 0.5:
+            self._report(name, worker)
+
+    def _report(self, name: str, worker: dict[str, Any]) -> None:
         from expo_executor.protocol.bucket import PreconditionFailed
         from expo_executor.protocol.keys import result_key
-        from expo_executor.protocol.records import WorkerResult
-        started = worker["running"].pop(key, None)
-        if started is None:
-            return
-        end = AttemptEnd.CANCELLED if cancelled else AttemptEnd.SOLVED
-        result = WorkerResult(key, name, end, None if cancelled else 0, started, time.time())
-        try:
-            self.bucket.write(result_key(key, name), result.encode(worker["key"]),
-                              if_generation_match=0)
-        except PreconditionFailed:
-            pass
+        unsent, worker["unsent"] = [r for r, _ in worker["unsent"]], []
+        if self.batches:
+            from expo_executor.protocol.records import ResultBatch
+            objects = [ResultBatch(name, tuple(unsent))]
+        else:
+            objects = unsent
+        for item in objects:
+            first = item.first if self.batches else item.key
+            try:
+                self.bucket.write(result_key(first, name), item.encode(worker["key"]),
+                                  if_generation_match=0)
+            except PreconditionFailed:
+                pass
         if self.status_on_result:
-            self._status(name, worker)
-        self.finished += not cancelled
-        self.push(time.time() + POLL, "read", name)  # the agent reads soon after a change
+            self._write_status(name, worker)
+        agent = worker["agent"]
+        agent.last_report = agent.last_change = time.monotonic()
+        self._read_at(name, worker, time.time() + POLL)  # the agent reads soon after a report
 
 
 class SyntheticEngine:
@@ -287,10 +366,19 @@ def _config(workers: int) -> Any:
     # backstop, which GCE's settings stretched to 60 s
     old = {"results_backstop": 60.0} \
         if "results_backstop" in CoordinatorConfig.__dataclass_fields__ else {}
+    if "prefetch_hold_s" in CoordinatorConfig.__dataclass_fields__:  # GCE's default depth
+        from expo_executor.coordinator.prefetch_depth import HOLD_S
+        old["prefetch_hold_s"] = HOLD_S
     return CoordinatorConfig("bench", 1, workers, poll=POLL, heartbeat=max(POLL, GRACE / 4),
                              status_interval=1e9, pool=Pool.SPOT,
                              boot_timeout=1e9, listing_grace=1e9, capacity_timeout=1e9,
                              idle_timeout=1e9, **old)
+
+
+def _scheduler() -> Any:
+    """GCE's: a busy worker holds its next job (prefetch 1 to start with)."""
+    from expo_executor.core.scheduler import Scheduler
+    return Scheduler(prefetch=1)
 
 
 def _requests(jobs: int) -> list[Any]:
@@ -368,7 +456,7 @@ def run_variant(args: argparse.Namespace) -> dict[str, Any]:
     rss_before = _rss_mb()[0]
     lines: list[str] = []
     coordinator = Timed(_config(args.workers), SyntheticEngine(fleet), bucket, KEY, tmp / "run",
-                        StateDir(tmp / "state"), lines.append)
+                        StateDir(tmp / "state"), lines.append, _scheduler())
     coordinator.submit(_requests(args.jobs))
     fleet.thread.start()
     coordinator.start()
