@@ -8,9 +8,9 @@ real is cheap on purpose, so that 1,000 workers fit a 2-core machine:
 - the engine (``SyntheticEngine``, the ``engines/base.py`` contract): a created VM is a record
   that boots after 1-5 s and is listed RUNNING;
 - the workers (``Fleet``): one thread plays all of them, speaking the real protocol (signed
-  ``WorkerStatus`` and ``WorkerResult`` records, the ``Inbox`` verified and decoded, the agent's
-  poll rule: every 2 s while waiting for work, every 15 s while busy), with jobs that "run"
-  60 s (+-20%) and succeed;
+  ``WorkerStatus`` and ``WorkerResult`` records, the ``Inbox`` verified and decoded) and
+  behaving as the agent of the tree under test does (its poll rule, prefetch, result
+  batches: see ``Fleet``), with jobs that "run" 60 s (+-20%) and succeed;
 - the bucket: ``--storage memory`` (default) is an in-process store whose every coordinator
   call sleeps ``--latency`` seconds (one GCS round trip; the sleep releases the GIL, so parallel
   calls overlap as parallel HTTP requests would); ``--storage emulator`` is the real
