@@ -34,6 +34,9 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "result": {"key": (str,), "worker": (str,), "outcome": (str,), "returncode": (int, type(None)),
                "started": (float, int), "ended": (float, int), "reason": (str, type(None)),
                "log_tail": (str,)},
+    # the fleet's liveness: a sequence number and one tag per worker (records.Pulse); not
+    # signed as a whole (no one key would do), each tag is
+    "pulse": {"seq": (int,), "tags": (dict,)},
     # one entry of a result's optional "logs": a log the worker saved (records.SavedLog)
     "saved_log": {"path": (str, type(None)), "key": (str,), "size": (int,), "sha256": (str,),
                   "truncated": (bool,)},
@@ -84,6 +87,9 @@ def check(kind: str, body: Any) -> dict:
         if command_s is not None and (isinstance(command_s, bool)
                                       or not isinstance(command_s, (int, float))):
             raise MessageError("result: field 'command_s' has the wrong type")
+    if kind == "pulse" and not all(isinstance(name, str) and isinstance(tag, str)
+                                   for name, tag in body["tags"].items()):
+        raise MessageError("pulse: field 'tags' must map worker names to tags")
     if kind == "status" and body["state"] not in WORKER_STATES:
         raise MessageError(f"status: unknown state {body['state']!r}")
     return body
@@ -140,6 +146,23 @@ def decode(kind: str, data: bytes, key: bytes | None = None) -> dict:
         if not isinstance(mac, str) or not hmac.compare_digest(mac, expected):
             raise MessageError(f"{kind}: bad signature")
     return body
+
+
+_PULSE_INFO = b"expocloud v1 pulse\0"
+PULSE_TAG_CHARS = 32  # HMAC-SHA256 cut to 128 bits: ~60 bytes a worker in the pulse
+
+
+def pulse_tag(key: bytes, seq: int, worker: str) -> str:
+    """The proof, made with ``worker``'s own key, that the coordinator was alive at pulse
+    ``seq``: bound to the sequence number (an old pulse cannot pass for a new one) and to the
+    worker's name (another worker's tag does not count). Only the coordinator and the worker
+    hold that key, so neither the bucket nor another worker can make it."""
+    message = _PULSE_INFO + str(seq).encode() + b"\0" + worker.encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()[:PULSE_TAG_CHARS]
+
+
+def pulse_tag_valid(key: bytes, seq: int, worker: str, tag: str) -> bool:
+    return hmac.compare_digest(tag.encode(), pulse_tag(key, seq, worker).encode())
 
 
 # -- sealed parts of an assignment -----------------------------------------------------------
