@@ -39,6 +39,7 @@ class LocalEngineConfig:
     run_key: bytes
     poll: float = 0.2
     grace: float = 60.0
+    # the run's heartbeat: the coordinator's pulse interval, and its workers' status interval
     heartbeat: float = 10.0
     boot_delay: float = 0.0
     # VM name -> seconds after its creation at which it is preempted (empty: never)
@@ -84,7 +85,7 @@ class LocalEngine:
             "--bucket", str(self.config.bucket_root), "--worker-id", name,
             "--slots", str(slots), "--scratch", str(scratch),
             "--poll", str(self.config.poll), "--grace", str(self.config.grace),
-            "--heartbeat", str(self.config.heartbeat),
+            "--heartbeat", str(self.config.heartbeat), "--pulse", str(self.config.heartbeat),
             "--boot-delay", str(self.config.boot_delay),
         ]
         env = {**os.environ, WORKER_KEY_ENV: worker_key(self.config.run_key, name).hex()}
