@@ -683,6 +683,8 @@ def main(argv: list[str] | None = None) -> int:
                if getattr(args, n) is None]
     if missing:
         parser.error(f"{', '.join(missing)} required without --from-metadata")
+    if args.pulse is not None and args.pulse <= 0:
+        parser.error(f"--pulse {args.pulse:g}: give the coordinator's heartbeat in seconds (> 0)")
     key = os.environ.pop(WORKER_KEY_ENV, "")
     if not key:
         print(f"expocloud-worker: {WORKER_KEY_ENV} is not set; fix: start workers through the "
