@@ -54,8 +54,9 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 BASE = "d13046b"  # the merge-base of issue 16's work: sequential I/O, per-job backstop reads
 KEY = b"b" * 32
-GRACE = 300.0  # GCE_GRACE: a worker deletes itself after this long without a new inbox
+GRACE = 300.0  # GCE_GRACE: a worker deletes itself after this long without contact
 POLL, SLOW_POLL = 2.0, 15.0  # GCE's coordinator poll and the workers' inbox polls
+HEARTBEAT = max(POLL, GRACE / 4)  # the coordinator's (settings.heartbeat_interval)
 PRICE_A, PRICE_B = 0.005 / 1000, 0.0004 / 1000  # USD per operation (cost/request_budget.py)
 MACHINE, REGION = "e2-standard-2", "us-central1"
 
@@ -155,11 +156,15 @@ class Fleet:
         self.alive: dict[str, dict[str, Any]] = {}
         self.ready: set[str] = set()
         self.finished = 0
-        self.silence: list[float] = []  # at each inbox read: time since the last new inbox
+        self.silence: list[float] = []  # at each inbox read: time since the last contact
         # as the agent of the checkout under test: before results lived under the worker's
         # prefix (keys.parse_result_key), a result was followed by a status write
         from expo_executor.protocol import keys
         self.status_on_result = not hasattr(keys, "parse_result_key")
+        # as the agent of the checkout under test: where the coordinator writes a pulse
+        # (keys.PULSE_KEY), a worker with no new inbox for a heartbeat reads it, at most once
+        # a heartbeat, and a new one with a tag for it that verifies is contact
+        self.pulse_key = getattr(keys, "PULSE_KEY", None)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="fleet", daemon=True)
 
@@ -170,7 +175,8 @@ class Fleet:
 
     def create(self, name: str) -> None:
         self.alive[name] = {"seq": 0, "generation": None, "running": {}, "seen": set(),
-                            "contact": None, "key": worker_signing_key(name)}
+                            "contact": None, "key": worker_signing_key(name),
+                            "pulse_seq": -1, "pulse_read": 0.0}
         self.push(time.time() + self.random.uniform(1, 5), "boot", name)
 
     def delete(self, name: str) -> None:
@@ -224,9 +230,22 @@ class Fleet:
                 for key in inbox.cancel:
                     if key in worker["running"]:
                         self._end(name, worker, key, cancelled=True)
+        self._pulse(name, worker, now)
         self.silence.append(now - worker["contact"])
         busy = bool(worker["running"])
         self.push(now + (SLOW_POLL if busy else POLL), "read", name)
+
+    def _pulse(self, name: str, worker: dict[str, Any], now: float) -> None:
+        if self.pulse_key is None or now - worker["contact"] < HEARTBEAT \
+                or now - worker["pulse_read"] < HEARTBEAT:
+            return
+        from expo_executor.protocol.records import Pulse
+        worker["pulse_read"] = now
+        blob = self.bucket.read(self.pulse_key)
+        pulse = Pulse.decode(blob.data) if blob is not None else None
+        if pulse is not None and pulse.seq > worker["pulse_seq"] \
+                and pulse.proves(name, worker["key"]):
+            worker["pulse_seq"], worker["contact"] = pulse.seq, now
 
     def _end(self, name: str, worker: dict[str, Any], key: str,
              cancelled: bool = False) -> None:
@@ -287,7 +306,7 @@ def _config(workers: int) -> Any:
     # backstop, which GCE's settings stretched to 60 s
     old = {"results_backstop": 60.0} \
         if "results_backstop" in CoordinatorConfig.__dataclass_fields__ else {}
-    return CoordinatorConfig("bench", 1, workers, poll=POLL, heartbeat=max(POLL, GRACE / 4),
+    return CoordinatorConfig("bench", 1, workers, poll=POLL, heartbeat=HEARTBEAT,
                              status_interval=1e9, pool=Pool.SPOT,
                              boot_timeout=1e9, listing_grace=1e9, capacity_timeout=1e9,
                              idle_timeout=1e9, **old)
