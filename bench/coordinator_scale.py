@@ -54,8 +54,9 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 BASE = "d13046b"  # the merge-base of issue 16's work: sequential I/O, per-job backstop reads
 KEY = b"b" * 32
-GRACE = 300.0  # GCE_GRACE: a worker deletes itself after this long without a new inbox
+GRACE = 300.0  # GCE_GRACE: a worker deletes itself after this long without contact
 POLL, SLOW_POLL = 2.0, 15.0  # GCE's coordinator poll and the workers' inbox polls
+HEARTBEAT = max(POLL, GRACE / 4)  # the coordinator's (settings.heartbeat_interval)
 PRICE_A, PRICE_B = 0.005 / 1000, 0.0004 / 1000  # USD per operation (cost/request_budget.py)
 MACHINE, REGION = "e2-standard-2", "us-central1"
 
@@ -167,7 +168,7 @@ class Fleet:
         self.alive: dict[str, dict[str, Any]] = {}
         self.ready: set[str] = set()
         self.finished = 0
-        self.silence: list[float] = []  # at each inbox read: time since the last new inbox
+        self.silence: list[float] = []  # at each inbox read: time since the last contact
         from expo_executor.engines.gce import launch
         from expo_executor.protocol import keys, records
         from expo_executor.worker.agent import Worker
@@ -177,6 +178,10 @@ class Fleet:
         self.batches = hasattr(records, "ResultBatch")
         self.status_every = None if hasattr(launch, "NO_STATUS_HEARTBEAT") else GRACE
         self.interval = Worker._inbox_interval
+        # as the agent of the checkout under test: where the coordinator writes a pulse
+        # (keys.PULSE_KEY), a worker with no new inbox for a heartbeat reads it, at most once
+        # a heartbeat, and a new one with a tag for it that verifies is contact
+        self.pulse_key = getattr(keys, "PULSE_KEY", None)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="fleet", daemon=True)
 
@@ -192,7 +197,8 @@ class Fleet:
         agent = SimpleNamespace(poll=POLL, slow_poll=SLOW_POLL, slots=1, running={},
                                 pending={}, last_change=now, last_inbox=0.0, last_report=0.0)
         self.alive[name] = {"seq": 0, "generation": None, "seen": set(), "unsent": [],
-                            "contact": None, "key": worker_signing_key(name), "agent": agent}
+                            "contact": None, "key": worker_signing_key(name), "agent": agent,
+                            "pulse_seq": -1, "pulse_read": 0.0}
         self.push(time.time() + self.random.uniform(1, 5), "boot", name)
 
     def delete(self, name: str) -> None:
@@ -263,6 +269,7 @@ class Fleet:
                     if key in agent.running:
                         self._end(name, worker, key, cancelled=True)
                 self._start_held(name, worker)
+        self._pulse(name, worker, now)
         self.silence.append(now - worker["contact"])
         self._read_at(name, worker, now + self.interval(agent))
 
@@ -276,6 +283,18 @@ class Fleet:
             job_started = time.time()
             worker.setdefault("started", {})[key] = job_started
             self.push(job_started + self.job_s * self.random.uniform(0.8, 1.2), "end", name, key)
+
+    def _pulse(self, name: str, worker: dict[str, Any], now: float) -> None:
+        if self.pulse_key is None or now - worker["contact"] < HEARTBEAT \
+                or now - worker["pulse_read"] < HEARTBEAT:
+            return
+        from expo_executor.protocol.records import Pulse
+        worker["pulse_read"] = now
+        blob = self.bucket.read(self.pulse_key)
+        pulse = Pulse.decode(blob.data) if blob is not None else None
+        if pulse is not None and pulse.seq > worker["pulse_seq"] \
+                and pulse.proves(name, worker["key"]):
+            worker["pulse_seq"], worker["contact"] = pulse.seq, now
 
     def _end(self, name: str, worker: dict[str, Any], key: str,
              cancelled: bool = False) -> None:
@@ -369,7 +388,7 @@ def _config(workers: int) -> Any:
     if "prefetch_hold_s" in CoordinatorConfig.__dataclass_fields__:  # GCE's default depth
         from expo_executor.coordinator.prefetch_depth import HOLD_S
         old["prefetch_hold_s"] = HOLD_S
-    return CoordinatorConfig("bench", 1, workers, poll=POLL, heartbeat=max(POLL, GRACE / 4),
+    return CoordinatorConfig("bench", 1, workers, poll=POLL, heartbeat=HEARTBEAT,
                              status_interval=1e9, pool=Pool.SPOT,
                              boot_timeout=1e9, listing_grace=1e9, capacity_timeout=1e9,
                              idle_timeout=1e9, **old)

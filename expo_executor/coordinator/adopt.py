@@ -9,8 +9,10 @@ workers' grace, the new coordinator adopts the old run instead of stopping it:
   inbox: the jobs the worker holds (running, or waiting for a slot) are *in flight*, unless a
   result of theirs is in the bucket already (the harvest, harvest.py: a solved one is used, a
   timeout joins its frontier, before anything new starts);
-- it keeps those workers alive: their inboxes are written again (same jobs, the next sequence
-  number, signed with each worker's key) every heartbeat, so no worker deletes itself;
+- it keeps those workers alive: their inboxes are written again at once (same jobs, the next
+  sequence number, signed with each worker's key), then the old run's pulse every heartbeat
+  (numbered after the crashed coordinator's last, a tag per adopted worker made with its key),
+  so no worker deletes itself;
 - a job the rerun's front end submits with the stable identity of an in-flight job is not run
   again: the new scheduler holds it as running on that old worker (``Scheduler.adopt``), and
   the old worker's result ends it as any result would (a timeout prunes, a cancel from the
@@ -112,15 +114,17 @@ class Adoption:
                 continue
             cancel = set(inbox.cancel) | nameless if inbox else set()
             self.vms[name] = Vm(name, now, Pool.SPOT, ready=True, listed=True, jobs=jobs,
-                                cancel=cancel, last_inbox=now)
+                                cancel=cancel)
             for key in jobs.keys() - nameless:
                 job = AdoptedJob(key, name, submitted[key])
                 self.jobs[key] = job
                 self._by_identity[job.identity] = job
         self.channel.continue_after(seq)
+        self.channel.continue_pulse(self.vms)
         if idle:
             self.workers.stop(idle)
-        self.channel.write_inboxes(self.vms.values(), now, 0.0)  # at once: the grace runs
+        self.channel.write_inboxes(self.vms.values(), now)  # at once: the grace runs
+        self.channel.write_pulse(self.vms.values(), now, 0.0)
         self._last_alive = now
         return len(self.jobs)
 
@@ -183,9 +187,10 @@ class Adoption:
         return ended
 
     def settle(self, now: float, heartbeat: float) -> None:
-        """Write the inboxes that changed (a job done, a cancel) or are ``heartbeat`` s old;
-        stop the old workers left with nothing."""
-        self.channel.write_inboxes(self.vms.values(), now, heartbeat)
+        """Write the inboxes that changed (a job done, a cancel), and the pulse when it is
+        ``heartbeat`` s old; stop the old workers left with nothing."""
+        self.channel.write_inboxes(self.vms.values(), now)
+        self.channel.write_pulse(self.vms.values(), now, heartbeat)
         done = [name for name, vm in self.vms.items() if not vm.jobs and not vm.cancel]
         if done:
             self.workers.stop(done)

@@ -11,9 +11,14 @@ under the keys of :mod:`expo_executor.protocol.keys`; a message that does not de
 oversized, unsigned, signed with another key) is logged and ignored. Each worker's messages are
 signed with that worker's own key (derived here from the run key, :mod:`worker_keys`): a status
 or result claiming worker W counts only when W's key signed it, and W's inbox (every job in it
-sealed) opens only with W's key. It also counts what the
-request budget needs: the coordinator's listings, its heartbeat-only inbox writes, and the
-storage operations each worker reports.
+sealed) opens only with W's key.
+
+An inbox is written only when its assignments or cancels change. What keeps the workers' dead
+man's switches quiet is one object for the whole fleet, the pulse (records.Pulse), written
+every heartbeat: a sequence number that only grows and, for each VM the coordinator keeps, a
+tag made with that worker's key. One class A write a heartbeat for the fleet instead of one a
+worker. It also counts what the request budget needs: the coordinator's listings, its pulse
+writes, and the storage operations each worker reports.
 
 At 1,000 workers a round's bucket calls are many and each is a network round trip, so they are
 issued together on a small thread pool (``IO_THREADS`` in flight): the reads of changed
@@ -27,6 +32,7 @@ after, so the loop still sees the round fail.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, TypeVar
@@ -34,10 +40,10 @@ from typing import Any, Callable, TypeVar
 from expo_executor.coordinator.vms import Vm
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket
-from expo_executor.protocol.keys import (WORKERS_PREFIX, boot_log_key, inbox_key,
+from expo_executor.protocol.keys import (PULSE_KEY, WORKERS_PREFIX, boot_log_key, inbox_key,
                                          key_grant_key, key_request_key, parse_result_key,
                                          result_key, status_key)
-from expo_executor.protocol.records import Inbox, ResultBatch, WorkerResult, WorkerStatus
+from expo_executor.protocol.records import Inbox, Pulse, ResultBatch, WorkerResult, WorkerStatus
 from expo_executor.protocol.worker_keys import worker_key
 
 BOOT_LOG_LINES = 8  # of a failed VM's startup log, shown in the coordinator's message
@@ -70,11 +76,13 @@ class Channel:
         self._key_requests: dict[str, int] = {}  # VM -> generation of the request answered
         self._granted: set[str] = set()  # VMs whose worker has its key: never a second one
         self.lists = 0  # the coordinator's listings, for the request budget
-        self.heartbeats = 0  # inbox writes that only kept a worker's dead man's switch quiet
+        self.heartbeats = 0  # pulses written: one write a heartbeat for the whole fleet
         self.worker_ops: dict[str, dict[str, int]] = {}  # storage operations workers reported
         self._seq = 0  # of the last inbox written
         # result objects, by (job, worker) of their key: read, listed by the last listing,
         # read and not deleted yet, and the results each holds
+        self._pulse_seq = 0  # of the last pulse written
+        self._last_pulse: float | None = None  # when (the caller's clock)
         self._results_seen: set[tuple[str, str]] = set()
         self._results_listed: set[tuple[str, str]] = set()
         self._results_taken: list[tuple[str, str]] = []
@@ -272,10 +280,10 @@ class Channel:
         return " | ".join(tail)[-BOOT_LOG_CHARS:]
 
     # -- out -----------------------------------------------------------------------------------
-    def write_inboxes(self, vms: Iterable[Vm], now: float, heartbeat: float) -> None:
-        """Write the inbox of every VM whose assignments changed, or whose last inbox is
-        ``heartbeat`` s old (that write only keeps its dead man's switch from firing)."""
-        due = [vm for vm in vms if vm.inbox_dirty or now - vm.last_inbox >= heartbeat]
+    def write_inboxes(self, vms: Iterable[Vm], now: float) -> None:
+        """Write the inbox of every VM whose assignments or cancels changed; the others' dead
+        man's switches are kept quiet by the pulse (:meth:`write_pulse`)."""
+        due = [vm for vm in vms if vm.inbox_dirty]
         sealed: list[bytes] = []
         for vm in due:
             self._seq += 1
@@ -286,10 +294,37 @@ class Channel:
         for vm, (_, error) in zip(due, writes):
             if error is not None:  # still due: written next round
                 continue
-            self.heartbeats += not vm.inbox_dirty
             vm.inbox_dirty = False
-            vm.last_inbox = now
         _raise(writes.first_error())
+
+    def write_pulse(self, vms: Iterable[Vm], now: float, heartbeat: float) -> None:
+        """Write the pulse for ``vms`` (the VMs the coordinator keeps) when the last one is
+        ``heartbeat`` s old (``heartbeat`` 0: at once). A VM left out of it (deleted, lost)
+        hears nothing more and stops itself after its grace. Its sequence number is the wall
+        clock's milliseconds, and always past the last one written or continued after
+        (:meth:`continue_pulse`), so it grows across a coordinator's crash too."""
+        if self._last_pulse is not None and now - self._last_pulse < heartbeat:
+            return
+        seq = max(int(time.time() * 1000), self._pulse_seq + 1)
+        pulse = Pulse.make(seq, {vm.name: self.key(vm.name) for vm in vms})
+        self.bucket.write(PULSE_KEY, pulse.encode())
+        self._pulse_seq, self._last_pulse = seq, now
+        self.heartbeats += 1
+
+    def continue_pulse(self, names: Iterable[str]) -> None:
+        """Number the next pulse after the one in the bucket, when a tag of one of ``names``
+        in it verifies: the last pulse of a crashed coordinator whose workers this channel
+        takes over (a worker ignores a pulse not newer than the last it accepted)."""
+        blob = self.bucket.read(PULSE_KEY)
+        if blob is None:
+            return
+        try:
+            pulse = Pulse.decode(blob.data)
+        except messages.MessageError as exc:
+            self.log(f"expocloud: ignoring a malformed pulse: {exc}")
+            return
+        if any(pulse.proves(name, self.key(name)) for name in names):
+            self._pulse_seq = max(self._pulse_seq, pulse.seq)
 
     def continue_after(self, seq: int) -> None:
         """Number the next inbox after ``seq``: the last one a crashed coordinator wrote to

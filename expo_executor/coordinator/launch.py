@@ -21,9 +21,9 @@ from expo_executor.coordinator.run_state import RunState, record
 from expo_executor.coordinator.shapes import AUTO, RunMachines, ShapeBook
 from expo_executor.coordinator.settings import (ExecutorSettings, boot_timeout, capacity_timeout,
                                                 check_credentials, heartbeat_grace,
-                                                local_max_workers, max_on_demand, needs_credentials,
-                                                poll_interval, pool_machine_types, prefetch,
-                                                prefetch_hold_s,
+                                                heartbeat_interval, local_max_workers,
+                                                max_on_demand, needs_credentials, poll_interval,
+                                                pool_machine_types, prefetch, prefetch_hold_s,
                                                 worker_memory_mb, worker_requirements, zones)
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.budget import BudgetConfig
@@ -61,7 +61,7 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
     config = CoordinatorConfig(
         run_id=run_id, slots_per_worker=settings.slots_per_worker, max_workers=workers,
         worker_mem_mb=worker_memory_mb(settings, workers),
-        idle_timeout=settings.idle_timeout, poll=poll, heartbeat=heartbeat(poll, grace),
+        idle_timeout=settings.idle_timeout, poll=poll, heartbeat=heartbeat_interval(settings),
         status_interval=settings.status_interval, boot_timeout=boot_timeout(settings),
         capacity_timeout=capacity_timeout(settings), shapes=shapes,
         prefetch_hold_s=prefetch_hold_s(settings))
@@ -74,7 +74,7 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
         bucket = LocalBucket(run_dir / "bucket")
         engine = LocalEngine(LocalEngineConfig(
             bucket_root=bucket.root, scratch_root=run_dir / "vms", run_key=run_key,
-            poll=poll, grace=grace, heartbeat=heartbeat(poll, grace),
+            poll=poll, grace=grace, heartbeat=heartbeat_interval(settings),
             boot_delay=settings.boot_delay))
     # before this run can touch their outputs: crashed runs' jobs in flight are adopted (or
     # their workers stopped), what they solved after the crash is not rerun
@@ -295,9 +295,3 @@ def _auto_inputs(settings: ExecutorSettings,
     history = [r for run in sorted((state.root / "runs").glob("*/jobs.jsonl"))
                for r in read_jsonl(run)]
     return table, models, history
-
-
-def heartbeat(poll: float, grace: float) -> float:
-    """Refresh inboxes often enough that a healthy worker never trips its dead man's switch
-    (each refresh is a billed write on GCE, hence not more often than needed)."""
-    return max(poll, grace / 4 if grace > 60 else min(10.0, grace / 4))

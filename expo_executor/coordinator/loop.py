@@ -232,7 +232,8 @@ class Coordinator:
         self.pools.check_capacity(self.vms.ready_by_shape(), now)
         self._meter(now)
         self._assign(now)
-        self.channel.write_inboxes(self.vms, now, self.config.heartbeat)
+        self.channel.write_inboxes(self.vms, now)
+        self.channel.write_pulse(self.vms, now, self.config.heartbeat)
         if engine_error is not None:  # no scaling or stranding on a blind engine
             raise engine_error
         self._scale(now)
@@ -244,7 +245,7 @@ class Coordinator:
     def _watch_engine(self, now: float) -> Exception | None:
         """What the engine says of the VMs, and the boots that timed out. Its error is
         returned, not raised: while Compute Engine does not answer, the round still assigns
-        and heartbeats through the bucket, so the workers carry on (the round then fails)."""
+        and writes the pulse through the bucket, so the workers carry on (the round then fails)."""
         try:
             self._check_instances(now)
             self._check_boots(now)
@@ -391,7 +392,7 @@ class Coordinator:
         """One attempt ended: the job leaves its VMs' inboxes, and the scheduler hears how."""
         key = result.key
         # A finished job leaves its worker's inbox with the next write (an assignment or a
-        # heartbeat): the worker never runs a key twice, and every write is billed.
+        # cancel): the worker never runs a key twice, and every write is billed.
         for vm in self.vms:
             if vm.jobs.pop(key, None) is not None and vm.name != result.worker:
                 vm.cancel.add(key)  # a re-queued copy still running: the first result stands
@@ -564,7 +565,7 @@ class Coordinator:
 
     def _create(self, pool: Pool, count: int, now: float, shape: Shape | None = None) -> None:
         names = self.vms.add(pool, count, now, shape)
-        self.channel.write_inboxes(self.vms, now, self.config.heartbeat)  # before they boot
+        self.channel.write_inboxes(self.vms, now)  # before they boot
         try:
             if shape is None:  # the run's own: engines without per-rule machines take this
                 self.engine.create(names, pool, self.config.slots_per_worker)

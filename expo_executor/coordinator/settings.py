@@ -422,6 +422,13 @@ def heartbeat_grace(settings: ExecutorSettings) -> float:
     return GCE_GRACE if settings.engine == EngineName.GCE else LOCAL_GRACE
 
 
+def heartbeat_interval(settings: ExecutorSettings) -> float:
+    """Seconds between the coordinator's pulses: often enough that a healthy worker never
+    trips its dead man's switch (each pulse is a billed write, hence not more often)."""
+    poll, grace = poll_interval(settings), heartbeat_grace(settings)
+    return max(poll, grace / 4 if grace > 60 else min(10.0, grace / 4))
+
+
 def boot_timeout(settings: ExecutorSettings) -> float:
     """Seconds a new worker has to report ready (ExpoError if the value is not a duration)."""
     if settings.boot_timeout is None:

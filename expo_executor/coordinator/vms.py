@@ -23,7 +23,8 @@ from expo_executor.protocol.records import InboxJob
 @dataclass
 class Vm:
     """One VM as the coordinator sees it: ready once its worker said so; ``jobs``: assigned, no
-    result seen yet; ``cancel``: to kill; the inbox fields say when its inbox is due."""
+    result seen yet; ``cancel``: to kill; ``inbox_dirty``: its jobs or cancels changed since
+    its inbox was last written."""
 
     name: str
     created: float
@@ -37,7 +38,6 @@ class Vm:
     cancel: set[str] = field(default_factory=set)
     status_generation: int | None = None
     inbox_dirty: bool = True
-    last_inbox: float = 0.0
 
 
 class VmFleet:

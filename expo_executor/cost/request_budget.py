@@ -4,8 +4,10 @@ the VM bill of those workers. Pure arithmetic over the run's own counts.
 Coordination through a bucket is cheap only if it stays cheap at scale: a per-worker poll or
 heartbeat is paid a thousand times over. The figure is built from what this run measured:
 the workers' operations per VM-hour (each reports its counts) and the coordinator's operations
-per hour, split into a part that grows with the number of workers (inbox writes, status reads)
-and listings (one page per 1,000 objects, two objects per worker).
+per hour, split into a part that grows with the number of workers (inbox writes, status reads),
+listings (one page per 1,000 objects, two objects per worker), and the pulse (one write a
+heartbeat for the whole fleet, however many workers: the workers' reads of it are in their own
+counts).
 """
 
 from __future__ import annotations
@@ -67,8 +69,9 @@ def at_scale(worker_ops: dict[str, dict[str, int]], worker_seconds: float,
              workers: int = SCALE_WORKERS, coordinator_heartbeats: int = 0) -> Budget:
     """This run's measured operations, priced, and its listings scaled to ``workers``.
 
-    ``coordinator_heartbeats``: inbox writes that carried nothing new (one per worker every
-    grace/4): overhead of having the worker, not of its jobs.
+    ``coordinator_heartbeats``: pulses written (one a heartbeat, grace/4, for the whole
+    fleet): overhead of having workers, not of their jobs, shared by ``workers`` like the
+    listings.
     """
     worker_hours = max(worker_seconds, 1e-9) / 3600
     run_hours = max(run_seconds, 1e-9) / 3600
@@ -76,8 +79,9 @@ def at_scale(worker_ops: dict[str, dict[str, int]], worker_seconds: float,
     worker_b = sum(ops.get("B", 0) for ops in worker_ops.values())
     pages = math.ceil(workers * OBJECTS_PER_WORKER / LIST_PAGE)
     listing_per_hour = coordinator_lists * pages / run_hours * PRICE_PER_OP["A"]
-    overhead = (worker_b * PRICE_PER_OP["B"] + coordinator_heartbeats * PRICE_PER_OP["A"]) \
-        / worker_hours + listing_per_hour / workers
+    pulse_per_hour = coordinator_heartbeats / run_hours * PRICE_PER_OP["A"]
+    overhead = worker_b * PRICE_PER_OP["B"] / worker_hours \
+        + (listing_per_hour + pulse_per_hour) / workers
     per_job_total = (worker_a * PRICE_PER_OP["A"]
                      + (coordinator_ops.get("A", 0) - coordinator_lists - coordinator_heartbeats)
                      * PRICE_PER_OP["A"]

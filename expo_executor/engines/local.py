@@ -39,6 +39,7 @@ class LocalEngineConfig:
     run_key: bytes
     poll: float = 0.2
     grace: float = 60.0
+    # the run's heartbeat: the coordinator's pulse interval, and its workers' status interval
     heartbeat: float = 10.0
     boot_delay: float = 0.0
     report_delay: float | None = None  # the workers' (worker/agent.py); None: the heartbeat
@@ -85,7 +86,7 @@ class LocalEngine:
             "--bucket", str(self.config.bucket_root), "--worker-id", name,
             "--slots", str(slots), "--scratch", str(scratch),
             "--poll", str(self.config.poll), "--grace", str(self.config.grace),
-            "--heartbeat", str(self.config.heartbeat),
+            "--heartbeat", str(self.config.heartbeat), "--pulse", str(self.config.heartbeat),
             "--boot-delay", str(self.config.boot_delay),
         ]
         if self.config.report_delay is not None:

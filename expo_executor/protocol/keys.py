@@ -6,6 +6,10 @@ count storage operations cannot drift apart:
 - ``workers/<worker>/inbox.json``: the coordinator's assignments to one worker (single writer:
   the coordinator);
 - ``workers/<worker>/status.json``: the worker's heartbeat and state (single writer: the worker);
+- ``pulse.json``: the fleet's liveness, rewritten by the coordinator every heartbeat instead of
+  every worker's inbox: a growing sequence number and, for each live worker, a tag made with
+  that worker's own key (single writer: the coordinator; records.Pulse). Outside
+  ``workers/``, so that the coordinator's listing of the workers does not show it;
 - ``workers/<worker>/key-request.json``: a GCE worker's ask for its key (an ephemeral public
   key and the VM's identity token; single writer: the worker) and ``workers/<worker>/key.json``
   the coordinator's answer, the worker's key encrypted to that public key (single writer: the
@@ -36,6 +40,7 @@ STAGE_PREFIX = "stage/"
 SOFTWARE_PREFIX = "software"
 LOGS_PREFIX = "logs/"
 BOOT_PREFIX = "boot/"
+PULSE_KEY = "pulse.json"
 
 #: The environment variable that carries its own key to a local worker (hex; worker_keys).
 WORKER_KEY_ENV = "EXPOCLOUD_WORKER_KEY"

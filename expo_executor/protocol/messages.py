@@ -37,6 +37,9 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     # several results of one worker in one object, signed once (records.ResultBatch): each
     # item a "result" body of that worker
     "results": {"worker": (str,), "results": (list,)},
+    # the fleet's liveness: a sequence number and one tag per worker (records.Pulse); not
+    # signed as a whole (no one key would do), each tag is
+    "pulse": {"seq": (int,), "tags": (dict,)},
     # one entry of a result's optional "logs": a log the worker saved (records.SavedLog)
     "saved_log": {"path": (str, type(None)), "key": (str,), "size": (int,), "sha256": (str,),
                   "truncated": (bool,)},
@@ -93,6 +96,9 @@ def check(kind: str, body: Any) -> dict:
         for item in body["results"]:
             if check("result", item)["worker"] != body["worker"]:
                 raise MessageError("results: a result of another worker")
+    if kind == "pulse" and not all(isinstance(name, str) and isinstance(tag, str)
+                                   for name, tag in body["tags"].items()):
+        raise MessageError("pulse: field 'tags' must map worker names to tags")
     if kind == "status" and body["state"] not in WORKER_STATES:
         raise MessageError(f"status: unknown state {body['state']!r}")
     return body
@@ -158,6 +164,23 @@ def decode_either(kinds: tuple[str, ...], data: bytes,
         if not isinstance(mac, str) or not hmac.compare_digest(mac, expected):
             raise MessageError(f"{kind}: bad signature")
     return kind, body
+
+
+_PULSE_INFO = b"expocloud v1 pulse\0"
+PULSE_TAG_CHARS = 32  # HMAC-SHA256 cut to 128 bits: ~60 bytes a worker in the pulse
+
+
+def pulse_tag(key: bytes, seq: int, worker: str) -> str:
+    """The proof, made with ``worker``'s own key, that the coordinator was alive at pulse
+    ``seq``: bound to the sequence number (an old pulse cannot pass for a new one) and to the
+    worker's name (another worker's tag does not count). Only the coordinator and the worker
+    hold that key, so neither the bucket nor another worker can make it."""
+    message = _PULSE_INFO + str(seq).encode() + b"\0" + worker.encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()[:PULSE_TAG_CHARS]
+
+
+def pulse_tag_valid(key: bytes, seq: int, worker: str, tag: str) -> bool:
+    return hmac.compare_digest(tag.encode(), pulse_tag(key, seq, worker).encode())
 
 
 # -- sealed parts of an assignment -----------------------------------------------------------

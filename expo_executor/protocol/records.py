@@ -1,10 +1,11 @@
-"""The messages of the bucket channel as typed records: an inbox and its jobs, a worker's status,
-one attempt's result, a batch of one worker's results.
+"""The messages of the bucket channel as typed records: an inbox and its jobs, the fleet's
+pulse, a worker's status, one attempt's result, a batch of one worker's results.
 
 Each record turns into a signed message (:mod:`messages` checks the schema, signs and seals)
 and back; nothing else in the package builds or reads these messages as dicts. The key is
 always one worker's own (:func:`~expo_executor.protocol.worker_keys.worker_key`): the inbox's
-receiver, the status's or result's sender.
+receiver, the status's or result's sender; the pulse carries one tag per worker, each made with
+that worker's key.
 """
 
 from __future__ import annotations
@@ -91,6 +92,37 @@ class Inbox:
         return cls(body["seq"], body.get("to", ""),
                    {key: InboxJob.from_wire(job) for key, job in body["jobs"].items()},
                    [str(key) for key in body["cancel"]])
+
+
+@dataclass(frozen=True)
+class Pulse:
+    """The coordinator alive at ``seq``, for each worker of ``tags`` (name -> tag made with
+    that worker's key, :func:`messages.pulse_tag`). One object for the whole fleet, written
+    every heartbeat instead of every worker's inbox; ``seq`` only grows, across a crashed
+    coordinator and its successor too, so a worker can tell a new pulse from a replay."""
+
+    seq: int
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def make(cls, seq: int, keys: dict[str, bytes]) -> Pulse:
+        """A pulse for the workers of ``keys`` (name -> that worker's key)."""
+        return cls(seq, {name: messages.pulse_tag(key, seq, name)
+                         for name, key in sorted(keys.items())})
+
+    def proves(self, worker: str, key: bytes) -> bool:
+        """Whether this pulse carries a tag for ``worker`` made with its ``key``."""
+        tag = self.tags.get(worker)
+        return tag is not None and messages.pulse_tag_valid(key, self.seq, worker, tag)
+
+    def encode(self) -> bytes:
+        return messages.encode("pulse", {"seq": self.seq, "tags": dict(self.tags)})
+
+    @classmethod
+    def decode(cls, data: bytes) -> Pulse:
+        """Checked against the schema only: each tag is checked by its worker (:meth:`proves`)."""
+        body = messages.decode("pulse", data)
+        return cls(body["seq"], dict(body["tags"]))
 
 
 @dataclass(frozen=True)

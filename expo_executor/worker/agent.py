@@ -4,8 +4,11 @@ It pulls its assignments from one bucket object (its inbox), runs each job in it
 with its deadline, kills what the coordinator cancels, and reports outcomes as create-only
 result objects of its own, each holding one or more results (``Worker._report_due`` says
 when). It listens on no port. When the
-coordinator stops refreshing the inbox for longer than the grace period it kills its jobs and
-shuts down: a dead man's switch, so that a crashed coordinator does not leave VMs billing.
+coordinator has been silent for longer than the grace period (no new inbox, no new pulse with
+a tag for this worker) it kills its jobs and shuts down: a dead man's switch, so that a crashed
+coordinator does not leave VMs billing. The coordinator rewrites an inbox only when it
+changes; its pulse, one object for the whole fleet, says it is alive every heartbeat, and a
+worker with no new inbox for that long reads it.
 """
 
 from __future__ import annotations
@@ -27,10 +30,10 @@ from pathlib import Path
 from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket, PreconditionFailed, open_bucket
-from expo_executor.protocol.keys import (DEPLOY_DIR_ENV, WORKER_KEY_ENV, inbox_key, result_key,
-                                         status_key)
-from expo_executor.protocol.records import (Inbox, InboxJob, ResultBatch, SavedLog, WorkerResult,
-                                            WorkerStatus)
+from expo_executor.protocol.keys import (DEPLOY_DIR_ENV, PULSE_KEY, WORKER_KEY_ENV, inbox_key,
+                                         result_key, status_key)
+from expo_executor.protocol.records import (Inbox, InboxJob, Pulse, ResultBatch, SavedLog,
+                                            WorkerResult, WorkerStatus)
 from expo_executor.worker.console import guard_output
 from expo_executor.worker.forked import ForkedJob, Zygote, job_chain, zygote_wanted
 from expo_executor.worker.procs import kill_session, vm_mark
@@ -87,7 +90,7 @@ class Worker:
                  scratch: Path, poll: float = 0.2, grace: float = 60.0,
                  heartbeat: float = 10.0, slow_poll: float | None = None,
                  allowance: float = STAGING_ALLOWANCE_S, zygote: bool = True,
-                 report_delay: float | None = None) -> None:
+                 report_delay: float | None = None, pulse: float | None = None) -> None:
         self.bucket = bucket
         self.worker_id = worker_id
         self.slots = slots
@@ -103,6 +106,13 @@ class Worker:
         self.next_read = 0.0  # when the inbox is read next (monotonic clock)
         self.grace = grace
         self.heartbeat = heartbeat
+        # the coordinator's heartbeat (its pulse interval): with no new inbox for this long,
+        # the pulse is read, at most once an interval; None: the inbox alone is contact
+        self.pulse = pulse
+        self.pulse_seq = -1  # of the last pulse accepted
+        self.pulse_generation: int | None = None
+        self.next_pulse_read = 0.0  # monotonic clock
+        self.said_pulse = False  # a pulse ignored is said once
         self.running: dict[str, _Running] = {}
         self.seen: set[str] = set()  # job keys ever started here: never run one twice
         self.seq = -1
@@ -157,6 +167,9 @@ class Worker:
             if time.monotonic() >= self.next_read:
                 self._storage("read the inbox", self._read_inbox)
                 self.next_read = time.monotonic() + self._inbox_interval()
+            if self._pulse_due():
+                self.next_pulse_read = time.monotonic() + (self.pulse or 0.0)
+                self._storage("read the pulse", self._read_pulse)
             self._reap()
             self._kill_cancelled()
             self._start_pending()
@@ -227,6 +240,8 @@ class Worker:
     def _sleep_time(self) -> float:
         now = time.monotonic()
         waits = [self.next_read - now]
+        if self.pulse is not None:
+            waits.append(max(self.next_pulse_read, self.last_contact + self.pulse) - now)
         if self.running:
             waits.append(min(self.poll, REAP_TICK))  # notice a finished job at once
         for job in self.running.values():
@@ -261,6 +276,47 @@ class Worker:
             self.last_change = self.last_contact
         self.pending = {k: v for k, v in inbox.jobs.items() if k not in self.seen}
         self.cancel = set(inbox.cancel)
+
+    # -- pulse -------------------------------------------------------------------------------
+    def _pulse_due(self) -> bool:
+        """No contact (a new inbox or pulse) for the coordinator's heartbeat, and the pulse not
+        read within one: each read is a billed request, paid per worker."""
+        now = time.monotonic()
+        return self.pulse is not None and now - self.last_contact >= self.pulse \
+            and now >= self.next_pulse_read
+
+    def _read_pulse(self) -> None:
+        """A new pulse whose tag for this worker verifies with its own key counts as contact
+        (the grace starts again); anything else is ignored, said once."""
+        blob = self.bucket.read(PULSE_KEY)
+        if blob is not None and blob.generation == self.pulse_generation:
+            return  # the coordinator has not written one since: nothing new to judge
+        why = "there is none" if blob is None else None
+        if blob is not None:
+            self.pulse_generation = blob.generation
+            try:
+                pulse = Pulse.decode(blob.data)
+            except messages.MessageError as exc:
+                why = str(exc)
+            else:
+                why = self._judge(pulse)
+        if why is None:
+            self.last_contact = time.monotonic()
+        elif not self.said_pulse:
+            self.said_pulse = True
+            print(f"worker {self.worker_id}: ignoring the coordinator's pulse: {why}",
+                  file=sys.stderr, flush=True)
+
+    def _judge(self, pulse: Pulse) -> str | None:
+        """Why ``pulse`` does not count as contact, or None (it does: it is accepted)."""
+        if self.worker_id not in pulse.tags:
+            return "no entry for this worker"
+        if not pulse.proves(self.worker_id, self.key):
+            return "its tag for this worker does not verify with this worker's key"
+        if pulse.seq <= self.pulse_seq:
+            return f"sequence number {pulse.seq} not newer than {self.pulse_seq}"
+        self.pulse_seq = pulse.seq
+        return None
 
     def _start_pending(self) -> None:
         """Start what the inbox holds, in its order (the coordinator's, which assigns the
@@ -688,6 +744,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report-delay", type=float, default=None,
                         help="seconds a solved result may wait to share its object with "
                         "others (default: the heartbeat)")
+    parser.add_argument("--pulse", type=float, default=None,
+                        help="the coordinator's heartbeat: with no new inbox for this long, "
+                        "read its pulse (default: the inbox alone keeps the worker alive)")
     parser.add_argument("--boot-delay", type=float, default=0.0,
                         help="seconds to wait before reporting ready (emulates a VM booting)")
     parser.add_argument("--staging-allowance", type=float, default=_allowance(),
@@ -701,6 +760,8 @@ def main(argv: list[str] | None = None) -> int:
                if getattr(args, n) is None]
     if missing:
         parser.error(f"{', '.join(missing)} required without --from-metadata")
+    if args.pulse is not None and args.pulse <= 0:
+        parser.error(f"--pulse {args.pulse:g}: give the coordinator's heartbeat in seconds (> 0)")
     key = os.environ.pop(WORKER_KEY_ENV, "")
     if not key:
         print(f"expocloud-worker: {WORKER_KEY_ENV} is not set; fix: start workers through the "
@@ -708,7 +769,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     worker = Worker(open_bucket(args.bucket), args.worker_id, args.slots,
                     bytes.fromhex(key), args.scratch, args.poll, args.grace, args.heartbeat,
-                    allowance=args.staging_allowance, report_delay=args.report_delay)
+                    allowance=args.staging_allowance, report_delay=args.report_delay,
+                    pulse=args.pulse)
     _stop_on_signals(worker, on_vm=False)
     time.sleep(args.boot_delay)
     return _run(worker)
@@ -734,7 +796,7 @@ def _main_on_vm(scratch: Path) -> int:
         return 3
     worker = Worker(bucket, boot.name, boot.slots, key, scratch,
                     boot.poll, boot.grace, boot.heartbeat, boot.slow_poll, _allowance(),
-                    report_delay=boot.report_delay)
+                    report_delay=boot.report_delay, pulse=boot.pulse)
     stop_watching = threading.Event()
     guest.watch_preemption(lambda: worker.request_stop("preempted"), stop_watching)
     _stop_on_signals(worker, on_vm=True)

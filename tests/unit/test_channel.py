@@ -17,8 +17,9 @@ from expo_executor.coordinator.vms import Vm
 from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.core.scheduler import Pool
 from expo_executor.protocol.bucket import LocalBucket
-from expo_executor.protocol.keys import inbox_key, result_key, status_key
-from expo_executor.protocol.records import InboxJob, ResultBatch, WorkerResult, WorkerStatus
+from expo_executor.protocol import messages
+from expo_executor.protocol.keys import PULSE_KEY, inbox_key, result_key, status_key
+from expo_executor.protocol.records import InboxJob, Pulse, ResultBatch, WorkerResult, WorkerStatus
 from expo_executor.protocol.worker_keys import worker_key
 
 KEY = b"k" * 32
@@ -267,11 +268,11 @@ def test_a_failing_inbox_write_leaves_only_that_inbox_due(bucket: HeldBucket) ->
     channel = Channel(bucket, KEY, print)
     now = time.time()
     with pytest.raises(StorageDown):
-        channel.write_inboxes(vms, now, heartbeat=60.0)
+        channel.write_inboxes(vms, now)
     assert [vm.inbox_dirty for vm in vms] == [False, True, False]
     assert bucket.read(inbox_key("w1")) is not None and bucket.read(inbox_key("w3")) is not None
     bucket.fail = set()
-    channel.write_inboxes(vms, now, heartbeat=60.0)
+    channel.write_inboxes(vms, now)
     assert not any(vm.inbox_dirty for vm in vms)
     channel.close()
 
@@ -337,3 +338,73 @@ def test_a_workers_operation_counts_come_with_its_results_too(bucket: HeldBucket
     assert [r.key for r in channel.results({("j1", "w1")})] == ["j1"]
     assert channel.usage()["workers"] == {"w1": {"A": 7, "B": 31}}
     channel.close()
+
+
+class WriteLog(LocalBucket):
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.writes: list[str] = []
+
+    def write(self, key: str, data: bytes, if_generation_match: int | None = None) -> int:
+        self.writes.append(key)
+        return super().write(key, data, if_generation_match)
+
+
+def test_the_coordinator_writes_no_inbox_when_nothing_changed_only_the_pulse(
+        tmp_path: Path) -> None:
+    """With a job running and nothing changing, a round writes no inbox (before: every inbox
+    again each heartbeat, one class A write per worker); one pulse a heartbeat proves the
+    coordinator alive to the whole fleet, with a tag for each VM made with its own key."""
+    from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
+    from expo_executor.coordinator.state import StateDir
+    from expo_executor.core.records import JobMeta
+    from expo_executor.core.scheduler import Task
+    from tests.unit.test_lost_worker import ScriptedEngine
+
+    bucket = WriteLog(tmp_path / "bucket")
+    config = CoordinatorConfig("run", 1, 1, poll=0.05, heartbeat=10.0, status_interval=3600)
+    coordinator = Coordinator(config, ScriptedEngine(), bucket, KEY, tmp_path,
+                              StateDir(tmp_path / "s"), print)
+    coordinator.submit([JobRequest(Task("job", "job"), ["sleep", "1000"], str(tmp_path), {},
+                                   None, meta=JobMeta("r"))])
+    now = 10_000.0
+    coordinator.tick(now)  # a VM is asked for
+    status = WorkerStatus("w-1", 0, now, [], 1, WorkerState.READY)
+    bucket.write(status_key("w-1"), status.encode(worker_key(KEY, "w-1")))
+    coordinator.tick(now + 1)  # ready: the job is assigned
+    assert coordinator.scheduler.state("job") == "running"
+    assert inbox_key("w-1") in bucket.writes
+    bucket.writes.clear()
+    seqs = []
+    for second in range(2, 62):  # a minute of rounds, nothing changing
+        before = len(bucket.writes)
+        coordinator.tick(now + second)
+        if len(bucket.writes) > before:
+            seqs.append(Pulse.decode(bucket.read(PULSE_KEY).data))
+    assert set(bucket.writes) == {PULSE_KEY}, "no inbox written"
+    assert len(bucket.writes) == 6, "one pulse a heartbeat (10 s) for the whole fleet"
+    assert [p.seq for p in seqs] == sorted({p.seq for p in seqs}), "its sequence only grows"
+    assert all(p.proves("w-1", worker_key(KEY, "w-1")) for p in seqs)
+    assert coordinator.channel.usage()["coordinator_heartbeats"] >= 6
+    coordinator.stop()
+
+
+def test_a_pulse_carries_a_tag_per_vm_and_continues_after_a_crashed_coordinators(
+        bucket: HeldBucket) -> None:
+    """An adopting coordinator numbers its pulses after the last one in the bucket when that
+    one is genuine (its clock may be behind the crashed one's); a forged one is not followed."""
+    ahead = int(time.time() * 1000) + 10**9
+    bucket.write(PULSE_KEY, Pulse.make(ahead, {"w1": worker_key(KEY, "w1")}).encode())
+    channel = Channel(bucket, KEY, print)
+    channel.continue_pulse(["w1"])
+    channel.write_pulse([_vm("w1"), _vm("w2")], 0.0, 10.0)
+    pulse = Pulse.decode(bucket.read(PULSE_KEY).data)
+    assert pulse.seq > ahead
+    assert sorted(pulse.tags) == ["w1", "w2"]
+    assert pulse.proves("w2", worker_key(KEY, "w2")) and not pulse.proves("w2", KEY)
+    assert not pulse.proves("w1", worker_key(KEY, "w2")), "a tag is bound to its worker"
+    forged = Pulse(ahead * 2, {"w1": messages.pulse_tag(b"x" * 32, ahead * 2, "w1")})
+    bucket.write(PULSE_KEY, forged.encode())
+    channel.continue_pulse(["w1"])
+    channel.write_pulse([_vm("w1")], 20.0, 10.0)
+    assert Pulse.decode(bucket.read(PULSE_KEY).data).seq < ahead * 2

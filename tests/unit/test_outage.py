@@ -12,9 +12,12 @@ import pytest
 from google.api_core import exceptions as gexc
 
 from expo_executor.core.scheduler import Outcome
-from expo_executor.protocol.keys import inbox_key
+from expo_executor.protocol.keys import PULSE_KEY
+from expo_executor.protocol.records import Pulse
+from expo_executor.protocol.worker_keys import worker_key
 
 from tests.coordinator_rig import Rig
+from tests.unit.test_lost_worker import KEY
 
 
 def _running(tmp_path: Path, *keys: str, slots: int = 1) -> Rig:
@@ -56,14 +59,17 @@ def test_an_outage_longer_than_ten_seconds_fails_no_job(tmp_path: Path, storage:
 
 
 def test_a_compute_outage_still_heartbeats_the_workers(tmp_path: Path) -> None:
-    """While Compute Engine does not answer, the round still writes the workers' inboxes:
-    their dead man's switch must not fire because the coordinator's other API is down."""
+    """While Compute Engine does not answer, the round still writes the pulse, with a tag for
+    the worker: its dead man's switch must not fire because the coordinator's other API is
+    down."""
     rig = _running(tmp_path, "j")
     rig.engine.down = gexc.ServiceUnavailable("backendError")
-    before = rig.direct.read(inbox_key("w-1")).generation
+    before = rig.direct.read(PULSE_KEY).generation
     for _ in range(30):
         assert rig.round(1.0)
-    assert rig.direct.read(inbox_key("w-1")).generation != before, "no heartbeat written"
+    after = rig.direct.read(PULSE_KEY)
+    assert after.generation != before, "no heartbeat written"
+    assert Pulse.decode(after.data).proves("w-1", worker_key(KEY, "w-1"))
     assert rig.reports == {}
 
 

@@ -29,9 +29,18 @@ def test_break_even_job_length() -> None:
     assert budget.overhead_ratio == 0.0
 
 
-def test_heartbeat_writes_count_as_overhead_not_per_job() -> None:
-    # one worker-hour, 48 heartbeat inbox writes and 10 assignment writes for 10 jobs
+def test_pulse_writes_count_as_overhead_shared_by_the_fleet_not_per_job() -> None:
+    # one worker-hour, 48 pulses (one a 75-s heartbeat) and 10 assignment writes for 10 jobs
     budget = at_scale({"w": {"A": 0, "B": 0}}, 3600, {"A": 58, "B": 0}, 0, 3600, jobs=10,
-                      slots=1, vm_price_per_hour=0.05, coordinator_heartbeats=48)
-    assert budget.overhead_per_worker_hour == pytest.approx(48 * PRICE_PER_OP["A"])
+                      slots=1, vm_price_per_hour=0.05, workers=1000,
+                      coordinator_heartbeats=48)
+    # one pulse serves every worker: its 48 writes an hour are split among 1,000 of them
+    assert budget.overhead_per_worker_hour == pytest.approx(48 * PRICE_PER_OP["A"] / 1000)
     assert budget.per_job == pytest.approx(PRICE_PER_OP["A"])
+
+
+def test_workers_pulse_reads_are_overhead_from_their_own_counts() -> None:
+    # a worker that read the pulse 48 times in its hour (and nothing else)
+    budget = at_scale({"w": {"A": 0, "B": 48}}, 3600, {"A": 0, "B": 0}, 0, 3600, jobs=1,
+                      slots=1, vm_price_per_hour=0.05, workers=1000)
+    assert budget.overhead_per_worker_hour == pytest.approx(48 * PRICE_PER_OP["B"])

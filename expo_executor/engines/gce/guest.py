@@ -59,6 +59,7 @@ class Boot:
     grant_verify_key: bytes  # checks the coordinator's answer to our key request (public)
     slow_poll: float | None = None
     report_delay: float | None = None  # worker/agent.py; None: the heartbeat
+    pulse: float | None = None  # the coordinator's heartbeat, when it writes a pulse
     storage_emulator_host: str | None = None
     compute_endpoint: str | None = None
     self_delete: bool = True
@@ -78,6 +79,7 @@ class Boot:
             grant_verify_key=bytes.fromhex(config["grant_verify_key"]),
             slow_poll=float(config["slow_poll"]) if config.get("slow_poll") else None,
             report_delay=float(config["report_delay"]) if config.get("report_delay") else None,
+            pulse=float(config["pulse"]) if config.get("pulse") else None,
             storage_emulator_host=config.get("storage_emulator_host"),
             compute_endpoint=config.get("compute_endpoint"),
             self_delete=bool(config.get("self_delete", True)),

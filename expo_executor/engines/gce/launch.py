@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from expo_executor.coordinator.settings import (AUTO_MACHINE, ExecutorSettings, check_bucket_url,
-                                                heartbeat_grace, labels, max_on_demand,
-                                                needs_credentials, poll_interval,
+                                                heartbeat_grace, heartbeat_interval, labels,
+                                                max_on_demand, needs_credentials, poll_interval,
                                                 pool_machine_types, slow_poll_interval,
                                                 worker_requirements, zones)
 from expo_executor.core.errors import ExpoError
@@ -102,6 +102,7 @@ def worker_boot(settings: ExecutorSettings, bucket_url: str) -> dict:
             "heartbeat": NO_STATUS_HEARTBEAT,
             # a solved result waits at most this long to share its object (worker/agent.py)
             "report_delay": grace,
+            "pulse": heartbeat_interval(settings),  # the coordinator's: when to read its pulse
             "storage_emulator_host": os.environ.get("STORAGE_EMULATOR_HOST") if emulated
             else None,
             "compute_endpoint": settings.gce_endpoint, "self_delete": True}
