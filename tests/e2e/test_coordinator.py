@@ -246,52 +246,43 @@ class _ResultReads(LocalBucket):
         return blob
 
 
-def test_with_prefetch_a_worker_reports_several_jobs_an_object(tmp_path: Path) -> None:
-    """Prefetch 4 on a one-slot worker: it is refilled only when low, and reports the jobs
-    it ran meanwhile in one object; every job is reported once, solved."""
+def _one_slot_sweep(tmp_path: Path, scheduler: Scheduler, n: int, seconds: float,
+                    **config: float) -> _ResultReads:
+    """``n`` jobs of ``seconds`` through a real coordinator and one one-slot local worker;
+    every job must be reported once, solved. Returns the coordinator's counted bucket."""
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     bucket = _ResultReads(run_dir / "bucket")
     engine = LocalEngine(LocalEngineConfig(bucket.root, run_dir / "vms", KEY, poll=0.05,
                                            grace=30, heartbeat=1, report_delay=30))
-    config = CoordinatorConfig("run", 1, 1, idle_timeout=30, poll=0.05, heartbeat=1,
-                               status_interval=60, boot_timeout=120)
-    coordinator = Coordinator(config, engine, bucket, KEY, run_dir, StateDir(tmp_path),
-                              lambda text: None, Scheduler(prefetch=4))
+    coordinator = Coordinator(
+        CoordinatorConfig("run", 1, 1, idle_timeout=30, poll=0.05, heartbeat=1,
+                          status_interval=60, boot_timeout=120, **config),
+        engine, bucket, KEY, run_dir, StateDir(tmp_path), lambda text: None, scheduler)
     coordinator.start()
     try:
-        keys = [f"p{i:02d}" for i in range(12)]
-        coordinator.submit([_request(k, ["sleep", "0.2"], tmp_path) for k in keys])
+        keys = [f"p{i:02d}" for i in range(n)]
+        coordinator.submit([_request(k, ["sleep", str(seconds)], tmp_path) for k in keys])
         reports = _wait_reports(coordinator, keys, 60)
         assert {r.outcome for r in reports.values()} == {Outcome.SOLVED}
-        assert bucket.result_objects < len(keys), bucket.result_objects
     finally:
         coordinator.stop()
     assert not processes_under(tmp_path)
+    return bucket
+
+
+def test_with_prefetch_a_worker_reports_several_jobs_an_object(tmp_path: Path) -> None:
+    """Prefetch 4 on a one-slot worker: it is refilled only when low, and reports the jobs
+    it ran meanwhile in one object."""
+    bucket = _one_slot_sweep(tmp_path, Scheduler(prefetch=4), 12, 0.2)
+    assert bucket.result_objects < 12, bucket.result_objects
 
 
 def test_the_prefetch_depth_grows_with_the_jobs_own_length(tmp_path: Path) -> None:
     """Depth sized to the jobs (the GCE default, here with 2 s of work per slot): it starts
     at 1 and, once jobs of ~0.3 s have ended, holds several, so later jobs share their result
-    objects; every job is reported once, solved."""
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    bucket = _ResultReads(run_dir / "bucket")
-    engine = LocalEngine(LocalEngineConfig(bucket.root, run_dir / "vms", KEY, poll=0.05,
-                                           grace=30, heartbeat=1, report_delay=30))
-    config = CoordinatorConfig("run", 1, 1, idle_timeout=30, poll=0.05, heartbeat=1,
-                               status_interval=60, boot_timeout=120, prefetch_hold_s=2.0)
+    objects."""
     scheduler = Scheduler(prefetch=1)
-    coordinator = Coordinator(config, engine, bucket, KEY, run_dir, StateDir(tmp_path),
-                              lambda text: None, scheduler)
-    coordinator.start()
-    try:
-        keys = [f"d{i:02d}" for i in range(16)]
-        coordinator.submit([_request(k, ["sleep", "0.3"], tmp_path) for k in keys])
-        reports = _wait_reports(coordinator, keys, 60)
-        assert {r.outcome for r in reports.values()} == {Outcome.SOLVED}
-        assert scheduler.prefetch > 1, "the depth never grew"
-        assert bucket.result_objects < len(keys), bucket.result_objects
-    finally:
-        coordinator.stop()
-    assert not processes_under(tmp_path)
+    bucket = _one_slot_sweep(tmp_path, scheduler, 16, 0.3, prefetch_hold_s=2.0)
+    assert scheduler.prefetch > 1, "the depth never grew"
+    assert bucket.result_objects < 16, bucket.result_objects

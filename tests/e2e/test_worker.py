@@ -135,18 +135,25 @@ def test_a_terminated_worker_exits_cleanly_when_idle(tmp_path: Path) -> None:
     assert rig.exit_code == 0
 
 
-def test_busy_worker_reads_its_inbox_slowly_but_reports_a_finished_job_at_once(
-        tmp_path: Path) -> None:
-    """Inbox reads are billed: a worker whose only slot is busy reads at the slow interval
-    (here 60 s), yet a job that ends is reaped and reported within a tick, and the next
-    inbox read comes one fast poll later."""
-    bucket = LocalBucket(tmp_path / "bucket")  # the worker's own: its requests are counted
-    worker = Worker(bucket, "w-1", 1, KEY, tmp_path / "vm", poll=0.05, grace=600,
+def _counted_rig(tmp_path: Path, poll: float) -> tuple[Rig, Worker, LocalBucket]:
+    """A one-slot worker with a slow poll of 60 s whose own bucket counts its requests (the
+    rig writes through another view of the same bucket); not started yet."""
+    bucket = LocalBucket(tmp_path / "bucket")
+    worker = Worker(bucket, "w-1", 1, KEY, tmp_path / "vm", poll=poll, grace=600,
                     heartbeat=600, slow_poll=60)
     rig = Rig.__new__(Rig)
     rig.bucket, rig.worker, rig.seq, rig.exit_code = (LocalBucket(tmp_path / "bucket"), worker,
                                                       0, None)
     rig.thread = threading.Thread(target=rig._run, daemon=True)
+    return rig, worker, bucket
+
+
+def test_busy_worker_reads_its_inbox_slowly_but_reports_a_finished_job_at_once(
+        tmp_path: Path) -> None:
+    """Inbox reads are billed: a worker whose only slot is busy reads at the slow interval
+    (here 60 s), yet a job that ends is reaped and reported within a tick, and the next
+    inbox read comes one fast poll later."""
+    rig, worker, bucket = _counted_rig(tmp_path, poll=0.05)
     rig.send({"j1": _job(["sleep", "1.5"])})
     rig.thread.start()
     try:
@@ -165,13 +172,7 @@ def test_a_worker_holding_its_next_job_reads_slowly_until_it_reports(tmp_path: P
     inbox but a cancel, so it reads at the slow interval (here 60 s) however recent the inbox
     was; once j1 is reported it reads fast again (the coordinator answers a report), and the
     job sent then starts one fast poll later, not a slow one."""
-    bucket = LocalBucket(tmp_path / "bucket")  # the worker's own: its requests are counted
-    worker = Worker(bucket, "w-1", 1, KEY, tmp_path / "vm", poll=0.5, grace=600,
-                    heartbeat=600, slow_poll=60)
-    rig = Rig.__new__(Rig)
-    rig.bucket, rig.worker, rig.seq, rig.exit_code = (LocalBucket(tmp_path / "bucket"), worker,
-                                                      0, None)
-    rig.thread = threading.Thread(target=rig._run, daemon=True)
+    rig, worker, bucket = _counted_rig(tmp_path, poll=0.5)
     rig.send({"j1": _job(["sleep", "3"]), "j2": _job(["sleep", "30"])})
     rig.thread.start()
     try:
