@@ -233,7 +233,9 @@ class Coordinator:
         self._meter(now)
         self._assign(now)
         self.channel.write_inboxes(self.vms, now)
-        self.channel.write_pulse(self.vms, now, self.config.heartbeat)
+        # twice a heartbeat: a worker reads it once a heartbeat of silence, and then finds
+        # one at most half a heartbeat old (silence stays under 1.5 heartbeats, not 2)
+        self.channel.write_pulse(self.vms, now, self.config.heartbeat / 2)
         if engine_error is not None:  # no scaling or stranding on a blind engine
             raise engine_error
         self._scale(now)
@@ -308,7 +310,7 @@ class Coordinator:
             try:
                 for end in adoption.round(now):
                     self._adopted_end(adoption, end)
-                adoption.settle(now, self.config.heartbeat)
+                adoption.settle(now, self.config.heartbeat / 2)  # as the run's own
                 if not self.persist.pending():
                     adoption.channel.delete_taken()
             except Exception as exc:  # noqa: BLE001 - raised again at the end of the round

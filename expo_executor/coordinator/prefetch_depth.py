@@ -19,7 +19,7 @@ import math
 import statistics
 from collections import deque
 
-HOLD_S = 300.0  # seconds of work a slot holds beyond its running job
+HOLD_S = 360.0  # seconds of work a slot holds beyond its running job
 MAX_DEPTH = 8  # jobs per slot, however short they are
 WINDOW = 64  # the last solved jobs whose length sets the depth
 

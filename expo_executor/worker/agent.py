@@ -44,6 +44,7 @@ from expo_executor.worker.staged_job import GRACE_S, verdict_path
 LOG_TAIL_BYTES = 4000
 FAST_WINDOW = 10  # polls at the fast rate after each change, before slowing down
 REAP_TICK = 0.1  # seconds between looks at running jobs (free: no request)
+SUPPLIED_SLOWDOWN = 2  # a worker holding a next job for every slot reads this much slower
 # A job's deadline times its command (worker/command_clock.py); its start-up and file staging
 # (Snakemake's imports and DAG, inputs fetched, outputs stored) have this allowance of their
 # own, so that a hung start-up still ends: as a failure that says so, never a timeout.
@@ -233,9 +234,15 @@ class Worker:
         slots are busy, each with its next job held or nothing asked for, so only a
         cancellation could come (every read is a billed request, paid per worker)."""
         quiet = time.monotonic() - self.last_change > FAST_WINDOW * self.poll
-        idle = sum(r.cpus for r in self.running.values()) < self.slots and not self.pending
+        used = sum(r.cpus for r in self.running.values())
+        idle = used < self.slots and not self.pending
         asked = self.last_report > self.last_inbox
-        return self.poll if (asked or idle) and not quiet else self.slow_poll
+        if (asked or idle) and not quiet:
+            return self.poll
+        # every slot busy and holding its next job: only a cancel can come, and the held jobs
+        # its own timeouts dominate it never starts (_dominated)
+        supplied = used >= self.slots and sum(j.cpus for j in self.pending.values()) >= self.slots
+        return self.slow_poll * SUPPLIED_SLOWDOWN if supplied else self.slow_poll
 
     def _sleep_time(self) -> float:
         now = time.monotonic()
