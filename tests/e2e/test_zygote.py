@@ -17,6 +17,7 @@ import pytest
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol.keys import inbox_key, result_key
+from expo_executor.protocol.records import ResultBatch
 from expo_executor.worker import command_clock
 from expo_executor.worker.agent import Worker
 from expo_executor.worker.forked import ForkedJob
@@ -73,8 +74,15 @@ class Rig:
         self.bucket.write(inbox_key(self.worker.worker_id), messages.encode("inbox", body, KEY))
 
     def result(self, job_key: str) -> dict | None:
-        blob = self.bucket.read(result_key(job_key, self.worker.worker_id))
-        return messages.decode("result", blob.data) if blob else None
+        """The job's result, in whichever of the worker's result objects holds it (a worker
+        holding several jobs reports them together, named for the first: ResultBatch)."""
+        prefix = result_key("", self.worker.worker_id).rsplit("/", 1)[0] + "/"
+        for name in self.bucket.list(prefix):
+            blob = self.bucket.read(name)
+            for result in ResultBatch.decode(blob.data, KEY).results if blob else ():
+                if result.key == job_key:
+                    return result.to_wire()
+        return None
 
     def outcome(self, job_key: str) -> str | None:
         result = self.result(job_key)
