@@ -448,7 +448,10 @@ def _check_adopted(ledger: Path, killed: float, rerun: list[dict], old: str) -> 
     ended = {e["job"] for e in entries if e["event"] == "end" and e["t"] > killed}
     assert in_flight <= ended, f"in flight at the kill, never ended: {in_flight - ended}"
     adopted = {job_of(r) for r in rerun if r.get("adopted_from") == old}
-    assert adopted and adopted <= in_flight | set(starts), adopted
+    # adopted: in flight at the kill, started after it by an old worker, or ended before it
+    # with its report still on the worker (a worker holding several jobs reports them
+    # together: ResultBatch), never a job that no worker ran
+    assert adopted and adopted <= set(state) | set(starts), adopted
     assert all(r["outcome"] == "solved" for r in rerun if r.get("adopted_from") == old)
     return len(in_flight), len(adopted)
 
