@@ -49,7 +49,7 @@ from expo_executor.coordinator.run_files import read_jsonl
 from expo_executor.core.records import AttemptEnd
 from expo_executor.protocol.bucket import open_bucket
 from expo_executor.protocol.keys import WORKERS_PREFIX, parse_result_key
-from expo_executor.protocol.records import WorkerResult
+from expo_executor.protocol.records import ResultBatch
 from expo_executor.protocol.worker_keys import worker_key
 from tests.emulated_gce import (PROJECT, ZONES, emulated_args, emulated_env,  # noqa: F401
                                 fake_compute)
@@ -320,10 +320,10 @@ def _solved_after_kill(run: Path, run_key: bytes) -> set[str]:
     for name in bucket.list(WORKERS_PREFIX):
         if (pair := parse_result_key(name)) is None:
             continue
-        key, worker = pair
-        result = WorkerResult.decode(bucket.read(name).data, worker_key(run_key, worker))
-        if result.end is AttemptEnd.SOLVED and key not in recorded:
-            solved.add(names[key])
+        _, worker = pair  # an object may hold several of the worker's results (ResultBatch)
+        batch = ResultBatch.decode(bucket.read(name).data, worker_key(run_key, worker))
+        solved |= {names[r.key] for r in batch.results
+                   if r.end is AttemptEnd.SOLVED and r.key not in recorded}
     return solved
 
 
