@@ -15,9 +15,9 @@ sealed) opens only with W's key.
 
 An inbox is written only when its assignments or cancels change. What keeps the workers' dead
 man's switches quiet is one object for the whole fleet, the pulse (records.Pulse), written
-every heartbeat: a sequence number that only grows and, for each VM the coordinator keeps, a
-tag made with that worker's key. One class A write a heartbeat for the fleet instead of one a
-worker. It also counts what the request budget needs: the coordinator's listings, its pulse
+at the interval the loop gives (half a heartbeat): a sequence number that only grows and, for each VM the coordinator keeps, a
+tag made with that worker's key. Two class A writes a heartbeat for the fleet instead of one
+a worker. It also counts what the request budget needs: the coordinator's listings, its pulse
 writes, and the storage operations each worker reports.
 
 At 1,000 workers a round's bucket calls are many and each is a network round trip, so they are
@@ -79,10 +79,10 @@ class Channel:
         self.heartbeats = 0  # pulses written: one write a heartbeat for the whole fleet
         self.worker_ops: dict[str, dict[str, int]] = {}  # storage operations workers reported
         self._seq = 0  # of the last inbox written
-        # result objects, by (job, worker) of their key: read, listed by the last listing,
-        # read and not deleted yet, and the results each holds
         self._pulse_seq = 0  # of the last pulse written
         self._last_pulse: float | None = None  # when (the caller's clock)
+        # result objects, by (job, worker) of their key: read, listed by the last listing,
+        # read and not deleted yet, and the results each holds
         self._results_seen: set[tuple[str, str]] = set()
         self._results_listed: set[tuple[str, str]] = set()
         self._results_taken: list[tuple[str, str]] = []

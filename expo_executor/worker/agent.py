@@ -7,7 +7,7 @@ when). It listens on no port. When the
 coordinator has been silent for longer than the grace period (no new inbox, no new pulse with
 a tag for this worker) it kills its jobs and shuts down: a dead man's switch, so that a crashed
 coordinator does not leave VMs billing. The coordinator rewrites an inbox only when it
-changes; its pulse, one object for the whole fleet, says it is alive every heartbeat, and a
+changes; its pulse, one object for the whole fleet, says it is alive twice a heartbeat, and a
 worker with no new inbox for that long reads it.
 """
 
