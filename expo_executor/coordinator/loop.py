@@ -50,7 +50,7 @@ from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.pool_health import CAPACITY_TIMEOUT
 from expo_executor.core.records import AttemptEnd, VmEnd, WorkerState
 from expo_executor.core.run_status import RunStatus
-from expo_executor.core.scaling import FleetSetup, ScalePlan, scale_shapes
+from expo_executor.core.scaling import FleetSetup, ScalePlan, room_to_grow, scale_shapes
 from expo_executor.core.scheduler import Cancel, Outcome, Pool, Scheduler
 from expo_executor.core.shapes import Shape
 from expo_executor.cost.cost_report import CostReport, summarize
@@ -520,7 +520,8 @@ class Coordinator:
             return
         if self.prefetch_depth is not None:
             self.scheduler.set_prefetch(self.prefetch_depth.depth())
-        for assignment in self.scheduler.assign(spot_held=self._spot_held):
+        for assignment in self.scheduler.assign(spot_held=self._spot_held,
+                                                coming=self._coming(now)):
             request = self._requests[assignment.key]
             vm = self.vms[assignment.worker_id]
             self.reporter.assigned(assignment.key, assignment.worker_id)
@@ -533,6 +534,22 @@ class Coordinator:
             vm.inbox_dirty = True
         # timeouts whose re-run has no worker to run on prune now (--expocloud-confirm-timeouts)
         self.reporter.handle(self.scheduler.take_unconfirmed())
+
+    def _coming(self, now: float) -> dict[Shape | None, int]:
+        """CPUs per shape of VMs booting or still to be created (none past the budget's
+        growth phase), whose jobs prefetch must not hold on busy workers."""
+        if self.scheduler.prefetch == 0:
+            return {}
+        room: dict[Shape | None, int] = {}
+        if self.meter.phase is Phase.OK and not self._stopping.is_set():
+            alive: dict[Pool, int] = {}
+            for pools_alive in self.vms.alive_by_shape().values():
+                for pool, count in pools_alive.items():
+                    alive[pool] = alive.get(pool, 0) + count
+            reliable = {shape: queued[Pool.ON_DEMAND]
+                        for shape, queued in self.scheduler.queued_by_shape().items()}
+            room = room_to_grow(self.setups, alive, reliable, self.pools.healths, now)
+        return self.vms.coming(room)
 
     def _prune(self, request: JobRequest) -> dict | None:
         """Where the job's timeout prunes at once, for a worker that holds prefetched jobs:

@@ -128,6 +128,27 @@ def scale_shapes(loads: Mapping[Shape | None, Load], now: float,
                      frozenset(stragglers))
 
 
+def room_to_grow(setups: Mapping[Shape | None, FleetSetup], alive: Mapping[Pool, int],
+                 reliable: Mapping[Shape | None, int], healths: Mapping[Shape | None, PoolHealth],
+                 now: float) -> dict[Shape | None, int]:
+    """VMs each shape's pools may still create: up to each pool's cap (shared by every shape,
+    as in :func:`scale_shapes`; ``alive``: VMs per pool), none in a pool that may not grow now;
+    an on-demand pool beside the main one only for ``reliable`` (the shape's queued CPUs that
+    must not run on Spot, one VM a CPU at most). What prefetch leaves queued for VMs to come
+    (``Scheduler.assign``): an overestimate only delays holding, never a job."""
+    room: dict[Shape | None, int] = {}
+    for shape, setup in setups.items():
+        health = healths.get(shape, PoolHealth())
+        count = 0
+        for pool, fleet in setup.fleets.items():
+            if not health.may_grow(pool, now):
+                continue
+            free = max(0, fleet.max_workers - alive.get(pool, 0))
+            count += free if pool is setup.main_pool else min(free, reliable.get(shape, 0))
+        room[shape] = count
+    return room
+
+
 def _waiting(load: Load) -> bool:
     """A shape whose work waits for its first VM."""
     return sum(load.queued.values()) > 0 and not any(load.views.values())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -348,11 +349,14 @@ class Scheduler:
 
     # -- decisions out -----------------------------------------------------------------------
     def assign(self, allow_spot: bool = True,
-               spot_held: frozenset[Shape | None] = frozenset()) -> list[Assignment]:
+               spot_held: frozenset[Shape | None] = frozenset(),
+               coming: Mapping[Shape | None, int] | None = None) -> list[Assignment]:
         """Fill free worker slots, easiest first; a task that fits nowhere waits its turn.
 
         ``allow_spot=False`` (the straggler rule at the end of a sweep) places nothing on Spot;
         ``spot_held``: the shapes whose tasks it places on Spot no more (their straggler rule).
+        ``coming``: CPUs per shape of workers not ready yet (booting, or still to be created),
+        which prefetch leaves queued for them (:meth:`_hold`).
         """
         with_free = self._with_free
         assignments: list[Assignment] = []
@@ -375,16 +379,22 @@ class Scheduler:
         for item in deferred:
             heapq.heappush(self._queue, item)
         if self.prefetch:
-            assignments += self._hold(allow_spot, spot_held)
+            assignments += self._hold(allow_spot, spot_held, coming or {})
         self.unconfirmed.extend(unconfirmed)
         return assignments
 
-    def _hold(self, allow_spot: bool, spot_held: frozenset[Shape | None]) -> list[Assignment]:
+    def _hold(self, allow_spot: bool, spot_held: frozenset[Shape | None],
+              coming: Mapping[Shape | None, int]) -> list[Assignment]:
         """Once every free slot is filled: the next tasks, easiest first, to busy workers that
         have prefetch left (of the task's shape; the fewest held first), each at most its fair
         share of the queue this round (so that the queue's last tasks are spread over the
         fleet, not held by the first workers to refill). A task being confirmed waits for an
-        idle worker instead."""
+        idle worker instead.
+
+        Only the queue beyond the ``coming`` CPUs of its shape is held: a task held by a busy
+        worker waits for a slot there, while a worker about to be ready would start it at once
+        (two jobs on two new VMs ran one after the other on one) and would start the harder
+        tasks behind it first (a timeout then dominates them too late to skip them)."""
         holders: dict[Shape | None, list[_Worker]] = {}
         for worker in self._workers.values():
             if worker.held_free > 0 and self._wants_refill(worker):
@@ -405,6 +415,10 @@ class Scheduler:
                     and (spot_ok or w.pool is not Pool.SPOT)
                     and (not w.mem_mb or w.free_mem_mb >= task.mem_mb)]
             if key in self._confirming or not fits:
+                deferred.append((order, key))
+                continue
+            if self._queued_cpus(task.shape) - task.cpus < coming.get(task.shape, 0):
+                holders.pop(task.shape, None)  # the queue only shrinks: none more this round
                 deferred.append((order, key))
                 continue
             worker = min(fits, key=lambda w: (len(w.held), w.worker_id))
@@ -485,6 +499,10 @@ class Scheduler:
         for outcome in self.outcomes.values():
             counts[outcome.value] += 1
         return counts
+
+    def _queued_cpus(self, shape: Shape | None) -> int:
+        demand = self._demand
+        return demand.get((shape, Pool.SPOT), 0) + demand.get((shape, Pool.ON_DEMAND), 0)
 
     def queued_demand(self) -> dict[Pool, int]:
         """CPUs wanted by queued tasks, split by whether they may still run on Spot."""

@@ -28,7 +28,8 @@ def make(tmp_path: Path):
     made = []
 
     def build(max_workers: int = 2, boot_delay: float = 0.0, idle: float = 30.0,
-              boot_timeout: float = 120.0, log=lambda text: None) -> Coordinator:
+              boot_timeout: float = 120.0, log=lambda text: None,
+              prefetch: int = 0) -> Coordinator:
         run_dir = tmp_path / "run"
         run_dir.mkdir()
         bucket = LocalBucket(run_dir / "bucket")
@@ -36,7 +37,8 @@ def make(tmp_path: Path):
                                                grace=30, heartbeat=1, boot_delay=boot_delay))
         config = CoordinatorConfig("run", 1, max_workers, idle_timeout=idle, poll=0.05,
                                    heartbeat=1, status_interval=60, boot_timeout=boot_timeout)
-        coordinator = Coordinator(config, engine, bucket, KEY, run_dir, StateDir(tmp_path), log)
+        coordinator = Coordinator(config, engine, bucket, KEY, run_dir, StateDir(tmp_path), log,
+                                  Scheduler(prefetch=prefetch))
         coordinator.start()
         made.append(coordinator)
         return coordinator
@@ -244,6 +246,25 @@ class _ResultReads(LocalBucket):
         blob = super().read(key)
         self.result_objects += blob is not None and "/results/" in key
         return blob
+
+
+def test_a_busy_worker_holds_no_job_that_a_vm_still_to_come_would_run(make, tmp_path: Path) -> None:
+    """Prefetch 1, up to two one-slot VMs: a job that arrives while the only worker is busy
+    waits in the queue for the second VM, not in the busy worker's hold, where it would start
+    only once the first job ended (here never, until the test releases it)."""
+    coordinator = make(max_workers=2, boot_delay=0.3, prefetch=1)
+    release = tmp_path / "release"
+    coordinator.submit([_request("first", ["sh", "-c", f"until [ -e {release} ]; do "
+                                           "sleep 0.05; done"], tmp_path)])
+    assert wait_until(lambda: coordinator.status(time.time()).counts["running"] == 1, 60)
+    coordinator.submit([_request("second", ["true"], tmp_path)])
+    try:
+        second = _wait_reports(coordinator, ["second"], 60)["second"]
+    finally:
+        release.touch()
+    first = _wait_reports(coordinator, ["first"], 60)["first"]
+    assert second.outcome is first.outcome is Outcome.SOLVED
+    assert second.worker != first.worker
 
 
 def _one_slot_sweep(tmp_path: Path, scheduler: Scheduler, n: int, seconds: float,

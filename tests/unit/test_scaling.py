@@ -8,7 +8,7 @@ from expo_executor.core.budget import (BudgetConfig, Phase, PhaseChange, Spend, 
                                        meter_step, vm_cost)
 from expo_executor.core.fleet import FleetConfig, WorkerView
 from expo_executor.core.pool_health import PoolHealth, failed_create, stop
-from expo_executor.core.scaling import FleetSetup, Growth, Load, Money, scale
+from expo_executor.core.scaling import FleetSetup, Growth, Load, Money, room_to_grow, scale
 from expo_executor.core.scheduler import Pool
 
 SPOT, OD = Pool.SPOT, Pool.ON_DEMAND
@@ -106,3 +106,16 @@ def test_the_meter_advances_its_phase_once_and_says_what_to_take_back() -> None:
     assert meter_step(Phase.LIMIT, over, 60.0, 3.6, drain, False) \
         == PhaseChange(Phase.STOP, Withdraw.UNFINISHED)
     assert meter_step(Phase.STOP, Spend(), 0.0, 3.6, drain, False) is None  # never back
+
+
+# -- room_to_grow: the VMs still to come, which prefetch leaves queued work for -----------------
+
+def test_room_to_grow_is_the_main_pools_headroom_and_on_demand_only_for_reliable_work():
+    assert room_to_grow({None: SETUP}, {SPOT: 1}, {}, {}, 0.0) == {None: 3}
+    assert room_to_grow({None: SETUP}, {SPOT: 4, OD: 1}, {None: 5}, {}, 0.0) == {None: 1}
+    assert room_to_grow({None: SETUP}, {SPOT: 6}, {}, {}, 0.0) == {None: 0}
+
+
+def test_a_pool_that_may_not_grow_has_no_room():
+    stopped = stop(PoolHealth(), SPOT, "quota").health
+    assert room_to_grow({None: SETUP}, {}, {None: 1}, {None: stopped}, 0.0) == {None: 1}

@@ -28,6 +28,7 @@ from expo_executor.core.scheduler import (
     Task,
     Unconfirmed,
 )
+from expo_executor.core.shapes import Shape
 
 
 def leq(a: HardnessPoint, b: HardnessPoint) -> bool:
@@ -965,6 +966,37 @@ def test_the_queues_last_tasks_are_spread_over_the_workers_not_held_by_the_first
     for key in ("n5", "n9", "n13"):
         sched.finish(key, Outcome.SOLVED)  # b is low too, and finds the last task
     assert [(x.key, x.worker_id) for x in sched.assign()] == [("n21", "b")]
+
+
+def test_prefetch_leaves_the_queue_to_workers_still_booting():
+    """Two tasks, two one-slot VMs, one ready: holding the second task on the busy first
+    worker would leave the second VM idle and run the two one after the other."""
+    sched = Scheduler(prefetch=1)
+    sched.add_worker("a", 1)
+    for n in (0, 1):
+        sched.submit(task(f"n{n}", n, family=None))
+    assert sched.assign(coming={None: 1}) == [Assignment("n0", "a")], "n1 held by busy a"
+    sched.add_worker("b", 1)
+    assert sched.assign(coming={}) == [Assignment("n1", "b")]
+
+
+def test_only_the_queue_beyond_the_coming_cpus_is_held_easiest_first():
+    sched = Scheduler(prefetch=2)
+    sched.add_worker("a", 1)
+    for n in range(5):
+        sched.submit(task(f"n{n}", n, family=None))
+    # one runs; of four queued, two stay for the two coming CPUs: a holds the two easiest
+    assert [x.key for x in sched.assign(coming={None: 2})] == ["n0", "n1", "n2"]
+    assert sum(sched.queued_demand().values()) == 2, "n3 and n4 wait for the coming CPUs"
+
+
+def test_coming_cpus_of_another_shape_do_not_stop_holding():
+    big = Shape(machine_type="n2-standard-8")
+    sched = Scheduler(prefetch=1)
+    sched.add_worker("a", 1)
+    for n in (0, 1):
+        sched.submit(task(f"n{n}", n, family=None))
+    assert len(sched.assign(coming={big: 8})) == 2
 
 
 def test_set_prefetch_deepens_and_shallows_what_a_worker_holds():
