@@ -1,5 +1,6 @@
 """Benchmark 5: emulated GCE with the default polls: a slot's idle gap between two jobs and the
-storage operations per job, without prefetch (before) and with the GCE default prefetch of 1.
+storage operations per job, without prefetch (before) and with the GCE default prefetch (sized to
+the jobs' length: 1 until jobs end, then about 360 s of work per slot, at most 8 jobs).
 
 Both runs: the same sleep jobs (no CPU, so the 2-core machine's load hardly matters), the same
 fleet of workers with one slot each, the fake Compute Engine and the GCS emulator on loopback,
@@ -110,7 +111,7 @@ def main() -> int:
     rows = []
     try:
         with tempfile.TemporaryDirectory(prefix="expocloud-bench-gap-") as tmp:
-            for label, prefetch in (("prefetch 0 (before)", 0), ("prefetch 1 (default)", None)):
+            for label, prefetch in (("prefetch 0 (before)", 0), ("prefetch sized (default)", None)):
                 print(f"running {label} ...", flush=True)
                 rows.append(run_once(label.split(" (")[0].replace(" ", "-"), prefetch, args,
                                      storage.endpoint, Path(tmp)))
@@ -129,7 +130,8 @@ def main() -> int:
 ({machine_line(versions())}). Fake Compute Engine + faithful GCS emulator on loopback, profile
 `profiles/gce-emulated` with the GCE default polls (poll {GCE_POLL} s, slow poll 15 s);
 {args.jobs} jobs of `sleep {args.seconds:g}` on {args.workers} workers of 1 slot; run 1 with
-`--expocloud-prefetch 0`, run 2 with the GCE default (1). Gap: per worker, next job's start
+`--expocloud-prefetch 0`, run 2 with the GCE default (sized to the jobs: 1 until jobs end,
+then about 360 s of work per slot, at most 8, so 8 for these jobs). Gap: per worker, next job's start
 minus the previous job's end, both on the worker's clock (from jobs.jsonl). Operations per
 job: requests.json (coordinator and workers; A = writes and lists, B = reads, as the request
 budget counts them) divided by the jobs solved. Machine busy: all processes, /proc/stat.
