@@ -15,9 +15,9 @@ sealed) opens only with W's key.
 
 An inbox is written only when its assignments or cancels change. What keeps the workers' dead
 man's switches quiet is one object for the whole fleet, the pulse (records.Pulse), written
-at the interval the loop gives (half a heartbeat): a sequence number that only grows and, for each VM the coordinator keeps, a
-tag made with that worker's key. Two class A writes a heartbeat for the fleet instead of one
-a worker. It also counts what the request budget needs: the coordinator's listings, its pulse
+at the interval the loop gives (half a heartbeat): a sequence number that only grows and, for
+each VM the coordinator keeps, a tag made with that worker's key. Two class A writes a
+heartbeat for the fleet instead of one a worker. It also counts what the request budget needs: the coordinator's listings, its pulse
 writes, and the storage operations each worker reports.
 
 At 1,000 workers a round's bucket calls are many and each is a network round trip, so they are

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Callable
 
@@ -542,10 +543,7 @@ class Coordinator:
             return {}
         room: dict[Shape | None, int] = {}
         if self.meter.phase is Phase.OK and not self._stopping.is_set():
-            alive: dict[Pool, int] = {}
-            for pools_alive in self.vms.alive_by_shape().values():
-                for pool, count in pools_alive.items():
-                    alive[pool] = alive.get(pool, 0) + count
+            alive = Counter(vm.pool for vm in self.vms)
             reliable = {shape: queued[Pool.ON_DEMAND]
                         for shape, queued in self.scheduler.queued_by_shape().items()}
             room = room_to_grow(self.setups, alive, reliable, self.pools.healths, now)

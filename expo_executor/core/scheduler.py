@@ -418,7 +418,9 @@ class Scheduler:
                 deferred.append((order, key))
                 continue
             if self._queued_cpus(task.shape) - task.cpus < coming.get(task.shape, 0):
-                holders.pop(task.shape, None)  # the queue only shrinks: none more this round
+                # no more holds of this shape this round (a smaller task might still pass;
+                # not worth scanning the rest of the queue for it)
+                holders.pop(task.shape, None)
                 deferred.append((order, key))
                 continue
             worker = min(fits, key=lambda w: (len(w.held), w.worker_id))
