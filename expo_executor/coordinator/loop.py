@@ -332,7 +332,7 @@ class Coordinator:
             self.reporter.handle(self.scheduler.remove_worker(
                 adoption.worker_id(end.job.worker), preempted=True))
         elif result.end is AttemptEnd.CANCELLED:
-            self.reporter.handle(self.scheduler.cancelled(key), result)
+            self.reporter.handle(self.scheduler.cancelled(key, result.ran), result)
         else:
             outcome = result.end.outcome
             assert outcome is not None
@@ -410,13 +410,13 @@ class Coordinator:
             return
         outcome = result.end.outcome
         if outcome is None:  # cancelled
-            events = self.scheduler.cancelled(key)
+            events = self.scheduler.cancelled(key, result.ran)
             if not events and self.scheduler.state(key) in ("running", "queued"):
                 # Read every other result of the worker first (results are read in key order):
                 # a timeout there may be what it was not started for (a held job its worker's
                 # own timeout dominates), or a job that ended before the worker stopped.
                 self._read_results({result.worker}, unlisted=True)
-                events = self.scheduler.cancelled(key)
+                events = self.scheduler.cancelled(key, result.ran)
             if not events and self.scheduler.state(key) in ("running", "queued"):
                 # killed for another reason (its worker is stopping): run it elsewhere
                 events = self.scheduler.remove_worker(result.worker)

@@ -42,8 +42,9 @@ def skipped(event: Skipped, result: WorkerResult | None) -> JobReport:
     """A job dominated by one that timed out (killed, if it was running)."""
     message = (f"skipped: as hard as or harder than {event.dominator.label}, "
                "which timed out" + (" (killed while running)" if event.killed else ""))
-    return JobReport(event.key, Outcome.SKIPPED, message, result.runtime_s if result else None,
-                     result.worker if result else None, killed=event.killed)
+    ran = result is not None and result.ran
+    return JobReport(event.key, Outcome.SKIPPED, message, result.runtime_s if ran else None,
+                     result.worker if ran else None, killed=event.killed)
 
 
 def job_record(report: JobReport, request: JobRequest, result: WorkerResult | None,
@@ -57,7 +58,7 @@ def job_record(report: JobReport, request: JobRequest, result: WorkerResult | No
     return {
         "v": 1, "key": report.key, **request.meta.to_dict(), "outcome": report.outcome.value,
         "killed": report.killed, "runtime_s": report.runtime_s, "worker": report.worker,
-        "started": result.started if result else None, "ended": ended,
+        "started": result.started if result and result.ran else None, "ended": ended,
         # the deadline's clock: the command's own seconds, and the start-up and file staging
         # around it (None: the job left no stamps, and its deadline timed the whole job)
         "command_s": result.command_s if result else None,

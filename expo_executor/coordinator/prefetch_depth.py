@@ -8,8 +8,8 @@ Both are billed class A operations: at one job per write, storage alone is about
 one-slot e2-standard-2 Spot VM's bill for 60-s jobs (bench/RESULTS.md, Benchmark 4). Held
 work is also what the run's tail can grow by (the scheduler spreads the queue's last jobs,
 ``Scheduler._hold``), and what a worker holds when a timeout elsewhere dominates it (the
-cancel reaches it at its next inbox read; it never starts one its own timeouts dominate), so
-the depth is capped at ``HOLD_S`` of work and ``MAX_DEPTH`` jobs. Before any job has ended it
+cancel reaches it at its next inbox read, and it reads once more before it starts a held job
+with a hardness point; it never starts one its own timeouts dominate), so the depth is capped at ``HOLD_S`` of work and ``MAX_DEPTH`` jobs. Before any job has ended it
 is 1, the depth of fixed prefetch.
 """
 

@@ -325,14 +325,15 @@ class Scheduler:
         return [Finished(entry.task.key, outcome, harder=len(consequences),
                          first_timeout_on=entry.first_timeout_on), *consequences]
 
-    def cancelled(self, key: str) -> list[Event]:
-        """The worker confirmed that it killed a task we cancelled."""
+    def cancelled(self, key: str, ran: bool = True) -> list[Event]:
+        """The worker confirmed that it killed a task we cancelled (``ran``), or that it
+        never started it (a held one)."""
         entry = self._entries[key]
         if key in self.outcomes or entry.cancelling is None:
             return []
         self._release(entry)
         self.outcomes[key] = Outcome.SKIPPED
-        return [Skipped(key, entry.cancelling, killed=True)]
+        return [Skipped(key, entry.cancelling, killed=ran)]
 
     def withdraw(self, key: str) -> str | None:
         """Forget a task the front end cancelled; returns the worker still running it, if any."""

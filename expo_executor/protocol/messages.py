@@ -90,6 +90,8 @@ def check(kind: str, body: Any) -> dict:
         if command_s is not None and (isinstance(command_s, bool)
                                       or not isinstance(command_s, (int, float))):
             raise MessageError("result: field 'command_s' has the wrong type")
+        if not isinstance(body.get("ran", True), bool):  # optional: False, never started
+            raise MessageError("result: field 'ran' has the wrong type")
     if kind == "results":
         if not body["results"]:
             raise MessageError("results: field 'results' is empty")

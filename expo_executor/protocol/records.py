@@ -201,6 +201,8 @@ class WorkerResult:
     # the worker's storage operations so far, this result's write included: a worker writes
     # its status only as a heartbeat, so its results carry its counts to the request budget
     ops: dict[str, int] = field(default_factory=dict)
+    # False: a held job cancelled before it started (its times are the cancel's, not a run's)
+    ran: bool = True
 
     @property
     def runtime_s(self) -> float:
@@ -225,7 +227,8 @@ class WorkerResult:
             "reason": self.reason, "log_tail": self.log_tail,
             **({"logs": [log.to_wire() for log in self.logs]} if self.logs else {}),
             **({"command_s": self.command_s} if self.command_s is not None else {}),
-            **({"ops": dict(self.ops)} if self.ops else {})}
+            **({"ops": dict(self.ops)} if self.ops else {}),
+            **({} if self.ran else {"ran": False})}
 
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> WorkerResult:
@@ -233,7 +236,7 @@ class WorkerResult:
                    float(body["started"]), float(body["ended"]), body["reason"],
                    body["log_tail"], tuple(SavedLog.from_wire(log)
                                            for log in body.get("logs", ())),
-                   body.get("command_s"), _ops(body))
+                   body.get("command_s"), _ops(body), body.get("ran", True))
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from expo_executor.worker.procs import kill_session, vm_mark
 from expo_executor.worker.saved_logs import save_logs
 from expo_executor.worker.command_clock import STAMPS_ENV, Stamps, judge, read_stamps
 from expo_executor.worker.staged_job import GRACE_S, verdict_path
+from expo_executor.worker.wakeup import Wakeup
 
 LOG_TAIL_BYTES = 4000
 FAST_WINDOW = 10  # polls at the fast rate after each change, before slowing down
@@ -103,6 +104,8 @@ class Worker:
         self.slow_poll = max(poll, slow_poll if slow_poll is not None else poll)
         self.last_change = time.monotonic()  # of the last new inbox or report sent
         self.last_inbox = 0.0  # when a new inbox was last read (monotonic clock)
+        self.last_read = 0.0  # when the inbox was last read, new or not
+        self.inbox_readable = True  # the last read of the inbox worked
         self.last_report = 0.0  # when a result was last handed to the bucket
         self.next_read = 0.0  # when the inbox is read next (monotonic clock)
         self.grace = grace
@@ -141,6 +144,7 @@ class Worker:
         # environment carries the VM's mark, which its jobs' /proc environ shows
         self.zygote = Zygote(self._zygote_env(), f"worker {worker_id}") \
             if zygote and zygote_wanted() else None
+        self.wakeup = Wakeup()
 
     def _zygote_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k != WORKER_KEY_ENV}
@@ -152,9 +156,11 @@ class Worker:
     def run(self) -> int:
         if self.zygote is not None:
             self.zygote.start()  # its imports overlap the wait for the first assignment
+        self.wakeup.install()  # a job's end wakes the loop: its slot's next job starts at once
         try:
             return self._loop()
         finally:
+            self.wakeup.close()
             if self.zygote is not None:
                 self.zygote.close()
 
@@ -166,7 +172,7 @@ class Worker:
             # Reading the inbox is a billed request, looking at our own processes is free:
             # jobs are reaped every tick, the inbox is read at the (adaptive) poll interval.
             if time.monotonic() >= self.next_read:
-                self._storage("read the inbox", self._read_inbox)
+                self._read_inbox_now()
                 self.next_read = time.monotonic() + self._inbox_interval()
             if self._pulse_due():
                 self.next_pulse_read = time.monotonic() + (self.pulse or 0.0)
@@ -181,7 +187,8 @@ class Worker:
             elif time.monotonic() - self.last_status >= self.heartbeat:
                 self._write_status(WorkerState.READY)
             if self.stop_reason is None:
-                time.sleep(self._sleep_time())
+                starting = self._zygote_starting() if self.pending else None
+                self.wakeup.sleep(self._sleep_time(), () if starting is None else (starting,))
         self.stopping = True
         if self.stop_reason == "preempted":
             self._kill_all(AttemptEnd.PREEMPTED, "the VM was preempted")
@@ -262,6 +269,7 @@ class Worker:
 
     # -- inbox -------------------------------------------------------------------------------
     def _read_inbox(self) -> None:
+        self.last_read = time.monotonic()
         blob = self.bucket.read(inbox_key(self.worker_id))
         if blob is None or blob.generation == self.inbox_generation:
             return
@@ -329,21 +337,44 @@ class Worker:
         """Start what the inbox holds, in its order (the coordinator's, which assigns the
         easiest first and prefetches the next job of each busy slot), while slots are free."""
         for key in list(self.pending):
-            job = self.pending[key]
-            if key in self.cancel or self._dominated(job):
-                self.seen.add(key)
-                why = "cancelled before start" if key in self.cancel else \
-                    "not started: a timeout on this worker dominates it"
-                self._write_result(key, AttemptEnd.CANCELLED, None, time.time(), why)
-                continue
+            job = self.pending.get(key)
+            if job is None or self._not_started(key, job):
+                continue  # gone from a fresh inbox, or cancelled
             used = sum(r.cpus for r in self.running.values())
             if used + job.cpus > self.slots and self.running:
                 break  # wait for a slot (the coordinator should not over-assign)
+            if self._waits_for_zygote(key, job):
+                break  # a fresh interpreter now would cost more than the wait (forked.py)
+            if job.prune is not None and self._inbox_stale():
+                self._read_inbox_now()  # a timeout elsewhere may have cancelled it meanwhile
+                if key not in self.pending or self._not_started(key, job):
+                    continue
             self.seen.add(key)
             if job.prune is not None:
                 self.prunes[key] = job.prune
             self._start(key, job)
         self.pending = {k: v for k, v in self.pending.items() if k not in self.seen}
+
+    def _not_started(self, key: str, job: InboxJob) -> bool:
+        """A held job cancelled, or dominated by a timeout of this worker's own, is reported
+        cancelled instead of started."""
+        if key not in self.cancel and not self._dominated(job):
+            return False
+        self.seen.add(key)
+        why = "cancelled before start" if key in self.cancel else \
+            "not started: a timeout on this worker dominates it"
+        self._write_result(key, AttemptEnd.CANCELLED, None, time.time(), why, ran=False)
+        return True
+
+    def _inbox_stale(self) -> bool:
+        """The inbox was last read longer ago than the fast poll, and reading it works. A
+        busy worker reads it only every slow poll: a cancel from the domino effect of a
+        timeout on another worker can wait there that long, so a held job with a hardness
+        point reads it once more before it starts (one billed read per such start)."""
+        return self.inbox_readable and time.monotonic() - self.last_read > self.poll
+
+    def _read_inbox_now(self) -> None:
+        self.inbox_readable = self._storage("read the inbox", self._read_inbox)
 
     def _dominated(self, job: InboxJob) -> bool:
         """Whether a timeout of this worker's own is as easy as ``job`` (same family and
@@ -366,11 +397,7 @@ class Worker:
         if job.redact:
             self.secrets[key] = list(job.redact)
         cwd, workdir = job.cwd or None, None  # "" or None: no shared directory
-        env = {**os.environ, **{str(k): str(v) for k, v in job.env.items()}}
-        env.pop(WORKER_KEY_ENV, None)  # jobs never see the worker's key
-        # Jobs find the worker's own Python environment first (Snakemake's remote command
-        # says plain "python -m snakemake": on a VM that must be the pinned environment).
-        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+        env = _job_env(job)
         argv, deadline, verdict = job.argv, job.deadline_s, None
         if job.stage is not None:  # a fully evaluated command whose files travel with it (CWL)
             argv, deadline, verdict = self._staged(key, job)
@@ -412,6 +439,20 @@ class Worker:
                                      float(deadline) if deadline is not None else None,
                                      job.cpus, log, verdict, workdir, cwd, job.logs, stamps)
         self._record_sessions()  # no status write: the coordinator knows what it assigned
+
+    def _waits_for_zygote(self, key: str, job: InboxJob) -> bool:
+        """The zygote is starting and would run this job: it waits (forked.py)."""
+        if self._zygote_starting() is None:
+            return False
+        try:
+            job = job.unsealed(self.key, key)
+        except messages.MessageError:
+            return False  # _start reports it
+        return job.stage is not None or self._chain(job.argv, _job_env(job)) is not None
+
+    def _zygote_starting(self) -> int | None:
+        """The zygote's readiness descriptor while jobs wait for it to start; else None."""
+        return self.zygote.starting() if self.zygote is not None else None
 
     def _chain(self, argv: list[str], env: dict[str, str]) -> list[list[str]] | None:
         """The zygote's steps for a job's command; None: it is neither a Snakemake job's nor
@@ -571,7 +612,7 @@ class Worker:
     def _write_result(self, key: str, outcome: AttemptEnd, code: int | None, started: float,
                       reason: str | None, log: Path | None = None,
                       ended: float | None = None, logs: tuple[SavedLog, ...] = (),
-                      command_s: float | None = None) -> None:
+                      command_s: float | None = None, ran: bool = True) -> None:
         """A job's result joins ``unsent``: one that is not SOLVED goes at once (with every
         result waiting), a solved one when :meth:`_report_due` says so; while the worker
         stops, all go together at its end."""
@@ -579,7 +620,8 @@ class Worker:
         tail = _tail(log) if log and outcome is not AttemptEnd.SOLVED else ""
         result = WorkerResult(key, self.worker_id, outcome, code, started, ended or time.time(),
                               messages.redacted(reason, secrets),
-                              messages.redacted(tail, secrets) or "", logs, command_s)
+                              messages.redacted(tail, secrets) or "", logs, command_s,
+                              ran=ran)
         self.unsent[key] = (result, time.monotonic())
         # no status write: the coordinator's listing of the workers' prefix shows the result
         if outcome is not AttemptEnd.SOLVED and not self.stopping:
@@ -815,6 +857,16 @@ def _main_on_vm(scratch: Path) -> int:
         print(f"worker {boot.name}: {worker.stop_reason}; deleting this VM", flush=True)
         guest.delete_self(boot)
     return code
+
+
+def _job_env(job: InboxJob) -> dict[str, str]:
+    """A job's environment: the worker's, without its key, with the job's own on top."""
+    env = {**os.environ, **{str(k): str(v) for k, v in job.env.items()}}
+    env.pop(WORKER_KEY_ENV, None)  # jobs never see the worker's key
+    # Jobs find the worker's own Python environment first (Snakemake's remote command says
+    # plain "python -m snakemake": on a VM that must be the pinned environment).
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    return env
 
 
 def _allowance() -> float:

@@ -28,6 +28,10 @@ from expo_executor.worker import command_clock, staged_job
 
 ZYGOTE_ENV = "EXPOCLOUD_JOB_ZYGOTE"  # "0": every job in a fresh interpreter, as before
 MAX_STARTS = 3  # a zygote that keeps dying is not started again: jobs run as before
+# How long jobs wait for a starting zygote before they run as before, in fresh interpreters.
+# Its start-up costs about what one fresh job costs (both import Snakemake): a job started
+# meanwhile would only take the CPU from it, and pay that again for itself.
+STARTUP_WAIT_S = 30.0
 # outside quotes: what the shell would treat as more than a plain word (or a newline)
 SHELL_SPECIAL = set(";&|<>()$`\\*?[]{}~#!\n")
 PYTHON_NAME = re.compile(r"python[0-9.]*")
@@ -137,9 +141,10 @@ class ForkedJob:
 
 
 class Zygote:
-    """The worker's zygote, started with the worker (or on first use); ``spawn`` never waits for its start-up (a job
-    asked for before it is ready runs as before) and a dead one is started again, up to
-    ``MAX_STARTS`` times."""
+    """The worker's zygote, started with the worker (or on first use). ``spawn`` never waits
+    for its start-up (a job asked for before it is ready runs as before): the agent holds its
+    jobs back while ``starting`` says so. A dead one is started again, up to ``MAX_STARTS``
+    times."""
 
     def __init__(self, env: dict[str, str], name: str = "worker") -> None:
         self.env = env  # the zygote's own: its jobs' /proc environ shows it (procs.vm_mark)
@@ -147,6 +152,7 @@ class Zygote:
         self.proc: subprocess.Popen | None = None
         self.ready = False
         self.starts = 0
+        self.started_at = 0.0  # monotonic time of the last start
         self.refused: str | None = None  # why it will not be used again
 
     def spawn(self, chain: list[list[str]], cwd: str, env: dict[str, str],
@@ -165,8 +171,17 @@ class Zygote:
         return None
 
     def start(self) -> None:
-        """Start it now rather than at the first job (which would run as before)."""
+        """Start it now rather than at the first job."""
         self._usable()
+
+    def starting(self) -> int | None:
+        """While it starts (for at most ``STARTUP_WAIT_S``), the descriptor that becomes
+        readable once it is ready: jobs wait for it. None: it is ready, or given up on."""
+        if self._usable() or self.proc is None:
+            return None
+        if time.monotonic() - self.started_at >= STARTUP_WAIT_S:
+            return None
+        return self.proc.stdout.fileno()
 
     def wait_ready(self, timeout: float) -> bool:
         """Start the zygote if need be and wait up to ``timeout`` seconds for it: for tests and
@@ -220,6 +235,7 @@ class Zygote:
             self._refuse(f"it died {self.starts} times")
             return
         self.starts += 1
+        self.started_at = time.monotonic()
         self.proc = subprocess.Popen([sys.executable, "-m", "expo_executor.worker.zygote"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      env=self.env)

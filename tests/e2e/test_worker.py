@@ -314,8 +314,38 @@ def test_a_held_job_its_own_timeout_dominates_is_never_started(tmp_path: Path) -
         assert rig.result("hard1")["outcome"] == "timeout"
         skipped = rig.result("hard2")
         assert skipped["outcome"] == "cancelled" and "dominates" in skipped["reason"]
+        assert skipped["ran"] is False, "the coordinator must not count it as killed"
         assert not (tmp_path / "hard2").exists()
         assert {rig.result(k)["outcome"] for k in ("easy0", "other")} == {"solved"}
+    finally:
+        rig.stop()
+
+
+def test_a_held_job_cancelled_while_its_worker_reads_slowly_is_never_started(
+        tmp_path: Path) -> None:
+    """The domino effect of a timeout on another worker: the coordinator cancels a held job
+    in the inbox of a worker that is busy and so reads its inbox only every slow poll (here
+    60 s). The held job has a hardness point: the worker reads its inbox once more when the
+    slot frees, and reports the job cancelled instead of starting it."""
+    rig, worker, _ = _counted_rig(tmp_path, poll=0.05)
+    gate = tmp_path / "gate"
+    running = _job(["sh", "-c", f'while [ ! -e "{gate}" ]; do sleep 0.05; done'])
+    held = _pruning(["touch", f"{tmp_path}/held"], "f", 2)
+    rig.send({"run": running, "held": held})
+    rig.thread.start()
+    try:
+        assert wait_until(lambda: "run" in worker.running and "held" in worker.pending, 5)
+        assert wait_until(lambda: worker.next_read - time.monotonic() > 30, 5), \
+            "a busy worker holding its next job reads its inbox slowly"
+        rig.send({"run": running, "held": held}, cancel=["held"])
+        assert wait_until(lambda: time.monotonic() - worker.last_read > 2 * worker.poll, 5)
+        gate.touch()
+        assert wait_until(lambda: rig.result("held") is not None, 10)  # not after 60 s
+        result = rig.result("held")
+        assert result["outcome"] == "cancelled" and "before start" in result["reason"], result
+        assert result["ran"] is False
+        assert not (tmp_path / "held").exists()
+        assert rig.result("run")["outcome"] == "solved"
     finally:
         rig.stop()
 

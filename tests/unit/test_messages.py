@@ -107,6 +107,9 @@ def test_records_round_trip_through_signed_messages() -> None:
     result = WorkerResult("j", "w-1", AttemptEnd.TIMEOUT, None, 1.0, 4.5, "killed", "tail")
     back = WorkerResult.decode(result.encode(KEY), KEY)
     assert back == result and back.runtime_s == 3.5 and back.end.outcome is Outcome.TIMEOUT
+    unstarted = WorkerResult("h", "w-1", AttemptEnd.CANCELLED, None, 5.0, 5.0, "held", ran=False)
+    assert WorkerResult.decode(unstarted.encode(KEY), KEY) == unstarted
+    assert "ran" not in result.to_wire(), "a job that ran says nothing more than before"
     assert AttemptEnd.CANCELLED.outcome is None and AttemptEnd.PREEMPTED.outcome is None
 
 
@@ -115,6 +118,9 @@ def test_records_round_trip_through_signed_messages() -> None:
                 "state": "sleeping"}, "unknown state"),
     ("result", {"key": "j", "worker": "w", "outcome": "ok", "returncode": 0, "started": 1.0,
                 "ended": 2.0, "reason": None, "log_tail": ""}, "unknown outcome"),
+    ("result", {"key": "j", "worker": "w", "outcome": "cancelled", "returncode": None,
+                "started": 1.0, "ended": 2.0, "reason": None, "log_tail": "", "ran": "no"},
+     "'ran' has the wrong type"),
 ])
 def test_words_outside_the_vocabulary_are_rejected(kind: str, body: dict, error: str) -> None:
     with pytest.raises(messages.MessageError, match=error):

@@ -898,10 +898,21 @@ def test_a_held_task_is_cancelled_by_the_domino_effect_and_requeued_with_its_wor
     assert {(type(e), e.key, getattr(e, "worker_id", None)) for e in events[1:]} == \
         {(Cancel, "n2", "b"), (Cancel, "n3", "a"), (Cancel, "n4", "b")}
     assert sched.running_on("a") == {"n3"} and sched.state("n3") == "cancelling"  # started
-    assert sched.cancelled("n3")[0].killed
+    assert not sched.cancelled("n3", ran=False)[0].killed, "held, never started: not killed"
     requeued = sched.remove_worker("b")
     assert {e.key for e in requeued} == {"n2", "n4"}  # cancelling: skipped as killed
     assert all(isinstance(e, Skipped) for e in requeued)
+
+
+def test_a_cancelled_task_its_worker_ran_is_killed():
+    sched = Scheduler(prefetch=0)
+    sched.add_worker("a", 1)
+    sched.add_worker("b", 1)
+    for n in (1, 2):
+        sched.submit(task(f"n{n}", n))
+    sched.assign()
+    sched.finish("n1", Outcome.TIMEOUT)
+    assert sched.cancelled("n2")[0].killed
 
 
 def test_held_tasks_go_back_to_the_queue_when_their_worker_is_lost():
