@@ -81,7 +81,7 @@ class ExecutorSettings(ExecutorSettingsBase):
         f"each change. Inbox reads dominate a large fleet's storage bill.", type=float))
     prefetch: Optional[int] = field(default=None, metadata=_opt(
         "Jobs per slot a busy worker holds beyond what it runs, to start the moment a slot "
-        "frees (default 0 local; on GCE, where a busy worker reads its inbox only every slow "
+        "frees (default 1 local; on GCE, where a busy worker reads its inbox only every slow "
         f"poll, sized to the jobs' length: about {HOLD_S:g} s of work per slot, 1 to "
         f"{MAX_DEPTH} jobs); a held job is cancelled like a running one when a timeout "
         "dominates it. With 2 or more a worker is refilled only when it runs low, and reports "
@@ -399,7 +399,7 @@ def prefetch(settings: ExecutorSettings) -> int:
     """Jobs per slot a busy worker holds (Scheduler.prefetch) at the start of the run."""
     if settings.prefetch is not None:
         return settings.prefetch
-    return 1 if settings.engine == EngineName.GCE else 0
+    return 1  # the next job of a slot waits on its worker, not for the next two polls
 
 
 def prefetch_hold_s(settings: ExecutorSettings) -> float | None:

@@ -4,7 +4,8 @@ job and skips queued ones; a rerun skips without running; placeholders let the a
 
 The workflow is built so that the order of events does not depend on timing luck: jobs with
 n=0 finish at once, every other job sleeps far past the deadline; with two slots, x/1 and x/0
-start first, then y/0, then x/2, which is still running when x/1 reaches its deadline.
+start first, then y/0, then x/2, which is still running when x/1 reaches its deadline. No job
+is held (prefetch 0): which worker holds what would depend on which is ready first.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def _args(*extra: str) -> list[str]:
     return ["--executor", "expocloud", "-j", "100", "--keep-going",
             "--set-resources", 'work:hardness="a:x<y, n"', f"work:deadline={DEADLINE}s",
             "--expocloud-max-workers", "2", "--expocloud-slots-per-worker", "1",
-            "--expocloud-poll-interval", "0.1", "--expocloud-status-interval", "2", *extra]
+            "--expocloud-poll-interval", "0.1", "--expocloud-status-interval", "2",
+            "--expocloud-prefetch", "0", *extra]
 
 
 @pytest.fixture(scope="module")

@@ -34,7 +34,7 @@ def test_the_depth_follows_the_latest_jobs():
     assert depth.depth() == -(-HOLD_S // 150)
 
 
-def test_gce_sizes_the_depth_unless_the_setting_fixes_it_and_local_never_holds():
+def test_gce_sizes_the_depth_unless_the_setting_fixes_it_and_local_holds_one():
     from expo_executor.coordinator.settings import ExecutorSettings, prefetch, prefetch_hold_s
 
     gce = dict(engine="gce", gce_project="p", gce_zones="us-central1-a", max_workers=2)
@@ -43,4 +43,4 @@ def test_gce_sizes_the_depth_unless_the_setting_fixes_it_and_local_never_holds()
     fixed = ExecutorSettings(**gce, prefetch=3)
     assert (prefetch(fixed), prefetch_hold_s(fixed)) == (3, None)
     local = ExecutorSettings(engine="local")
-    assert (prefetch(local), prefetch_hold_s(local)) == (0, None)
+    assert (prefetch(local), prefetch_hold_s(local)) == (1, None)
