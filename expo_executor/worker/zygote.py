@@ -56,7 +56,7 @@ _blas_setter: Callable[[int], Any] | None = None  # found once, after preload
 
 
 # What a job's snakemake imports, found by diffing ``sys.modules`` around a forked job:
-# smart_open alone (imported by the source cache to parse the Snakefile's path) was a fifth
+# smart_open alone (imported by the source cache to parse the Snakefile's path) was a seventh
 # of a trivial job's CPU before it was preloaded.
 PRELOADED = ("snakemake.cli", "snakemake.api", "snakemake.workflow", "snakemake.dag",
              "snakemake.parser", "snakemake.executors.local", "snakemake.storage",
