@@ -9,8 +9,9 @@ one-slot e2-standard-2 Spot VM's bill for 60-s jobs (bench/RESULTS.md, Benchmark
 work is also what the run's tail can grow by (the scheduler spreads the queue's last jobs,
 ``Scheduler._hold``), and what a worker holds when a timeout elsewhere dominates it (the
 cancel reaches it at its next inbox read, and it reads once more before it starts a held job
-with a hardness point; it never starts one its own timeouts dominate), so the depth is capped at ``HOLD_S`` of work and ``MAX_DEPTH`` jobs. Before any job has ended it
-is 1, the depth of fixed prefetch.
+with a hardness point; it never starts one its own timeouts dominate), so the depth is capped
+at ``HOLD_S`` of work and ``MAX_DEPTH`` jobs. Before any job has ended it is 1, the depth of
+fixed prefetch.
 """
 
 from __future__ import annotations
