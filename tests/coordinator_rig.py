@@ -102,10 +102,12 @@ class Rig:
                 "slots": self.config.slots_per_worker, "state": "ready", "ops": {}}
         self.direct.write(status_key(worker), messages.encode("status", body, worker_key(KEY, worker)))
 
-    def result(self, key: str, worker: str, outcome: str, reason: str | None = None) -> None:
+    def result(self, key: str, worker: str, outcome: str, reason: str | None = None,
+               ran: bool = True) -> None:
         body = {"key": key, "worker": worker, "outcome": outcome,
                 "returncode": 0 if outcome == "solved" else None, "started": self.now,
-                "ended": self.now, "reason": reason, "log_tail": ""}
+                "ended": self.now, "reason": reason, "log_tail": "",
+                **({} if ran else {"ran": False})}
         self.direct.write(result_key(key, worker), messages.encode("result", body, worker_key(KEY, worker)),
                           if_generation_match=0)
 

@@ -89,17 +89,15 @@ class Reporter:
         """One log line per timeout, with the queued jobs it skipped and the running ones it
         cancelled (a timeout's ``harder`` consequences follow it in the list, as the scheduler
         returns them). Jobs skipped on arrival are counted for :meth:`say_arrivals`."""
-        consequence: set[int] = set()
         for index, event in enumerate(events):
             if isinstance(event, Finished) and event.outcome is Outcome.TIMEOUT:
                 tail = events[index + 1:index + 1 + event.harder]
-                consequence.update(range(index + 1, index + 1 + event.harder))
                 mine = result if result and result.key == event.key else None
                 self._timed_out(event.key, mine, sum(isinstance(e, Skipped) for e in tail),
                                 sum(isinstance(e, Cancel) for e in tail))
-        self._arrivals.update(
-            event.dominator.label for index, event in enumerate(events)
-            if isinstance(event, Skipped) and not event.killed and index not in consequence)
+        # not a held job its worker confirms it never started (its timeout's line counted it)
+        self._arrivals.update(event.dominator.label for event in events
+                              if isinstance(event, Skipped) and event.on_arrival)
 
     def say_arrivals(self) -> None:
         """One line per earlier timeout for the jobs it skipped as they were taken in (called

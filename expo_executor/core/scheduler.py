@@ -57,6 +57,9 @@ class Skipped:
     key: str
     dominator: FrontierPoint
     killed: bool = False
+    # skipped as it was submitted: a timeout it knew of already dominated it (no timeout of
+    # this round set it off, and no worker ever had it)
+    on_arrival: bool = False
 
 
 @dataclass(frozen=True)
@@ -192,7 +195,7 @@ class Scheduler:
         dominator = self._dominator(task)
         if dominator is not None:
             self.outcomes[task.key] = Outcome.SKIPPED
-            return [Skipped(task.key, dominator)]
+            return [Skipped(task.key, dominator, on_arrival=True)]
         if task.family is not None and task.point is not None:
             self._open.setdefault((task.family, task.point.scope), []).append(task.key)
         self._push(entry)

@@ -673,7 +673,7 @@ def test_a_persisted_frontier_skips_dominated_tasks_at_submission():
     frontier.add(point(2, 2), "earlier run: n=2, m=2")
     sched = Scheduler(frontiers={"f": frontier})
     (event,) = sched.submit(task("hard", 3, 2))
-    assert event == Skipped("hard", frontier.points[0])
+    assert event == Skipped("hard", frontier.points[0], on_arrival=True)
     assert sched.submit(task("easy", 1, 5)) == []
     assert sched.counts()["skipped"] == 1 and sched.counts()["queued"] == 1
 

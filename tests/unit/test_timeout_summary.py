@@ -73,6 +73,31 @@ def test_the_status_lists_running_jobs_and_pools_and_writes_the_page(tmp_path: P
     assert 'http-equiv="refresh"' in page and "work {n=1}" in page
 
 
+def test_a_held_job_its_worker_never_started_is_counted_once_and_not_as_killed(
+        tmp_path: Path) -> None:
+    """Prefetch: w-1 runs j0 and holds j1. j0's timeout cancels j1, and the worker confirms
+    it never started it: the timeout's line counted it, no "on arrival" line counts it again,
+    and its report is not a kill."""
+    rig = Rig(tmp_path, slots=1, workers=1)
+    rig.coordinator.scheduler.set_prefetch(1)
+    rig.coordinator.submit([_request(n) for n in range(4)])
+    rig.round()
+    rig.ready("w-1")
+    rig.round()
+    assert rig.assigned("w-1") == {"j0", "j1"}, rig.lines
+    rig.result("j0", "w-1", "timeout")
+    rig.round()
+    rig.result("j1", "w-1", "cancelled", "cancelled before start", ran=False)
+    rig.round()
+    rig.submit("later")  # new jobs: the round says what it skipped on their arrival
+    rig.round()
+    assert [line for line in rig.lines if "timeout: " in line or "as hard as" in line] == [
+        "expocloud: timeout: work {n=0} after 0 s (deadline 30 s); pruned 2 queued, "
+        "cancelled 1 running"], rig.lines
+    assert rig.reports["j1"].outcome is Outcome.SKIPPED and not rig.reports["j1"].killed
+    assert rig.reports["j1"].worker is None
+
+
 def test_jobs_an_earlier_timeout_skips_on_arrival_get_one_line(tmp_path: Path) -> None:
     rig = Rig(tmp_path)
     frontier = Frontier()
