@@ -2,10 +2,12 @@
 job and skips queued ones; a rerun skips without running; placeholders let the aggregate run;
 ``expocloud forget`` undoes them.
 
-The workflow is built so that the order of events does not depend on timing luck: jobs with
-n=0 finish at once, every other job sleeps far past the deadline; with two slots, x/1 and x/0
-start first, then y/0, then x/2, which is still running when x/1 reaches its deadline. No job
-is held (prefetch 0): which worker holds what would depend on which is ready first.
+The workflow is built so that the order of events does not depend on timing luck: x/0
+finishes at once, y/0 after 3 s, every other job sleeps far past the deadline; with two slots,
+x/1 and x/0 start first, then y/0, then x/2, 3 s after x/1 (jobs start within a fraction of a
+second of each other), so it is still running when x/1 reaches its deadline and the domino
+effect kills it. No job is held (prefetch 0): which worker holds what would depend on which is
+ready first.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ rule summary:
 
 rule work:
     output: "out/{a}/{n}.txt"
-    shell: "if [ {wildcards.n} -gt 0 ]; then sleep 300; fi; echo solved > {output}"
+    shell: "if [ {wildcards.n} -gt 0 ]; then sleep 300; elif [ {wildcards.a} = y ]; then sleep 3; fi; echo solved > {output}"
 """
 
 DEADLINE = 10
