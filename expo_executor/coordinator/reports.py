@@ -95,7 +95,8 @@ class Reporter:
                 mine = result if result and result.key == event.key else None
                 self._timed_out(event.key, mine, sum(isinstance(e, Skipped) for e in tail),
                                 sum(isinstance(e, Cancel) for e in tail))
-        # not a held job its worker confirms it never started (its timeout's line counted it)
+        # skips at submission only: a held job its worker never started (also a skip neither
+        # killed nor in this list's consequences) was counted in its timeout's line
         self._arrivals.update(event.dominator.label for event in events
                               if isinstance(event, Skipped) and event.on_arrival)
 
