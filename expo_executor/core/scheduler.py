@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -46,6 +46,16 @@ class Task:
 
 @dataclass(frozen=True)
 class Assignment:
+    key: str
+    worker_id: str
+
+
+@dataclass(frozen=True)
+class Release:
+    """A held task another worker's free slot should start (``Scheduler.assign``): its
+    worker is asked to give it back. It answers that it never started it
+    (``Scheduler.released``), or reports it as any job it started first."""
+
     key: str
     worker_id: str
 
@@ -142,6 +152,7 @@ class _Entry:
     worker_id: str | None = None
     cancelling: FrontierPoint | None = None
     first_timeout_on: str | None = None  # set while (and after) its timeout is re-run
+    releasing: bool = False  # held, and its worker asked to give it back (Release)
 
     def order(self) -> tuple:
         hardness = self.task.point.sort_key() if self.task.point else (0.0, ())
@@ -184,6 +195,8 @@ class Scheduler:
         self._most_cpus = 0
         self._open: dict[tuple[str, tuple[str, ...]], list[str]] = {}
         self.unconfirmed: list[Event] = []  # see take_unconfirmed
+        self.releases: list[Release] = []  # see take_releases
+        self._kept: dict[str, int] = {}  # worker -> CPUs the last round kept for held tasks
 
     # -- events in ---------------------------------------------------------------------------
     def submit(self, task: Task) -> list[Event]:
@@ -273,7 +286,7 @@ class Scheduler:
         events: list[Event] = []
         for key in sorted(worker.running | set(worker.held), key=lambda k: self._entries[k].seq):
             entry = self._entries[key]
-            entry.worker_id = None
+            entry.worker_id, entry.releasing = None, False
             if entry.cancelling is not None:  # it was being killed anyway
                 self.outcomes[key] = Outcome.SKIPPED
                 events.append(Skipped(key, entry.cancelling, killed=True))
@@ -361,11 +374,19 @@ class Scheduler:
         ``spot_held``: the shapes whose tasks it places on Spot no more (their straggler rule).
         ``coming``: CPUs per shape of workers not ready yet (booting, or still to be created),
         which prefetch leaves queued for them (:meth:`_hold`).
+        With prefetch, a free slot may ask for a held task back instead (:meth:`_keep`;
+        :meth:`take_releases` has the requests).
         """
+        def spot_ok(entry: _Entry) -> bool:  # may a held task move to a Spot worker now?
+            return allow_spot and entry.task.shape not in spot_held \
+                and not self._on_demand_only(entry)
+
         with_free = self._with_free
         assignments: list[Assignment] = []
         deferred: list[tuple[tuple, str]] = []
         unconfirmed = self._give_up_confirming()
+        held: list[_Entry] | None = None  # built when first needed
+        kept: dict[str, _Worker] = {}  # held task -> the worker whose room it keeps this round
         while self._queue and (with_free[False] or with_free[True]):
             order, key = heapq.heappop(self._queue)
             if key not in self._queued:
@@ -375,6 +396,13 @@ class Scheduler:
             if worker is None:
                 deferred.append((order, key))
                 continue
+            if held is None and self.prefetch and entry.task.point is not None:
+                held = self._held_elsewhere()
+            easier = self._reclaimable(held or [], worker, entry, kept, spot_ok)
+            if easier is not None:  # it would start before an easier one its timeout prunes
+                self._keep(worker, easier, kept)
+                deferred.append((order, key))
+                continue
             self._dequeue(key)
             entry.worker_id = worker.worker_id
             worker.running.add(key)
@@ -382,13 +410,95 @@ class Scheduler:
             assignments.append(Assignment(key, worker.worker_id))
         for item in deferred:
             heapq.heappush(self._queue, item)
+        if self.prefetch and (with_free[False] or with_free[True]):
+            self._reclaim_for_idle(self._held_elsewhere() if held is None else held, kept,
+                                   spot_ok)
         if self.prefetch:
-            assignments += self._hold(allow_spot, spot_held, coming or {})
+            assignments += self._hold(allow_spot, spot_held, coming or {},
+                                      {w.worker_id for w in kept.values()})
+        self._kept = {}
+        for key, worker in kept.items():
+            task = self._entries[key].task
+            self._resize(worker, task.cpus, task.mem_mb if worker.mem_mb else 0)
+            self._kept[worker.worker_id] = self._kept.get(worker.worker_id, 0) + task.cpus
         self.unconfirmed.extend(unconfirmed)
         return assignments
 
+    # -- taking held tasks back --------------------------------------------------------------
+    # Prefetch places a task on a busy worker before it knows which slot frees first. A slot
+    # that frees elsewhere, or a worker that comes up, would then start the queue's next
+    # tasks before the held ones: harder tasks first, whose runs a held task's timeout would
+    # have skipped (or an idle worker beside a queue of held tasks). So a free slot that
+    # would start a task harder than a held one of its family, or that the queue leaves
+    # idle, asks for a held task back and stays free for it until the worker answers.
+    def _held_elsewhere(self) -> list[_Entry]:
+        """Every held task that may move (not being cancelled), easiest first."""
+        entries = [self._entries[key] for worker in self._workers.values()
+                   for key in worker.held]
+        return sorted((e for e in entries if e.cancelling is None), key=_Entry.order)
+
+    def _reclaimable(self, held: list[_Entry], worker: _Worker, entry: _Entry,
+                     kept: dict[str, _Worker],
+                     spot_ok: Callable[[_Entry], bool]) -> _Entry | None:
+        """The easiest held task on another worker that ``worker`` can run now and whose
+        timeout would prune ``entry`` (same family, as easy or easier)."""
+        point, family = entry.task.point, entry.task.family
+        if point is None or family is None:
+            return None
+        for other in held:
+            other_point = other.task.point
+            if other.task.family == family and other_point is not None \
+                    and other_point.as_easy_as(point) \
+                    and self._can_take(worker, other, kept, spot_ok):
+                return other
+        return None
+
+    def _reclaim_for_idle(self, held: list[_Entry], kept: dict[str, _Worker],
+                          spot_ok: Callable[[_Entry], bool]) -> None:
+        """Free slots the queue left idle ask for held tasks, easiest first."""
+        free = [w for w in self._workers.values() if w.free_cpus > 0]
+        for entry in held:
+            worker = next((w for w in free if self._can_take(w, entry, kept, spot_ok)), None)
+            if worker is not None:
+                self._keep(worker, entry, kept)
+
+    def _can_take(self, worker: _Worker, entry: _Entry, kept: dict[str, _Worker],
+                  spot_ok: Callable[[_Entry], bool]) -> bool:
+        """Whether ``worker``, not the task's holder, has the free room to start a held task
+        not kept for another slot this round (on Spot only if the task may run there now)."""
+        task = entry.task
+        return entry.worker_id != worker.worker_id and task.key not in kept \
+            and worker.shape == task.shape and worker.free_cpus >= task.cpus \
+            and (not worker.mem_mb or worker.free_mem_mb >= task.mem_mb) \
+            and (worker.pool is not Pool.SPOT or spot_ok(entry))
+
+    def _keep(self, worker: _Worker, entry: _Entry, kept: dict[str, _Worker]) -> None:
+        """Keep ``worker``'s room for a held task this round, and ask for it back once."""
+        kept[entry.task.key] = worker
+        self._resize(worker, -entry.task.cpus, -entry.task.mem_mb if worker.mem_mb else 0)
+        if not entry.releasing:
+            entry.releasing = True
+            self.releases.append(Release(entry.task.key, entry.worker_id or ""))
+
+    def released(self, key: str, worker_id: str) -> bool:
+        """``worker_id`` gave a held task back unstarted (:class:`Release`): it is queued
+        again, in its own place, for the next free slot. False: no such request stands (the
+        task ended, or moved on), and nothing changes."""
+        entry = self._entries.get(key)
+        if entry is None or key in self.outcomes or not entry.releasing \
+                or entry.worker_id != worker_id:
+            return False
+        self._release(entry)
+        self._push(entry)
+        return True
+
+    def take_releases(self) -> list[Release]:
+        """The held tasks ``assign`` asks back: the coordinator tells their workers."""
+        releases, self.releases = self.releases, []
+        return releases
+
     def _hold(self, allow_spot: bool, spot_held: frozenset[Shape | None],
-              coming: Mapping[Shape | None, int]) -> list[Assignment]:
+              coming: Mapping[Shape | None, int], keeping: set[str]) -> list[Assignment]:
         """Once every free slot is filled: the next tasks, easiest first, to busy workers that
         have prefetch left (of the task's shape; the fewest held first), each at most its fair
         share of the queue this round (so that the queue's last tasks are spread over the
@@ -398,10 +508,13 @@ class Scheduler:
         Only the queue beyond the ``coming`` CPUs of its shape is held: a task held by a busy
         worker waits for a slot there, while a worker about to be ready would start it at once
         (two jobs on two new VMs ran one after the other on one) and would start the harder
-        tasks behind it first (a timeout then dominates them too late to skip them)."""
+        tasks behind it first (a timeout then dominates them too late to skip them).
+        ``keeping``: workers whose free room waits for a held task (:meth:`_keep`): a task
+        held there would start at once, before it."""
         holders: dict[Shape | None, list[_Worker]] = {}
         for worker in self._workers.values():
-            if worker.held_free > 0 and self._wants_refill(worker):
+            if worker.held_free > 0 and self._wants_refill(worker) \
+                    and worker.worker_id not in keeping:
                 holders.setdefault(worker.shape, []).append(worker)
         share = max(1, -(-len(self._queued) // max(1, len(self._workers))))
         taken: dict[str, int] = {}
@@ -533,8 +646,10 @@ class Scheduler:
         return set(worker.running) if worker else set()
 
     def workers(self) -> dict[str, tuple[int, int]]:
-        """worker id -> (cpus, free cpus)."""
-        return {w.worker_id: (w.cpus, w.free_cpus) for w in self._workers.values()}
+        """worker id -> (cpus, free cpus); CPUs kept for a held task asked back are not free
+        (the worker waits for it: it is not idle)."""
+        return {w.worker_id: (w.cpus, w.free_cpus - self._kept.get(w.worker_id, 0))
+                for w in self._workers.values()}
 
     def task(self, key: str) -> Task:
         return self._entries[key].task
@@ -645,7 +760,7 @@ class Scheduler:
             worker.held.remove(key)
             worker.held_free += task.cpus
             self._resize(worker, 0, task.mem_mb if worker.mem_mb else 0)
-        entry.worker_id = None
+        entry.worker_id, entry.releasing = None, False
 
     def _domino(self, family: str, frontier: Frontier, newest: HardnessPoint) -> list[Event]:
         """Skip queued tasks and cancel running ones that the new frontier dominates.

@@ -22,6 +22,7 @@ from expo_executor.core.scheduler import (
     Finished,
     Outcome,
     Pool,
+    Release,
     Requeued,
     Scheduler,
     Skipped,
@@ -1008,6 +1009,91 @@ def test_coming_cpus_of_another_shape_do_not_stop_holding():
     for n in (0, 1):
         sched.submit(task(f"n{n}", n, family=None))
     assert len(sched.assign(coming={big: 8})) == 2
+
+
+# -- taking a held task back (Release) ------------------------------------------------------
+def held_on_a(*tasks: Task) -> Scheduler:
+    """One-slot worker ``a`` runs the first task and holds the second; the rest are queued."""
+    sched = Scheduler(prefetch=1)
+    sched.add_worker("a", 1)
+    for item in tasks:
+        sched.submit(item)
+    assert [x.key for x in sched.assign()] == [tasks[0].key, tasks[1].key]
+    return sched
+
+
+def test_a_new_worker_asks_back_an_easier_held_task_instead_of_starting_a_harder_one():
+    """The CI failure of the CWL sweep on emulated GCE: a worker came up while another held
+    the easier brute points behind a long job, and started the hardest at once."""
+    sched = held_on_a(task("x1", 1), task("x2", 2), task("x3", 3))
+    sched.add_worker("b", 1)
+    assert sched.assign() == [], "x3 would start before x2, whose timeout prunes it"
+    assert sched.take_releases() == [Release("x2", "a")]
+    assert sched.workers()["b"] == (1, 0), "b's slot waits for x2: b is not idle"
+    assert sched.assign() == [] and sched.take_releases() == [], "asked once, still waiting"
+    assert sched.released("x2", "a")
+    assert sched.assign()[0] == Assignment("x2", "b")
+    assert sched.running_on("b") == {"x2"} and sched.running_on("a") == {"x1"}
+
+
+def test_an_idle_worker_asks_back_a_held_task_when_the_queue_has_none_for_it():
+    sched = held_on_a(task("n0", 0, family=None), task("n1", 1, family=None))
+    sched.add_worker("b", 1)
+    assert sched.assign() == [] and sched.take_releases() == [Release("n1", "a")]
+    assert sched.released("n1", "a")
+    assert sched.assign() == [Assignment("n1", "b")]
+
+
+def test_a_harder_task_its_held_neighbours_cannot_prune_starts_at_once():
+    """Another family's held task (or none) is no reason to wait: the queue's task starts,
+    and nothing is asked back (the worker is not idle)."""
+    sched = held_on_a(task("x1", 1), task("x2", 2), task("y9", 9, family="g"))
+    sched.add_worker("b", 1)
+    assert sched.assign() == [Assignment("y9", "b")]
+    assert sched.take_releases() == []
+
+
+def test_a_held_task_asked_back_that_its_worker_started_first_ends_as_usual():
+    sched = held_on_a(task("x1", 1), task("x2", 2), task("x3", 3))
+    sched.add_worker("b", 1)
+    sched.assign()
+    sched.finish("x1", Outcome.SOLVED)  # a's slot freed before it read the request
+    assert sched.running_on("a") == {"x2"}
+    assert sched.finish("x2", Outcome.SOLVED) == [Finished("x2", Outcome.SOLVED)]
+    assert not sched.released("x2", "a"), "no answer can undo a result"
+    assert [x.key for x in sched.assign()] == ["x3"], "nothing waits for x2 any more"
+
+
+def test_an_answer_from_another_worker_or_to_no_request_changes_nothing():
+    sched = held_on_a(task("x1", 1), task("x2", 2), task("x3", 3))
+    assert not sched.released("x2", "a"), "never asked back"
+    sched.add_worker("b", 1)
+    sched.assign()
+    assert not sched.released("x2", "b")
+    assert sched.state("x2") == "running" and sched.counts()["queued"] == 2
+
+
+def test_a_held_task_asked_back_and_then_dominated_is_cancelled_not_requeued():
+    sched = held_on_a(task("x1", 1), task("x2", 2), task("x3", 3))
+    sched.add_worker("b", 1)
+    sched.assign()
+    events = sched.finish("x1", Outcome.TIMEOUT)
+    assert {(type(e), e.key) for e in events[1:]} == {(Cancel, "x2"), (Skipped, "x3")}
+    assert sched.state("x2") == "cancelling"  # the coordinator asks this before ``released``
+    skipped = sched.cancelled("x2", ran=False)
+    assert [(type(e), e.key, e.killed) for e in skipped] == [(Skipped, "x2", False)]
+    assert not sched.released("x2", "a")
+    assert sched.assign() == [] and sched.workers()["b"] == (1, 1), "b waits no more"
+
+
+def test_a_worker_lost_while_its_held_task_is_asked_back_requeues_it_once():
+    sched = held_on_a(task("x1", 1), task("x2", 2), task("x3", 3))
+    sched.add_worker("b", 1)
+    sched.assign()
+    sched.remove_worker("a")
+    assert not sched.released("x2", "a"), "its answer comes too late: x2 is queued again"
+    assert [x.key for x in sched.assign()] == ["x1", "x2"], "x1 runs on b, x2 held there"
+    assert sched.running_on("b") == {"x1"} and sched.counts()["queued"] == 2
 
 
 def test_set_prefetch_deepens_and_shallows_what_a_worker_holds():
