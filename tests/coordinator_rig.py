@@ -97,9 +97,12 @@ class Rig:
                 self.reports[key] = report
         return going
 
-    def ready(self, worker: str, running: tuple[str, ...] = ()) -> None:
+    def ready(self, worker: str, running: tuple[str, ...] = (),
+              released: tuple[str, ...] = ()) -> None:
+        """``worker``'s status: ready, running ``running``, having given ``released`` back."""
         body = {"worker": worker, "seq_seen": 0, "time": time.time(), "running": list(running),
-                "slots": self.config.slots_per_worker, "state": "ready", "ops": {}}
+                "slots": self.config.slots_per_worker, "state": "ready", "ops": {},
+                **({"released": list(released)} if released else {})}
         self.direct.write(status_key(worker), messages.encode("status", body, worker_key(KEY, worker)))
 
     def result(self, key: str, worker: str, outcome: str, reason: str | None = None,

@@ -287,7 +287,8 @@ class Channel:
         sealed: list[bytes] = []
         for vm in due:
             self._seq += 1
-            inbox = Inbox(self._seq, vm.name, dict(vm.jobs), sorted(vm.cancel))
+            inbox = Inbox(self._seq, vm.name, dict(vm.jobs), sorted(vm.cancel),
+                          sorted(vm.release))
             sealed.append(inbox.encode(self.key(vm.name)))
         writes = self._each(lambda item: self.bucket.write(inbox_key(item[0].name), item[1]),
                             list(zip(due, sealed)))

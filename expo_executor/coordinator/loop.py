@@ -44,7 +44,7 @@ from expo_executor.coordinator.saved_logs import LogFetcher
 from expo_executor.coordinator import snapshot
 from expo_executor.coordinator.snapshot import JobMap, StartTimes, running_jobs, running_keys
 from expo_executor.coordinator.state import FamilyRef, StateDir
-from expo_executor.coordinator.vms import VmFleet
+from expo_executor.coordinator.vms import Vm, VmFleet
 from expo_executor.core.budget import Phase, Withdraw
 from expo_executor.core.fleet import pools
 from expo_executor.core.hardness import HardnessPoint
@@ -52,7 +52,7 @@ from expo_executor.core.pool_health import CAPACITY_TIMEOUT
 from expo_executor.core.records import AttemptEnd, VmEnd, WorkerState
 from expo_executor.core.run_status import RunStatus
 from expo_executor.core.scaling import FleetSetup, ScalePlan, room_to_grow, scale_shapes
-from expo_executor.core.scheduler import Cancel, Outcome, Pool, Scheduler
+from expo_executor.core.scheduler import Cancel, Outcome, Pool, Release, Scheduler
 from expo_executor.core.shapes import Shape
 from expo_executor.cost.cost_report import CostReport, summarize
 from expo_executor.engines.base import CreateFailed, Engine
@@ -375,6 +375,8 @@ class Coordinator:
         """Take in changed worker statuses: a worker that says it is ready becomes a slot
         holder of the scheduler."""
         for vm, status in self.channel.statuses(self.vms):
+            if status is not None and vm.release:
+                self._take_released(vm, status.released)
             if status is not None and status.state is WorkerState.READY and not vm.ready:
                 vm.ready, vm.ready_at = True, now
                 self.pools.vm_ready(vm.pool, vm.shape)
@@ -383,11 +385,30 @@ class Coordinator:
                 self.scheduler.add_worker(vm.name, size.slots, size.mem_mb, pool=vm.pool,
                                           shape=vm.shape)
 
+    def _take_released(self, vm: Vm, keys: list[str]) -> None:
+        """Held jobs its worker says it gave back unstarted: queued again (or skipped, when
+        the domino effect cancelled one meanwhile), and gone from its inbox."""
+        for key in sorted(vm.release.intersection(keys)):
+            vm.release.discard(key)
+            vm.cancel.discard(key)
+            vm.inbox_dirty = True
+            if self.scheduler.state(key) == "cancelling":
+                self.reporter.handle(self.scheduler.cancelled(key, ran=False))
+            else:
+                self.scheduler.released(key, vm.name)
+
+    def _give_back(self, release: Release) -> None:
+        """Ask a held job back from its worker: out of its inbox's jobs, into its release."""
+        vm = self.vms.get(release.worker_id)
+        if vm is not None and vm.jobs.pop(release.key, None) is not None:
+            vm.release.add(release.key)
+            vm.inbox_dirty = True
+
     def _read_results(self, workers: set[str], unlisted: bool = False) -> None:
         """Take in the results the round's listing showed (``unlisted``: or not, see
         ``Channel.results``) of the jobs assigned to (or cancelled on) ``workers``."""
         wanted = {(k, vm.name) for vm in self.vms if vm.name in workers
-                  for k in (*vm.jobs, *vm.cancel)}
+                  for k in (*vm.jobs, *vm.cancel, *vm.release)}
         for result in self.channel.results(wanted, unlisted):
             self._take_result(result)
 
@@ -400,8 +421,9 @@ class Coordinator:
             if vm.jobs.pop(key, None) is not None and vm.name != result.worker:
                 vm.cancel.add(key)  # a re-queued copy still running: the first result stands
                 vm.inbox_dirty = True
-            elif vm.name == result.worker and key in vm.cancel:
+            elif vm.name == result.worker:  # it started one asked back before it knew
                 vm.cancel.discard(key)
+                vm.release.discard(key)
         if result.end is AttemptEnd.PREEMPTED:
             self._lose(result.worker, VmEnd.PREEMPTED, "was preempted (its last breath)")
             return
@@ -533,6 +555,8 @@ class Coordinator:
                                                request.stage, tuple(request.logs),
                                                tuple(request.redact), prune=self._prune(request))
             vm.inbox_dirty = True
+        for release in self.scheduler.take_releases():
+            self._give_back(release)
         # timeouts whose re-run has no worker to run on prune now (--expocloud-confirm-timeouts)
         self.reporter.handle(self.scheduler.take_unconfirmed())
 

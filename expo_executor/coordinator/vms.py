@@ -23,8 +23,9 @@ from expo_executor.protocol.records import InboxJob
 @dataclass
 class Vm:
     """One VM as the coordinator sees it: ready once its worker said so; ``jobs``: assigned, no
-    result seen yet; ``cancel``: to kill; ``inbox_dirty``: its jobs or cancels changed since
-    its inbox was last written."""
+    result seen yet; ``cancel``: to kill; ``release``: held there, asked back (no answer
+    yet); ``inbox_dirty``: its jobs, cancels or releases changed since its inbox was last
+    written."""
 
     name: str
     created: float
@@ -36,6 +37,7 @@ class Vm:
     idle_since: float | None = None
     jobs: dict[str, InboxJob] = field(default_factory=dict)
     cancel: set[str] = field(default_factory=set)
+    release: set[str] = field(default_factory=set)
     status_generation: int | None = None
     inbox_dirty: bool = True
 

@@ -82,6 +82,10 @@ def check(kind: str, body: Any) -> dict:
                 _check_prune(job["prune"])
     if kind == "inbox" and not all(isinstance(key, str) for key in body["cancel"]):
         raise MessageError("inbox: field 'cancel' must list job keys")
+    if kind == "inbox":  # optional: held jobs to give back unstarted
+        _check_optional_list("inbox", body, "release", lambda key: isinstance(key, str))
+    if kind == "status":  # optional: the held jobs it gave back
+        _check_optional_list("status", body, "released", lambda key: isinstance(key, str))
     if kind == "result" and body["outcome"] not in RESULT_OUTCOMES:
         raise MessageError(f"result: unknown outcome {body['outcome']!r}")
     if kind == "result":

@@ -72,26 +72,33 @@ class InboxJob:
 
 @dataclass(frozen=True)
 class Inbox:
-    """What the coordinator wants of one worker now: its jobs (running or to start) and the
-    keys to cancel. ``seq`` grows with every write, so a worker can tell a new inbox."""
+    """What the coordinator wants of one worker now: its jobs (running or to start), the
+    keys to cancel, and the held jobs to give back unstarted (``release``: another worker's
+    free slot runs them; the worker says which it gave back in its status). ``seq`` grows
+    with every write, so a worker can tell a new inbox."""
 
     seq: int
     to: str  # the worker it is for, under the signature: a copied inbox is refused elsewhere
     jobs: dict[str, InboxJob] = field(default_factory=dict)
     cancel: list[str] = field(default_factory=list)
+    release: list[str] = field(default_factory=list)
 
     def encode(self, key: bytes) -> bytes:
         """Signed and every job sealed with ``key``, the receiving worker's own."""
-        return messages.encode("inbox", {
+        body: dict[str, Any] = {
             "seq": self.seq, "to": self.to, "cancel": list(self.cancel),
-            "jobs": {name: job.to_wire(key, name) for name, job in self.jobs.items()}}, key)
+            "jobs": {name: job.to_wire(key, name) for name, job in self.jobs.items()}}
+        if self.release:  # optional: absent in most inboxes
+            body["release"] = list(self.release)
+        return messages.encode("inbox", body, key)
 
     @classmethod
     def decode(cls, data: bytes, key: bytes) -> Inbox:
         body = messages.decode("inbox", data, key)
         return cls(body["seq"], body.get("to", ""),
                    {key: InboxJob.from_wire(job) for key, job in body["jobs"].items()},
-                   [str(key) for key in body["cancel"]])
+                   [str(key) for key in body["cancel"]],
+                   [str(key) for key in body.get("release", [])])
 
 
 @dataclass(frozen=True)
@@ -127,8 +134,9 @@ class Pulse:
 
 @dataclass(frozen=True)
 class WorkerStatus:
-    """A worker's heartbeat: its state, the inbox it has seen, its running jobs, and the
-    storage operations it has made (for the run's request budget)."""
+    """A worker's heartbeat: its state, the inbox it has seen, its running jobs, the
+    storage operations it has made (for the run's request budget), and the jobs of its
+    inbox's ``release`` it gave back unstarted (they will never start there)."""
 
     worker: str
     seq_seen: int
@@ -137,19 +145,24 @@ class WorkerStatus:
     slots: int
     state: WorkerState
     ops: dict[str, int] = field(default_factory=dict)
+    released: list[str] = field(default_factory=list)
 
     def encode(self, key: bytes) -> bytes:
-        return messages.encode("status", {
+        body: dict[str, Any] = {
             "worker": self.worker, "seq_seen": self.seq_seen, "time": self.time,
             "running": list(self.running), "slots": self.slots, "state": self.state.value,
-            "ops": dict(self.ops)}, key)
+            "ops": dict(self.ops)}
+        if self.released:  # optional
+            body["released"] = list(self.released)
+        return messages.encode("status", body, key)
 
     @classmethod
     def decode(cls, data: bytes, key: bytes) -> WorkerStatus:
         body = messages.decode("status", data, key)
         return cls(body["worker"], body["seq_seen"], float(body["time"]),
                    [str(k) for k in body["running"]], body["slots"],
-                   WorkerState(body["state"]), _ops(body))
+                   WorkerState(body["state"]), _ops(body),
+                   [str(k) for k in body.get("released", [])])
 
 
 def _ops(body: dict[str, Any]) -> dict[str, int]:

@@ -126,6 +126,7 @@ class Worker:
         self.inbox_generation: int | None = None
         self.pending: dict[str, InboxJob] = {}
         self.cancel: set[str] = set()
+        self.released: set[str] = set()  # held jobs given back unstarted (the inbox's release)
         # results not in the bucket yet, each with when it was added (monotonic clock): held
         # back to go several in one object (_report_due), or not taken by the bucket (its
         # retries ran out; sent again every poll, never dropped, so that a storage outage
@@ -291,6 +292,17 @@ class Worker:
             self.last_change = self.last_contact
         self.pending = {k: v for k, v in inbox.jobs.items() if k not in self.seen}
         self.cancel = set(inbox.cancel)
+        self._give_back({key for key in inbox.release if key not in self.seen})
+
+    def _give_back(self, keys: set[str]) -> None:
+        """Held jobs the coordinator asks back (another worker's free slot will run them):
+        they left ``pending`` with this inbox, and the status says so at once when a new one
+        is among them. One this worker started already is not given back: its result comes
+        as any other's."""
+        new = keys - self.released
+        self.released = keys
+        if new:
+            self._write_status(WorkerState.READY)
 
     # -- pulse -------------------------------------------------------------------------------
     def _pulse_due(self) -> bool:
@@ -700,7 +712,8 @@ class Worker:
         # ops: this worker's storage operations so far (this write included), for the run's
         # request budget
         status = WorkerStatus(self.worker_id, self.seq, time.time(), sorted(self.running),
-                              self.slots, state, _ops_after_write(self.bucket))
+                              self.slots, state, _ops_after_write(self.bucket),
+                              sorted(self.released))
         # signed like assignments: a bucket writer can delete a report but not forge one
         written = self._storage("write its status", lambda: self.bucket.write(
             status_key(self.worker_id), status.encode(self.key)))

@@ -16,7 +16,7 @@ from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol.keys import (WORKER_KEY_ENV, inbox_key, parse_result_key,
                                          result_key, status_key)
-from expo_executor.protocol.records import ResultBatch, WorkerResult
+from expo_executor.protocol.records import ResultBatch, WorkerResult, WorkerStatus
 from expo_executor.worker.agent import Worker
 from expo_executor.worker.procs import session_members
 
@@ -42,9 +42,11 @@ class Rig:
     def _run(self) -> None:
         self.exit_code = self.worker.run()
 
-    def send(self, jobs: dict, cancel: list[str] = (), key: bytes = KEY) -> None:
+    def send(self, jobs: dict, cancel: list[str] = (), key: bytes = KEY,
+             release: list[str] = ()) -> None:
         self.seq += 1
-        body = {"seq": self.seq, "jobs": jobs, "cancel": list(cancel)}
+        body = {"seq": self.seq, "jobs": jobs, "cancel": list(cancel),
+                **({"release": list(release)} if release else {})}
         self.bucket.write(inbox_key("w-1"), messages.encode("inbox", body, key))
 
     def result(self, job_key: str) -> dict | None:
@@ -348,6 +350,40 @@ def test_a_held_job_cancelled_while_its_worker_reads_slowly_is_never_started(
         assert rig.result("run")["outcome"] == "solved"
     finally:
         rig.stop()
+
+
+def test_a_held_job_asked_back_is_given_back_unstarted_and_can_come_back(
+        tmp_path: Path) -> None:
+    """The coordinator asks a held job back (another worker's free slot will run it): the
+    worker never starts it, and its status says it gave it back, as it does for a key it
+    never saw. A job it started already is not given back. Assigned to it again later, the
+    job runs (a job given back is not a job run)."""
+    rig = Rig(tmp_path, slots=1)
+    gate = tmp_path / "gate"
+    running = _job(["sh", "-c", f'while [ ! -e "{gate}" ]; do sleep 0.05; done'])
+    held = _job(["sh", "-c", f"echo ran >> {tmp_path}/held"])
+    rig.send({"run": running, "held": held})
+    rig.thread.start()
+    worker = rig.worker
+    try:
+        assert wait_until(lambda: "run" in worker.running and "held" in worker.pending, 5)
+        rig.send({"run": running}, release=["held", "never-seen", "run"])
+        assert wait_until(lambda: _status(rig).released == ["held", "never-seen"], 5), \
+            "given back: the held job and the unknown key, not the running one"
+        gate.touch()
+        assert wait_until(lambda: rig.result("run") is not None, 10)
+        assert "held" not in worker.pending and "held" not in worker.seen
+        assert not (tmp_path / "held").exists() and rig.result("held") is None
+        rig.send({"run": running, "held": held})
+        assert wait_until(lambda: rig.result("held") is not None, 10)
+        assert rig.result("held")["outcome"] == "solved"
+        assert (tmp_path / "held").read_text() == "ran\n"
+    finally:
+        rig.stop()
+
+
+def _status(rig: Rig) -> WorkerStatus:
+    return WorkerStatus.decode(rig.bucket.read(status_key("w-1")).data, KEY)
 
 
 def test_jobs_start_in_inbox_order(tmp_path: Path) -> None:

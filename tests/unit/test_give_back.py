@@ -1,0 +1,70 @@
+"""Prefetch holds a job on a busy worker before anyone knows which slot frees first. When a
+worker comes up (or idles) while easier jobs wait there, the coordinator asks a held job back
+(the inbox's ``release``) and keeps the free slot for it; the worker's status says it gave it
+back, and only then does it run elsewhere: it never runs twice. The real coordinator, round by
+round (tests/coordinator_rig.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from expo_executor.coordinator.loop import JobRequest
+from expo_executor.core.hardness import HardnessPoint
+from expo_executor.core.records import HardnessMeta, JobMeta
+from expo_executor.core.scheduler import Outcome, Task
+from expo_executor.protocol.keys import inbox_key
+from expo_executor.protocol.records import Inbox
+from expo_executor.protocol.worker_keys import worker_key
+
+from tests.coordinator_rig import KEY, Rig
+
+
+def _request(n: int) -> JobRequest:
+    task = Task(f"j{n}", f"work {{n={n}}}", family="f", point=HardnessPoint((), (float(n),)))
+    meta = JobMeta("work", {"n": str(n)}, hardness=HardnessMeta("n", ("n",), (float(n),), ()))
+    return JobRequest(task, ["true"], "/", {}, 30.0, meta=meta)
+
+
+def _asked_back(tmp_path: Path) -> Rig:
+    """w-1 runs j0 and holds j1 while w-2 boots; w-2 comes up, and j2 (which j1's timeout
+    would prune) does not start there: j1 is asked back from w-1 for it."""
+    rig = Rig(tmp_path, slots=1, workers=2)
+    rig.coordinator.scheduler.set_prefetch(1)
+    rig.coordinator.submit([_request(n) for n in range(3)])
+    rig.round()
+    rig.ready("w-1")
+    rig.round()
+    assert rig.assigned("w-1") == {"j0", "j1"}, rig.lines
+    rig.ready("w-2")
+    rig.round()
+    assert rig.assigned("w-2") == set(), "j2 would start before j1"
+    assert rig.assigned("w-1") == {"j0"}
+    inbox = Inbox.decode(rig.direct.read(inbox_key("w-1")).data, worker_key(KEY, "w-1"))
+    assert inbox.release == ["j1"] and set(inbox.jobs) == {"j0"}
+    return rig
+
+
+def test_a_held_job_given_back_runs_on_the_worker_that_asked_for_it(tmp_path: Path) -> None:
+    rig = _asked_back(tmp_path)
+    rig.round()
+    assert rig.assigned("w-2") == set(), "no answer yet: still waiting for j1"
+    rig.ready("w-1", running=("j0",), released=("j1",))
+    rig.round()
+    assert "j1" in rig.assigned("w-2"), rig.lines
+    assert rig.coordinator.vms.get("w-1").release == set()
+    inbox = Inbox.decode(rig.direct.read(inbox_key("w-1")).data, worker_key(KEY, "w-1"))
+    assert inbox.release == [] and "j1" not in inbox.jobs
+    rig.result("j1", "w-2", "solved")
+    rig.round()
+    assert rig.reports["j1"].outcome is Outcome.SOLVED and rig.reports["j1"].worker == "w-2"
+
+
+def test_a_held_job_its_worker_started_before_it_read_the_request_ends_there(
+        tmp_path: Path) -> None:
+    rig = _asked_back(tmp_path)
+    rig.result("j0", "w-1", "solved")
+    rig.result("j1", "w-1", "solved")
+    rig.round()
+    assert rig.reports["j1"].worker == "w-1"
+    assert rig.coordinator.vms.get("w-1").release == set()
+    assert "j2" in rig.assigned("w-1") | rig.assigned("w-2"), "nothing to wait for now"
