@@ -20,7 +20,8 @@ EXPOCLOUD_CWL = str(Path(sys.executable).parent / "expocloud-cwl")
 RANK = {"heuristic": 0, "brute": 2}
 # brute at (10, 18) runs for days: it times out at the hint's 6 s deadline on any machine (or is
 # skipped, when a loaded machine stretched brute (10, 10)'s 1.8 s of search past 6 s first), and
-# brute (18, 18), dispatched last, is then skipped (or killed while running).
+# brute (18, 18), dispatched last, is then skipped (or killed while running); when both start
+# within the same second on two workers, (18, 18) can reach its own deadline first.
 JOB = """variants: [heuristic, brute]
 n_tasks: [6, 10, 18]
 n_agents: [10, 18]
@@ -56,10 +57,14 @@ def _check_sweep(tmp_path: Path, result: subprocess.CompletedProcess) -> list[di
     outcome = {(r["wildcards"]["variant"], int(r["wildcards"]["n_tasks"]),
                 int(r["wildcards"]["n_agents"])): r["outcome"] for r in solves}
     # Only what holds under any load (CI once saw brute (10, 10) take > 6 s on 2 busy cores):
-    # the brute points that search for days never count as solved, the first to be tried
-    # of them times out and the hardest is skipped, never run to its deadline.
+    # the brute points that search for days never count as solved, and the first to be tried
+    # of them times out. Whether the hardest is skipped (killed) or times out depends on how far
+    # apart it and (10, 18) start. CI once saw a new worker start (18, 18) 8 s before (10, 18),
+    # which another worker held behind a long job; a free slot now takes such a held job back
+    # first (tests/unit/test_give_back.py), but two workers that free in the same second can
+    # still start both at once, and then (18, 18) may reach its own deadline first.
     assert outcome[("brute", 10, 18)] in ("timeout", "skipped")
-    assert outcome[("brute", 18, 18)] == "skipped"
+    assert outcome[("brute", 18, 18)] in ("timeout", "skipped")
     assert outcome[("brute", 6, 10)] == "solved"  # 0.03 s of search
     assert all(outcome[("heuristic", t, a)] == "solved" for t, a in
                ((6, 10), (6, 18), (10, 10), (10, 18), (18, 18)))
