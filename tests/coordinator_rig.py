@@ -14,7 +14,8 @@ from pathlib import Path
 
 from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
 from expo_executor.coordinator.state import StateDir
-from expo_executor.core.records import AttemptEnd, JobMeta
+from expo_executor.core.hardness import HardnessPoint
+from expo_executor.core.records import AttemptEnd, HardnessMeta, JobMeta
 from expo_executor.core.scheduler import Task
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import LocalBucket
@@ -61,6 +62,13 @@ class FlakyEngine(ScriptedEngine):
             raise self.down
         return super().list()
 
+
+
+def work_request(n: int) -> JobRequest:
+    """Job ``j{n}`` of a sweep over ``n`` (one hardness dimension, family ``f``, 30-s deadline)."""
+    task = Task(f"j{n}", f"work {{n={n}}}", family="f", point=HardnessPoint((), (float(n),)))
+    meta = JobMeta("work", {"n": str(n)}, hardness=HardnessMeta("n", ("n",), (float(n),), ()))
+    return JobRequest(task, ["true"], "/", {}, 30.0, meta=meta)
 
 class Rig:
     """One coordinator, ``slots`` per worker, at most ``workers`` workers; ``now`` advances

@@ -8,21 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from expo_executor.coordinator.loop import JobRequest
-from expo_executor.core.hardness import HardnessPoint
-from expo_executor.core.records import HardnessMeta, JobMeta
-from expo_executor.core.scheduler import Outcome, Task
+from expo_executor.core.scheduler import Outcome
 from expo_executor.protocol.keys import inbox_key
 from expo_executor.protocol.records import Inbox
 from expo_executor.protocol.worker_keys import worker_key
 
-from tests.coordinator_rig import KEY, Rig
-
-
-def _request(n: int) -> JobRequest:
-    task = Task(f"j{n}", f"work {{n={n}}}", family="f", point=HardnessPoint((), (float(n),)))
-    meta = JobMeta("work", {"n": str(n)}, hardness=HardnessMeta("n", ("n",), (float(n),), ()))
-    return JobRequest(task, ["true"], "/", {}, 30.0, meta=meta)
+from tests.coordinator_rig import KEY, Rig, work_request
 
 
 def _asked_back(tmp_path: Path) -> Rig:
@@ -30,7 +21,7 @@ def _asked_back(tmp_path: Path) -> Rig:
     would prune) does not start there: j1 is asked back from w-1 for it."""
     rig = Rig(tmp_path, slots=1, workers=2)
     rig.coordinator.scheduler.set_prefetch(1)
-    rig.coordinator.submit([_request(n) for n in range(3)])
+    rig.coordinator.submit([work_request(n) for n in range(3)])
     rig.round()
     rig.ready("w-1")
     rig.round()

@@ -8,25 +8,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from expo_executor.coordinator.loop import JobRequest
 from expo_executor.core.hardness import Frontier, HardnessPoint
-from expo_executor.core.records import HardnessMeta, JobMeta
 from expo_executor.core.run_status import RunStatus
-from expo_executor.core.scheduler import Outcome, Task
+from expo_executor.core.scheduler import Outcome
 
-from tests.coordinator_rig import Rig
-
-
-def _request(n: int) -> JobRequest:
-    task = Task(f"j{n}", f"work {{n={n}}}", family="f", point=HardnessPoint((), (float(n),)))
-    meta = JobMeta("work", {"n": str(n)}, hardness=HardnessMeta("n", ("n",), (float(n),), ()))
-    return JobRequest(task, ["true"], "/", {}, 30.0, meta=meta)
+from tests.coordinator_rig import Rig, work_request
 
 
 def _two_running(tmp_path: Path) -> Rig:
     """Jobs n=0..3 on two one-slot workers: j0 on w-1 and j1 on w-2 run, j2 and j3 wait."""
     rig = Rig(tmp_path, slots=1, workers=2)
-    rig.coordinator.submit([_request(n) for n in range(4)])
+    rig.coordinator.submit([work_request(n) for n in range(4)])
     rig.round()
     rig.ready("w-1")
     rig.ready("w-2")
@@ -80,7 +72,7 @@ def test_a_held_job_its_worker_never_started_is_counted_once_and_not_as_killed(
     and its report is not a kill."""
     rig = Rig(tmp_path, slots=1, workers=1)
     rig.coordinator.scheduler.set_prefetch(1)
-    rig.coordinator.submit([_request(n) for n in range(4)])
+    rig.coordinator.submit([work_request(n) for n in range(4)])
     rig.round()
     rig.ready("w-1")
     rig.round()
@@ -103,7 +95,7 @@ def test_jobs_an_earlier_timeout_skips_on_arrival_get_one_line(tmp_path: Path) -
     frontier = Frontier()
     frontier.add(HardnessPoint((), (1.0,)), "work {n=1}")
     rig.coordinator.scheduler.frontiers["f"] = frontier
-    rig.coordinator.submit([_request(n) for n in range(4)])
+    rig.coordinator.submit([work_request(n) for n in range(4)])
     rig.round()
     assert [line for line in rig.lines if "as hard as" in line] == [
         "expocloud: skipped 3 jobs on arrival: as hard as or harder than work {n=1}, which "
