@@ -466,11 +466,8 @@ class Scheduler:
                   spot_ok: Callable[[_Entry], bool]) -> bool:
         """Whether ``worker``, not the task's holder, has the free room to start a held task
         not kept for another slot this round (on Spot only if the task may run there now)."""
-        task = entry.task
-        return entry.worker_id != worker.worker_id and task.key not in kept \
-            and worker.shape == task.shape and worker.free_cpus >= task.cpus \
-            and (not worker.mem_mb or worker.free_mem_mb >= task.mem_mb) \
-            and (worker.pool is not Pool.SPOT or spot_ok(entry))
+        return entry.worker_id != worker.worker_id and entry.task.key not in kept \
+            and self._has_room(worker, entry.task, on_demand_only=not spot_ok(entry))
 
     def _keep(self, worker: _Worker, entry: _Entry, kept: dict[str, _Worker]) -> None:
         """Keep ``worker``'s room for a held task this round, and ask for it back once."""
@@ -700,23 +697,25 @@ class Scheduler:
                                          < (best.free_cpus, best.worker_id)):
                     best = spot
             return best
-        fits = [
-            w for w in self._workers.values()
-            if w.shape == shape and w.free_cpus >= entry.task.cpus
-            and (not w.mem_mb or w.free_mem_mb >= entry.task.mem_mb)
-            and not (on_demand_only and w.pool is Pool.SPOT)
-        ]
+        fits = [w for w in self._workers.values()
+                if self._has_room(w, entry.task, on_demand_only)]
         return min(fits, key=lambda w: (w.free_cpus, w.worker_id), default=None)
 
     def _idle_other(self, entry: _Entry, on_demand_only: bool) -> _Worker | None:
         """A re-run's worker: of its shape, running nothing (so that neighbours cannot slow
         it), and not the one its first run timed out on."""
         fits = [w for w in self._workers.values()
-                if w.shape == entry.task.shape and not w.running and not w.held
-                and w.worker_id != entry.first_timeout_on and w.free_cpus >= entry.task.cpus
-                and (not w.mem_mb or w.free_mem_mb >= entry.task.mem_mb)
-                and not (on_demand_only and w.pool is Pool.SPOT)]
+                if not w.running and not w.held and w.worker_id != entry.first_timeout_on
+                and self._has_room(w, entry.task, on_demand_only)]
         return min(fits, key=lambda w: w.worker_id, default=None)
+
+    @staticmethod
+    def _has_room(worker: _Worker, task: Task, on_demand_only: bool) -> bool:
+        """Whether ``worker`` is of the task's shape and has the free CPUs and memory to start
+        it now (and is not Spot, for a task that must run on-demand)."""
+        return worker.shape == task.shape and worker.free_cpus >= task.cpus \
+            and (not worker.mem_mb or worker.free_mem_mb >= task.mem_mb) \
+            and not (on_demand_only and worker.pool is Pool.SPOT)
 
     def _best(self, shape: Shape | None, spot: bool, cpus: int) -> _Worker | None:
         """The (free CPUs, id)-smallest worker of one shape and kind with at least ``cpus``
