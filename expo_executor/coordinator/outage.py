@@ -24,12 +24,12 @@ REMIND_EVERY = 60.0  # seconds between the lines that say a transient outage sti
 def is_transient_io(exc: BaseException) -> bool:
     """An error of the coordinator's own I/O worth waiting out: OSError (the local bucket's
     file system, dropped connections, timeouts, ``requests``' errors, which subclass it), or
-    what the GCE provider's classifiers call transient for Cloud Storage or Compute Engine
+    what Google's classifiers (``gcp.errors``) call transient for Cloud Storage or Compute Engine
     (429, 5xx, google-auth's transport errors)."""
     if isinstance(exc, OSError):
         return True
     try:
-        from expo_executor.engines.gce.errors import is_transient, is_transient_storage
+        from expo_executor.gcp.errors import is_transient, is_transient_storage
 
         return is_transient_storage(exc) or is_transient(exc)
     except ImportError:  # the local engine, without the Google client libraries

@@ -27,6 +27,8 @@ from typing import Any
 
 from expo_executor.core.errors import ExpoError
 from expo_executor.cost import machines
+from expo_executor.gcp.errors import is_transient
+from expo_executor.gcp.retry import retry_call
 
 log = logging.getLogger(__name__)
 
@@ -332,10 +334,6 @@ def _records(client: Any) -> list[dict[str, Any]]:
     from google.auth.exceptions import GoogleAuthError
     from google.cloud import billing_v1
 
-    # rate limits, 5xx, dropped connections
-    from expo_executor.engines.gce.errors import is_transient
-    from expo_executor.engines.gce.retry import retry_call
-
     def fetch() -> list[dict[str, Any]]:  # the whole listing again: a page token may expire
         pager = client.list_skus(request={"parent": COMPUTE_SERVICE, "page_size": 5000},
                                  retry=None)
@@ -343,6 +341,7 @@ def _records(client: Any) -> list[dict[str, Any]]:
                                        preserving_proto_field_name=False) for sku in pager]
 
     try:
+        # rate limits, 5xx, dropped connections
         return retry_call(fetch, is_transient=is_transient, attempts=6, base=1.0, cap=30.0)
     except (GoogleAPICallError, GoogleAuthError, OSError) as exc:
         problem = " ".join(str(exc).split())

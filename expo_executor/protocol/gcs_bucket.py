@@ -4,8 +4,8 @@ google-cloud-storage is imported lazily (in the constructor), so importing expo_
 cheap and works where the library is not installed.
 
 Retries are ours, not the client's: every call passes ``retry=None`` and goes through
-:func:`expo_executor.engines.gce.retry.retry_call` (exponential backoff, full jitter), and the
-GCE provider's classifier decides (:func:`expo_executor.engines.gce.errors.is_transient_storage`).
+:func:`expo_executor.gcp.retry.retry_call` (exponential backoff, full jitter, its defaults),
+and Google's error classifier decides (:func:`expo_executor.gcp.errors.is_transient_storage`).
 Transient: 429, 500, 502, 503, 504, connection errors, timeouts, and a download whose body fails
 the client's CRC32C check against ``x-goog-hash`` (corrupted on the way: read again). Not
 transient: everything else (403, 404 on write, 412 ...).
@@ -31,8 +31,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from expo_executor.engines.gce.errors import is_transient_storage
-from expo_executor.engines.gce.retry import retry_call
+from expo_executor.gcp.errors import is_transient_storage
+from expo_executor.gcp.retry import DEFAULT as BACKOFF
+from expo_executor.gcp.retry import retry_call
 from expo_executor.protocol.bucket_contract import Blob, PreconditionFailed
 
 DEFAULT_TIMEOUT = (10.0, 60.0)  # (connect, read) seconds, per request
@@ -62,9 +63,9 @@ class GcsBucket:
         project: str | None = None,
         endpoint: str | None = None,
         client: Any = None,
-        attempts: int = 8,
-        base: float = 0.1,
-        cap: float = 30.0,
+        attempts: int = BACKOFF.attempts,
+        base: float = BACKOFF.base,
+        cap: float = BACKOFF.cap,
         timeout: float | tuple[float, float] = DEFAULT_TIMEOUT,
         page_size: int | None = None,
         sleep: Callable[[float], object] = time.sleep,

@@ -15,7 +15,7 @@ pytest.importorskip("google.cloud.storage")
 pytest.importorskip("gcp_storage_emulator")
 
 from expo_executor.emulator.faulty_proxy import FaultyProxy
-from expo_executor.engines.gce.errors import is_transient_storage
+from expo_executor.gcp.errors import is_transient_storage
 from expo_executor.protocol.bucket import PreconditionFailed
 from expo_executor.protocol.gcs_bucket import GcsBucket
 

@@ -54,29 +54,28 @@ def _layer(*anywhere: str) -> Layer:
     return Layer(frozenset(anywhere))
 
 
-_PROTOCOL = _layer("core.records", "core.errors", "protocol")
-_ENGINES = _layer("core", "protocol", "engines")
-_COST = _layer("core", "cost", "coordinator.run_files")
-_GCE_RETRIES = ("engines.gce.errors", "engines.gce.retry")  # the classifier and retry helper
+_PROTOCOL = _layer("core.records", "core.errors", "protocol", "gcp")
+_ENGINES = _layer("core", "protocol", "engines", "gcp")
+_COST = _layer("core", "cost", "coordinator.run_files", "gcp")
 
 # One row per subpackage, as its __init__ docstring states it, and rows for the single modules
 # its docstring names as exceptions. A module follows its most specific row.
 LAYERS: Mapping[str, Layer] = {
     "core": _layer("core"),
+    # leaves: what several layers share, importing nothing of the executor
+    "gcp": _layer("gcp"),
     "protocol": _PROTOCOL,
-    "protocol.gcs_bucket": _PROTOCOL.plus(_GCE_RETRIES),
     "worker": _layer("core.records", "protocol", "worker").plus(lazily=["engines.gce.guest"]),
     "engines": _ENGINES,
     "engines.local": _ENGINES.plus(["worker.procs"]),
     "engines.gce.launch": _ENGINES.plus(["coordinator.settings"]),
     "cost": _COST,
-    "cost.prices": _COST.plus(lazily=_GCE_RETRIES),
     "report": _layer("core", "cost", "report"),
     "simulate": _layer("core", "cost", "simulate", "coordinator.run_files", "report"),
     # the command line reads a run's defaults from the settings, lazily (its docstring says so)
     "simulate.command": _layer("core", "cost", "simulate", "coordinator.run_files",
                                "report").plus(lazily=["coordinator.settings"]),
-    "coordinator": _layer("core", "protocol", "engines", "cost", "coordinator"),
+    "coordinator": _layer("core", "protocol", "engines", "cost", "gcp", "coordinator"),
     "emulator": _layer("emulator", "worker.procs", "protocol.keys"),
     # "everything below them": the docstring's list leaves out the worker, whose path check
     # (worker.staged_job.safe_relative) the CWL staging shares

@@ -7,7 +7,7 @@ import urllib.error
 
 import pytest
 
-from expo_executor.engines.gce.errors import (classify_codes, classify_error, is_transient,
+from expo_executor.gcp.errors import (classify_codes, classify_error, is_transient,
                                               is_transient_metadata, is_transient_storage)
 
 gexc = pytest.importorskip("google.api_core.exceptions")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from expo_executor.engines.gce.retry import retry_call
+from expo_executor.gcp.retry import retry_call
 
 
 class Transient(Exception):

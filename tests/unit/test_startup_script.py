@@ -66,8 +66,8 @@ WORKER_ROOTS = ("expo_executor.worker.agent", "expo_executor.worker.staged_job",
 # Modules whose lazy imports run on a worker too. Elsewhere a lazy import serves the host
 # (coordinator.settings reaches cost.preemption, whose fit imports numpy, only when it fits).
 WORKER_SIDE = ("expo_executor.worker", "expo_executor.protocol", "expo_executor.engines.gce.guest",
-               "expo_executor.engines.gce.clients", "expo_executor.engines.gce.errors",
-               "expo_executor.engines.gce.retry")
+               "expo_executor.engines.gce.clients", "expo_executor.gcp.errors",
+               "expo_executor.gcp.retry")
 REPO = Path(startup.__file__).resolve().parents[3]
 
 

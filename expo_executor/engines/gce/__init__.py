@@ -1,11 +1,9 @@
 """The Google Compute Engine provider: the engine, its launch settings, the guest side a worker
 uses on its VM, the startup script, the Compute clients and the one instance delete, the checks
 of a project before a run (``doctor``, with ``google_apis``, ``quota_plan`` and
-``bucket_access``), and the one error classifier (``errors``) and retry helper (``retry``)
-shared by every GCE, GCS and metadata call (the GCS bucket and the price refresh import those
-two).
+``bucket_access``). Every Google call it makes is classified and retried by the ``gcp`` leaf.
 
 google-cloud-compute is imported lazily, so the package imports cleanly without the ``gce``
-extra. It may import the core, the protocol and the engine contract (``launch`` also the
+extra. It may import the core, the protocol, ``gcp`` and the engine contract (``launch`` also the
 coordinator's settings); never the rest of the coordinator or the front ends.
 """

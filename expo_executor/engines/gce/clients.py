@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from expo_executor.engines.gce.errors import classify_error
+from expo_executor.gcp.errors import classify_error
 
 T = TypeVar("T")
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from expo_executor.engines.gce import bucket_access, quota_plan
-from expo_executor.engines.gce.errors import is_connection_error
+from expo_executor.gcp.errors import is_connection_error
 from expo_executor.engines.gce.google_apis import (CLOUD_PLATFORM, GoogleApis, Roots, brief,
                                                    disabled_service)
 from expo_executor.engines.gce.references import region_of

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from expo_executor.engines.gce.errors import is_transient
-from expo_executor.engines.gce.retry import retry_call
+from expo_executor.gcp.errors import is_transient
+from expo_executor.gcp.retry import retry_call
 
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 _SERVICE_URL = re.compile(r"apis/api/([a-z0-9.-]+\.googleapis\.com)")

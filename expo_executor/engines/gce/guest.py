@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from expo_executor.engines.gce.clients import delete_call, make_clients
-from expo_executor.engines.gce.errors import is_transient, is_transient_metadata
+from expo_executor.gcp.errors import is_transient, is_transient_metadata
 from expo_executor.engines.gce.key_channel import obtain_key
-from expo_executor.engines.gce.retry import retry_call
+from expo_executor.gcp.retry import retry_call
 from expo_executor.protocol.bucket import Bucket
 from expo_executor.protocol.keys import WORKER_ATTRIBUTE
 

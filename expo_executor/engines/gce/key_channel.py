@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-from expo_executor.engines.gce.retry import backoff_delay, retry_call
+from expo_executor.gcp.retry import backoff_delay, retry_call
 from expo_executor.protocol.bucket import Bucket
 from expo_executor.protocol.keys import key_grant_key, key_request_key
 from expo_executor.protocol.messages import MessageError

@@ -1,9 +1,10 @@
-"""Retry with exponential backoff and full jitter, shared by the GCS bucket and the GCE engine.
+"""Retry with exponential backoff and full jitter, shared by the GCS bucket, the GCE engine, the
+guest side, the project checks and the price refresh.
 
 Full jitter (AWS architecture blog, "Exponential Backoff And Jitter"): before retry ``n``
 (0-based) sleep ``rand() * min(cap, base * 2**n)``. Only errors that ``is_transient`` accepts
 are retried; anything else, and the last transient error once ``attempts`` calls have been
-made, propagates unchanged.
+made, propagates unchanged. ``DEFAULT`` holds the one set of defaults (the GCS bucket's too).
 """
 
 from __future__ import annotations
@@ -11,9 +12,22 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """How many calls in all, and the first and largest delay ceilings in seconds."""
+
+    attempts: int = 8
+    base: float = 0.1
+    cap: float = 30.0
+
+
+DEFAULT = Backoff()
 
 
 def backoff_delay(retry_index: int, *, base: float, cap: float, rand: Callable[[], float]) -> float:
@@ -26,9 +40,9 @@ def retry_call(
     fn: Callable[[], T],
     *,
     is_transient: Callable[[BaseException], bool],
-    attempts: int = 8,
-    base: float = 0.1,
-    cap: float = 30.0,
+    attempts: int = DEFAULT.attempts,
+    base: float = DEFAULT.base,
+    cap: float = DEFAULT.cap,
     sleep: Callable[[float], object] = time.sleep,
     rand: Callable[[], float] = random.random,
 ) -> T:

@@ -1,0 +1,9 @@
+"""Google Cloud calls, whoever makes them: how a call failed (``errors``: Compute Engine and the
+Cloud Billing Catalog, Cloud Storage, the metadata server) and retry with backoff (``retry``,
+with the one set of default attempts and delays).
+
+A leaf, like SkyPilot's ``sky/adaptors/gcp.py``: the GCS bucket (``protocol``), the price
+refresh (``cost``), the GCE provider (``engines.gce``) and the coordinator's outage rule all
+import it, and it imports nothing of the executor. The Google SDKs are imported inside its
+functions, so it imports cleanly without the ``gce`` or ``gcs`` extras.
+"""
