@@ -68,7 +68,7 @@ from expo_executor.emulator.discovery import check_request, document
 from expo_executor.emulator.identity import CERTS_PATH, IdentityIssuer
 from expo_executor.emulator.metadata import FakeMetadata
 from expo_executor.emulator.partial_response import field_tree, partial_response
-from expo_executor.worker.procs import power_off
+from expo_executor.processes.sessions import power_off
 
 GOOGLE = "https://www.googleapis.com/compute/v1/"
 API_PREFIX = "/compute/v1/projects/"

@@ -25,7 +25,7 @@ from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed, Instance
 from expo_executor.protocol.keys import WORKER_KEY_ENV
 from expo_executor.protocol.worker_keys import worker_key
-from expo_executor.worker.procs import power_off, power_off_pid, session_members
+from expo_executor.processes.sessions import power_off, power_off_pid, session_members
 
 #: In each "VM"'s scratch directory: the worker's pid, so that a rerun can stop the workers
 #: of a run whose coordinator was killed (they are no child of the rerun's process).

@@ -1,7 +1,8 @@
 """The worker agent (``expocloud-worker``) and what it runs: jobs in their own process groups,
-staged commands, process-group control, and the logs a failed job leaves (``saved_logs``).
+staged commands, and the logs a failed job leaves (``saved_logs``).
 
 Runs on each VM (or as a local process standing in for one) and talks to the coordinator only
-through the bucket. It may import the core's records, the protocol and, lazily, the GCE guest
-side; never the coordinator, the engines' VM code or the front ends.
+through the bucket. It may import the core's records, the protocol, the ``processes`` leaf
+(its jobs' sessions) and, lazily, the GCE guest side; never the coordinator, the engines' VM
+code or the front ends.
 """

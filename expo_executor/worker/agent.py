@@ -36,7 +36,7 @@ from expo_executor.protocol.records import (Inbox, InboxJob, Pulse, ResultBatch,
                                             WorkerResult, WorkerStatus)
 from expo_executor.worker.console import guard_output
 from expo_executor.worker.forked import ForkedJob, Zygote, job_chain, zygote_wanted
-from expo_executor.worker.procs import kill_session, vm_mark
+from expo_executor.processes.sessions import kill_session, vm_mark
 from expo_executor.worker.saved_logs import save_logs
 from expo_executor.worker.command_clock import STAMPS_ENV, Stamps, judge, read_stamps
 from expo_executor.worker.staged_job import GRACE_S, verdict_path

@@ -147,7 +147,7 @@ class Zygote:
     times."""
 
     def __init__(self, env: dict[str, str], name: str = "worker") -> None:
-        self.env = env  # the zygote's own: its jobs' /proc environ shows it (procs.vm_mark)
+        self.env = env  # the zygote's own: its jobs' /proc environ shows it (processes.sessions.vm_mark)
         self.name = name
         self.proc: subprocess.Popen | None = None
         self.ready = False

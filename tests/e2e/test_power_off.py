@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from expo_executor.worker.procs import power_off, session_members, vm_mark
+from expo_executor.processes.sessions import power_off, session_members, vm_mark
 
 from tests.helpers import wait_until
 

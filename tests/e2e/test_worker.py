@@ -18,7 +18,7 @@ from expo_executor.protocol.keys import (WORKER_KEY_ENV, inbox_key, parse_result
                                          result_key, status_key)
 from expo_executor.protocol.records import ResultBatch, WorkerResult, WorkerStatus
 from expo_executor.worker.agent import Worker
-from expo_executor.worker.procs import session_members
+from expo_executor.processes.sessions import session_members
 
 from tests.helpers import wait_until
 

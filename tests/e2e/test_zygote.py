@@ -21,7 +21,7 @@ from expo_executor.protocol.records import ResultBatch
 from expo_executor.worker import command_clock
 from expo_executor.worker.agent import Worker
 from expo_executor.worker.forked import ForkedJob
-from expo_executor.worker.procs import marked_sessions
+from expo_executor.processes.sessions import marked_sessions
 from expo_executor.worker.zygote import TEST_ENTRY
 
 from tests.cwl_job import laid_out_job

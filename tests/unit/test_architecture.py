@@ -55,7 +55,7 @@ def _layer(*anywhere: str) -> Layer:
 
 
 _PROTOCOL = _layer("core.records", "core.errors", "protocol", "gcp")
-_ENGINES = _layer("core", "protocol", "engines", "gcp")
+_ENGINES = _layer("core", "protocol", "engines", "gcp", "processes")
 _COST = _layer("core", "cost", "coordinator.run_files", "gcp")
 
 # One row per subpackage, as its __init__ docstring states it, and rows for the single modules
@@ -64,10 +64,11 @@ LAYERS: Mapping[str, Layer] = {
     "core": _layer("core"),
     # leaves: what several layers share, importing nothing of the executor
     "gcp": _layer("gcp"),
+    "processes": _layer("processes"),
     "protocol": _PROTOCOL,
-    "worker": _layer("core.records", "protocol", "worker").plus(lazily=["engines.gce.guest"]),
+    "worker": _layer("core.records", "protocol", "processes", "worker").plus(
+        lazily=["engines.gce.guest"]),
     "engines": _ENGINES,
-    "engines.local": _ENGINES.plus(["worker.procs"]),
     "engines.gce.launch": _ENGINES.plus(["coordinator.settings"]),
     "cost": _COST,
     "report": _layer("core", "cost", "report"),
@@ -76,7 +77,7 @@ LAYERS: Mapping[str, Layer] = {
     "simulate.command": _layer("core", "cost", "simulate", "coordinator.run_files",
                                "report").plus(lazily=["coordinator.settings"]),
     "coordinator": _layer("core", "protocol", "engines", "cost", "gcp", "coordinator"),
-    "emulator": _layer("emulator", "worker.procs", "protocol.keys"),
+    "emulator": _layer("emulator", "processes", "protocol.keys"),
     # "everything below them": the docstring's list leaves out the worker, whose path check
     # (worker.staged_job.safe_relative) the CWL staging shares
     "frontends": _layer("core", "protocol", "coordinator", "cost", "engines.gce.launch", "worker",

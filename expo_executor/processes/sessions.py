@@ -1,4 +1,5 @@
-"""Process-group control: a job, and everything it started, dies together.
+"""Process sessions: a job, and everything it started, dies together; a VM's power-off kills
+every session it marked.
 
 Each job runs as the leader of its own session, so a timeout or a cancel can reach every
 process it spawned (the snakemake job process, its shell, the solver) and nothing else.

@@ -1,0 +1,7 @@
+"""OS process sessions: a job and everything it started die together, and a VM's power-off is
+played by killing every session it marked (``sessions``).
+
+A leaf: the worker runs its jobs in sessions, the local engine powers its worker "VMs" off, and
+the emulator's fake Compute Engine does what a real VM's power-off does; it imports nothing of
+the executor (the standard library only: Linux ``/proc``, signals, subprocesses).
+"""
