@@ -173,18 +173,15 @@ def _report(args: argparse.Namespace) -> int:
 def _cost(run_dir: Path):  # -> CostReport | None
     """The run's cost report, from its own records (None: the run was not priced)."""
     from expo_executor.cost.cost_report import summarize
-    from expo_executor.report.results import load_jobs
+    from expo_executor.runs.files import COST, RunFiles
 
-    path = run_dir / "vms.jsonl"
-    vms = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] \
-        if path.exists() else []
+    files = RunFiles(run_dir)
+    vms = files.vms()
     if not any(vm.get("hourly") for vm in vms):
         return None
-    try:
-        label = json.loads((run_dir / "cost.json").read_text())["prices"]
-    except (OSError, ValueError, KeyError):
-        label = "prices as recorded per VM"
-    return summarize(vms, load_jobs(run_dir), label, time.time())
+    recorded = files.read_json(COST)
+    label = recorded.get("prices") if isinstance(recorded, dict) else None
+    return summarize(vms, files.final_jobs(), label or "prices as recorded per VM", time.time())
 
 
 def _status(args: argparse.Namespace) -> int:

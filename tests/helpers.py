@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -14,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from expo_executor.protocol.bucket import LocalBucket
+from expo_executor.runs.files import RunFiles
 from expo_executor.worker.agent import Worker
 
 REPO = Path(__file__).resolve().parent.parent  # the repository's root
@@ -98,15 +98,10 @@ def run_dirs(workdir: Path) -> list[Path]:
 
 
 def job_records(run_dir: Path) -> dict[str, dict]:
-    """Last record per job, keyed by its wildcards joined with '/'."""
-    records = {}
-    path = run_dir / "jobs.jsonl"
-    if not path.exists():
-        return records
-    for line in path.read_text().splitlines():
-        record = json.loads(line)
-        records["/".join(record["wildcards"].values()) or record["rule"]] = record
-    return records
+    """Last record per job, keyed by its wildcards joined with '/' (read as the executor reads
+    them, by the run files' one reader)."""
+    return {"/".join(record["wildcards"].values()) or record["rule"]: record
+            for record in RunFiles(run_dir).jobs()}
 
 
 @contextmanager

@@ -2,8 +2,9 @@
 records.
 
 It drives the pure core with what the bucket and the engine say, and is what the front ends talk
-to. It may import the core, the protocol (the bucket, its messages and keys), the engines and
-cost; never a front end (front ends import it).
+to. It may import the core, the protocol (the bucket, its messages and keys), the engines,
+cost, and the leaves ``runs`` (a run directory's files, read and written) and ``gcp`` (which
+errors of Google's are an outage to ride out); never a front end (front ends import it).
 
 - ``loop``: the ``Coordinator``: its thread, the order of a round, the front ends' hand-over
   points; ``requests`` (``JobRequest``, ``JobReport``) and ``config`` (``CoordinatorConfig``)
@@ -20,6 +21,6 @@ cost; never a front end (front ends import it).
 - ``progress``: ``status.json`` and the progress line;
 - ``saved_logs``: a failed or timed-out job's logs, copied from the bucket into the run
   directory before it is reported;
-- ``run_files``: every file of a run directory; ``state``: what outlives a run;
+- ``state``: what outlives a run (its run directories' files are the ``runs`` leaf's);
 - ``launch`` and ``settings``: the settings of a run and a started coordinator for them.
 """

@@ -37,7 +37,7 @@ from typing import Callable
 from expo_executor.coordinator.channel import Channel
 from expo_executor.coordinator.crashed_workers import CrashedWorkers
 from expo_executor.coordinator.harvest import Harvest
-from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.runs.files import RunFiles
 from expo_executor.coordinator.run_state import HeldRun
 from expo_executor.coordinator.vms import Vm
 from expo_executor.core.records import AttemptEnd

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from expo_executor.coordinator.requests import Harvested, JobRequest
-from expo_executor.coordinator.run_files import RUN, RunFiles
+from expo_executor.runs.files import RUN, RunFiles
 from expo_executor.coordinator.state import FamilyRef, StateDir
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.records import AttemptEnd

@@ -16,7 +16,7 @@ from typing import Callable
 
 from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig
 from expo_executor.coordinator.recover import recover
-from expo_executor.coordinator.run_files import read_jsonl
+from expo_executor.runs.files import read_jsonl
 from expo_executor.coordinator.run_state import RunState, record
 from expo_executor.coordinator.shapes import AUTO, RunMachines, ShapeBook
 from expo_executor.coordinator.settings import (ExecutorSettings, boot_timeout, capacity_timeout,

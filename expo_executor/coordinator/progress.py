@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable
 
 from expo_executor.coordinator import run_page
-from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.runs.files import RunFiles
 from expo_executor.core.run_status import RunStatus, cost_phrase, counts_line
 
 

@@ -29,7 +29,7 @@ from expo_executor.coordinator.adopt import Adoption
 from expo_executor.coordinator.crashed_workers import CrashedWorkers
 from expo_executor.coordinator.harvest import Harvest, harvest
 from expo_executor.coordinator.requests import Harvested
-from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.runs.files import RunFiles
 from expo_executor.coordinator.run_state import KEY, HeldRun, crashed_runs
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.errors import ExpoError

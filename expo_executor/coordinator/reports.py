@@ -23,7 +23,7 @@ from expo_executor.coordinator import harvest, outcomes
 from expo_executor.coordinator.desk import JobDesk
 from expo_executor.coordinator.persist import Persister
 from expo_executor.coordinator.requests import JobReport, JobRequest
-from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.runs.files import RunFiles
 from expo_executor.coordinator.saved_logs import LogFetcher
 from expo_executor.coordinator.state import StateDir
 from expo_executor.coordinator.vms import VmFleet

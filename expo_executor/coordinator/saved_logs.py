@@ -16,7 +16,7 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Callable, Mapping
 
-from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.runs.files import RunFiles
 from expo_executor.core.records import JobMeta
 from expo_executor.protocol.bucket import Bucket
 from expo_executor.protocol.records import SavedLog, WorkerResult

@@ -16,30 +16,13 @@ import datetime as dt
 import fcntl
 import hashlib
 import json
-import os
 import secrets
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from expo_executor.core.hardness import Frontier, HardnessPoint
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically: a reader sees the old file or the new one,
-    never half. The temporary file's name is unique, so two processes writing one state
-    directory never write into each other's temporary file; on failure it is removed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+from expo_executor.runs.atomic import write_atomically
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ from typing import Any
 
 from expo_executor.coordinator.config import CoordinatorConfig
 from expo_executor.coordinator.persist import Persister
-from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.runs.files import RunFiles
 from expo_executor.core.fleet import Booting, WorkerView
 from expo_executor.core.records import VmEnd
 from expo_executor.core.scaling import Load

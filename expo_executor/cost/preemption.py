@@ -24,9 +24,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from expo_executor.coordinator.run_files import read_jsonl
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import VmEnd
+from expo_executor.runs.files import VMS as VMS_FILE
+from expo_executor.runs.files import read_jsonl
 
 #: Fewer preemptions than this for a machine type and a four-parameter fit is noise: we keep
 #: the default prior instead (and say so).
@@ -36,7 +37,6 @@ MIN_EVENTS = 5
 _MAX_EXP = 700.0
 
 MODELS_FILE = "preemption.json"
-VMS_FILE = "vms.jsonl"
 
 
 def _exp(x: float) -> float:

@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.runs.files import RunFiles
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A run's results for people: the results table, the outcome map, and safe expressions for
 ``report --filter`` / ``--best``.
 
-Reads run records only; it may import the core and cost; never the coordinator's loop, engines
-or front ends.
+Reads run records only, through the ``runs`` leaf's reader; it may import the core, cost and
+``runs``; never the coordinator, engines or front ends.
 """

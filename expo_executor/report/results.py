@@ -21,10 +21,11 @@ from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import Outcome
 from expo_executor.report.safe_expr import (Expression, ExpressionError, as_number,
                                             compile_expression, is_number)
+from expo_executor.runs.files import JOBS as JOBS_FILE
+from expo_executor.runs.files import RUN as RUN_FILE
+from expo_executor.runs.files import RunFiles
 
 RUNS_DIR = "runs"
-RUN_FILE = "run.json"
-JOBS_FILE = "jobs.jsonl"
 CSV_NAME = "results.csv"
 PNG_NAME = "outcomes.png"
 
@@ -89,34 +90,17 @@ def find_run(state_dir: Path, run: str | None = None) -> Path:
 
 
 def load_run_info(run_dir: Path) -> dict[str, object]:
-    """Read ``run.json``; an unreadable one gives {} (the jobs can still be reported)."""
-    try:
-        info = json.loads((Path(run_dir) / RUN_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return info if isinstance(info, dict) else {}
+    """``run.json``, read by the run files' reader; an unreadable one gives {}."""
+    return RunFiles(Path(run_dir)).info()
 
 
 def load_jobs(run_dir: Path) -> list[dict]:
-    """Return the last record of each job key, in the order the keys first appear.
-
-    Records are appended as jobs end (and again on retries), so the last line for a key is its final state.
-    Unparsable lines are skipped: the run may be live and its last line half-written.
-    """
+    """Each job's final record, read by the run files' reader (a live run's half-written last
+    line is skipped); ReportError when ``run_dir`` is not a directory."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ReportError("run", f"{run_dir} is not a directory", "pass a run directory (.expocloud/runs/<run-id>)")
-    path = run_dir / JOBS_FILE
-    latest: dict[object, dict] = {}
-    try:
-        with path.open(encoding="utf-8", errors="replace") as lines:
-            for line in lines:
-                record = _parse_record(line)
-                if record is not None:
-                    latest[record["key"]] = record  # a dict keeps the position of a key's first record
-    except FileNotFoundError:
-        return []
-    return list(latest.values())
+    return RunFiles(run_dir).final_jobs()
 
 
 def read_job_numbers(path: Path) -> dict[str, object]:
@@ -525,19 +509,6 @@ def _newest_ids(candidates: Sequence[Path], limit: int = 5) -> str:
     if not ids:
         return "(none yet)"
     return ", ".join(ids) + (", ..." if len(candidates) > limit else "")
-
-
-def _parse_record(line: str) -> dict | None:
-    line = line.strip()
-    if not line:
-        return None
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(record, dict) or not isinstance(record.get("key"), (str, int)):
-        return None
-    return record
 
 
 def _json_scalars(text: str) -> dict[str, object]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
 
-from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.runs.files import RunFiles
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.scheduler import Task
 
@@ -189,8 +189,8 @@ def boot_from_vms(records: Sequence[Mapping[str, Any]]) -> BootDelay | None:
 
 def load_run(run_dir: Path, scale: float = 1.0,
              rule: str | None = None) -> tuple[Workload, BootDelay | None]:
-    """A past run's workload (``jobs.jsonl``) and its recorded boot delays (``vms.jsonl``)."""
-    from expo_executor.report.results import load_jobs
-
-    workload = workload_from_jobs(load_jobs(run_dir), Path(run_dir).name, scale, rule)
-    return workload, boot_from_vms(RunFiles(Path(run_dir)).vms())
+    """A past run's workload (``jobs.jsonl``) and its recorded boot delays (``vms.jsonl``),
+    through the run files' one reader."""
+    files = RunFiles(Path(run_dir))
+    workload = workload_from_jobs(files.final_jobs(), files.run_id, scale, rule)
+    return workload, boot_from_vms(files.vms())

@@ -21,6 +21,7 @@ from expo_executor.simulate.policies import POLICIES, SimConfig
 from expo_executor.simulate.simulation import simulate
 from expo_executor.simulate.workload import BootDelay, FixedPrices, Workload, boot_from_vms
 from expo_executor.coordinator.state import StateDir
+from expo_executor.runs.files import RunFiles
 
 from tests.helpers import processes_under, wait_until
 from tests.sim_reality import DEADLINE, PREEMPT, REALITY, _sim_jobs, _task
@@ -67,8 +68,7 @@ def _real_run(tmp_path: Path) -> tuple[float, dict[str, str], list[dict], list[d
     finally:
         coordinator.stop()
     assert not processes_under(tmp_path)
-    jobs = [json.loads(line) for line in (run_dir / "jobs.jsonl").read_text().splitlines()]
-    vms = [json.loads(line) for line in (run_dir / "vms.jsonl").read_text().splitlines()]
+    jobs, vms = RunFiles(run_dir).jobs(), RunFiles(run_dir).vms()
     makespan = max(record["ended"] for record in jobs) - started
     return makespan, {k: r.outcome.value for k, r in reports.items()}, jobs, vms
 

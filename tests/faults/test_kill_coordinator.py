@@ -45,7 +45,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from expo_executor.coordinator.run_files import read_jsonl
+from expo_executor.runs.files import read_jsonl
 from expo_executor.core.records import AttemptEnd
 from expo_executor.protocol.bucket import open_bucket
 from expo_executor.protocol.keys import WORKERS_PREFIX, parse_result_key

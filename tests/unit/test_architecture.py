@@ -56,7 +56,7 @@ def _layer(*anywhere: str) -> Layer:
 
 _PROTOCOL = _layer("core.records", "core.errors", "protocol", "gcp")
 _ENGINES = _layer("core", "protocol", "engines", "gcp", "processes")
-_COST = _layer("core", "cost", "coordinator.run_files", "gcp")
+_COST = _layer("core", "cost", "runs", "gcp")
 
 # One row per subpackage, as its __init__ docstring states it, and rows for the single modules
 # its docstring names as exceptions. A module follows its most specific row.
@@ -65,25 +65,26 @@ LAYERS: Mapping[str, Layer] = {
     # leaves: what several layers share, importing nothing of the executor
     "gcp": _layer("gcp"),
     "processes": _layer("processes"),
+    "runs": _layer("runs"),
     "protocol": _PROTOCOL,
     "worker": _layer("core.records", "protocol", "processes", "worker").plus(
         lazily=["engines.gce.guest"]),
     "engines": _ENGINES,
     "engines.gce.launch": _ENGINES.plus(["coordinator.settings"]),
     "cost": _COST,
-    "report": _layer("core", "cost", "report"),
-    "simulate": _layer("core", "cost", "simulate", "coordinator.run_files", "report"),
+    "report": _layer("core", "cost", "runs", "report"),
+    "simulate": _layer("core", "cost", "simulate", "runs", "report"),
     # the command line reads a run's defaults from the settings, lazily (its docstring says so)
-    "simulate.command": _layer("core", "cost", "simulate", "coordinator.run_files",
+    "simulate.command": _layer("core", "cost", "simulate", "runs",
                                "report").plus(lazily=["coordinator.settings"]),
-    "coordinator": _layer("core", "protocol", "engines", "cost", "gcp", "coordinator"),
+    "coordinator": _layer("core", "protocol", "engines", "cost", "gcp", "runs", "coordinator"),
     "emulator": _layer("emulator", "processes", "protocol.keys"),
     # "everything below them": the docstring's list leaves out the worker, whose path check
     # (worker.staged_job.safe_relative) the CWL staging shares
-    "frontends": _layer("core", "protocol", "coordinator", "cost", "engines.gce.launch", "worker",
-                        "frontends"),
-    "cli": _layer("core", "protocol", "coordinator", "cost", "engines", "worker", "simulate",
-                  "report", "emulator", "frontends"),
+    "frontends": _layer("core", "protocol", "coordinator", "cost", "runs", "engines.gce.launch",
+                        "worker", "frontends"),
+    "cli": _layer("core", "protocol", "coordinator", "cost", "runs", "engines", "worker",
+                  "simulate", "report", "emulator", "frontends"),
     "__init__": _layer(),
 }
 # Who may import the front ends and the emulator: the command line (and themselves).

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from cwltool.errors import WorkflowException
 
-from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.runs.files import RunFiles
 from expo_executor.coordinator.settings import ExecutorSettings, with_default_slots
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import HardnessMeta, JobMeta

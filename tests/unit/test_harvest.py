@@ -19,7 +19,7 @@ from expo_executor.coordinator.harvest import submission
 from expo_executor.coordinator.loop import JobRequest
 from expo_executor.coordinator.recover import recover
 from expo_executor.coordinator.requests import Harvested
-from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.runs.files import RunFiles
 from expo_executor.coordinator.run_state import KEY as KEY_FILE
 from expo_executor.coordinator.run_state import RunState, record
 from expo_executor.coordinator.state import FamilyRef, StateDir

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.runs.files import RunFiles
 from expo_executor.coordinator.saved_logs import LogFetcher, local_name, logs_dir_name
 from expo_executor.core.records import AttemptEnd, JobMeta
 from expo_executor.protocol import messages

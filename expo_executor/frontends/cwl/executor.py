@@ -35,7 +35,7 @@ from cwltool.process import Process, stage_files
 from cwltool.utils import CWLObjectType, bytes2str_in_dicts
 
 from expo_executor.coordinator.loop import Coordinator, JobReport, JobRequest
-from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.runs.files import RunFiles
 from expo_executor.coordinator.state import FamilyRef
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import HardnessMeta, JobMeta

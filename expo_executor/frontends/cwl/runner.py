@@ -24,7 +24,7 @@ from cwltool.loghandler import _logger
 from cwltool.main import main as cwltool_main
 
 from expo_executor.coordinator.launch import max_workers, start_coordinator
-from expo_executor.coordinator.run_files import RunFiles
+from expo_executor.runs.files import RunFiles
 from expo_executor.coordinator.measured_on import measured_on
 from expo_executor.coordinator.settings import (ExecutorSettings, check_credentials,
                                                 needs_credentials, pool_machine_types, validate,

@@ -34,7 +34,7 @@ from expo_executor.coordinator.launch import (max_workers, resolve_machine_types
 from expo_executor.coordinator.loop import JobReport, JobRequest
 from expo_executor.coordinator.requests import Harvested
 from expo_executor.coordinator.measured_on import measured_on
-from expo_executor.coordinator.run_files import REQUESTS, RunFiles
+from expo_executor.runs.files import REQUESTS, RunFiles
 from expo_executor.coordinator.settings import (ExecutorSettings, validate, with_default_slots,
                                                 worker_memory_mb, worker_provides)
 from expo_executor.coordinator.shapes import AUTO, GPU_MODEL, GPU_TYPE, MACHINE_TYPE

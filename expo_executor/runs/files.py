@@ -15,8 +15,11 @@
   and stderr, and its ``log:`` files under their own relative paths), fetched from the bucket
   before the VM that wrote them is gone; its ``jobs.jsonl`` line names the directory.
 
-Lines are appended whole, so a killed run leaves at most a torn last line, which the readers
-skip. ``expocloud report`` and ``status`` read the same files through :func:`read_jsonl`.
+Lines are appended whole, so a killed run leaves at most a torn last line, which the reader
+skips. This module is the one reader of these files: the coordinator, ``expocloud report``,
+``status`` and ``logs``, the cost report and the preemption fit, the simulator and the tests all
+read them through :func:`read_jsonl` and :class:`RunFiles` (``info``, ``jobs``,
+``final_jobs``, ``vms``).
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ import json
 import os
 import socket
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from expo_executor.coordinator.state import write_atomically
+from expo_executor.runs.atomic import write_atomically
 
 RUN = "run.json"
 JOBS = "jobs.jsonl"
@@ -53,14 +57,25 @@ def read_jsonl(path: Path) -> list[dict]:
     killed mid-write is skipped, a missing file is no records."""
     records = []
     if path.exists():
-        for line in path.read_text(errors="replace").splitlines():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 record = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # torn, or garbage nested past the parser
                 continue
             if isinstance(record, dict):
                 records.append(record)
     return records
+
+
+def final_records(records: Iterable[dict]) -> list[dict]:
+    """The last record of each job key, in the order the keys first appear: a job's line is
+    appended again when it runs again, so its last line is its final state. Records without a
+    string or integer ``key`` are not a job's and are left out."""
+    latest: dict[object, dict] = {}
+    for record in records:
+        if isinstance(record.get("key"), (str, int)):
+            latest[record["key"]] = record  # a dict keeps the position of a key's first record
+    return list(latest.values())
 
 
 class RunFiles:
@@ -119,6 +134,10 @@ class RunFiles:
     def jobs(self) -> list[dict]:
         return read_jsonl(self.dir / JOBS)
 
+    def final_jobs(self) -> list[dict]:
+        """Each job's final record (see :func:`final_records`)."""
+        return final_records(self.jobs())
+
     def vms(self) -> list[dict]:
         return read_jsonl(self.dir / VMS)
 
@@ -164,11 +183,16 @@ class RunFiles:
     def write_request_budget(self, figures: dict[str, Any]) -> None:
         self._write_json(REQUEST_BUDGET, figures)
 
+    def info(self) -> dict[str, Any]:
+        """``run.json``; {} when it is missing or unreadable (the jobs can still be read)."""
+        info = self.read_json(RUN)
+        return info if isinstance(info, dict) else {}
+
     def read_json(self, name: str) -> Any:
         """One of the run's JSON files, or None when it is missing or unreadable."""
         try:
-            return json.loads((self.dir / name).read_text())
-        except (OSError, ValueError):
+            return json.loads((self.dir / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
             return None
 
     def _write_json(self, name: str, data: Any) -> None:
