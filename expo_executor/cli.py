@@ -346,12 +346,13 @@ def _doctor(args: argparse.Namespace) -> int:
     profile (and these flags) would have: 0 when all pass, 1 when one fails."""
     from expo_executor.coordinator.launch import shape_book
     from expo_executor.coordinator.profile_settings import Profile, read_profile, settings_of
-    from expo_executor.coordinator.settings import validate, with_default_slots
+    from expo_executor.coordinator.settings import validate
     from expo_executor.coordinator.shapes import named_shapes
     from expo_executor.coordinator.state import StateDir
     from expo_executor.core.records import EngineName
     from expo_executor.engines.gce import doctor
     from expo_executor.engines.gce.launch import coordination_url, doctor_plan
+    from expo_executor.settings.values import with_default_slots
 
     profile = read_profile(args.profile) if args.profile else Profile()
     settings = with_default_slots(settings_of(profile, args))

@@ -5,8 +5,10 @@ from dataclasses import dataclass
 from snakemake_interface_common.exceptions import WorkflowError
 
 from expo_executor.coordinator.settings import ExecutorSettings as _Settings
-from expo_executor.coordinator.settings import check_credentials, needs_credentials, validate
+from expo_executor.coordinator.settings import validate
 from expo_executor.core.errors import ExpoError
+from expo_executor.engines.gce.settings import needs_credentials
+from expo_executor.engines.gce.settings_checks import check_credentials
 from expo_executor.frontends.snakemake.executor import Executor, common_settings
 
 

@@ -3,8 +3,8 @@ records.
 
 It drives the pure core with what the bucket and the engine say, and is what the front ends talk
 to. It may import the core, the protocol (the bucket, its messages and keys), the engines,
-cost, and the leaves ``runs`` (a run directory's files, read and written) and ``gcp`` (which
-errors of Google's are an outage to ride out); never a front end (front ends import it).
+cost, and the leaves ``runs`` (a run directory's files, read and written), ``settings`` and
+``gcp`` (which errors of Google's are an outage to ride out); never a front end (front ends import it).
 
 - ``loop``: the ``Coordinator``: its thread, the order of a round, the front ends' hand-over
   points; ``requests`` (``JobRequest``, ``JobReport``) and ``config`` (``CoordinatorConfig``)
@@ -22,5 +22,8 @@ errors of Google's are an outage to ride out); never a front end (front ends imp
 - ``saved_logs``: a failed or timed-out job's logs, copied from the bucket into the run
   directory before it is reported;
 - ``state``: what outlives a run (its run directories' files are the ``runs`` leaf's);
-- ``launch`` and ``settings``: the settings of a run and a started coordinator for them.
+- ``settings``: every engine's settings in one ``ExecutorSettings``, and ``validate``, which
+  runs every check (the fields, defaults and checks themselves are the ``settings`` leaf's and
+  the engines'); ``profile_settings``: them read from a profile; ``launch``: a started
+  coordinator for them.
 """

@@ -16,15 +16,9 @@ from typing import Callable
 
 from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig
 from expo_executor.coordinator.recover import recover
-from expo_executor.runs.files import read_jsonl
 from expo_executor.coordinator.run_state import RunState, record
 from expo_executor.coordinator.shapes import AUTO, RunMachines, ShapeBook
-from expo_executor.coordinator.settings import (ExecutorSettings, boot_timeout, capacity_timeout,
-                                                check_credentials, heartbeat_grace,
-                                                heartbeat_interval, local_max_workers,
-                                                max_on_demand, needs_credentials, poll_interval,
-                                                pool_machine_types, prefetch, prefetch_hold_s,
-                                                worker_memory_mb, worker_requirements, zones)
+from expo_executor.coordinator.settings import ExecutorSettings, worker_memory_mb
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.budget import BudgetConfig
 from expo_executor.core.errors import ExpoError
@@ -37,8 +31,15 @@ from expo_executor.core.shapes import Shape
 from expo_executor.cost import machines, preemption, prices
 from expo_executor.cost.machine_choice import candidates, choose, measured_runtimes, workload_of
 from expo_executor.engines.base import Engine
+from expo_executor.engines.gce.settings import needs_credentials, pool_machine_types, zones
+from expo_executor.engines.gce.settings_checks import check_credentials
 from expo_executor.engines.local import LocalEngine, LocalEngineConfig
+from expo_executor.engines.local_settings import local_max_workers
 from expo_executor.protocol.bucket import Bucket, LocalBucket, open_bucket
+from expo_executor.runs.files import read_jsonl
+from expo_executor.settings.values import (boot_timeout, capacity_timeout, heartbeat_grace,
+                                           heartbeat_interval, max_on_demand, poll_interval,
+                                           prefetch, prefetch_hold_s, worker_requirements)
 
 
 def max_workers(settings: ExecutorSettings) -> int:

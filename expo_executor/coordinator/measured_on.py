@@ -13,9 +13,10 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from expo_executor.coordinator.settings import ExecutorSettings, pool_machine_types
+from expo_executor.coordinator.settings import ExecutorSettings
 from expo_executor.core.records import EngineName
 from expo_executor.core.shapes import Shape
+from expo_executor.engines.gce.settings import pool_machine_types
 
 
 @lru_cache(maxsize=1)

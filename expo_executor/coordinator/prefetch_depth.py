@@ -20,8 +20,8 @@ import math
 import statistics
 from collections import deque
 
-HOLD_S = 360.0  # seconds of work a slot holds beyond its running job
-MAX_DEPTH = 8  # jobs per slot, however short they are
+from expo_executor.settings.engine_defaults import HOLD_S, MAX_DEPTH  # the GCE default's bounds
+
 WINDOW = 64  # the last solved jobs whose length sets the depth
 
 

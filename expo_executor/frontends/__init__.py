@@ -3,6 +3,7 @@ engine's jobs into the coordinator's requests and its reports back into their en
 
 ``base`` is what both share: a template method whose one hook, ``describe(job)``, each front
 end implements. They may import everything below them (core, protocol, coordinator, cost, the
-GCE engine's launch settings, and the worker's path check that the CWL staging shares); nothing
-imports them but the plugin shim and the command line.
+``runs`` and ``settings`` leaves, the GCE engine's launch and settings, and the worker's path
+check that the CWL staging shares); nothing imports them but the plugin shim and the command
+line.
 """

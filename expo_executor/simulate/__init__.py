@@ -8,9 +8,9 @@
 - ``table``: the comparison as a markdown table, ratios and a plot;
 - ``command``: the ``expocloud simulate`` command line.
 
-It may import the core, cost, the run records' reader (the ``runs`` leaf, to load past runs)
-and the report's run finder and job selection; never the coordinator's loop, engines or front ends: it
-takes decisions through the same pure functions (``core.scaling``, ``core.pool_health``,
-``core.budget``). One exception: the command line reads a run's defaults (machine type, poll,
-idle timeout, on-demand pool size) from ``coordinator.settings``, lazily, inside ``run``.
+It may import the core, cost, the leaves ``runs`` (the run records' reader, to load past runs)
+and ``settings`` (the command line's defaults are a GCE run's: machine type, poll, idle timeout,
+on-demand pool size), and the report's run finder and job selection; never the coordinator,
+engines or front ends: it takes decisions through the same pure functions (``core.scaling``,
+``core.pool_health``, ``core.budget``).
 """

@@ -1,9 +1,9 @@
 """The ``expocloud simulate`` command: its arguments, and a run of every policy on a workload
 (a past run's or a synthetic one), printed as a table and drawn as a plot.
 
-Its defaults are a run's (``coordinator.settings``: machine type, poll, idle timeout, the size
-of the on-demand pool), read lazily in :func:`_base_config`, so that what is simulated is what a
-run would do.
+Its defaults are a GCE run's (the ``settings`` leaf: machine type, poll, idle timeout, the size
+of the on-demand pool), read in :func:`_base_config`, so that what is simulated is what a run
+would do.
 """
 
 from __future__ import annotations
@@ -13,6 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from expo_executor.core.errors import ExpoError
+from expo_executor.core.records import EngineName
+from expo_executor.settings.engine_defaults import GCE
+from expo_executor.settings.fields import Settings
+from expo_executor.settings.values import max_on_demand
 from expo_executor.simulate.policies import POLICIES, SimConfig
 from expo_executor.simulate.simulation import compare
 from expo_executor.simulate.table import plot, table
@@ -121,16 +125,15 @@ def _workload(args: argparse.Namespace) -> tuple[Workload, BootDelay | None]:
 
 def _base_config(args: argparse.Namespace, recorded: BootDelay | None) -> SimConfig:
     """The configuration every policy edits: the arguments, else what a run would use."""
-    from expo_executor.coordinator import settings
     from expo_executor.cost.preemption import vcpus
 
-    machine_type = args.machine_type or settings.DEFAULT_MACHINE_TYPE
+    machine_type = args.machine_type or GCE.machine_type
     boot = _boot(args.boot_s) if args.boot_s else recorded or BootDelay(60.0, 15.0)
-    poll = args.poll if args.poll is not None else settings.GCE_POLL
-    as_run = settings.ExecutorSettings(max_on_demand=args.max_on_demand,
-                                       on_demand_min=args.on_demand_min)
+    poll = args.poll if args.poll is not None else GCE.poll
+    as_run = Settings(engine=EngineName.GCE.value, max_on_demand=args.max_on_demand,
+                      on_demand_min=args.on_demand_min)
     idle = args.idle_timeout if args.idle_timeout is not None else as_run.idle_timeout
-    max_od = settings.max_on_demand(as_run, args.vms)
+    max_od = max_on_demand(as_run, args.vms)
     return SimConfig(max_workers=args.vms, slots=args.slots or vcpus(machine_type),
                      machine_type=machine_type, max_on_demand=max_od,
                      on_demand_min=args.on_demand_min, spot_attempts=args.spot_attempts,

@@ -754,8 +754,8 @@ TESTPKG = {"expocloud_testpkg/__init__.py": (
 def _requirements_software(bucket, tmp_path: Path, endpoint: str, text: str):  # type: ignore[no-untyped-def]
     """Stage the worker software with the requirements file ``text`` read as the setting
     reads it (settings.worker_requirements), from the Debian root's wheelhouse."""
-    from expo_executor.coordinator.settings import (ExecutorSettings,
-                                                    worker_requirements)
+    from expo_executor.coordinator.settings import ExecutorSettings
+    from expo_executor.settings.values import worker_requirements
 
     path = tmp_path / "requirements.txt"
     path.write_text(text)

@@ -55,36 +55,37 @@ def _layer(*anywhere: str) -> Layer:
 
 
 _PROTOCOL = _layer("core.records", "core.errors", "protocol", "gcp")
-_ENGINES = _layer("core", "protocol", "engines", "gcp", "processes")
+_ENGINES = _layer("core", "protocol", "engines", "gcp", "processes", "settings")
 _COST = _layer("core", "cost", "runs", "gcp")
 
-# One row per subpackage, as its __init__ docstring states it, and rows for the single modules
-# its docstring names as exceptions. A module follows its most specific row.
+# One row per subpackage (and top-level module), as its __init__ docstring states it; no module
+# is an exception to its package's row (test_no_module_is_an_exception_to_its_package). A module
+# follows its most specific row.
 LAYERS: Mapping[str, Layer] = {
     "core": _layer("core"),
-    # leaves: what several layers share, importing nothing of the executor
+    # leaves: what several layers share, importing nothing of the executor but the core
     "gcp": _layer("gcp"),
     "processes": _layer("processes"),
     "runs": _layer("runs"),
+    # the settings every engine reads, their per-engine defaults (one table) and checks
+    "settings": _layer("core", "settings"),
     "protocol": _PROTOCOL,
     "worker": _layer("core.records", "protocol", "processes", "worker").plus(
         lazily=["engines.gce.guest"]),
     "engines": _ENGINES,
-    "engines.gce.launch": _ENGINES.plus(["coordinator.settings"]),
     "cost": _COST,
     "report": _layer("core", "cost", "runs", "report"),
-    "simulate": _layer("core", "cost", "simulate", "runs", "report"),
-    # the command line reads a run's defaults from the settings, lazily (its docstring says so)
-    "simulate.command": _layer("core", "cost", "simulate", "runs",
-                               "report").plus(lazily=["coordinator.settings"]),
-    "coordinator": _layer("core", "protocol", "engines", "cost", "gcp", "runs", "coordinator"),
+    "simulate": _layer("core", "cost", "simulate", "runs", "settings", "report"),
+    "coordinator": _layer("core", "protocol", "engines", "cost", "gcp", "runs", "settings",
+                          "coordinator"),
     "emulator": _layer("emulator", "processes", "protocol.keys"),
     # "everything below them": the docstring's list leaves out the worker, whose path check
     # (worker.staged_job.safe_relative) the CWL staging shares
-    "frontends": _layer("core", "protocol", "coordinator", "cost", "runs", "engines.gce.launch",
-                        "worker", "frontends"),
-    "cli": _layer("core", "protocol", "coordinator", "cost", "runs", "engines", "worker",
-                  "simulate", "report", "emulator", "frontends"),
+    "frontends": _layer("core", "protocol", "coordinator", "cost", "runs", "settings",
+                        "engines.gce.launch", "engines.gce.settings",
+                        "engines.gce.settings_checks", "worker", "frontends"),
+    "cli": _layer("core", "protocol", "coordinator", "cost", "runs", "settings", "engines",
+                  "worker", "simulate", "report", "emulator", "frontends"),
     "__init__": _layer(),
 }
 # Who may import the front ends and the emulator: the command line (and themselves).
@@ -281,6 +282,12 @@ def test_every_module_has_a_row() -> None:
     assert [source.module for source in SOURCES if row_of(source.module) is None] == []
 
 
+def test_no_module_is_an_exception_to_its_package() -> None:
+    """One row per subpackage or top-level module: what several layers share is a leaf package
+    of its own (``gcp``, ``processes``, ``runs``, ``settings``), never a module's exception row."""
+    assert [row for row in LAYERS if "." in row] == []
+
+
 def test_no_import_cycles() -> None:
     cycle = find_cycle(GRAPH)
     assert not cycle, f"import cycle: {describe_cycle(cycle)}"
@@ -371,11 +378,15 @@ def test_a_forbidden_or_eager_import_breaks_a_layer() -> None:
 
 
 def test_a_module_follows_its_most_specific_row() -> None:
-    assert row_of(f"{PACKAGE}.engines.gce.launch") == "engines.gce.launch"
-    assert row_of(f"{PACKAGE}.engines.gce.engine") == "engines"
-    made_up = [Source(f"{PACKAGE}.engines.gce.engine", "import expo_executor.coordinator.settings\n")]
-    assert layer_violations(import_graph(made_up), "engines") == [
+    layers = {"engines": LAYERS["engines"],
+              "engines.gce.launch": LAYERS["engines"].plus(["coordinator.settings"])}
+    assert row_of(f"{PACKAGE}.engines.gce.launch", layers) == "engines.gce.launch"
+    assert row_of(f"{PACKAGE}.engines.gce.engine", layers) == "engines"
+    made_up = [Source(f"{PACKAGE}.engines.gce.engine", "import expo_executor.coordinator.settings\n"),
+               Source(f"{PACKAGE}.engines.gce.launch", "import expo_executor.coordinator.settings\n")]
+    assert layer_violations(import_graph(made_up), "engines", layers) == [
         f"{PACKAGE}.engines.gce.engine:1 imports {PACKAGE}.coordinator.settings"]
+    assert layer_violations(import_graph(made_up), "engines.gce.launch", layers) == []
 
 
 def test_an_eager_cloud_import_is_found() -> None:

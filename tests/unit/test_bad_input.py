@@ -23,6 +23,6 @@ def test_the_matrix_covers_every_category() -> None:
 @pytest.mark.parametrize("name", ["abc", "my-bucket_1", "a.b.c", "x" * 63,
                                   f"{'a' * 63}.{'b' * 63}", "expocloud-emulated"])
 def test_valid_bucket_names_pass(name: str) -> None:
-    from expo_executor.coordinator.settings import bucket_name_problem
+    from expo_executor.engines.gce.settings_checks import bucket_name_problem
 
     assert bucket_name_problem(name) is None

@@ -17,7 +17,8 @@ import pytest
 from cwltool.errors import WorkflowException
 
 from expo_executor.runs.files import RunFiles
-from expo_executor.coordinator.settings import ExecutorSettings, with_default_slots
+from expo_executor.coordinator.settings import ExecutorSettings
+from expo_executor.settings.values import with_default_slots
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import HardnessMeta, JobMeta
 from expo_executor.frontends.base import FrontEnd, Misfit, find_misfit

@@ -35,7 +35,8 @@ def test_the_depth_follows_the_latest_jobs():
 
 
 def test_gce_sizes_the_depth_unless_the_setting_fixes_it_and_local_holds_one():
-    from expo_executor.coordinator.settings import ExecutorSettings, prefetch, prefetch_hold_s
+    from expo_executor.coordinator.settings import ExecutorSettings
+    from expo_executor.settings.values import prefetch, prefetch_hold_s
 
     gce = dict(engine="gce", gce_project="p", gce_zones="us-central1-a", max_workers=2)
     assert (prefetch(ExecutorSettings(**gce)), prefetch_hold_s(ExecutorSettings(**gce))) \

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from expo_executor.coordinator.settings import ExecutorSettings, validate, worker_requirements
+from expo_executor.coordinator.settings import ExecutorSettings, validate
+from expo_executor.settings.values import worker_requirements
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.requirements import (SETTING, UserPin, parse_requirements,
                                              requirements_text, worker_clashes)

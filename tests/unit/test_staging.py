@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from expo_executor.coordinator.settings import ExecutorSettings, machine_memory_mb, worker_memory_mb
+from expo_executor.coordinator.settings import ExecutorSettings, worker_memory_mb
+from expo_executor.cost.machines import machine_memory_mb
 from expo_executor.frontends.cwl.executor import _mount_sources
 from expo_executor.frontends.cwl.hints import ARV_PREEMPTIBLE, PREEMPTIBLE, spot_attempts
 from expo_executor.worker.staged_job import safe_relative

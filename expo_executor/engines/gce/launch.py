@@ -15,11 +15,6 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from expo_executor.coordinator.settings import (AUTO_MACHINE, ExecutorSettings, check_bucket_url,
-                                                heartbeat_grace, heartbeat_interval, labels,
-                                                max_on_demand, needs_credentials, poll_interval,
-                                                pool_machine_types, slow_poll_interval,
-                                                worker_requirements, zones)
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import parse_duration
 from expo_executor.core.scheduler import Pool
@@ -29,10 +24,15 @@ from expo_executor.engines.gce.engine import ACCELERATOR_FAMILIES, GceConfig, Gc
 from expo_executor.engines.gce.google_apis import Roots
 from expo_executor.engines.gce.key_channel import KeyGrantor
 from expo_executor.engines.gce.quota_plan import FleetPlan, Machine
+from expo_executor.engines.gce.settings import (AUTO_MACHINE, GceSettings, labels, needs_credentials,
+                                                pool_machine_types, zones)
+from expo_executor.engines.gce.settings_checks import check_bucket_url
 from expo_executor.engines.gce.startup import render, stage
 from expo_executor.protocol.bucket import Bucket
 from expo_executor.protocol.keys import WORKER_ATTRIBUTE
 from expo_executor.protocol.worker_keys import grant_verify_key
+from expo_executor.settings.values import (heartbeat_grace, heartbeat_interval, max_on_demand,
+                                           poll_interval, slow_poll_interval, worker_requirements)
 
 HALT_ATTRIBUTE = "expocloud-halt"
 
@@ -75,7 +75,7 @@ def check_new_prefix(bucket: Bucket, url: str) -> None:
                         "objects if it is over")
 
 
-def coordination_url(settings: ExecutorSettings, default_storage_prefix: str | None,
+def coordination_url(settings: GceSettings, default_storage_prefix: str | None,
                      run_id: str) -> str:
     """The run's coordination prefix; raises ExpoError on a missing or invalid bucket name."""
     base = settings.bucket or (f"{default_storage_prefix.rstrip('/')}/.expocloud"
@@ -88,7 +88,7 @@ def coordination_url(settings: ExecutorSettings, default_storage_prefix: str | N
     return f"{base.rstrip('/')}/{run_label(run_id)}"
 
 
-def worker_boot(settings: ExecutorSettings, bucket_url: str) -> dict:
+def worker_boot(settings: GceSettings, bucket_url: str) -> dict:
     """What each worker reads from its metadata: never secret (anyone with
     compute.instances.get reads it); each worker asks for its key through the bucket
     (key_channel.py)."""
@@ -108,7 +108,7 @@ def worker_boot(settings: ExecutorSettings, bucket_url: str) -> dict:
             "compute_endpoint": settings.gce_endpoint, "self_delete": True}
 
 
-def build_engine(settings: ExecutorSettings, run_id: str, run_key: bytes, bucket: Bucket,
+def build_engine(settings: GceSettings, run_id: str, run_key: bytes, bucket: Bucket,
                  bucket_url: str, work_dir: Path) -> GceEngine:
     """Stage the worker software if needed, and configure the engine for this run."""
     software = stage(bucket, work_dir / "software", mode=settings.gce_worker_software,
@@ -143,7 +143,7 @@ def build_engine(settings: ExecutorSettings, run_id: str, run_key: bytes, bucket
 
 
 # -- expocloud doctor, before the first VM --------------------------------------------------------
-def doctor_plan(settings: ExecutorSettings, shapes: Iterable[Shape],
+def doctor_plan(settings: GceSettings, shapes: Iterable[Shape],
                 bucket_url: str) -> doctor.Plan:
     """What the run will ask of the project, for the checks: its machine types (the pools'
     and every per-rule shape known before the run), GPUs, fleet, network, images, bucket."""
@@ -175,7 +175,7 @@ def doctor_plan(settings: ExecutorSettings, shapes: Iterable[Shape],
         auto=AUTO_MACHINE in (spot, on_demand))
 
 
-def check_ready(settings: ExecutorSettings, shapes: Iterable[Shape], bucket_url: str,
+def check_ready(settings: GceSettings, shapes: Iterable[Shape], bucket_url: str,
                 log: Callable[[str], None]) -> None:
     """Run ``expocloud doctor``'s checks for this run before any VM: warnings are logged, the
     first failure raises ExpoError with its one line (the others are logged first), all green

@@ -26,14 +26,15 @@ from cwltool.main import main as cwltool_main
 from expo_executor.coordinator.launch import max_workers, start_coordinator
 from expo_executor.runs.files import RunFiles
 from expo_executor.coordinator.measured_on import measured_on
-from expo_executor.coordinator.settings import (ExecutorSettings, check_credentials,
-                                                needs_credentials, pool_machine_types, validate,
-                                                with_default_slots, worker_memory_mb)
+from expo_executor.coordinator.settings import ExecutorSettings, validate, worker_memory_mb
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import EngineName
+from expo_executor.engines.gce.settings import needs_credentials, pool_machine_types
+from expo_executor.engines.gce.settings_checks import check_credentials
 from expo_executor.frontends.cwl.executor import ExpoExecutor
 from expo_executor.frontends.cwl.hints import Containers, make_tool, register_schema
+from expo_executor.settings.values import with_default_slots
 
 PREFIX = "expocloud-"
 ON_TIMEOUT = ("skipped", "permanentFail")

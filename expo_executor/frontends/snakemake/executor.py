@@ -35,19 +35,20 @@ from expo_executor.coordinator.loop import JobReport, JobRequest
 from expo_executor.coordinator.requests import Harvested
 from expo_executor.coordinator.measured_on import measured_on
 from expo_executor.runs.files import REQUESTS, RunFiles
-from expo_executor.coordinator.settings import (ExecutorSettings, validate, with_default_slots,
-                                                worker_memory_mb, worker_provides)
+from expo_executor.coordinator.settings import ExecutorSettings, validate, worker_memory_mb
 from expo_executor.coordinator.shapes import AUTO, GPU_MODEL, GPU_TYPE, MACHINE_TYPE
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import EngineName
 from expo_executor.core.scheduler import Outcome
 from expo_executor.cost.request_budget import at_scale
+from expo_executor.engines.gce.settings import worker_provides
 from expo_executor.frontends.base import FrontEnd
 from expo_executor.frontends.snakemake.describe import (THREADS, Fleet, JobDescriber, identity,
                                                         rule_values)
 from expo_executor.frontends.snakemake import workflow_profile
 from expo_executor.protocol.keys import DEPLOY_DIR_ENV
+from expo_executor.settings.values import with_default_slots
 from expo_executor.worker import command_clock
 
 common_settings = CommonSettings(

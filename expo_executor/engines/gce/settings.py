@@ -1,0 +1,131 @@
+"""The GCE engine's own settings: its fields, and the values a GCE run derives from them
+(zones, labels, the pools' machine types, what the worker image provides).
+
+No ``from __future__ import annotations``: the fields' types are read as types (see
+``settings.fields``). The checks of a GCE run's settings are ``settings_checks``.
+"""
+
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from expo_executor.core.errors import ExpoError
+from expo_executor.core.records import EngineName
+from expo_executor.settings.engine_defaults import GCE
+from expo_executor.settings.fields import Settings, option
+
+WORKER_PROVIDES_CHOICES = ("conda", "apptainer")  # Snakemake's deployment method names
+WORKER_SOFTWARE_CHOICES = ("pip", "image")
+AUTO_MACHINE = "auto"  # a machine type chosen from the jobs (coordinator/shapes.py's AUTO)
+
+
+@dataclass
+class GceFields:
+    """The fields only a GCE run reads (``coordinator.settings.ExecutorSettings`` has them
+    beside every other engine's)."""
+
+    bucket: Optional[str] = field(default=None, metadata=option(
+        "GCE: coordination bucket gs://BUCKET/PREFIX (default: the default storage prefix "
+        "followed by /.expocloud)."))
+    gce_project: Optional[str] = field(default=None, metadata=option(
+        "GCE: project id; required on GCE."))
+    gce_zones: Optional[str] = field(default=None, metadata=option(
+        "GCE: zones of one region in order of preference, comma separated; a stockout moves "
+        "to the next. Required on GCE."))
+    machine_type: Optional[str] = field(default=None, metadata=option(
+        f"GCE: machine type of the workers (default {GCE.machine_type}), or 'auto': per "
+        "pool, the type with the lowest expected cost per job, from the jobs' threads, memory "
+        "and runtime, the price snapshot and the preemption model (docs/cost.md)."))
+    gce_machine_type: Optional[str] = field(default=None, metadata=option(
+        "GCE: machine type of Spot workers, or 'auto' (default: --expocloud-machine-type)."))
+    gce_on_demand_machine_type: Optional[str] = field(default=None, metadata=option(
+        "GCE: machine type of on-demand workers, or 'auto' (default: the Spot one)."))
+    gce_image: str = field(default="projects/debian-cloud/global/images/family/debian-12",
+                           metadata=option("GCE: boot image or image family URL."))
+    gce_gpu_image: Optional[str] = field(default=None, metadata=option(
+        "GCE: boot image of VMs with GPUs, needed when a rule asks for GPUs: an image with the "
+        "NVIDIA driver (or a Deep Learning VM image's first-boot driver install) and what "
+        "--expocloud-gce-worker-software needs (pip: python3 of this machine's version; image: "
+        "the worker installed), built as docs/gce.md says."))
+    gce_worker_software: str = field(default="pip", metadata=option(
+        "GCE: 'pip' (the startup script installs the host's exact versions) or 'image' (the "
+        "image already has them).", choices=list(WORKER_SOFTWARE_CHOICES)))
+    gce_worker_provides: Optional[str] = field(default=None, metadata=option(
+        "GCE: what the worker image provides for Snakemake's --software-deployment-method, "
+        "comma separated: conda, apptainer (environments and images are then built or pulled "
+        "once per VM and reused by its later jobs)."))
+    gce_pip_index_url: Optional[str] = field(default=None, metadata=option(
+        "GCE: package index the workers install from (default PyPI)."))
+    gce_disk_gb: int = field(default=20, metadata=option("GCE: boot disk size in GB.", type=int))
+    gce_disk_type: str = field(default="pd-balanced", metadata=option("GCE: boot disk type."))
+    gce_network: str = field(default="global/networks/default", metadata=option(
+        "GCE: VPC network, a name or a URL (global/networks/NAME)."))
+    gce_subnetwork: Optional[str] = field(default=None, metadata=option(
+        "GCE: subnetwork, a name (completed in the zones' region) or a URL "
+        "(projects/PROJECT/regions/REGION/subnetworks/NAME, for Shared VPC); with it and the "
+        "default network, the network is the subnetwork's."))
+    gce_internal_ip_only: bool = field(default=False, metadata=option(
+        "GCE: no external IP on workers (then they need Cloud NAT or Private Google Access to "
+        "reach GCS and the package index). Workers listen on no port either way."))
+    gce_service_account: Optional[str] = field(default=None, metadata=option(
+        "GCE: the workers' service account, e.g. expocloud-worker@PROJECT.iam."
+        "gserviceaccount.com (docs/gce.md: least privilege); required on GCE. 'default' asks "
+        "for the "
+        "Compute Engine default account, which usually holds Editor on the whole project."))
+    gce_scopes: str = field(default="https://www.googleapis.com/auth/devstorage.read_write,"
+                                    "https://www.googleapis.com/auth/compute", metadata=option(
+        "GCE: OAuth scopes of the workers, comma separated (least privilege: storage and "
+        "compute for deleting themselves)."))
+    gce_labels: Optional[str] = field(default=None, metadata=option(
+        "GCE: extra labels key=value,key=value on every VM."))
+    gce_max_run_duration: str = field(default="24h", metadata=option(
+        "GCE: hard cap on each VM's life, the last resort against runaway cost."))
+    gce_endpoint: Optional[str] = field(default=None, metadata=option(
+        "GCE: Compute API endpoint (only for the local fake: profiles/gce-emulated)."))
+    gce_skip_doctor: bool = field(default=False, metadata=option(
+        "GCE: do not run the checks of 'expocloud doctor' (APIs, permissions, the worker "
+        "account, the bucket, machine types, quotas, Python, NAT) before the first VM; for a "
+        "check that is wrong about your project (please say so in an issue)."))
+
+
+@dataclass
+class GceSettings(GceFields, Settings):
+    """The settings a GCE run reads: every engine's and its own."""
+
+
+def check_fields(settings: GceSettings) -> None:
+    """The GCE fields checked whatever the engine (a profile's mistake shows)."""
+    worker_provides(settings)
+
+
+def worker_provides(settings: GceSettings) -> frozenset[str]:
+    """The software deployment methods the GCE worker image provides (checked names)."""
+    given = {p.strip() for p in (settings.gce_worker_provides or "").split(",") if p.strip()}
+    unknown = sorted(given - set(WORKER_PROVIDES_CHOICES))
+    if unknown:
+        raise ExpoError("--expocloud-gce-worker-provides", f"unknown value {unknown[0]!r}",
+                        f"use some of {', '.join(WORKER_PROVIDES_CHOICES)}, comma separated")
+    return frozenset(given)
+
+
+def zones(settings: GceSettings) -> list[str]:
+    return [z.strip() for z in (settings.gce_zones or "").split(",") if z.strip()]
+
+
+def labels(settings: GceSettings) -> dict[str, str]:
+    pairs = [p.strip() for p in (settings.gce_labels or "").split(",") if p.strip()]
+    return dict(p.split("=", 1) for p in pairs)
+
+
+def pool_machine_types(settings: GceSettings) -> tuple[str, str]:
+    """(Spot, on-demand) machine types as configured; either may be 'auto'."""
+    spot = settings.gce_machine_type or settings.machine_type or GCE.machine_type
+    on_demand = settings.gce_on_demand_machine_type or settings.gce_machine_type \
+        or settings.machine_type or GCE.machine_type
+    return spot, on_demand
+
+
+def needs_credentials(settings: GceSettings) -> bool:
+    """A GCE run talks to the real GCS or Compute API (not only to the local fakes)."""
+    return settings.engine == EngineName.GCE and (settings.gce_endpoint is None
+                                         or not os.environ.get("STORAGE_EMULATOR_HOST"))
