@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from expo_executor.core.pool_health import BOOT_TIMEOUT
 from expo_executor.core.records import EngineName
 
 # The GCE default prefetch (coordinator/prefetch_depth.py): a slot holds about this much work.
@@ -35,10 +36,11 @@ DEFAULTS: Mapping[EngineName, EngineDefaults] = {
     EngineName.LOCAL: EngineDefaults(poll=0.05, slow_poll=15.0, grace=60.0, boot_timeout=120.0,
                                      slots_per_worker=None, prefetch_hold_s=None,
                                      machine_type=None),
-    # A real VM boots in a minute or two, and the 'pip' worker software installs for a few more.
-    EngineName.GCE: EngineDefaults(poll=2.0, slow_poll=15.0, grace=300.0, boot_timeout=600.0,
-                                   slots_per_worker=1, prefetch_hold_s=HOLD_S,
-                                   machine_type="e2-standard-2"),
+    # A real VM boots in a minute or two, and the 'pip' worker software installs for a few more
+    # (the pool health's own default, 600 s).
+    EngineName.GCE: EngineDefaults(poll=2.0, slow_poll=15.0, grace=300.0,
+                                   boot_timeout=BOOT_TIMEOUT, slots_per_worker=1,
+                                   prefetch_hold_s=HOLD_S, machine_type="e2-standard-2"),
 }
 LOCAL, GCE = DEFAULTS[EngineName.LOCAL], DEFAULTS[EngineName.GCE]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from expo_executor.cost import prices
+from expo_executor.runs.files import RunFiles
 
 from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
 from tests.gcs_emulator import gcs_emulator  # noqa: F401
@@ -52,7 +53,7 @@ def test_tiny_budget_stops_growth_and_ends_within_it(tmp_path: Path, action: str
     unpaid = [r for r in records if r["outcome"] == "failed"]
     assert solved and unpaid and len(solved) + len(unpaid) == 12
     assert all("--expocloud-budget" in r["reason"] for r in unpaid), unpaid
-    vms = [json.loads(line) for line in (run_dir / "vms.jsonl").read_text().splitlines()]
+    vms = RunFiles(run_dir).vms()
     assert len(vms) == 1, f"growth should have stopped at one VM: {vms}"
 
     cost = json.loads((run_dir / "cost.json").read_text())

@@ -7,6 +7,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+from expo_executor.runs.files import RunFiles
+
 from tests.helpers import SNAKEMAKE, interruptible, processes_under, run_dirs, wait_until
 
 SNAKEFILE = """
@@ -44,6 +46,6 @@ def test_sigint_leaves_no_worker_and_no_job_process(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
     assert wait_until(lambda: not processes_under(tmp_path), timeout=5), processes_under(tmp_path)
-    vms = [json.loads(line) for line in (run_dirs(tmp_path)[-1] / "vms.jsonl").read_text().splitlines()]
+    vms = RunFiles(run_dirs(tmp_path)[-1]).vms()
     # the default local fleet: one worker holding both jobs (every core of a 2-core machine)
     assert vms and all(vm["end"] == "deleted" for vm in vms)

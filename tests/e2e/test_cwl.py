@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from expo_executor.runs.files import RunFiles
+
 from tests.emulated_gce import PROJECT, ZONES, emulated_env, fake_compute  # noqa: F401
 from tests.gcs_emulator import fresh_bucket, gcs_emulator  # noqa: F401
 from tests.helpers import EXPOCLOUD, HINTED_TOOL, processes_under, wait_until
@@ -99,8 +101,7 @@ def test_cwl_sweep_on_the_local_engine(tmp_path: Path) -> None:
     # A rerun remembers the frontier: the dominated jobs are skipped without running.
     rerun = _run(tmp_path, "--expocloud-run-id", "rerun", str(SWEEP), "job.yml")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    again = [json.loads(line) for line in
-             (tmp_path / "state" / "runs" / "rerun" / "jobs.jsonl").read_text().splitlines()]
+    again = RunFiles(tmp_path / "state" / "runs" / "rerun").jobs()
     skipped = {_vector(r["wildcards"]) for r in again if r["outcome"] == "skipped"}
     assert {(2, 10, 18), (2, 18, 18)} <= skipped
     assert all(r["started"] is None for r in again if r["outcome"] == "skipped")
@@ -121,7 +122,7 @@ def test_cwl_sweep_on_emulated_gce(tmp_path: Path, fake_compute,  # noqa: F811
                   env=emulated_env(gcs_emulator), timeout=600)
     _check_sweep(tmp_path, result)
     run_dir = next((tmp_path / "state" / "runs").glob("*"))
-    vms = [json.loads(line) for line in (run_dir / "vms.jsonl").read_text().splitlines()]
+    vms = RunFiles(run_dir).vms()
     assert vms and all(vm["name"].startswith("expo-") for vm in vms)
     assert wait_until(lambda: not fake_compute.instances(), timeout=30), fake_compute.instances()
     cleanup = subprocess.run([EXPOCLOUD, "cleanup", "--project", PROJECT, "--zones", ZONES,

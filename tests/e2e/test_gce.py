@@ -4,7 +4,6 @@ coordinator: tests/faults/test_kill_coordinator.py.)"""
 
 from __future__ import annotations
 
-import json
 import shutil
 import signal
 import subprocess
@@ -12,6 +11,8 @@ from pathlib import Path
 
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
+
+from expo_executor.runs.files import RunFiles
 
 from tests.agent_assignment import RANK, WORKFLOW, hardness_vector
 from tests.emulated_gce import PROJECT, emulated_args, emulated_env, fake_compute  # noqa: F401
@@ -57,7 +58,7 @@ def test_agent_assignment_sweep_survives_preemptions(tmp_path: Path, fake_comput
             assert any(all(t <= p for t, p in zip(t_out, hardness_vector(record["wildcards"])))
                        for t_out in timed_out), f"{record['wildcards']} skipped without cause"
     # Preemptions happened, their jobs ran again, and twice-preempted ones ran on-demand.
-    vms = [json.loads(line) for line in (run_dir / "vms.jsonl").read_text().splitlines()]
+    vms = RunFiles(run_dir).vms()
     assert any(vm["end"] == "preempted" for vm in vms), "no preemption was injected"
     rerun = [r for r in job_records(run_dir).values() if r["preemptions"] > 0]
     assert rerun, "no job was preempted while running"

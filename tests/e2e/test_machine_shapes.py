@@ -5,13 +5,14 @@ Compute API (which refuses GPU bodies the real one refuses) and the GCS emulator
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from expo_executor.emulator.compute import FakeCompute
+from expo_executor.runs.files import RunFiles
+
 from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
 from tests.gcs_emulator import gcs_emulator  # noqa: F401
 from tests.helpers import run_dirs, run_snakemake
@@ -92,8 +93,7 @@ def test_four_rules_get_four_shapes_and_each_job_a_fitting_vm(
     created = _created(fake_compute)
     shapes = {name: _shape(body) for name, body in created.items()}
     run_dir, = run_dirs(workdir)
-    jobs = {r["rule"]: r for r in map(json.loads, (run_dir / "jobs.jsonl").read_text()
-                                        .splitlines())}
+    jobs = {r["rule"]: r for r in RunFiles(run_dir).jobs()}
     ran_on = {rule: shapes[jobs[rule]["worker"]] for rule in ("one", "four", "gpu", "disk")}
     assert ran_on["one"][:2] == ("e2-standard-2", ()) and ran_on["one"][2] < 200
     assert ran_on["four"][:2] == ("n2-standard-4", ())

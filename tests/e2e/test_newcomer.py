@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from expo_executor.runs.files import RunFiles
+
 from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
 from tests.gcs_emulator import gcs_emulator  # noqa: F401
 from tests.helpers import REPO, SNAKEMAKE, run_dirs, wait_until
@@ -82,7 +84,7 @@ def run(words: list[str], cwd: Path, env: dict | None = None) -> subprocess.Comp
 
 
 def solve_records(run_dir: Path) -> dict[str, dict]:
-    records = [json.loads(line) for line in (run_dir / "jobs.jsonl").read_text().splitlines()]
+    records = RunFiles(run_dir).jobs()
     return {r["key"]: r for r in records if r["rule"] == "solve"}
 
 

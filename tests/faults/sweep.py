@@ -40,6 +40,7 @@ from pathlib import Path
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
+from expo_executor.runs.files import RunFiles
 from tests.emulated_gce import PROJECT
 from .conftest import size
 
@@ -172,8 +173,7 @@ def job_of(record: dict) -> str:
 def final_records(run_dir: Path) -> dict[str, dict]:
     """The last jobs.jsonl record of each sweep job (there is one per job; checked)."""
     records: dict[str, dict] = {}
-    for line in (run_dir / "jobs.jsonl").read_text().splitlines():
-        record = json.loads(line)
+    for record in RunFiles(run_dir).jobs():
         if record.get("rule") == "sweep":
             job = job_of(record)
             assert job not in records, f"job {job} reported twice: {records[job]} / {record}"

@@ -19,6 +19,7 @@ pytest.importorskip("gcp_storage_emulator")
 
 from expo_executor.emulator.compute import FakeCompute  # noqa: E402
 from expo_executor.emulator.faulty_proxy import FaultyProxy  # noqa: E402
+from expo_executor.runs.files import RunFiles  # noqa: E402
 
 from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401,E402
 from tests.gcs_emulator import fresh_bucket, gcs_emulator  # noqa: F401,E402
@@ -41,8 +42,7 @@ rule write:
 
 
 def _records(workdir: Path) -> list[dict]:
-    return [json.loads(line) for line in
-            (run_dirs(workdir)[-1] / "jobs.jsonl").read_text().splitlines()]
+    return RunFiles(run_dirs(workdir)[-1]).jobs()
 
 
 def _run(workdir: Path, fake: FakeCompute, endpoint: str, jobs: int,

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from expo_executor.runs.files import RunFiles
 from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
 from tests.gcs_emulator import gcs_emulator  # noqa: F401
 from tests.helpers import SNAKEMAKE, processes_under, run_dirs, wait_until
@@ -144,7 +146,7 @@ def test_sigkilled_local_workers(tmp_path: Path, baseline: dict[str, str],
     # a lost worker's job sessions die with its "VM" before the job is assigned again
     assert not overlapping_attempts(ledger), overlapping_attempts(ledger)
     requeued = requeued_lines(log)
-    lost_vms = [json.loads(line) for line in (run_dir / "vms.jsonl").read_text().splitlines()]
+    lost_vms = RunFiles(run_dir).vms()
     assert len([vm for vm in lost_vms if vm["end"] == "lost"]) >= len(kills) - 1, log[-3000:]
     # nothing of the run is left: no worker, no job session
     assert wait_until(lambda: not processes_under(workdir), timeout=30), processes_under(workdir)

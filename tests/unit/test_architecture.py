@@ -382,8 +382,8 @@ def test_a_module_follows_its_most_specific_row() -> None:
               "engines.gce.launch": LAYERS["engines"].plus(["coordinator.settings"])}
     assert row_of(f"{PACKAGE}.engines.gce.launch", layers) == "engines.gce.launch"
     assert row_of(f"{PACKAGE}.engines.gce.engine", layers) == "engines"
-    made_up = [Source(f"{PACKAGE}.engines.gce.engine", "import expo_executor.coordinator.settings\n"),
-               Source(f"{PACKAGE}.engines.gce.launch", "import expo_executor.coordinator.settings\n")]
+    made_up = [Source(f"{PACKAGE}.engines.gce.{name}", "import expo_executor.coordinator.settings\n")
+               for name in ("engine", "launch")]
     assert layer_violations(import_graph(made_up), "engines", layers) == [
         f"{PACKAGE}.engines.gce.engine:1 imports {PACKAGE}.coordinator.settings"]
     assert layer_violations(import_graph(made_up), "engines.gce.launch", layers) == []

@@ -8,7 +8,7 @@ import urllib.error
 import pytest
 
 from expo_executor.gcp.errors import (classify_codes, classify_error, is_transient,
-                                              is_transient_metadata, is_transient_storage)
+                                      is_transient_metadata, is_transient_storage)
 
 gexc = pytest.importorskip("google.api_core.exceptions")
 

@@ -39,7 +39,7 @@ from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed, Instance
 from expo_executor.engines.gce.clients import delete_call, make_clients
 from expo_executor.gcp.errors import (SUMMARY_CODES, classify_codes, classify_error,
-                                              is_transient)
+                                      is_transient)
 from expo_executor.engines.gce.references import DEFAULT_NETWORK, network_interface
 from expo_executor.gcp.retry import retry_call
 from expo_executor.protocol.keys import WORKER_ATTRIBUTE
