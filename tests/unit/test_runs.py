@@ -1,0 +1,36 @@
+"""The run records' one reader (runs/files.py): what report, cost, simulate and the tests read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from expo_executor.runs.files import JOBS, RUN, RunFiles, read_jsonl
+
+
+def test_final_jobs_keep_each_keys_last_record_in_first_seen_order(tmp_path: Path) -> None:
+    files = RunFiles(tmp_path)
+    for record in ({"key": "a", "outcome": "failed"}, {"key": 7, "outcome": "solved"},
+                   {"key": "a", "outcome": "solved"}, {"outcome": "no key"},
+                   {"key": ["not", "a", "key"]}):
+        files.append_job(record)
+    with (tmp_path / JOBS).open("a") as handle:
+        handle.write('{"key": "torn"')  # a run killed mid-write
+    assert files.final_jobs() == [{"key": "a", "outcome": "solved"},
+                                  {"key": 7, "outcome": "solved"}]
+    assert len(files.jobs()) == 5, "every whole line, keyed or not; the torn one skipped"
+
+
+def test_garbage_nested_past_the_parser_is_skipped_like_a_torn_line(tmp_path: Path) -> None:
+    (tmp_path / JOBS).write_text("[" * 100_000 + "\n" + json.dumps({"key": "k"}) + "\n")
+    assert read_jsonl(tmp_path / JOBS) == [{"key": "k"}]
+
+
+def test_info_is_run_json_or_nothing(tmp_path: Path) -> None:
+    files = RunFiles(tmp_path)
+    assert files.info() == {}, "missing"
+    (tmp_path / RUN).write_text("[1, 2]")
+    assert files.info() == {}, "not an object"
+    (tmp_path / RUN).write_text(json.dumps({"run_id": tmp_path.name, "ended": None}))
+    assert files.info() == {"run_id": tmp_path.name, "ended": None}
+    assert RunFiles(tmp_path / "missing").final_jobs() == []
