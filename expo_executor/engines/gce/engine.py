@@ -35,7 +35,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from expo_executor.core.scheduler import Pool
-from expo_executor.core.shapes import Shape
+from expo_executor.core.shapes import Shape, comes_with_gpus
 from expo_executor.engines.base import CreateFailed, Instance
 from expo_executor.engines.gce.clients import delete_call, make_clients
 from expo_executor.engines.gce.errors import (SUMMARY_CODES, classify_codes, classify_error,
@@ -57,8 +57,6 @@ DEFAULT_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 LABEL_VALUE_RE = re.compile(r"[a-z0-9_-]{1,63}")
 QUOTA_RE = re.compile(r"Quota '([^']+)' exceeded\.\s+Limit:\s*([0-9.]+)\s+in region ([a-z0-9-]+)")
 PREEMPT_CLOCK_SLACK_S = 60.0  # a preemption this long before our insert can still be ours
-# Accelerator-optimized families: their GPUs come with the machine type (no guestAccelerators).
-ACCELERATOR_FAMILIES = ("a2", "a3", "a4", "g2", "g4")
 # Deep Learning VM images install the NVIDIA driver at first boot when this metadata says so
 # (a worker image built from one keeps that; other images ignore it).
 GPU_DRIVER_ATTRIBUTE = "install-nvidia-driver"
@@ -626,8 +624,7 @@ class GceEngine:
         from google.cloud import compute_v1
 
         shape = ask.shape
-        if shape is None or not shape.gpus \
-                or shape.machine_type.split("-", 1)[0] in ACCELERATOR_FAMILIES:
+        if shape is None or not shape.gpus or comes_with_gpus(shape.machine_type):
             return []
         name = f"zones/{zone}/acceleratorTypes/{shape.gpu_type}" if zone else shape.gpu_type
         return [compute_v1.AcceleratorConfig(accelerator_type=name,
