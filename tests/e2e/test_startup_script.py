@@ -88,6 +88,23 @@ def test_script_is_valid_bash_in_both_modes(tmp_path: Path) -> None:
         assert "expocloud-run-key" not in script  # the worker reads the key; not the script
 
 
+def test_the_script_passes_shellcheck(tmp_path: Path) -> None:
+    """startup.sh as shipped (the template), and a rendered script in each mode: no warning
+    of any severity (a check is disabled only in the file, with a comment saying why)."""
+    shellcheck = shutil.which("shellcheck")
+    require(shellcheck is not None, "needs shellcheck (Debian: apt-get install shellcheck)")
+    rendered = []
+    for mode, sw in (("pip", software()), ("image", software(
+            mode="image", wheel_object=None, wheel_sha256=None, wheel_bucket=None))):
+        path = tmp_path / f"{mode}.sh"
+        path.write_text(startup.render(sw))
+        rendered.append(str(path))
+    template = Path(startup.__file__).with_name(startup.SCRIPT_FILE)
+    found = subprocess.run([str(shellcheck), "--shell=bash", str(template), *rendered],
+                           capture_output=True, text=True)
+    assert found.returncode == 0, found.stdout + found.stderr
+
+
 HOSTILE = "x'; touch PWNED; echo '$(touch PWNED)`touch PWNED`\"\n\\ $HOME *"
 
 
