@@ -28,7 +28,7 @@ import pytest
 
 from expo_executor.emulator.identity import IdentityIssuer
 from expo_executor.emulator.metadata import FakeMetadata
-from expo_executor.engines.gce import startup
+from expo_executor.engines.gce import startup, worker_wheel
 from expo_executor.protocol import messages
 from expo_executor.protocol.keys import boot_log_key, key_request_key
 from expo_executor.protocol.worker_keys import grant_verify_key, worker_key
@@ -55,7 +55,7 @@ def test_wheel_is_installable_and_reproducible(tmp_path: Path) -> None:
         for line in archive.read(f"{info}/RECORD").decode().splitlines():
             name, digest, size = line.rsplit(",", 2)
             if digest:
-                assert startup._record_hash(archive.read(name)) == digest
+                assert worker_wheel.record_hash(archive.read(name)) == digest
                 assert int(size) == len(archive.read(name))
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
