@@ -28,6 +28,9 @@ def zone_url(project: str, zone: str) -> str:
 
 @dataclass
 class Vm:
+    """An instance: its key (project, zone, name), the body it was inserted with, its state,
+    its worker and metadata server while it runs, and its ledger."""
+
     project: str
     zone: str
     name: str

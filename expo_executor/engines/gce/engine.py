@@ -11,8 +11,9 @@ plugin stays cheap. What it guarantees, and why:
   retried call whose first answer was lost is not applied twice.
 - Rate limits (403 rateLimitExceeded, 429) and transient errors (``errors.classify_error``) back
   off with full jitter (``config.CallPolicy``, over ``retry.retry_call``); a stockout moves on
-  to the next zone, and the zone is avoided for a while by that pool (Spot and on-demand capacity run out separately); a quota error stops
-  growth with a message naming the quota, the region and the fix.
+  to the next zone, and the zone is avoided for a while by that pool (Spot and on-demand
+  capacity run out separately); a quota error stops growth with a message naming the quota,
+  the region and the fix.
 - ``op.result()`` is never called: for an unfinished operation it polls through an operations
   client built without our ``client_options``, i.e. against Google itself. Unfinished inserts are
   tracked and checked (without blocking) by ``list()``, which re-places a late stockout.

@@ -10,7 +10,8 @@ from typing import Any
 from expo_executor.engines.base import Instance
 from expo_executor.engines.gce.answers import name_of
 from expo_executor.engines.gce.clients import make_clients
-from expo_executor.engines.gce.config import CALLS, POOL_LABEL, POOLS_BY_LABEL, RUN_LABEL, SLOTS_LABEL
+from expo_executor.engines.gce.config import (CALLS, POOL_LABEL, POOLS_BY_LABEL, RUN_LABEL,
+                                              SLOTS_LABEL)
 
 # What a round needs of each VM (name, id, status, labels); without it each listed VM
 # carries its whole resource, its startup script and metadata included, every round.
