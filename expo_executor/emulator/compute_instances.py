@@ -90,7 +90,7 @@ class InstanceApi:
             if fault is None:
                 self._take_boot_faults(vms)
             op = self.operations.new(project, zone, "bulkInsert", "", done=False,
-                              group=f"group-{secrets.token_hex(8)}")
+                                     group=f"group-{secrets.token_hex(8)}")
             op["instancesBulkInsertOperationMetadata"] = {"perLocationStatus": {
                 f"zones/{zone}": {"targetVmCount": len(vms),
                                   "createdVmCount": 0, "status": "CREATING"}}}
@@ -172,7 +172,7 @@ class InstanceApi:
         error = cause = None
         if fault is not None and fault.kind == "bulk_partial":
             cause = operation_error(replace(fault, kind=fault.cause), first.project,
-                                         first.zone, first.machine)
+                                    first.zone, first.machine)
             error = {"http": 503, "http_message": "SERVICE UNAVAILABLE", "detail": {
                 "code": "VM_MIN_COUNT_NOT_REACHED",
                 "message": f"Requested minimum count of {len(vms)} VMs could not be created."}}
@@ -191,9 +191,9 @@ class InstanceApi:
                 if status is not None:
                     status.update(createdVmCount=0 if error else len(vms), status="DONE")
                     for i, vm in enumerate(vms):
-                        self.operations.new(vm.project, vm.zone, "insert", vm.name, target_id=vm.id,
-                                     group=op["operationGroupId"],
-                                     error=cause if i == 0 else None)
+                        self.operations.new(vm.project, vm.zone, "insert", vm.name,
+                                            target_id=vm.id, group=op["operationGroupId"],
+                                            error=cause if i == 0 else None)
                 self.operations.finish(op, error)
             if error is None:
                 for vm in vms:

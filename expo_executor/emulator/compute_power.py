@@ -58,7 +58,7 @@ class VmPower:
         action = (action or vm.termination_action()).upper()
         vm.stopping, vm.status = "preempt", "STOPPING"
         op = self.operations.new(vm.project, vm.zone, "compute.instances.preempted", vm.name,
-                          target_id=vm.id, done=False, user="system")
+                                 target_id=vm.id, done=False, user="system")
         meta, proc = vm.meta, vm.proc
         self._lock.release()
         try:

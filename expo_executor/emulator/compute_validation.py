@@ -63,7 +63,7 @@ def _validate_scheduling(scheduling: dict) -> None:
                                        f"instanceTerminationAction': '{action}'.")
     if "maxRunDuration" in scheduling:
         seconds = int_field(scheduling["maxRunDuration"].get("seconds", 0),
-                       "resource.scheduling.maxRunDuration.seconds")
+                            "resource.scheduling.maxRunDuration.seconds")
         if not 30 <= seconds <= 120 * 86400:
             raise ApiError(400, "invalid", f"Invalid value for field 'resource.scheduling."
                                            f"maxRunDuration': '{seconds}s'.")
@@ -129,8 +129,8 @@ def _validate_accelerators(body: dict, zone: str, machine: str, bulk: bool) -> N
     for index, acc in enumerate(accelerators):
         field = f"resource.guestAccelerators[{index}].acceleratorType"
         name = _accelerator_name(acc.get("acceleratorType", ""), zone, bulk, field)
-        count = int_field(acc.get("acceleratorCount", 0), f"resource.guestAccelerators[{index}]."
-                                                     "acceleratorCount")
+        count = int_field(acc.get("acceleratorCount", 0),
+                          f"resource.guestAccelerators[{index}].acceleratorCount")
         if name not in ACCELERATOR_TYPES:
             raise ApiError(404, "notFound", f"The resource 'projects/-/zones/{zone}/"
                                             f"acceleratorTypes/{name}' was not found")
