@@ -313,7 +313,8 @@ def _runs_here(state_dir: Path) -> tuple[set[str], set[str]]:
 
 
 def _cleanup(args: argparse.Namespace) -> int:
-    from expo_executor.engines.gce.engine import delete_instances, find_instances
+    from expo_executor.engines.gce.listing import find_instances
+    from expo_executor.engines.gce.teardown import delete_instances
     from expo_executor.engines.gce.launch import run_label
 
     zones = _csv(args.zones) or []

@@ -8,7 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from expo_executor.engines.gce import startup
+from expo_executor.engines.gce import startup, worker_wheel
 
 PY_MINOR = f"{sys.version_info[0]}.{sys.version_info[1]}"  # this host's Python, as a VM needs it
 
@@ -35,7 +35,7 @@ def make_wheel(dest_dir: Path, name: str, version: str, modules: dict[str, str])
     entries[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: tests\n"
                                 b"Root-Is-Purelib: true\nTag: py3-none-any\n")
     entries[f"{info}/RECORD"] = "".join(
-        f"{path},{startup._record_hash(data)},{len(data)}\n" for path, data in entries.items()
+        f"{path},{worker_wheel.record_hash(data)},{len(data)}\n" for path, data in entries.items()
     ).encode() + f"{info}/RECORD,,\n".encode()
     dest_dir.mkdir(parents=True, exist_ok=True)
     wheel = dest_dir / f"{dist}-{version}-py3-none-any.whl"

@@ -45,7 +45,7 @@ class CrashedWorkers:
             from expo_executor.engines.local import stop_workers
 
             return stop_workers(self.run_dir / "vms", names)
-        from expo_executor.engines.gce.engine import delete_instances
+        from expo_executor.engines.gce.teardown import delete_instances
 
         found = [item for item in self._listed() if names is None or item["name"] in names]
         if found:
@@ -56,7 +56,7 @@ class CrashedWorkers:
         return len(found)
 
     def _listed(self) -> list[dict]:
-        from expo_executor.engines.gce.engine import find_instances
+        from expo_executor.engines.gce.listing import find_instances
 
         state = self.state
         return find_instances(state.project, list(state.zones), endpoint=state.endpoint,

@@ -12,6 +12,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The machine families that come with GPUs of their own (Compute Engine's accelerator-optimized
+# families): a VM of one takes no guestAccelerators and cannot live-migrate. The one list: the
+# GCE engine and the cost module read it here; the emulator keeps Google's copy
+# (emulator/catalogue.py) and tests/unit/test_gpu_families.py holds the two to agreement.
+GPU_MACHINE_FAMILIES = ("a2", "a3", "a4", "g2", "g4")
+
+
+def comes_with_gpus(machine_type: str) -> bool:
+    """Whether ``machine_type`` is of a family whose GPUs come with the machine type."""
+    return machine_type.split("-", 1)[0] in GPU_MACHINE_FAMILIES
+
 
 @dataclass(frozen=True, order=True)
 class Shape:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from expo_executor.core.shapes import comes_with_gpus
+
 
 @dataclass(frozen=True)
 class Shape:
@@ -121,7 +123,8 @@ def predefined_types(fam: str) -> list[str]:
 # -- GPUs ------------------------------------------------------------------------------------------
 # What Compute Engine lets a machine take (docs: "GPU machine types"): N1 takes T4, V100, P4 and
 # P100 as guest accelerators, in these counts and up to these vCPUs per count; G2 comes with its
-# L4s and A2 with its A100s (the type fixes the count); every other family takes none.
+# L4s and A2 with its A100s (the type fixes the count); the other families that come with GPUs
+# (core.shapes.GPU_MACHINE_FAMILIES) take none but their own; every other family takes none.
 N1_GPUS: dict[str, dict[int, int]] = {  # GPU type -> {count: most vCPUs}
     "nvidia-tesla-t4": {1: 24, 2: 48, 4: 96},
     "nvidia-tesla-v100": {1: 12, 2: 24, 4: 48, 8: 96},
@@ -159,6 +162,9 @@ def gpu_problem(machine_type: str, gpu_type: str, count: int) -> str | None:
             return (f"{machine_type} comes with {attached[1]} x {attached[0]}, "
                     f"not {count} x {gpu_type}")
         return None
+    if comes_with_gpus(machine_type):  # a3, a4, g4: their GPUs are none of GPU_TYPES
+        return (f"{machine_type} comes with GPUs of its own ({family(machine_type)} is an "
+                f"accelerator-optimized family), not {count} x {gpu_type}")
     if family(machine_type) != "n1":
         return (f"{machine_type} takes no GPUs ({family(machine_type)} machine types have none; "
                 "T4, V100, P4 and P100 go on n1, L4 comes with g2, A100 with a2)")

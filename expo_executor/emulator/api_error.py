@@ -52,3 +52,17 @@ def permission_denied(permission: str, resource: str) -> ApiError:
                     details=[{"@type": ERROR_INFO, "reason": "IAM_PERMISSION_DENIED",
                               "domain": "iam.googleapis.com",
                               "metadata": {"permission": permission}}])
+
+
+def int_field(value: object, what: str) -> int:
+    """An integer field of a request (int64s come as strings), or the API's 400 naming it."""
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise ApiError(400, "invalid", f"Invalid value for field '{what}': '{value}'.") from None
+
+
+def not_found(project: str, where: str, kind: str, name: str) -> ApiError:
+    """The 404 of a Compute resource: ``where`` is ``zones/Z`` or ``regions/R``."""
+    return ApiError(404, "notFound", f"The resource 'projects/{project}/{where}/{kind}/{name}' "
+                                     "was not found")

@@ -91,6 +91,11 @@ ACCELERATOR_TYPES = {  # name -> (description, most cards per instance)
     "nvidia-tesla-p4": ("NVIDIA Tesla P4", 4), "nvidia-tesla-p100": ("NVIDIA Tesla P100", 4),
     "nvidia-l4": ("NVIDIA L4", 8), "nvidia-tesla-a100": ("NVIDIA A100 40GB", 16),
 }
+# The machine families that come with GPUs of their own (accelerator-optimized): a VM of one
+# cannot live-migrate. Compute Engine's own list, kept here as Google keeps it, apart from the
+# executor's (core.shapes.GPU_MACHINE_FAMILIES, which the emulator may not import);
+# tests/unit/test_gpu_families.py holds the two to agreement.
+GPU_MACHINE_FAMILIES = ("a2", "a3", "a4", "g2", "g4")
 
 # -- region quotas ----------------------------------------------------------------------------------
 # metric -> limit; usage starts at 0. A raised project's, not a new one's (see above).

@@ -19,7 +19,7 @@ import zlib
 from collections.abc import Callable
 
 from expo_executor.emulator import catalogue
-from expo_executor.emulator.api_error import ApiError
+from expo_executor.emulator.api_error import not_found
 
 GOOGLE = "https://www.googleapis.com/compute/v1/"
 CREATED = "1969-12-31T16:00:00.000-08:00"  # what the real API gives long-standing types
@@ -30,11 +30,6 @@ NAT_RANGES = ("ALL_SUBNETWORKS_ALL_IP_RANGES", "ALL_SUBNETWORKS_ALL_PRIMARY_IP_R
 
 def region_of(zone: str) -> str:
     return zone.rsplit("-", 1)[0]
-
-
-def _not_found(project: str, where: str, kind: str, name: str) -> ApiError:
-    return ApiError(404, "notFound", f"The resource 'projects/{project}/{where}/{kind}/{name}' "
-                                     "was not found")
 
 
 class ComputeCatalogue:
@@ -85,7 +80,7 @@ class ComputeCatalogue:
     def machine_type(self, project: str, zone: str, name: str) -> dict:
         found = catalogue.machine_type(name)
         if found is None or name in self._withheld(zone):
-            raise _not_found(project, f"zones/{zone}", "machineTypes", name)
+            raise not_found(project, f"zones/{zone}", "machineTypes", name)
         return self._machine_resource(project, zone, name, found)
 
     def machine_types(self, project: str, zone: str) -> dict:
@@ -98,7 +93,7 @@ class ComputeCatalogue:
 
     def accelerator_type(self, project: str, zone: str, name: str) -> dict:
         if name not in catalogue.ACCELERATOR_TYPES or name in self._withheld(zone):
-            raise _not_found(project, f"zones/{zone}", "acceleratorTypes", name)
+            raise not_found(project, f"zones/{zone}", "acceleratorTypes", name)
         description, most = catalogue.ACCELERATOR_TYPES[name]
         zone_url = f"{GOOGLE}projects/{project}/zones/{zone}"
         return {"kind": "compute#acceleratorType", "id": str(10000 + len(name)),

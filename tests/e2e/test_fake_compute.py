@@ -381,6 +381,21 @@ def test_control_routes_over_http(fake, clients):
     assert [r["op"] for r in logged][:2] == ["insert", "insert"]
 
 
+def test_fail_next_over_http_keeps_its_spot_limit(fake, clients):
+    """``/_fake/fail_next`` passes every argument of ``fail_next``: a stockout of Spot capacity
+    alone leaves an on-demand insert alone (it once dropped ``spot``, failing both)."""
+    instances, _ = clients
+    request = urllib.request.Request(
+        f"{fake.endpoint}/_fake/fail_next", method="POST",
+        data=json.dumps({"kind": "stockout", "zone": ZONE, "spot": True}).encode(),
+        headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=10).read()
+    assert not insert(instances, instance("steady")).error.errors  # on-demand: not this fault
+    failed = insert(instances, instance("spot-1", spot=True))
+    assert failed.error.errors[0].code == "ZONE_RESOURCE_POOL_EXHAUSTED"
+    assert fake.faults_served() == {"stockout": 1}
+
+
 def test_chaos_preempts_spot_instances_only(fake, clients):
     instances, _ = clients
     fake.notice_s = 0.05

@@ -20,8 +20,9 @@ from expo_executor.core.scheduler import Pool
 from expo_executor.core.shapes import Shape
 from expo_executor.emulator.compute import DISCOVERY_IDS, FakeCompute
 from expo_executor.engines.base import CreateFailed, Instance
-from expo_executor.engines.gce.engine import (GceConfig, GceEngine,
-                                              delete_instances, find_instances)
+from expo_executor.engines.gce.engine import GceConfig, GceEngine
+from expo_executor.engines.gce.listing import find_instances
+from expo_executor.engines.gce.teardown import delete_instances
 from tests.helpers import wait_until
 
 PROJECT = "proj"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from expo_executor.core.errors import ExpoError
-from expo_executor.engines.gce.engine import LABEL_VALUE_RE
+from expo_executor.engines.gce.config import LABEL_VALUE_RE
 from expo_executor.engines.gce.launch import check_new_prefix, run_label, vm_prefix
 from expo_executor.protocol.bucket import LocalBucket
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import parse_duration
 from expo_executor.core.scheduler import Pool
-from expo_executor.core.shapes import Shape
+from expo_executor.core.shapes import Shape, comes_with_gpus
 from expo_executor.engines.gce import doctor
-from expo_executor.engines.gce.engine import ACCELERATOR_FAMILIES, GceConfig, GceEngine
+from expo_executor.engines.gce.engine import GceConfig, GceEngine
 from expo_executor.engines.gce.google_apis import Roots
 from expo_executor.engines.gce.key_channel import KeyGrantor
 from expo_executor.engines.gce.quota_plan import FleetPlan, Machine
@@ -153,7 +153,7 @@ def doctor_plan(settings: GceSettings, shapes: Iterable[Shape],
            if t != AUTO_MACHINE]
     types = tuple(dict.fromkeys([*own, *(shape.machine_type for shape in shapes)]))
     gpus = tuple(dict.fromkeys((s.gpu_type, s.gpu_count) for s in shapes if s.gpus and s.gpu_type
-                               and s.machine_type.split("-", 1)[0] not in ACCELERATOR_FAMILIES))
+                               and not comes_with_gpus(s.machine_type)))
     extra = tuple(Machine(s.machine_type, s.gpu_type, s.gpu_count) for s in shapes)
     workers = settings.max_workers or 1
     fleet = FleetPlan(

@@ -4,7 +4,7 @@ A worker must run exactly the code the submitting host runs, or a sweep silently
 versions. So the host computes the transitive closure of what a worker needs of this
 distribution's requirements (``WORKER_NEEDS``: not the plotting, fitting and CWL-parsing
 libraries only the host uses) as ``name==version`` pins of what it has installed, ships its own copy of this package (which is
-not on PyPI) as a wheel in the run's bucket, and renders a startup script that installs exactly
+not on PyPI) as a wheel (``worker_wheel``) in the run's bucket, and renders a startup script that installs exactly
 that closure with ``pip install --no-deps`` into a venv: no resolver runs on the VM, so nothing
 can drift. In "image" mode the user's image already holds the venv and the script only checks
 the versions. The user's own packages (``--expocloud-worker-requirements``, exact pins parsed
@@ -12,7 +12,8 @@ by ``core.requirements``) follow the same rules: their requirements file is stag
 wheel, checked by sha256 on the VM and installed with ``--no-deps`` (``--require-hashes`` when
 hashed) into the same venv; image mode checks their versions.
 
-The script (metadata key ``startup-script``) re-runs on every boot. It installs once (a stamp
+The script (metadata key ``startup-script``; its bash is ``startup.sh`` beside this module, which
+render() fills in) re-runs on every boot. It installs once (a stamp
 in the venv records what was installed, the user's packages included, so a reboot of the same
 VM reinstalls nothing), starts ``expocloud-worker --from-metadata`` as the unprivileged user
 ``expocloud`` (in a systemd unit of its own where systemd runs, so that a shutdown stops it
@@ -26,28 +27,24 @@ metadata itself, and the script's access token never reaches its log.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import importlib.metadata
-import importlib.util
-import json
 import os
 import re
 import shlex
 import sys
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote
 
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.requirements import SETTING as REQUIREMENTS_SETTING
 from expo_executor.core.requirements import UserPin, requirements_text, worker_clashes
 from expo_executor.protocol.bucket import Bucket, PreconditionFailed
+from expo_executor.engines.gce.worker_wheel import DIST, build_wheel, own_distribution
 from expo_executor.protocol.keys import boot_log_key
 
-DIST = "snakemake-executor-plugin-expocloud"
 DEFAULT_STORAGE_HOST = "https://storage.googleapis.com"
 SOFTWARE_PREFIX = "software"  # bucket keys of staged wheels: software/<sha256[:16]>/<wheel>
 MODES = ("pip", "image")
@@ -74,28 +71,10 @@ WORKER_NEEDS = frozenset({
     "cryptography", "google-cloud-compute", "google-cloud-storage", "snakemake-storage-plugin-gcs",
 })
 _PIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
-_ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed timestamps: the same tree gives the same sha256
 
 
 def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _own_distribution() -> importlib.metadata.Distribution:
-    """The installed metadata of this package.
-
-    A source tree on ``sys.path`` (editable install, or the current directory) may also carry a
-    stale ``*.egg-info``; the first ``*.dist-info`` that pip wrote (it has a RECORD, an
-    egg-info has not) describes what is installed, so it wins.
-    """
-    found = list(importlib.metadata.distributions(name=DIST))
-    if not found:
-        raise ExpoError("worker software", f"{DIST} is not installed in {sys.prefix}",
-                        "install it with pip install '.[gce]' (or pip install -e '.[gce]')")
-    for dist in found:
-        if dist.read_text("RECORD") is not None:
-            return dist
-    return found[0]
 
 
 def host_pins(extra: str | None = "gce") -> list[str]:
@@ -109,7 +88,7 @@ def host_pins(extra: str | None = "gce") -> list[str]:
     """
     from packaging.requirements import Requirement  # a dependency of snakemake
 
-    own = _own_distribution()
+    own = own_distribution()
     provided = {_canonical(e) for e in (own.metadata.get_all("Provides-Extra") or [])}
     if extra is not None and _canonical(extra) not in provided:
         raise ExpoError(
@@ -152,129 +131,6 @@ def host_pins(extra: str | None = "gce") -> list[str]:
 
 
 # -- the wheel ---------------------------------------------------------------------------------
-
-
-def _record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-def _wanted(rel: str) -> bool:
-    parts = rel.split("/")
-    return not (any(p == "__pycache__" or p.startswith(".") for p in parts)
-                or rel.endswith((".pyc", ".pyo", "~")))
-
-
-def _editable_root(dist: importlib.metadata.Distribution) -> Path | None:
-    """The source tree of an editable install (from PEP 610's direct_url.json), else None."""
-    raw = dist.read_text("direct_url.json")
-    if not raw:
-        return None
-    info = json.loads(raw)
-    if not info.get("dir_info", {}).get("editable"):
-        return None
-    url = urlsplit(info.get("url", ""))
-    if url.scheme != "file":
-        return None
-    root = Path(unquote(url.path))
-    if not root.is_dir():
-        raise ExpoError("worker software",
-                        f"the editable install of {DIST} points at {root}, which is gone",
-                        "reinstall from the source tree: pip install -e '.[gce]'")
-    return root
-
-
-def _package_files(dist: importlib.metadata.Distribution) -> dict[str, Path]:
-    """Archive name -> file for the modules this host imports.
-
-    Editable install: the top-level packages as Python finds them, which must lie in the source
-    tree that direct_url.json names. Regular install: the files pip recorded (RECORD), that is
-    the installed copy, which is what runs here even if a source checkout has moved on.
-    """
-    files: dict[str, Path] = {}
-    root = _editable_root(dist)
-    if root is not None:
-        tops = (dist.read_text("top_level.txt") or "").split()
-        if not tops:
-            raise ExpoError("worker software", f"the editable install of {DIST} has no "
-                            "top_level.txt", "reinstall: pip install -e '.[gce]'")
-        for top in tops:
-            spec = importlib.util.find_spec(top)
-            locations = list(spec.submodule_search_locations or []) if spec else []
-            if not locations and spec and spec.origin:
-                locations = [spec.origin]
-            if not locations:
-                raise ExpoError("worker software", f"package {top} of {DIST} is not importable",
-                                f"reinstall from {root}: pip install -e '.[gce]'")
-            path = Path(locations[0]).resolve()
-            if not path.is_relative_to(root.resolve()):
-                raise ExpoError("worker software",
-                                f"Python imports {top} from {path}, not from the editable "
-                                f"source {root}", "run from elsewhere or reinstall")
-            if path.is_file():
-                files[path.name] = path
-                continue
-            for file in sorted(path.rglob("*")):
-                rel = f"{top}/{file.relative_to(path).as_posix()}"
-                if file.is_file() and _wanted(rel):
-                    files[rel] = file
-        return files
-    recorded = dist.files
-    if not recorded:
-        raise ExpoError("worker software", f"{DIST} has no RECORD and no editable source, so "
-                        "there is nothing to ship to the workers",
-                        "install it with pip (pip install '.[gce]' or pip install -e '.[gce]')")
-    tops = set((dist.read_text("top_level.txt") or "").split())
-    for entry in recorded:
-        rel = entry.as_posix()
-        first = rel.split("/")[0]
-        if tops and first not in tops and first.removesuffix(".py") not in tops:
-            continue  # console scripts (pip regenerates them), metadata (below)
-        if rel.startswith("../") or first.endswith(".dist-info") or not _wanted(rel):
-            continue
-        path = Path(str(entry.locate()))
-        if not path.is_file():
-            raise ExpoError("worker software", f"the installed file {path} of {DIST} is missing",
-                            "reinstall: pip install --force-reinstall '.[gce]'")
-        files[rel] = path
-    return files
-
-
-def build_wheel(dest_dir: Path) -> Path:
-    """A wheel of this package as the host runs it, in ``dest_dir``; returns its path.
-
-    Packed directly from the imported modules and the installed metadata rather than by a
-    PEP 517 backend: no build backend or index is needed at submit time, the source tree is not
-    written to, and the wheel's metadata is the one the pins were computed from. Reproducible:
-    the same files give the same bytes, so the same sha256 and bucket key.
-    """
-    dist = _own_distribution()
-    name = re.sub(r"[-_.]+", "_", dist.metadata["Name"]).lower()
-    version = dist.version.replace("-", "_")
-    info_dir = f"{name}-{version}.dist-info"
-    entries: dict[str, bytes] = {rel: path.read_bytes()
-                                 for rel, path in sorted(_package_files(dist).items())}
-    for meta in ("METADATA", "entry_points.txt", "top_level.txt"):
-        text = dist.read_text(meta)
-        if text is not None:
-            entries[f"{info_dir}/{meta}"] = text.encode()
-    if f"{info_dir}/METADATA" not in entries:
-        raise ExpoError("worker software", f"{DIST} has no METADATA", "reinstall it with pip")
-    entries[f"{info_dir}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: expo_executor.engines.gce.startup\n"
-                                    b"Root-Is-Purelib: true\nTag: py3-none-any\n")
-    record = "".join(f"{rel},{_record_hash(data)},{len(data)}\n" for rel, data in entries.items())
-    entries[f"{info_dir}/RECORD"] = (record + f"{info_dir}/RECORD,,\n").encode()
-    dest_dir = Path(dest_dir)
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    wheel = dest_dir / f"{name}-{version}-py3-none-any.whl"
-    tmp = wheel.with_name(wheel.name + ".part")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
-        for rel, data in entries.items():
-            info = zipfile.ZipInfo(rel, date_time=_ZIP_TIME)
-            info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, data)
-    os.replace(tmp, wheel)
-    return wheel
 
 
 # -- staging -----------------------------------------------------------------------------------
@@ -415,7 +271,7 @@ def stage(bucket: Bucket, software_dir: Path, *, mode: str = "pip", extra: str |
                         f"use one of {', '.join(MODES)}")
     pins = tuple(host_pins(extra))
     check_clashes(requirements, pins)
-    version = _own_distribution().version
+    version = own_distribution().version
     host = storage_host or os.environ.get("STORAGE_EMULATOR_HOST") or DEFAULT_STORAGE_HOST
     common = {"index_url": index_url, "find_links": find_links,
               "storage_host": host.rstrip("/"), "package_version": version,
@@ -437,296 +293,16 @@ def stage(bucket: Bucket, software_dir: Path, *, mode: str = "pip", extra: str |
 
 # -- the script --------------------------------------------------------------------------------
 
-_BODY = r"""
-readonly VENV=__VENV__ SYSTEMD_DIR=__SYSTEMD_DIR__
-readonly HOME_DIR=__HOME_DIR__ SCRATCH=__SCRATCH__ USER_NAME=expocloud
-readonly LOG=__LOG__ LOCK=__LOCK__
-readonly METADATA="http://${GCE_METADATA_HOST:-metadata.google.internal}/computeMetadata/v1"
-readonly DOWNLOADS="${VENV%/*}/downloads"
-export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
-HALT=poweroff
-HALT_ON_EXIT=1
-TEE_PID=
-WORKER_STARTED=0
+SCRIPT_FILE = "startup.sh"  # the script's body, a package file beside this module
+_BODY_MARKER = "\n# -- body --\n"  # what precedes it in the file is for its readers alone
 
-log() { printf '%s expocloud-startup: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
-die() { log "ERROR: $*"; exit 1; }
 
-# Whatever happens, the VM halts when this script ends: a VM whose setup failed must not bill.
-finish() {
-  local status=$?
-  set +e
-  log "exit status $status"
-  if [ -n "$TEE_PID" ]; then  # let the log catch up before the VM goes down
-    exec 1>&3 2>&3 3>&-
-    wait "$TEE_PID"
-  fi
-  if [ "$status" != 0 ] && [ "$WORKER_STARTED" = 0 ] && [ "$HALT_ON_EXIT" = 1 ]; then
-    upload_boot_log 2>&1 | tee -a "$LOG"
-  fi
-  if [ "$HALT_ON_EXIT" = 1 ] && [ -n "$HALT" ]; then
-    local -a halt_argv
-    read -r -a halt_argv <<<"$HALT"
-    log "halting: $HALT" | tee -a "$LOG"
-    sync
-    "${halt_argv[@]}"
-  fi
-  exit "$status"
-}
-
-metadata() {  # metadata PATH [CURL-OPTION...]: later options override the retries
-  local path=$1
-  shift
-  curl -fsS --retry 10 --retry-connrefused --retry-delay 1 --connect-timeout 5 "$@" \
-    -H 'Metadata-Flavor: Google' "$METADATA/$path"
-}
-
-# The service account's access token, parsed without python3 (which a failed setup may lack).
-# It only ever travels through pipes and variables: never argv, never the log.
-access_token() {  # access_token [CURL-OPTION...]
-  local token
-  token=$(metadata instance/service-accounts/default/token "$@" |
-    sed -n 's/.*"access_token"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p') || return 1
-  [ -n "$token" ] || return 1
-  printf '%s' "$token"
-}
-
-# A VM whose setup failed leaves the end of this log in the run's bucket before it halts, so
-# that the coordinator can say why its VMs never come up. Best effort and bounded in time
-# (about a minute at worst): whatever fails here is logged, and the VM halts anyway.
-upload_boot_log() {
-  [ -n "$BOOT_LOG_BUCKET" ] || return 0
-  local vm token lines url
-  vm=$(metadata instance/name --retry 2 --max-time 5) && [[ $vm =~ ^[a-z0-9-]+$ ]] ||
-    { log "boot log not uploaded: no instance name from the metadata server"; return 0; }
-  token=$(access_token --retry 2 --max-time 5) ||
-    { log "boot log not uploaded: no access token from the metadata server"; return 0; }
-  lines=$(mktemp) || return 0
-  tail -n "$BOOT_LOG_LINES" "$LOG" >"$lines"
-  url="$STORAGE_HOST/upload/storage/v1/b/$BOOT_LOG_BUCKET/o?uploadType=media&name="
-  url+="$BOOT_LOG_PREFIX$vm$BOOT_LOG_SUFFIX"
-  if printf 'Authorization: Bearer %s\n' "$token" |
-    curl -fsS --connect-timeout 5 --max-time 20 --retry 2 --retry-max-time 20 -H @- \
-      -H 'Content-Type: text/plain; charset=utf-8' --data-binary "@$lines" -o /dev/null "$url"
-  then
-    log "left the last $BOOT_LOG_LINES log lines in the run's bucket: $url"
-  else
-    log "could not upload the boot log to $url (above); halting anyway"
-  fi
-  rm -f "$lines"
-}
-
-attribute() {  # attribute NAME DEFAULT: an instance metadata attribute, or DEFAULT if absent
-  local value
-  if value=$(metadata "instance/attributes/$1" 2>/dev/null); then
-    printf '%s' "$value"
-  else
-    printf '%s' "$2"
-  fi
-}
-
-apt_install() {
-  command -v apt-get >/dev/null || die "$* missing and no apt-get: use an image that has them"
-  log "apt-get install $*"
-  if ! apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends "$@"; then
-    apt-get -o DPkg::Lock::Timeout=300 update
-    apt-get -o DPkg::Lock::Timeout=300 install -y --no-install-recommends "$@"
-  fi
-}
-
-python_minor() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])'; }
-
-# The wanted installation, as one line: it is stored in the venv once the install completed.
-stamp() {
-  printf '%s\n' "$PYTHON_VERSION" "$WHEEL_SHA256" "${PINS[@]}" \
-    "$REQUIREMENTS_SHA256" "${REQUIREMENTS[@]}" | sha256sum | cut -d' ' -f1
-}
-
-check_versions() {  # check_versions PYTHON: every pin, yours and this package at the pinned version
-  "$1" - "$PACKAGE==$PACKAGE_VERSION" "${PINS[@]}" "${REQUIREMENTS[@]}" <<'PY'
-import importlib.metadata, sys
-try:  # 1.0 and 1.0.0 are one version (PEP 440); the worker's pins hold packaging
-    from packaging.version import Version as same
-except ImportError:
-    same = str
-bad = []
-for pin in sys.argv[1:]:
-    name, _, want = pin.partition("==")
-    try:
-        have = importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        have = "missing"
-    try:
-        equal = same(have) == same(want)
-    except ValueError:
-        equal = have == want
-    if not equal:
-        bad.append(f"{name}: want {want}, have {have}")
-if bad:
-    print("version mismatch: " + "; ".join(bad), file=sys.stderr)
-    sys.exit(1)
-PY
-}
-
-ensure_python() {
-  command -v python3 >/dev/null || apt_install python3 python3-venv
-  local have
-  have=$(python_minor python3)
-  [ "$have" = "$PYTHON_VERSION" ] || die "this VM has Python $have but the submitting host" \
-    "runs $PYTHON_VERSION: use an image whose python3 is $PYTHON_VERSION, or image mode"
-  # Debian splits ensurepip out of python3 into python3-venv; GCE's debian-12 lacks it.
-  python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv
-}
-
-fetch_staged() {  # fetch_staged DEST OBJECT SHA256 WHAT: a staged file from GCS, checked
-  local token url
-  token=$(access_token) || die "no access token from the metadata server"
-  url="$STORAGE_HOST/storage/v1/b/$WHEEL_BUCKET/o/$2?alt=media"
-  log "downloading $url"
-  # The token goes through stdin, not argv, so other processes cannot read it.
-  printf 'Authorization: Bearer %s\n' "$token" |
-    curl -fsS --retry 10 --retry-connrefused --retry-delay 2 --connect-timeout 10 \
-      -H @- -o "$1.part" "$url" || die "could not download the $4 from $url"
-  local have
-  have=$(sha256sum "$1.part" | cut -d' ' -f1)
-  if [ "$have" != "$3" ]; then
-    rm -f "$1.part"
-    die "$4 checksum mismatch: want $3, got $have"
-  fi
-  mv "$1.part" "$1"
-}
-
-fetched() {  # fetched DEST OBJECT SHA256 WHAT: DEST holds the staged file (downloaded if not)
-  if ! [ -f "$1" ] || [ "$(sha256sum "$1" | cut -d' ' -f1)" != "$3" ]; then
-    fetch_staged "$@"
-  fi
-}
-
-# Your packages (--expocloud-worker-requirements): after the worker's, with --no-deps from
-# exact pins too, from the same source; --require-hashes when the file gives hashes.
-install_requirements() {  # install_requirements SOURCE-ARGS...
-  [ -n "$REQUIREMENTS_OBJECT" ] || return 0
-  local file="$DOWNLOADS/requirements-${REQUIREMENTS_SHA256:0:16}.txt"
-  fetched "$file" "$REQUIREMENTS_OBJECT" "$REQUIREMENTS_SHA256" "requirements file"
-  local -a hashes=()
-  [ "$REQUIREMENTS_HASHED" = 1 ] && hashes=(--require-hashes)
-  log "installing ${#REQUIREMENTS[@]} pinned distributions of yours (worker requirements)"
-  "$VENV/bin/python" -m pip install --no-cache-dir --no-deps "${hashes[@]}" "$@" -r "$file" ||
-    die "could not install your worker requirements (above)"
-}
-
-install_venv() {
-  if [ -f "$VENV/.expocloud-stamp" ] && [ "$(cat "$VENV/.expocloud-stamp")" = "$(stamp)" ] &&
-    check_versions "$VENV/bin/python"; then
-    log "pinned software already installed in $VENV"
-    return
-  fi
-  mkdir -p "$DOWNLOADS"
-  local wheel="$DOWNLOADS/$WHEEL_FILE"
-  fetched "$wheel" "$WHEEL_OBJECT" "$WHEEL_SHA256" wheel
-  log "installing ${#PINS[@]} pinned distributions and $WHEEL_FILE into $VENV"
-  rm -rf "$VENV"
-  mkdir -p "$(dirname "$VENV")"
-  python3 -m venv "$VENV"
-  local -a source=()
-  if [ -n "$FIND_LINKS" ]; then
-    source=(--no-index --find-links "$FIND_LINKS")
-  elif [ -n "$INDEX_URL" ]; then
-    source=(--index-url "$INDEX_URL")
-  fi
-  # --no-deps: exactly the host's closure and no resolver. A pin published only as an sdist
-  # (connection-pool) is built by pip in an isolated, throw-away build environment.
-  "$VENV/bin/python" -m pip install --no-cache-dir --no-deps "${source[@]}" "${PINS[@]}" \
-    "$wheel"
-  install_requirements "${source[@]}"
-  check_versions "$VENV/bin/python" || die "the venv does not hold the pinned versions"
-  "$VENV/bin/python" -m pip check || log "warning: pip check reports inconsistencies (above)"
-  stamp >"$VENV/.expocloud-stamp"
-  log "installed"
-}
-
-check_image() {
-  [ -x "$VENV/bin/python" ] || die "image mode: the image has no venv at $VENV"
-  local have
-  have=$(python_minor "$VENV/bin/python")
-  [ "$have" = "$PYTHON_VERSION" ] || die "image mode: $VENV has Python $have, the host" \
-    "runs $PYTHON_VERSION"
-  check_versions "$VENV/bin/python" || die "image mode: the image's $VENV differs from the host"
-  log "image software matches the host"
-}
-
-ensure_user() {
-  id -u "$USER_NAME" >/dev/null 2>&1 ||
-    useradd --system --user-group --home-dir "$HOME_DIR" --shell /usr/sbin/nologin "$USER_NAME"
-  install -d -o "$USER_NAME" -g "$USER_NAME" -m 0750 "$HOME_DIR" "$SCRATCH"
-}
-
-# Under systemd (a real VM) the worker runs in a service of its own, not as this script's
-# child: Google's guest agent runs startup scripts in a oneshot service with KillMode=process,
-# so at a shutdown (a Spot preemption) systemd stops the script runner first, the worker's
-# output pipe (tee) dies and its last report races the network going down. The worker's unit
-# is ordered after network-online.target (so it is stopped before the network), its SIGTERM
-# goes to the worker alone (KillMode=mixed: it ends its jobs itself and says how), with
-# TimeoutStopSec to report; systemd appends its output to the log, and systemd-run --wait
-# returns its exit status.
-run_worker_unit() {  # run_worker_unit NAME=VALUE... -- ARGV...
-  local -a args=(--unit="$WORKER_UNIT" --description="expocloud worker" --service-type=exec
-    --collect --wait --uid="$USER_NAME" --gid="$USER_NAME" --working-directory=/)
-  local property
-  for property in "${WORKER_UNIT_PROPERTIES[@]}"; do
-    args+=(--property="$property")
-  done
-  while [ "$1" != -- ]; do
-    args+=(--setenv="$1")
-    shift
-  done
-  shift
-  systemd-run "${args[@]}" -- "$@"
-}
-
-run_worker() {
-  [ -x "$VENV/bin/expocloud-worker" ] || die "$VENV/bin/expocloud-worker is missing"
-  WORKER_STARTED=1
-  cd /
-  local status=0
-  # A clean environment: nothing of the script runner's leaks into the worker and its jobs.
-  local -a env=(PATH="$VENV/bin:/usr/local/bin:/usr/bin:/bin" HOME="$HOME_DIR" LANG=C.UTF-8
-    ${GCE_METADATA_HOST:+"GCE_METADATA_HOST=$GCE_METADATA_HOST"})
-  local -a worker=("$VENV/bin/expocloud-worker" --from-metadata --scratch "$SCRATCH")
-  if [ -d "$SYSTEMD_DIR" ]; then
-    log "starting expocloud-worker as $USER_NAME in the systemd unit $WORKER_UNIT.service"
-    run_worker_unit "${env[@]}" -- "${worker[@]}" 3>&- 9>&- || status=$?
-  else  # no systemd (a container, a chroot): the worker is this script's child
-    log "starting expocloud-worker as $USER_NAME"
-    runuser -u "$USER_NAME" -- env -i "${env[@]}" "${worker[@]}" 3>&- 9>&- || status=$?
-  fi
-  log "expocloud-worker exited with status $status"
-  return "$status"
-}
-
-main() {
-  [ "$(id -u)" = 0 ] || { HALT_ON_EXIT=0; die "run me as root"; }
-  mkdir -p "$(dirname "$LOG")"
-  exec 3>&1 > >(tee -a "$LOG") 2>&1
-  TEE_PID=$!
-  mkdir -p "${LOCK%/*}"
-  exec 9>"$LOCK"
-  # A second copy (someone re-running the script by hand) must not halt the VM under us.
-  flock -n 9 || { HALT_ON_EXIT=0; die "another expocloud startup script is running"; }
-  HALT=$(attribute expocloud-halt poweroff)
-  log "mode $MODE, Python $PYTHON_VERSION, $PACKAGE $PACKAGE_VERSION, ${#PINS[@]} pins," \
-    "${#REQUIREMENTS[@]} worker requirements"
-  case "$MODE" in
-    pip) ensure_python; install_venv ;;
-    image) check_image ;;
-  esac
-  ensure_user
-  run_worker
-}
-
-trap finish EXIT
-main "$@"
-"""
+def script_body() -> str:
+    """The startup script's body (startup.sh below its header), its ``__NAME__`` paths not yet
+    replaced. A file of its own so that shellcheck reads it; setup.cfg ships it with the
+    package."""
+    text = (Path(__file__).parent / SCRIPT_FILE).read_text(encoding="utf-8")
+    return text.split(_BODY_MARKER, 1)[1]
 
 
 def _q(value: str | None) -> str:
@@ -774,7 +350,7 @@ def render(software: WorkerSoftware) -> str:
         "readonly WORKER_UNIT_PROPERTIES=(\n"
         + "".join(f"  {_q(prop)}\n" for prop in worker_unit_properties()) + ")",
     ])
-    body = _BODY
+    body = script_body()
     paths = {"VENV": VENV, "SCRATCH": SCRATCH, "HOME_DIR": HOME_DIR, "LOG": LOG, "LOCK": LOCK,
              "SYSTEMD_DIR": SYSTEMD_DIR}
     for name, path in paths.items():  # module globals, read now: tests point them elsewhere

@@ -1,0 +1,147 @@
+"""The request bodies of the VMs the GCE engine creates: a single insert's ``Instance`` (machine,
+disk and accelerator types as zonal URLs) and a bulk insert's ``InstanceProperties`` (bare
+names: URLs are refused there), with the run's labels, the worker's metadata (its ``slots``
+set per VM), Spot or standard scheduling capped at ``max_run_duration``, the boot disk, GPUs,
+the network interface and the service account.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from expo_executor.core.scheduler import Pool
+from expo_executor.core.shapes import comes_with_gpus
+from expo_executor.engines.gce.config import (GPU_DRIVER_ATTRIBUTE, POOL_LABEL,
+                                              POOL_LABEL_VALUES, RUN_LABEL, SLOTS_LABEL, Ask,
+                                              GceConfig)
+from expo_executor.engines.gce.references import network_interface
+from expo_executor.protocol.keys import WORKER_ATTRIBUTE
+
+
+class VmBodies:
+    """Builds what one create call sends, for ``config``'s run."""
+
+    def __init__(self, config: GceConfig) -> None:
+        self.config = config
+
+    def machine(self, ask: Ask) -> str:
+        return ask.shape.machine_type if ask.shape else self.config.machine_types[ask.pool]
+
+    def what(self, ask: Ask) -> str:
+        """The asked-for machine, for a message: the shape, or the pool's machine type."""
+        return ask.shape.describe() if ask.shape else self.machine(ask)
+
+    def _labels(self, ask: Ask) -> dict[str, str]:
+        return {**self.config.labels, RUN_LABEL: self.config.run_label,
+                POOL_LABEL: POOL_LABEL_VALUES[ask.pool], SLOTS_LABEL: str(ask.slots)}
+
+    def _metadata(self, ask: Ask) -> Any:
+        from google.cloud import compute_v1
+
+        values = worker_metadata(self.config.metadata, ask.slots)
+        if ask.gpus:
+            values[GPU_DRIVER_ATTRIBUTE] = "True"
+        return compute_v1.Metadata(items=[compute_v1.Items(key=k, value=v)
+                                          for k, v in values.items()])
+
+    def _scheduling(self, ask: Ask) -> Any:
+        """Spot or standard, capped at ``max_run_duration``. A VM with GPUs cannot live-migrate:
+        the API wants TERMINATE on host maintenance for it, on-demand or not."""
+        from google.cloud import compute_v1
+
+        cap = compute_v1.Duration(seconds=int(self.config.max_run_duration_s))
+        if ask.pool is Pool.SPOT:
+            return compute_v1.Scheduling(provisioning_model="SPOT",
+                                         instance_termination_action="DELETE",
+                                         on_host_maintenance="TERMINATE",
+                                         automatic_restart=False, max_run_duration=cap)
+        return compute_v1.Scheduling(provisioning_model="STANDARD",
+                                     instance_termination_action="DELETE",
+                                     on_host_maintenance="TERMINATE" if ask.gpus else "MIGRATE",
+                                     automatic_restart=False, max_run_duration=cap)
+
+    def _disk(self, disk_type: str, ask: Ask) -> Any:
+        """The boot disk: the shape's size (or the run's), from the GPU image for GPU VMs."""
+        from google.cloud import compute_v1
+
+        size = (ask.shape.disk_gb if ask.shape else 0) or self.config.disk_gb
+        if ask.gpus:
+            size = max(size, self.config.gpu_disk_gb)
+            if self.config.gpu_image is None:  # the front ends refuse GPU rules without one
+                raise ValueError("GceConfig.gpu_image is needed for VMs with GPUs")
+        params = compute_v1.AttachedDiskInitializeParams(
+            source_image=self.config.gpu_image if ask.gpus else self.config.image,
+            disk_size_gb=int(size), disk_type=disk_type)
+        return compute_v1.AttachedDisk(boot=True, auto_delete=True, type_="PERSISTENT",
+                                       initialize_params=params)
+
+    def _accelerators(self, ask: Ask, zone: str | None) -> list[Any]:
+        """``guestAccelerators`` for GPUs attached to an N1 VM (a zonal URL for an insert, the
+        bare name for a bulk insert, as for machine types); none where the machine type comes
+        with its GPUs (a2, g2, ...)."""
+        from google.cloud import compute_v1
+
+        shape = ask.shape
+        if shape is None or not shape.gpus or comes_with_gpus(shape.machine_type):
+            return []
+        name = f"zones/{zone}/acceleratorTypes/{shape.gpu_type}" if zone else shape.gpu_type
+        return [compute_v1.AcceleratorConfig(accelerator_type=name,
+                                             accelerator_count=shape.gpu_count)]
+
+    def _nic(self, zone: str) -> Any:
+        """The VM's interface in ``zone``: network and subnetwork as the API takes them (a bare
+        subnetwork name completed in the zone's region), and an external IP unless told not."""
+        from google.cloud import compute_v1
+
+        nic = compute_v1.NetworkInterface(**network_interface(
+            self.config.network, self.config.subnetwork, self.config.project, zone))
+        if self.config.external_ip:
+            nic.access_configs = [compute_v1.AccessConfig(name="External NAT",
+                                                          type_="ONE_TO_ONE_NAT")]
+        return nic
+
+    def _service_accounts(self) -> list[Any]:
+        from google.cloud import compute_v1
+
+        return [compute_v1.ServiceAccount(email=self.config.service_account or "default",
+                                          scopes=list(self.config.scopes))]
+
+    def instance(self, name: str, zone: str, ask: Ask) -> Any:
+        """The body of a single insert: machine, disk and accelerator types as zonal URLs."""
+        from google.cloud import compute_v1
+
+        return compute_v1.Instance(
+            name=name, machine_type=f"zones/{zone}/machineTypes/{self.machine(ask)}",
+            labels=self._labels(ask), metadata=self._metadata(ask),
+            disks=[self._disk(f"zones/{zone}/diskTypes/{self.config.disk_type}", ask)],
+            guest_accelerators=self._accelerators(ask, zone),
+            network_interfaces=[self._nic(zone)], service_accounts=self._service_accounts(),
+            scheduling=self._scheduling(ask))
+
+    def properties(self, ask: Ask, zone: str) -> Any:
+        """The body of a bulk insert: machine, disk and accelerator types as bare names (URLs
+        are refused)."""
+        from google.cloud import compute_v1
+
+        return compute_v1.InstanceProperties(
+            machine_type=self.machine(ask), labels=self._labels(ask),
+            metadata=self._metadata(ask), disks=[self._disk(self.config.disk_type, ask)],
+            guest_accelerators=self._accelerators(ask, None),
+            network_interfaces=[self._nic(zone)], service_accounts=self._service_accounts(),
+            scheduling=self._scheduling(ask))
+
+
+def worker_metadata(metadata: dict[str, str], slots: int) -> dict[str, str]:
+    """The caller's metadata with the worker settings' ``slots`` set to this VM's slots."""
+    out = dict(metadata)
+    raw = out.get(WORKER_ATTRIBUTE)
+    if raw:
+        try:
+            settings = json.loads(raw)
+        except ValueError:
+            return out
+        if isinstance(settings, dict):
+            settings["slots"] = slots
+            out[WORKER_ATTRIBUTE] = json.dumps(settings, separators=(",", ":"))
+    return out
