@@ -27,13 +27,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from expo_executor.core.hardness import Frontier
 from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket, PreconditionFailed, open_bucket
 from expo_executor.protocol.keys import (DEPLOY_DIR_ENV, PULSE_KEY, WORKER_KEY_ENV, inbox_key,
                                          result_key, status_key)
-from expo_executor.protocol.records import (Inbox, InboxJob, Pulse, ResultBatch, SavedLog,
-                                            WorkerResult, WorkerStatus)
+from expo_executor.protocol.records import (Inbox, InboxJob, PrunePoint, Pulse, ResultBatch,
+                                            SavedLog, WorkerResult, WorkerStatus)
 from expo_executor.worker.console import guard_output
 from expo_executor.worker.forked import ForkedJob, Zygote, job_chain, zygote_wanted
 from expo_executor.worker.procs import kill_session, vm_mark
@@ -138,8 +139,9 @@ class Worker:
         self.stopping = False  # the last reports are gathered, then sent in one object
         self.secrets: dict[str, list[str]] = {}  # job -> secret values its report must not hold
         self.allowance = allowance  # seconds of start-up and staging a job with a deadline gets
-        self.prunes: dict[str, dict] = {}  # running job -> where its timeout prunes
-        self.timeouts: list[dict] = []  # where this worker's own timeouts pruned
+        self.prunes: dict[str, PrunePoint] = {}  # running job -> where its timeout prunes
+        # this worker's own timeouts that prune, one frontier per family (core.hardness)
+        self.timeouts: dict[str, Frontier] = {}
         self.said_unstamped = False  # the fallback to timing whole jobs is said once
         # Snakemake jobs are forked from a process that imported Snakemake once; its own
         # environment carries the VM's mark, which its jobs' /proc environ shows
@@ -390,14 +392,11 @@ class Worker:
 
     def _dominated(self, job: InboxJob) -> bool:
         """Whether a timeout of this worker's own is as easy as ``job`` (same family and
-        scope, no coordinate harder): the coordinator's domino effect will cancel it, but
-        its cancel could come after a prefetched job started."""
-        point = job.prune
-        return point is not None and any(
-            t["family"] == point["family"] and t["scope"] == point["scope"]
-            and len(t["vector"]) == len(point["vector"])
-            and all(a <= b for a, b in zip(t["vector"], point["vector"]))
-            for t in self.timeouts)
+        scope, no coordinate harder: the coordinator's rule, ``core.hardness``): its domino
+        effect will cancel the job, but its cancel could come after a prefetched job started."""
+        prune = job.prune
+        frontier = self.timeouts.get(prune.family) if prune is not None else None
+        return frontier is not None and frontier.dominator(prune.point) is not None
 
     def _start(self, key: str, job: InboxJob) -> None:
         log = self.scratch / "jobs" / f"{key}.log"
@@ -578,7 +577,7 @@ class Worker:
         del self.running[job.key]
         prune = self.prunes.pop(job.key, None)
         if outcome is AttemptEnd.TIMEOUT and prune is not None:
-            self.timeouts.append(prune)
+            self.timeouts.setdefault(prune.family, Frontier()).add(prune.point, job.key)
         self.last_change = time.monotonic()  # a slot is free (read fast once reported)
         self._record_sessions()
         command_s = self._command_s(job)

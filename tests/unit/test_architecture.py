@@ -54,7 +54,7 @@ def _layer(*anywhere: str) -> Layer:
     return Layer(frozenset(anywhere))
 
 
-_PROTOCOL = _layer("core.records", "core.errors", "protocol")
+_PROTOCOL = _layer("core.records", "core.errors", "core.hardness", "protocol")
 _ENGINES = _layer("core", "protocol", "engines")
 _COST = _layer("core", "cost", "coordinator.run_files")
 _GCE_RETRIES = ("engines.gce.errors", "engines.gce.retry")  # the classifier and retry helper
@@ -65,7 +65,8 @@ LAYERS: Mapping[str, Layer] = {
     "core": _layer("core"),
     "protocol": _PROTOCOL,
     "protocol.gcs_bucket": _PROTOCOL.plus(_GCE_RETRIES),
-    "worker": _layer("core.records", "protocol", "worker").plus(lazily=["engines.gce.guest"]),
+    "worker": _layer("core.records", "core.hardness", "protocol",
+                     "worker").plus(lazily=["engines.gce.guest"]),
     "engines": _ENGINES,
     "engines.local": _ENGINES.plus(["worker.procs"]),
     "engines.gce.launch": _ENGINES.plus(["coordinator.settings"]),
