@@ -2,7 +2,8 @@
 staged commands, process-group control, and the logs a failed job leaves (``saved_logs``).
 
 Runs on each VM (or as a local process standing in for one) and talks to the coordinator only
-through the bucket. It may import the core's records and hardness (the coordinator's rule of
-dominance, for the held jobs its own timeouts dominate), the protocol and, lazily, the GCE guest
+through the bucket. It may import the core's records, its hardness (the coordinator's rule of
+dominance, for the held jobs its own timeouts dominate) and ``held_jobs`` (prefetch's rules,
+which the worker follows as the coordinator decides them), the protocol and, lazily, the GCE guest
 side; never the coordinator, the engines' VM code or the front ends.
 """

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from expo_executor.core.hardness import Frontier
+from expo_executor.core.held_jobs import runs_low, starts_now
 from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket, PreconditionFailed, open_bucket
@@ -354,9 +355,9 @@ class Worker:
             job = self.pending.get(key)
             if job is None or self._not_started(key, job):
                 continue  # gone from a fresh inbox, or cancelled
-            used = sum(r.cpus for r in self.running.values())
-            if used + job.cpus > self.slots and self.running:
-                break  # wait for a slot (the coordinator should not over-assign)
+            free = self.slots - sum(r.cpus for r in self.running.values())
+            if not starts_now(job.cpus, free, bool(self.running)):
+                break  # wait for a slot: the coordinator's rule (Scheduler._promote)
             if self._waits_for_zygote(key, job):
                 break  # a fresh interpreter now would cost more than the wait (forked.py)
             if job.prune is not None and self._inbox_stale():
@@ -641,16 +642,16 @@ class Worker:
     def _report_due(self) -> bool:
         """Whether the results waiting go now, in one object: one is not SOLVED (a timeout
         prunes, a failure or cancel frees its job: the coordinator acts at once); the worker
-        holds at most one job per slot not started yet, CPU for CPU (it needs a refill, which
-        the coordinator sends only on a report: with prefetch 0 or 1 this is after every job,
-        with more, after several; Scheduler._wants_refill); or the oldest has waited
+        holds at most one job per slot not started yet, CPU for CPU (it runs low: the
+        coordinator refills it now, on a report; with prefetch 0 or 1 this is after every job,
+        with more, after several: ``core.held_jobs``, the rule of Scheduler._wants_refill); or the oldest has waited
         ``report_delay`` s (a worker with long jobs). Every write is a billed class A
         operation: at 1,000 workers with short jobs, one per job is most of the storage bill."""
         if not self.unsent:
             return False
         if any(result.end is not AttemptEnd.SOLVED for result, _ in self.unsent.values()):
             return True
-        if sum(job.cpus for job in self.pending.values()) <= self.slots:
+        if runs_low(sum(job.cpus for job in self.pending.values()), self.slots):
             return True
         oldest = min(since for _, since in self.unsent.values())
         return time.monotonic() - oldest >= self.report_delay

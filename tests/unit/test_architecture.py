@@ -65,7 +65,7 @@ LAYERS: Mapping[str, Layer] = {
     "core": _layer("core"),
     "protocol": _PROTOCOL,
     "protocol.gcs_bucket": _PROTOCOL.plus(_GCE_RETRIES),
-    "worker": _layer("core.records", "core.hardness", "protocol",
+    "worker": _layer("core.records", "core.hardness", "core.held_jobs", "protocol",
                      "worker").plus(lazily=["engines.gce.guest"]),
     "engines": _ENGINES,
     "engines.local": _ENGINES.plus(["worker.procs"]),
