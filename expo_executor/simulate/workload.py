@@ -142,7 +142,7 @@ def workload_from_jobs(records: Sequence[Mapping[str, Any]], name: str = "run",
     not). Only ``rule``'s jobs, by default those of the rules with a hardness spec
     (``report.select_jobs``); all are submitted at once: dependencies are not modelled.
     """
-    from expo_executor.report.results import select_jobs
+    from expo_executor.report.rule_hardness import select_jobs
 
     jobs: list[SimJob] = []
     assumed = 0
@@ -190,7 +190,7 @@ def boot_from_vms(records: Sequence[Mapping[str, Any]]) -> BootDelay | None:
 def load_run(run_dir: Path, scale: float = 1.0,
              rule: str | None = None) -> tuple[Workload, BootDelay | None]:
     """A past run's workload (``jobs.jsonl``) and its recorded boot delays (``vms.jsonl``)."""
-    from expo_executor.report.results import load_jobs
+    from expo_executor.report.run_reader import load_jobs
 
     workload = workload_from_jobs(load_jobs(run_dir), Path(run_dir).name, scale, rule)
     return workload, boot_from_vms(RunFiles(Path(run_dir)).vms())
