@@ -168,7 +168,7 @@ class Scheduler:
     slot frees (on GCE a worker hears of a new assignment only at its next inbox read); a held
     task is cancelled like a running one, and re-queued with it. With ``prefetch`` 2 or more a
     worker is refilled only once it runs low (:meth:`_wants_refill`), then up to the full
-    ``cpus * prefetch``: its worker batches its reports until then (worker/agent.py), so one
+    ``cpus * prefetch``: its worker batches its reports until then (worker/result_reports.py), so one
     result object and one inbox write serve several tasks."""
 
     def __init__(self, frontiers: dict[str, Frontier] | None = None, spot_attempts: int = 2,

@@ -278,7 +278,7 @@ class WorkerResult:
 class ResultBatch:
     """Results of one worker in one object (``result_key`` of its first job), signed once:
     a worker holding prefetched jobs reports several at a time, one class A write for all
-    (worker/agent.py says when). One result travels as the plain "result" message, as a
+    (worker/result_reports.py says when). One result travels as the plain "result" message, as a
     worker without prefetch has always written it; :meth:`decode` takes either."""
 
     worker: str
