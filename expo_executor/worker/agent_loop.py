@@ -29,6 +29,7 @@ from expo_executor.worker.coordinator_contact import CoordinatorContact
 from expo_executor.worker.forked import Zygote, zygote_wanted
 from expo_executor.worker.job_starts import JobStarts
 from expo_executor.worker.procs import vm_mark
+from expo_executor.worker.pulse_reader import PulseReader
 from expo_executor.worker.result_reports import ResultReports
 from expo_executor.worker.running_jobs import RunningJob, RunningJobs
 from expo_executor.worker.wakeup import Wakeup
@@ -46,8 +47,8 @@ ALLOWANCE_ENV = "EXPOCLOUD_STAGING_ALLOWANCE_S"
 
 class Worker(CoordinatorContact, JobStarts, RunningJobs, ResultReports):
     """One worker agent; ``run`` returns the process exit code. Its parts, one module each:
-    ``coordinator_contact`` (inbox and pulse), ``job_starts``, ``running_jobs``,
-    ``result_reports``; the state they share is set up here."""
+    ``coordinator_contact`` (the inbox; the pulse: ``pulse_reader``), ``job_starts``,
+    ``running_jobs``, ``result_reports``; the state they share is set up here."""
 
     def __init__(self, bucket: Bucket, worker_id: str, slots: int, key: bytes,
                  scratch: Path, poll: float = 0.2, grace: float = 60.0,
@@ -73,11 +74,7 @@ class Worker(CoordinatorContact, JobStarts, RunningJobs, ResultReports):
         self.heartbeat = heartbeat
         # the coordinator's heartbeat (its pulse interval): with no new inbox for this long,
         # the pulse is read, at most once an interval; None: the inbox alone is contact
-        self.pulse = pulse
-        self.pulse_seq = -1  # of the last pulse accepted
-        self.pulse_generation: int | None = None
-        self.next_pulse_read = 0.0  # monotonic clock
-        self.said_pulse = False  # a pulse ignored is said once
+        self.pulses = PulseReader(bucket, worker_id, key, pulse)
         self.running: dict[str, RunningJob] = {}
         self.seen: set[str] = set()  # job keys ever started here: never run one twice
         self.seq = -1
@@ -136,8 +133,7 @@ class Worker(CoordinatorContact, JobStarts, RunningJobs, ResultReports):
             if time.monotonic() >= self.next_read:
                 self._read_inbox_now()
                 self.next_read = time.monotonic() + self._inbox_interval()
-            if self._pulse_due():
-                self.next_pulse_read = time.monotonic() + (self.pulse or 0.0)
+            if self.pulses.due(time.monotonic(), self.last_contact):
                 self._storage("read the pulse", self._read_pulse)
             self._reap()
             self._kill_cancelled()
@@ -216,8 +212,9 @@ class Worker(CoordinatorContact, JobStarts, RunningJobs, ResultReports):
     def _sleep_time(self) -> float:
         now = time.monotonic()
         waits = [self.next_read - now]
-        if self.pulse is not None:
-            waits.append(max(self.next_pulse_read, self.last_contact + self.pulse) - now)
+        pulse_due = self.pulses.next_due(self.last_contact)
+        if pulse_due is not None:
+            waits.append(pulse_due - now)
         if self.running:
             waits.append(min(self.poll, REAP_TICK))  # notice a finished job at once
         for job in self.running.values():

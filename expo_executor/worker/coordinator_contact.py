@@ -5,8 +5,8 @@ worker without contact for its grace period stops (the dead man's switch, ``agen
 A mixin of :class:`~expo_executor.worker.agent_loop.Worker`, whose ``__init__`` holds the
 state it reads and sets: ``seq``, ``inbox_generation``, ``pending``, ``cancel``,
 ``released``, ``seen``, the inbox's clocks (``last_read``, ``last_inbox``, ``last_change``,
-``inbox_readable``), the pulse's (``pulse``, ``pulse_seq``, ``pulse_generation``,
-``said_pulse``) and ``last_contact``.
+``inbox_readable``), the pulse's reader (``pulses``: ``worker/pulse_reader.py``) and
+``last_contact``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import time
 
 from expo_executor.core.records import WorkerState
 from expo_executor.protocol import messages
-from expo_executor.protocol.keys import PULSE_KEY, inbox_key
-from expo_executor.protocol.records import Inbox, Pulse
+from expo_executor.protocol.keys import inbox_key
+from expo_executor.protocol.records import Inbox
 
 
 class CoordinatorContact:
@@ -68,42 +68,8 @@ class CoordinatorContact:
     def _read_inbox_now(self) -> None:
         self.inbox_readable = self._storage("read the inbox", self._read_inbox)
 
-    def _pulse_due(self) -> bool:
-        """No contact (a new inbox or pulse) for the coordinator's heartbeat, and the pulse not
-        read within one: each read is a billed request, paid per worker."""
-        now = time.monotonic()
-        return self.pulse is not None and now - self.last_contact >= self.pulse \
-            and now >= self.next_pulse_read
-
     def _read_pulse(self) -> None:
-        """A new pulse whose tag for this worker verifies with its own key counts as contact
-        (the grace starts again); anything else is ignored, said once."""
-        blob = self.bucket.read(PULSE_KEY)
-        if blob is not None and blob.generation == self.pulse_generation:
-            return  # the coordinator has not written one since: nothing new to judge
-        why = "there is none" if blob is None else None
-        if blob is not None:
-            self.pulse_generation = blob.generation
-            try:
-                pulse = Pulse.decode(blob.data)
-            except messages.MessageError as exc:
-                why = str(exc)
-            else:
-                why = self._judge(pulse)
-        if why is None:
+        """The pulse, read as :class:`~expo_executor.worker.pulse_reader.PulseReader` judges
+        it: one that counts is contact (the grace starts again)."""
+        if self.pulses.read(time.monotonic()):
             self.last_contact = time.monotonic()
-        elif not self.said_pulse:
-            self.said_pulse = True
-            print(f"worker {self.worker_id}: ignoring the coordinator's pulse: {why}",
-                  file=sys.stderr, flush=True)
-
-    def _judge(self, pulse: Pulse) -> str | None:
-        """Why ``pulse`` does not count as contact, or None (it does: it is accepted)."""
-        if self.worker_id not in pulse.tags:
-            return "no entry for this worker"
-        if not pulse.proves(self.worker_id, self.key):
-            return "its tag for this worker does not verify with this worker's key"
-        if pulse.seq <= self.pulse_seq:
-            return f"sequence number {pulse.seq} not newer than {self.pulse_seq}"
-        self.pulse_seq = pulse.seq
-        return None

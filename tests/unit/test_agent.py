@@ -14,7 +14,7 @@ import pytest
 
 from expo_executor.core.hardness import Frontier, HardnessPoint
 from expo_executor.core.records import AttemptEnd, WorkerState
-from expo_executor.protocol.keys import inbox_key, status_key
+from expo_executor.protocol.keys import PULSE_KEY, inbox_key, status_key
 from expo_executor.protocol.local_bucket import LocalBucket
 from expo_executor.protocol.records import (Inbox, InboxJob, PrunePoint, Pulse, ResultBatch,
                                             WorkerResult, WorkerStatus)
@@ -166,12 +166,25 @@ def test_the_inbox_is_read_fast_only_while_an_answer_is_likely(tmp_path: Path) -
 
 
 def test_only_a_newer_pulse_with_this_workers_own_tag_counts_as_contact(tmp_path: Path) -> None:
-    worker = _worker(tmp_path)
-    assert worker._judge(Pulse.make(3, {"w-2": KEY})) == "no entry for this worker"
-    forged = worker._judge(Pulse.make(3, {"w-1": b"x" * 32}))
+    pulses = _worker(tmp_path).pulses
+    assert pulses.judge(Pulse.make(3, {"w-2": KEY})) == "no entry for this worker"
+    forged = pulses.judge(Pulse.make(3, {"w-1": b"x" * 32}))
     assert forged is not None and "does not verify" in forged
-    assert worker._judge(Pulse.make(3, {"w-1": KEY})) is None and worker.pulse_seq == 3
-    assert "not newer" in worker._judge(Pulse.make(3, {"w-1": KEY}))
+    assert pulses.judge(Pulse.make(3, {"w-1": KEY})) is None and pulses.seq == 3
+    assert "not newer" in pulses.judge(Pulse.make(3, {"w-1": KEY}))
+
+
+def test_the_pulse_is_read_only_after_a_heartbeat_without_contact(tmp_path: Path) -> None:
+    worker = Worker(LocalBucket(tmp_path / "bucket"), "w-1", 1, KEY, tmp_path / "vm",
+                    zygote=False, pulse=10.0)
+    pulses, contact = worker.pulses, 100.0
+    assert not pulses.due(109.0, contact) and pulses.due(110.0, contact)
+    worker.bucket.write(PULSE_KEY, Pulse.make(1, {"w-1": KEY}).encode())
+    assert pulses.read(110.0) and pulses.next_due(contact) == 120.0
+    assert not pulses.read(120.0), "the same pulse object again: nothing new"
+    worker.bucket.write(PULSE_KEY, Pulse.make(2, {"w-1": KEY}).encode())
+    assert pulses.read(130.0)
+    assert _worker(tmp_path).pulses.next_due(contact) is None, "no heartbeat: never read"
 
 
 @pytest.mark.parametrize("tail,why", [
