@@ -36,6 +36,8 @@ SAVE_LOGS_ON = (AttemptEnd.FAILED, AttemptEnd.TIMEOUT)
 
 @dataclass
 class RunningJob:
+    """A job running on this worker: its process, its clocks and what its report needs."""
+
     key: str
     proc: subprocess.Popen | ForkedJob  # ForkedJob: forked by the zygote, our child too
     started: float  # wall clock, for reports
