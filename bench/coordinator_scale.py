@@ -145,7 +145,7 @@ class StoreView:
 # -- the engine and the workers ---------------------------------------------------------------
 class Fleet:
     """Every synthetic worker, played by one thread from a queue of timed events, as the
-    agent of the code tree under test behaves (worker/agent.py), with jobs that only wait:
+    agent of the code tree under test behaves (worker/agent_loop.py), with jobs that only wait:
 
     - it runs one job per slot and holds the rest of its inbox, starting the next held job
       the moment a slot frees (prefetch);

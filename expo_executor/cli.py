@@ -149,8 +149,9 @@ def main(argv: list[str] | None = None) -> int:
 def _report(args: argparse.Namespace) -> int:
     # matplotlib and friends load only when a report is asked for
     from expo_executor.report import results as report
+    from expo_executor.report.run_reader import find_run
 
-    run_dir = report.find_run(args.state_dir, args.run)
+    run_dir = find_run(args.state_dir, args.run)
     best = None
     if args.best:
         direction, expr = args.best
@@ -187,7 +188,7 @@ def _cost(run_dir: Path):  # -> CostReport | None
 def _status(args: argparse.Namespace) -> int:
     """The run's status; with ``--watch``, again every ``--interval`` s until the run ends
     (0), its coordinator seems dead (1), or Ctrl-C (0)."""
-    from expo_executor.report.results import find_run
+    from expo_executor.report.run_reader import find_run
 
     if args.interval <= 0:
         raise ExpoError("--interval", f"{args.interval:g} is not a positive number of seconds",
@@ -242,7 +243,7 @@ def _show_status(run_dir: Path) -> str | None:
 def _logs(args: argparse.Namespace) -> int:
     """Print (or list) the logs a run saved of the jobs JOB names, each under a header."""
     from expo_executor.report import saved_logs
-    from expo_executor.report.results import find_run
+    from expo_executor.report.run_reader import find_run
 
     run_dir = find_run(args.state_dir, args.run)
     for directory in saved_logs.find(run_dir, args.job):

@@ -264,7 +264,7 @@ class Channel:
                 self._results_taken.append(name)
                 continue
             # its name may come again: a worker whose write of it seemed to fail sends
-            # what it held afresh (worker/agent.py)
+            # what it held afresh (worker/result_reports.py)
             self._results_seen.discard(name)
             self._results_in.pop(name, None)
 

@@ -57,7 +57,7 @@ from expo_executor.core.shapes import Shape
 from expo_executor.cost.cost_report import CostReport, summarize
 from expo_executor.engines.base import CreateFailed, Engine
 from expo_executor.protocol.bucket import Bucket
-from expo_executor.protocol.records import InboxJob, WorkerResult
+from expo_executor.protocol.records import InboxJob, PrunePoint, WorkerResult
 
 # What front ends, launch and settings import from here.
 __all__ = ["CAPACITY_TIMEOUT", "GIVE_UP_AFTER",
@@ -573,15 +573,14 @@ class Coordinator:
             room = room_to_grow(self.setups, alive, reliable, self.pools.healths, now)
         return self.vms.coming(room)
 
-    def _prune(self, request: JobRequest) -> dict | None:
+    def _prune(self, request: JobRequest) -> PrunePoint | None:
         """Where the job's timeout prunes at once, for a worker that holds prefetched jobs:
         it starts none of them that its own timeouts dominate (the coordinator's cancel could
         come after it started them). None when its timeout does not prune at once."""
         task = request.task
         if task.family is None or task.point is None or self.scheduler.confirm_timeouts:
             return None
-        return {"family": task.family, "scope": list(task.point.scope),
-                "vector": list(task.point.vector)}
+        return PrunePoint(task.family, task.point)
 
     def _scale(self, now: float) -> None:
         """One scaling round (``core.scaling.scale``), then its deletes and creates."""

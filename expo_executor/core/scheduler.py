@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from expo_executor.core.hardness import Frontier, FrontierPoint, HardnessPoint
+from expo_executor.core.held_jobs import starts_now, wants_refill
 from expo_executor.core.records import Outcome
 from expo_executor.core.shapes import Shape
 
@@ -167,7 +168,7 @@ class Scheduler:
     slot frees (on GCE a worker hears of a new assignment only at its next inbox read); a held
     task is cancelled like a running one, and re-queued with it. With ``prefetch`` 2 or more a
     worker is refilled only once it runs low (:meth:`_wants_refill`), then up to the full
-    ``cpus * prefetch``: its worker batches its reports until then (worker/agent.py), so one
+    ``cpus * prefetch``: its worker batches its reports until then (worker/result_reports.py), so one
     result object and one inbox write serve several tasks."""
 
     def __init__(self, frontiers: dict[str, Frontier] | None = None, spot_attempts: int = 2,
@@ -552,18 +553,16 @@ class Scheduler:
         return assignments
 
     def _wants_refill(self, worker: _Worker) -> bool:
-        """Refill on low: with ``prefetch`` 2 or more, a worker gets held tasks only once
-        its held tasks need no more CPUs than it has (one held task per slot: the last ones
-        it will start), so that new tasks reach it in one inbox write, not one write per task
-        it finishes; with 0 or 1, whenever it has prefetch left."""
-        return self.prefetch < 2 or worker.held_cpus(self.prefetch) <= worker.cpus
+        """Refill on low (``core.held_jobs.wants_refill``, the rule its worker's reports
+        follow)."""
+        return wants_refill(self.prefetch, worker.held_cpus(self.prefetch), worker.cpus)
 
     def _promote(self, worker: _Worker) -> None:
         """What the worker does as a slot frees: start its held tasks, in order, while the
-        next one fits (or nothing runs)."""
+        next one fits (or nothing runs): ``core.held_jobs.starts_now``, the worker's rule."""
         while worker.held:
             entry = self._entries[worker.held[0]]
-            if worker.running and entry.task.cpus > worker.free_cpus:
+            if not starts_now(entry.task.cpus, worker.free_cpus, bool(worker.running)):
                 return
             worker.held.pop(0)
             worker.held_free += entry.task.cpus

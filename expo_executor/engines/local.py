@@ -42,7 +42,7 @@ class LocalEngineConfig:
     # the run's heartbeat: the coordinator's pulse interval, and its workers' status interval
     heartbeat: float = 10.0
     boot_delay: float = 0.0
-    report_delay: float | None = None  # the workers' (worker/agent.py); None: the heartbeat
+    report_delay: float | None = None  # the workers' (worker/result_reports.py); None: the heartbeat
     # VM name -> seconds after its creation at which it is preempted (empty: never)
     preempt: dict[str, float] = field(default_factory=dict)
 

@@ -16,6 +16,7 @@ import base64
 import hashlib
 import hmac
 import json
+import math
 import os
 from typing import Any, NamedTuple
 
@@ -40,6 +41,8 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     # the fleet's liveness: a sequence number and one tag per worker (records.Pulse); not
     # signed as a whole (no one key would do), each tag is
     "pulse": {"seq": (int,), "tags": (dict,)},
+    # a job's optional "prune": where its timeout prunes at once (records.PrunePoint)
+    "prune": {"family": (str,), "scope": (list,), "vector": (list,)},
     # one entry of a result's optional "logs": a log the worker saved (records.SavedLog)
     "saved_log": {"path": (str, type(None)), "key": (str,), "size": (int,), "sha256": (str,),
                   "truncated": (bool,)},
@@ -111,12 +114,14 @@ def check(kind: str, body: Any) -> dict:
 
 
 def _check_prune(prune: Any) -> None:
-    """A job's optional "prune": where its timeout prunes (family, scope, vector)."""
-    if not (isinstance(prune, dict) and isinstance(prune.get("family"), str)
-            and isinstance(prune.get("scope"), list)
-            and all(isinstance(part, str) for part in prune["scope"])
-            and isinstance(prune.get("vector"), list)
-            and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+    """A job's optional "prune" (records.PrunePoint): its family, its scope's values (text)
+    and its coordinates (finite numbers: JSON can say NaN, and no coordinate is NaN)."""
+    try:
+        check("prune", prune)
+    except MessageError:
+        raise MessageError("job: field 'prune' has the wrong type") from None
+    if not (all(isinstance(part, str) for part in prune["scope"])
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
                     for x in prune["vector"])):
         raise MessageError("job: field 'prune' has the wrong type")
 

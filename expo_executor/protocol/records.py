@@ -13,8 +13,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.protocol import messages
+
+
+@dataclass(frozen=True)
+class PrunePoint:
+    """Where a job's timeout prunes at once: its family (one frontier each) and its place in
+    the partial order. The coordinator's scheduler and a worker holding prefetched jobs decide
+    dominance over it with the same rule, ``core.hardness`` (``Frontier.dominator``)."""
+
+    family: str
+    point: HardnessPoint
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"family": self.family, "scope": list(self.point.scope),
+                "vector": list(self.point.vector)}
+
+    @classmethod
+    def from_wire(cls, body: dict[str, Any]) -> PrunePoint:
+        """From a body :func:`messages.check` has validated (the "prune" schema)."""
+        return cls(body["family"], HardnessPoint(tuple(body["scope"]),
+                                                 tuple(float(x) for x in body["vector"])))
 
 
 @dataclass(frozen=True)
@@ -39,7 +60,7 @@ class InboxJob:
     sealed: str | None = None  # as read from the wire: argv, env and redact, still sealed
     # where its timeout prunes at once (its family, hardness scope and vector); None: it
     # does not. A worker holding prefetched jobs starts none its own timeouts dominate.
-    prune: dict | None = None
+    prune: PrunePoint | None = None
 
     def to_wire(self, key: bytes, job_key: str) -> dict[str, Any]:
         sealed = self.sealed if self.sealed is not None else \
@@ -52,14 +73,15 @@ class InboxJob:
         if self.logs:
             body["logs"] = list(self.logs)
         if self.prune is not None:
-            body["prune"] = self.prune
+            body["prune"] = self.prune.to_wire()
         return body
 
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> InboxJob:
         return cls(list(body["argv"]), body["cwd"], dict(body["env"]), body["deadline_s"],
                    int(body["cpus"]), body.get("stage"), tuple(body.get("logs", ())),
-                   sealed=body.get("sealed"), prune=body.get("prune"))
+                   sealed=body.get("sealed"),
+                   prune=PrunePoint.from_wire(body["prune"]) if "prune" in body else None)
 
     def unsealed(self, key: bytes, job_key: str) -> InboxJob:
         """This job with its sealed command, environment and secrets opened with ``key``
@@ -256,7 +278,7 @@ class WorkerResult:
 class ResultBatch:
     """Results of one worker in one object (``result_key`` of its first job), signed once:
     a worker holding prefetched jobs reports several at a time, one class A write for all
-    (worker/agent.py says when). One result travels as the plain "result" message, as a
+    (worker/result_reports.py says when). One result travels as the plain "result" message, as a
     worker without prefetch has always written it; :meth:`decode` takes either."""
 
     worker: str

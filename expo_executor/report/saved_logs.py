@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from expo_executor.report.results import ReportError, load_jobs
+from expo_executor.report.run_reader import ReportError, load_jobs
 
 OUTPUT_FIRST = "output.log"  # the job's captured output is shown before its log: files
 _KEY = re.compile(r"^[jg][0-9a-f]+a\d+$")

@@ -116,7 +116,7 @@ def _check(args: argparse.Namespace) -> None:
 
 def _workload(args: argparse.Namespace) -> tuple[Workload, BootDelay | None]:
     """A past run's workload and recorded boots, or a synthetic sweep (no recorded boots)."""
-    from expo_executor.report.results import find_run
+    from expo_executor.report.run_reader import find_run
 
     if args.run:
         return load_run(find_run(args.state_dir, args.run), args.scale, args.rule)

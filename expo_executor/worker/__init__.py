@@ -1,8 +1,13 @@
 """The worker agent (``expocloud-worker``) and what it runs: jobs in their own process groups,
 staged commands, and the logs a failed job leaves (``saved_logs``).
+The agent is its command line (``agent``) and its loop (``agent_loop``), whose parts are a
+module each: ``coordinator_contact`` (the inbox; the pulse through ``pulse_reader``),
+``job_starts``, ``running_jobs``, ``result_reports`` and ``failure_reason``.
 
 Runs on each VM (or as a local process standing in for one) and talks to the coordinator only
-through the bucket. It may import the core's records, the protocol, the ``processes`` leaf
+through the bucket. It may import the core's records, its hardness (the coordinator's rule of
+dominance, for the held jobs its own timeouts dominate) and ``held_jobs`` (prefetch's rules,
+which the worker follows as the coordinator decides them), the protocol, the ``processes`` leaf
 (its jobs' sessions) and, lazily, the GCE guest side; never the coordinator, the engines' VM
 code or the front ends.
 """

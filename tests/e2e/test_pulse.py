@@ -94,12 +94,12 @@ def test_pulses_alone_keep_a_worker_alive_past_its_grace(rigs) -> None:
     # pulses for three graces, and never a new inbox
     assert wait_until(lambda: rig.written * EVERY >= 3 * GRACE, 3 * GRACE + 10)
     assert rig.worker_thread.is_alive() and rig.worker.stop_reason is None
-    assert rig.worker.pulse_seq > 1000, "it accepted pulses"
+    assert rig.worker.pulses.seq > 1000, "it accepted pulses"
 
 
 def test_a_worker_stops_when_the_pulses_stop(rigs) -> None:
     rig = rigs(_genuine)
-    assert wait_until(lambda: rig.worker.pulse_seq > 1000, 10)
+    assert wait_until(lambda: rig.worker.pulses.seq > 1000, 10)
     rig.stop_pulses()
     assert wait_until(lambda: not rig.worker_thread.is_alive(), GRACE + 10)
     assert rig.exit_code == 3 and "silent" in (rig.worker.stop_reason or "")

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from expo_executor.report.results import ReportError, plot_outcomes, report
+from expo_executor.report.outcome_map import plot_outcomes
+from expo_executor.report.results import report
+from expo_executor.report.run_reader import ReportError
 from tests.helpers import REPO
 from tests.recorded_run import DIMS, run  # noqa: F401  (run: the fixture)
 

@@ -54,7 +54,7 @@ def _layer(*anywhere: str) -> Layer:
     return Layer(frozenset(anywhere))
 
 
-_PROTOCOL = _layer("core.records", "core.errors", "protocol", "gcp")
+_PROTOCOL = _layer("core.records", "core.errors", "core.hardness", "protocol", "gcp")
 _ENGINES = _layer("core", "protocol", "engines", "gcp", "processes", "settings")
 _COST = _layer("core", "cost", "runs", "gcp")
 
@@ -70,8 +70,8 @@ LAYERS: Mapping[str, Layer] = {
     # the settings every engine reads, their per-engine defaults (one table) and checks
     "settings": _layer("core", "settings"),
     "protocol": _PROTOCOL,
-    "worker": _layer("core.records", "protocol", "processes", "worker").plus(
-        lazily=["engines.gce.guest"]),
+    "worker": _layer("core.records", "core.hardness", "core.held_jobs", "protocol", "processes",
+                     "worker").plus(lazily=["engines.gce.guest"]),
     "engines": _ENGINES,
     "cost": _COST,
     "report": _layer("core", "cost", "runs", "report"),

@@ -119,6 +119,27 @@ def test_records_round_trip_through_signed_messages() -> None:
     assert AttemptEnd.CANCELLED.outcome is None and AttemptEnd.PREEMPTED.outcome is None
 
 
+def test_a_prune_point_travels_typed_and_is_checked_like_the_other_fields() -> None:
+    """A job's prune point is a core hardness point on both sides: the wire form is checked
+    (family text, scope values text, coordinates finite numbers) before it becomes one."""
+    from expo_executor.core.hardness import HardnessPoint
+    from expo_executor.protocol.records import Inbox, InboxJob, PrunePoint
+
+    prune = PrunePoint("solve", HardnessPoint(("d1",), (2.0, 5.0)))
+    inbox = Inbox(1, "w-1", {"j": InboxJob(["true"], None, {}, 5.0, prune=prune)})
+    back = Inbox.decode(inbox.encode(KEY), KEY).jobs["j"].prune
+    assert back == prune and isinstance(back.point, HardnessPoint)
+    assert Inbox.decode(Inbox(2, "w-1", {"j": InboxJob(["true"], None, {}, None)})
+                        .encode(KEY), KEY).jobs["j"].prune is None
+    wire = prune.to_wire()
+    for bad in ({**wire, "family": 3}, {k: v for k, v in wire.items() if k != "vector"},
+                {**wire, "scope": [1]}, {**wire, "vector": ["2"]}, {**wire, "vector": [True]},
+                {**wire, "vector": [float("nan")]}, {**wire, "vector": [float("inf")]}, [1]):
+        body = {**INBOX, "jobs": {"j": {**INBOX["jobs"]["j1a1"], "prune": bad}}}
+        with pytest.raises(messages.MessageError, match="'prune' has the wrong type"):
+            messages.check("inbox", body)
+
+
 @pytest.mark.parametrize("kind,body,error", [
     ("status", {"worker": "w", "seq_seen": 1, "time": 1.0, "running": [], "slots": 1,
                 "state": "sleeping"}, "unknown state"),

@@ -11,8 +11,14 @@ from pathlib import Path
 import pytest
 
 from expo_executor.core.errors import ExpoError
-from expo_executor.report.results import ReportError, apply_filter, apply_min_group_size, best_row, build_rows, default_group_by, find_run, format_value, hardness_info, load_jobs, read_job_numbers, report, to_markdown, write_csv
+from expo_executor.core.hardness import HardnessSpec
+from expo_executor.report.results import report
+from expo_executor.report.rule_hardness import default_group_by, hardness_info
+from expo_executor.report.run_reader import ReportError, find_run, load_jobs, read_job_numbers
 from expo_executor.report.safe_expr import ExpressionError, compile_expression
+from expo_executor.report.table import apply_filter, apply_min_group_size, best_row, build_rows
+from expo_executor.report.table_output import to_markdown, write_csv
+from expo_executor.report.values import format_value
 
 from tests.recorded_run import DIMS, SPEC, job, make_run, run, write_output  # noqa: F401  (run: the fixture)
 
@@ -213,6 +219,25 @@ def test_default_group_by_and_hardness_info(run: Path) -> None:  # noqa: F811
     for record in no_spec:
         record["hardness"]["spec"] = None
     assert hardness_info(no_spec).order["variant"] == ["heuristic", "brute"]
+
+
+@pytest.mark.parametrize("spec", [
+    "variant:heuristic<bnb<heuristic, n_tasks, n_agents",  # a value declared twice
+    "variant:heuristic<bnb<brute, n_tasks, n_tasks",  # a dim named twice
+    "variant:heuristic<bnb<brute, n-tasks, n_agents",  # not a wildcard name
+    "variant:heuristic<bnb<brute, n_tasks, n_agents; scope: ",  # an empty scope
+    "variant:heuristic<bnb<brute, n_tasks, n_agents; dataset",  # not a scope
+])
+def test_a_spec_the_core_refuses_is_refused_by_the_report_too(spec: str) -> None:
+    """The report reads hardness with the core's parser, not a lenient one of its own."""
+    with pytest.raises(ExpoError):
+        HardnessSpec.parse(spec)
+    jobs = [job("a", "bnb", 1, 1, 0, "solved")]
+    jobs[0]["hardness"]["spec"] = spec
+    with pytest.raises(ReportError, match="hardness: the run records the hardness spec"):
+        hardness_info(jobs)
+    with pytest.raises(ReportError, match="which the executor refuses"):
+        default_group_by(jobs)
 
 
 # --- output -----------------------------------------------------------------------------------------------

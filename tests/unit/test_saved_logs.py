@@ -17,7 +17,7 @@ from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol.keys import saved_log_key
 from expo_executor.protocol.records import Inbox, InboxJob, SavedLog, WorkerResult
 from expo_executor.report import saved_logs as report_logs
-from expo_executor.report.results import ReportError
+from expo_executor.report.run_reader import ReportError
 from expo_executor.worker.saved_logs import capped, read_log, save_logs
 
 KEY = b"k" * 32

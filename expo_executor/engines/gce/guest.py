@@ -58,7 +58,7 @@ class Boot:
     heartbeat: float
     grant_verify_key: bytes  # checks the coordinator's answer to our key request (public)
     slow_poll: float | None = None
-    report_delay: float | None = None  # worker/agent.py; None: the heartbeat
+    report_delay: float | None = None  # worker/result_reports.py; None: the heartbeat
     pulse: float | None = None  # the coordinator's heartbeat, when it writes a pulse
     storage_emulator_host: str | None = None
     compute_endpoint: str | None = None

@@ -100,7 +100,7 @@ def worker_boot(settings: GceSettings, bucket_url: str) -> dict:
             # a status at boot and at the end only: liveness comes from the Compute API, and
             # results carry the worker's request counts (each status write is a billed one)
             "heartbeat": NO_STATUS_HEARTBEAT,
-            # a solved result waits at most this long to share its object (worker/agent.py)
+            # a solved result waits at most this long to share its object (worker/result_reports.py)
             "report_delay": grace,
             "pulse": heartbeat_interval(settings),  # the coordinator's: when to read its pulse
             "storage_emulator_host": os.environ.get("STORAGE_EMULATOR_HOST") if emulated

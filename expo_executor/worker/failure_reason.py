@@ -1,0 +1,63 @@
+"""Why a job failed, in one line of its report: a full disk, or an output the storage plugin could
+not store (with the cause it was given), read from the tail of its log or from this disk.
+
+"exit code 1" alone does not tell a full disk or a refused upload from a bug in the job.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+
+LOG_TAIL_BYTES = 4000
+DISK_FULL = "No space left on device"  # strerror(ENOSPC), what every tool prints
+REASON_DETAIL_CHARS = 400  # a reason is one line in jobs.jsonl, not a log
+# Snakemake's storage plugin gave up on an output: the line naming it, then its cause
+STORE_FAILED = re.compile(r"^Failed to (store output in|retrieve input from) storage \S+")
+
+
+def _clip(line: str) -> str:
+    line = " ".join(line.split())
+    return line if len(line) <= REASON_DETAIL_CHARS else line[:REASON_DETAIL_CHARS - 3] + "..."
+
+
+def explain_failure(tail: str) -> str | None:
+    """The line of a failed job's log that says why, or None: a full disk, or an output the
+    storage plugin could not store (with the cause it was given, e.g. 403 Forbidden)."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if DISK_FULL in line:
+            return _clip(line)
+    for i in range(len(lines) - 1, -1, -1):
+        if STORE_FAILED.match(lines[i]):
+            cause = next((line for line in lines[i + 1:]
+                          if not line.endswith(":") and not line.startswith("When running")),
+                         None)
+            return _clip(f"{lines[i]}: {cause}" if cause else lines[i])
+    return None
+
+
+def disk_full(paths: tuple[Path, ...]) -> str | None:
+    """Say so when one of this worker's directories has no space left: a job whose log could
+    not even be written leaves nothing else to explain its failure."""
+    for path in paths:
+        try:
+            free = os.statvfs(path).f_bavail
+        except OSError:
+            continue
+        if free == 0:
+            return f"{DISK_FULL} on the worker ({path} is full)"
+    return None
+
+
+def log_tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - LOG_TAIL_BYTES))
+            return handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""

@@ -1,0 +1,183 @@
+"""Starting the held jobs of the inbox, in the coordinator's order, as slots free: the rule of
+``core.held_jobs`` (the scheduler's own), never a job cancelled or dominated by a timeout of
+this worker's own (``core.hardness``, the coordinator's rule), each in a session of its own,
+forked by the zygote when it can be (``worker/forked.py``), else a fresh process.
+
+A mixin of :class:`~expo_executor.worker.agent_loop.Worker`, whose ``__init__`` holds the
+state it reads and sets: ``pending``, ``seen``, ``cancel``, ``running``, ``prunes``,
+``timeouts``, ``secrets``, ``zygote``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from expo_executor.core.held_jobs import starts_now
+from expo_executor.core.records import AttemptEnd
+from expo_executor.protocol import messages
+from expo_executor.protocol.keys import DEPLOY_DIR_ENV, WORKER_KEY_ENV
+from expo_executor.protocol.records import InboxJob
+from expo_executor.worker.command_clock import STAMPS_ENV
+from expo_executor.worker.forked import ForkedJob, job_chain
+from expo_executor.processes.sessions import vm_mark
+from expo_executor.worker.running_jobs import RunningJob, remove_dir
+from expo_executor.worker.staged_job import GRACE_S, verdict_path
+
+
+# A staged job kills its command at its limit itself (SIGTERM, then SIGKILL): this much later
+# the worker steps in
+STAGED_SLACK_S = 3 * GRACE_S
+
+
+class JobStarts:
+    """Starting held jobs (see the module)."""
+
+    def _start_pending(self) -> None:
+        """Start what the inbox holds, in its order (the coordinator's, which assigns the
+        easiest first and prefetches the next job of each busy slot), while slots are free."""
+        for key in list(self.pending):
+            job = self.pending.get(key)
+            if job is None or self._not_started(key, job):
+                continue  # gone from a fresh inbox, or cancelled
+            free = self.slots - sum(r.cpus for r in self.running.values())
+            if not starts_now(job.cpus, free, bool(self.running)):
+                break  # wait for a slot: the coordinator's rule (Scheduler._promote)
+            if self._waits_for_zygote(key, job):
+                break  # a fresh interpreter now would cost more than the wait (forked.py)
+            if job.prune is not None and self._inbox_stale():
+                self._read_inbox_now()  # a timeout elsewhere may have cancelled it meanwhile
+                if key not in self.pending or self._not_started(key, job):
+                    continue
+            self.seen.add(key)
+            if job.prune is not None:
+                self.prunes[key] = job.prune
+            self._start(key, job)
+        self.pending = {k: v for k, v in self.pending.items() if k not in self.seen}
+
+    def _not_started(self, key: str, job: InboxJob) -> bool:
+        """A held job cancelled, or dominated by a timeout of this worker's own, is reported
+        cancelled instead of started."""
+        if key not in self.cancel and not self._dominated(job):
+            return False
+        self.seen.add(key)
+        why = "cancelled before start" if key in self.cancel else \
+            "not started: a timeout on this worker dominates it"
+        self._write_result(key, AttemptEnd.CANCELLED, None, time.time(), why, ran=False)
+        return True
+
+    def _dominated(self, job: InboxJob) -> bool:
+        """Whether a timeout of this worker's own is as easy as ``job`` (same family and
+        scope, no coordinate harder: the coordinator's rule, ``core.hardness``): its domino
+        effect will cancel the job, but its cancel could come after a prefetched job started."""
+        prune = job.prune
+        frontier = self.timeouts.get(prune.family) if prune is not None else None
+        return frontier is not None and frontier.dominator(prune.point) is not None
+
+    def _start(self, key: str, job: InboxJob) -> None:
+        log = self.scratch / "jobs" / f"{key}.log"
+        try:  # its command and environment are sealed: opened here and only here
+            job = job.unsealed(self.key, key)
+        except messages.MessageError as exc:
+            self._write_result(key, AttemptEnd.FAILED, None, time.time(), str(exc))
+            return
+        if job.redact:
+            self.secrets[key] = list(job.redact)
+        cwd, workdir = job.cwd or None, None  # "" or None: no shared directory
+        env = job_env(job)
+        argv, deadline, verdict = job.argv, job.deadline_s, None
+        if job.stage is not None:  # a fully evaluated command whose files travel with it (CWL)
+            argv, deadline, verdict = self._staged(key, job)
+            env, cwd = {k: v for k, v in os.environ.items() if k != WORKER_KEY_ENV}, None
+        elif cwd is None:
+            # No shared file system: a directory of its own on this disk, removed once the job
+            # has ended. Jobs sharing a VM in one directory race: each unpacks the workflow's
+            # sources there (Snakemake's --deploy-sources), and one reads the tarball while
+            # another is still writing it ("Checksum of retrieved sources ... does not match").
+            workdir = self.scratch / "work" / key
+            cwd = str(workdir)
+        # The mark a powered-off "VM" finds its jobs by, should this worker die before it
+        # records the job's session (processes.sessions.power_off).
+        name, _, value = vm_mark(self.scratch).partition("=")
+        env[name] = value
+        env[DEPLOY_DIR_ENV] = str(self.scratch / "deploy")  # one per VM: envs built once
+        stamps = self.scratch / "jobs" / f"{key}.stamps"
+        env[STAMPS_ENV] = str(stamps)
+        started = time.time()
+        stamps.unlink(missing_ok=True)  # a restarted agent's leftovers are not this job's
+        # This disk is the worker's own: a failure to write on it (as to write a staged job's
+        # spec) is not the job's, and ends the worker (its jobs are lost: ``crashed``).
+        if workdir is not None:
+            workdir.mkdir(parents=True, exist_ok=True)
+        chain = self._chain(argv, env)
+        proc = self._fork(chain, cwd, env, log) if chain is not None else None
+        if proc is None:
+            with open(log, "wb") as out:
+                try:
+                    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out,
+                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True)
+                except OSError as exc:  # its command cannot be run (not found, not executable)
+                    self._write_result(key, AttemptEnd.FAILED, None, started,
+                                       f"could not start the job: {exc}")
+                    remove_dir(workdir)
+                    return
+        self.running[key] = RunningJob(key, proc, started, time.monotonic(),
+                                     float(deadline) if deadline is not None else None,
+                                     job.cpus, log, verdict, workdir, cwd, job.logs, stamps)
+        self._record_sessions()  # no status write: the coordinator knows what it assigned
+
+    def _waits_for_zygote(self, key: str, job: InboxJob) -> bool:
+        """The zygote is starting and would run this job: it waits (forked.py)."""
+        if self._zygote_starting() is None:
+            return False
+        try:
+            job = job.unsealed(self.key, key)
+        except messages.MessageError:
+            return False  # _start reports it
+        return job.stage is not None or self._chain(job.argv, job_env(job)) is not None
+
+    def _zygote_starting(self) -> int | None:
+        """The zygote's readiness descriptor while jobs wait for it to start; else None."""
+        return self.zygote.starting() if self.zygote is not None else None
+
+    def _chain(self, argv: list[str], env: dict[str, str]) -> list[list[str]] | None:
+        """The zygote's steps for a job's command; None: it is neither a Snakemake job's nor
+        a staged job's (worker/forked.py), and a fresh process runs it."""
+        return job_chain(argv, env["PATH"])
+
+    def _fork(self, chain: list[list[str]], cwd: str | None, env: dict[str, str],
+              log: Path) -> ForkedJob | None:
+        """The job forked by the zygote (worker/zygote.py), which has imported Snakemake once;
+        None: it starts a fresh interpreter as before (no zygote, or not ready yet)."""
+        if self.zygote is None:
+            return None
+        return self.zygote.spawn(chain, cwd or os.getcwd(), env, log)
+
+    def _staged(self, key: str, job: InboxJob) -> tuple[list[str], float | None, Path]:
+        """Hand a staged job to ``staged_job`` in a directory of its own on this disk."""
+        home = self.scratch / "jobs" / key
+        home.mkdir(parents=True, exist_ok=True)
+        spec = home.with_suffix(".json")
+        stage = job.stage or {}
+        spec.write_text(json.dumps({"argv": job.argv, "cwd": job.cwd, "env": job.env,
+                                    "stage": stage, "bucket": self.bucket.url,
+                                    "worker": self.worker_id}))
+        limit = stage.get("timelimit")
+        deadline = float(limit) + STAGED_SLACK_S if limit else None
+        return [sys.executable, "-m", "expo_executor.worker.staged_job", str(spec)], deadline, \
+            verdict_path(spec)
+
+
+def job_env(job: InboxJob) -> dict[str, str]:
+    """A job's environment: the worker's, without its key, with the job's own on top."""
+    env = {**os.environ, **{str(k): str(v) for k, v in job.env.items()}}
+    env.pop(WORKER_KEY_ENV, None)  # jobs never see the worker's key
+    # Jobs find the worker's own Python environment first (Snakemake's remote command says
+    # plain "python -m snakemake": on a VM that must be the pinned environment).
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    return env

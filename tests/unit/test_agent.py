@@ -1,0 +1,198 @@
+"""The worker agent's decisions, in process: a real ``Worker`` on a local bucket in a temporary
+directory, its loop never run and no job started (the unit tier forbids processes and sleeps;
+jobs that run: tests/e2e/test_worker.py). What it reads from its inbox, which held jobs its
+own timeouts dominate (the coordinator's rule, ``core.hardness``), when its results go
+(prefetch's refill rule, ``core.held_jobs``), how fast it reads, which pulse counts, and why a
+failed job failed."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from expo_executor.core.hardness import Frontier, HardnessPoint
+from expo_executor.core.records import AttemptEnd, WorkerState
+from expo_executor.protocol.keys import PULSE_KEY, inbox_key, status_key
+from expo_executor.protocol.local_bucket import LocalBucket
+from expo_executor.protocol.records import (Inbox, InboxJob, PrunePoint, Pulse, ResultBatch,
+                                            WorkerResult, WorkerStatus)
+from expo_executor.worker.agent import Worker
+from expo_executor.worker.agent_loop import SUPPLIED_SLOWDOWN
+from expo_executor.worker.failure_reason import explain_failure
+from expo_executor.worker.running_jobs import RunningJob
+
+KEY = b"w" * 32
+
+
+def _worker(tmp_path: Path, slots: int = 2, report_delay: float = 60.0) -> Worker:
+    return Worker(LocalBucket(tmp_path / "bucket"), "w-1", slots, KEY, tmp_path / "vm",
+                  poll=0.1, slow_poll=5.0, report_delay=report_delay, zygote=False)
+
+
+def _job(family: str | None = None, *vector: float, scope: tuple[str, ...] = (),
+         cpus: int = 1) -> InboxJob:
+    prune = PrunePoint(family, HardnessPoint(scope, vector)) if family is not None else None
+    return InboxJob(["true"], None, {}, 30.0, cpus, prune=prune)
+
+
+def _results(worker: Worker) -> dict[str, WorkerResult]:
+    """Every result the worker has written to the bucket, by job."""
+    found = {}
+    for name in worker.bucket.list("workers/w-1/results/"):
+        batch = ResultBatch.decode(worker.bucket.read(name).data, KEY)
+        found.update({result.key: result for result in batch.results})
+    return found
+
+
+def _solved(worker: Worker, key: str, waited: float = 0.0) -> None:
+    result = WorkerResult(key, "w-1", AttemptEnd.SOLVED, 0, 1.0, 2.0, None, "")
+    worker.unsent[key] = (result, time.monotonic() - waited)
+
+
+def _busy(worker: Worker, *keys: str) -> None:
+    """Slots taken by running jobs, as the loop's decisions see them (their CPUs); no process
+    behind them: these tests never reap."""
+    for key in keys:
+        worker.running[key] = RunningJob(key, None, 1.0, time.monotonic(), None, 1,
+                                         worker.scratch / f"{key}.log")
+
+
+def test_a_held_job_its_own_timeout_dominates_is_reported_not_started(tmp_path: Path) -> None:
+    """Same family and scope, no coordinate easier: dominated (the scheduler's rule); another
+    family, another scope or an easier point is not."""
+    worker = _worker(tmp_path)
+    worker.timeouts["f"] = Frontier()
+    worker.timeouts["f"].add(HardnessPoint(("d1",), (1.0, 5.0)), "t1")
+    assert worker._dominated(_job("f", 1.0, 5.0, scope=("d1",)))
+    assert worker._dominated(_job("f", 2.0, 7.0, scope=("d1",)))
+    assert not worker._dominated(_job("f", 0.0, 9.0, scope=("d1",)))
+    assert not worker._dominated(_job("f", 2.0, 7.0, scope=("d2",)))
+    assert not worker._dominated(_job("g", 2.0, 7.0, scope=("d1",)))
+    assert not worker._dominated(_job())
+    worker.pending = {"hard": _job("f", 3.0, 5.0, scope=("d1",))}
+    worker._start_pending()
+    assert worker.pending == {} and worker.running == {} and "hard" in worker.seen
+    result = _results(worker)["hard"]  # not solved: it goes at once
+    assert result.end is AttemptEnd.CANCELLED and result.ran is False
+    assert "a timeout on this worker dominates it" in result.reason
+
+
+def test_a_cancelled_held_job_is_reported_and_none_behind_a_busy_slot_starts(
+        tmp_path: Path) -> None:
+    worker = _worker(tmp_path, slots=1)
+    _busy(worker, "long")
+    worker.pending = {"gone": _job(), "next": _job()}
+    worker.cancel = {"gone"}
+    worker._start_pending()
+    assert _results(worker)["gone"].reason == "cancelled before start"
+    assert list(worker.pending) == ["next"], "it waits for the slot: core.held_jobs.starts_now"
+    assert list(worker.running) == ["long"]
+
+
+def test_solved_results_wait_for_company_until_the_worker_runs_low(tmp_path: Path) -> None:
+    """The coordinator refills a worker once it holds one job per slot or fewer (prefetch's
+    rule): before that its solved results wait, up to ``report_delay``."""
+    worker = _worker(tmp_path, slots=2)
+    assert not worker._report_due()
+    worker.pending = {k: _job() for k in ("a", "b", "c")}  # 3 held CPUs on 2 slots
+    _solved(worker, "s1")
+    assert not worker._report_due()
+    del worker.pending["c"]  # 2 held CPUs on 2 slots: it runs low
+    assert worker._report_due()
+    worker.pending["c"] = _job(cpus=2)
+    assert not worker._report_due()
+    _solved(worker, "s0", waited=60.0)
+    assert worker._report_due(), "the oldest has waited report_delay"
+    del worker.unsent["s0"]
+    worker.unsent["f"] = (WorkerResult("f", "w-1", AttemptEnd.FAILED, 1, 1.0, 2.0, "x", ""),
+                          time.monotonic())
+    assert worker._report_due(), "a failure goes at once"
+
+
+def test_every_unsent_result_goes_in_one_object_and_leaves_unsent(tmp_path: Path) -> None:
+    worker = _worker(tmp_path)
+    for key in ("a", "b", "c"):
+        _solved(worker, key)
+    worker._send_results()
+    assert worker.unsent == {}
+    assert len(worker.bucket.list("workers/w-1/results/")) == 1
+    assert set(_results(worker)) == {"a", "b", "c"}
+    assert worker.next_read <= worker.last_report + worker.poll, "an answer is likely: read soon"
+
+
+def _inbox(worker: Worker, seq: int, jobs: dict[str, InboxJob], to: str = "w-1",
+           cancel: tuple[str, ...] = (), release: tuple[str, ...] = ()) -> None:
+    worker.bucket.write(inbox_key("w-1"),
+                        Inbox(seq, to, jobs, list(cancel), list(release)).encode(KEY))
+
+
+def test_the_inbox_read_keeps_new_assignments_and_refuses_replays_and_strangers(
+        tmp_path: Path) -> None:
+    worker = _worker(tmp_path)
+    worker.seen.add("done")
+    _inbox(worker, 2, {"done": _job(), "new": _job("f", 1.0)}, cancel=("x",))
+    worker._read_inbox()
+    assert list(worker.pending) == ["new"] and worker.cancel == {"x"} and worker.seq == 2
+    assert worker.pending["new"].prune == PrunePoint("f", HardnessPoint((), (1.0,)))
+    _inbox(worker, 1, {"old": _job()})
+    worker._read_inbox()
+    assert list(worker.pending) == ["new"], "a replay of an older assignment is ignored"
+    _inbox(worker, 3, {"other": _job()}, to="w-2")
+    worker._read_inbox()
+    assert worker.seq == 2 and list(worker.pending) == ["new"]
+
+
+def test_held_jobs_asked_back_are_given_back_and_the_status_says_so(tmp_path: Path) -> None:
+    worker = _worker(tmp_path)
+    _inbox(worker, 1, {"keep": _job()}, release=("h1", "h2"))
+    worker._read_inbox()
+    assert worker.released == {"h1", "h2"} and list(worker.pending) == ["keep"]
+    status = WorkerStatus.decode(worker.bucket.read(status_key("w-1")).data, KEY)
+    assert status.state is WorkerState.READY and sorted(status.released) == ["h1", "h2"]
+
+
+def test_the_inbox_is_read_fast_only_while_an_answer_is_likely(tmp_path: Path) -> None:
+    worker = _worker(tmp_path, slots=2)
+    assert worker._inbox_interval() == worker.poll, "a free slot, nothing held, just started"
+    _busy(worker, "a", "b")
+    worker.last_change = time.monotonic() - 60
+    assert worker._inbox_interval() == worker.slow_poll
+    worker.pending = {"c": _job(), "d": _job()}  # every slot busy and holding its next job
+    assert worker._inbox_interval() == worker.slow_poll * SUPPLIED_SLOWDOWN
+    worker.last_change = worker.last_report = time.monotonic()  # it reported: an answer comes
+    assert worker._inbox_interval() == worker.poll
+
+
+def test_only_a_newer_pulse_with_this_workers_own_tag_counts_as_contact(tmp_path: Path) -> None:
+    pulses = _worker(tmp_path).pulses
+    assert pulses.judge(Pulse.make(3, {"w-2": KEY})) == "no entry for this worker"
+    forged = pulses.judge(Pulse.make(3, {"w-1": b"x" * 32}))
+    assert forged is not None and "does not verify" in forged
+    assert pulses.judge(Pulse.make(3, {"w-1": KEY})) is None and pulses.seq == 3
+    assert "not newer" in pulses.judge(Pulse.make(3, {"w-1": KEY}))
+
+
+def test_the_pulse_is_read_only_after_a_heartbeat_without_contact(tmp_path: Path) -> None:
+    worker = Worker(LocalBucket(tmp_path / "bucket"), "w-1", 1, KEY, tmp_path / "vm",
+                    zygote=False, pulse=10.0)
+    pulses, contact = worker.pulses, 100.0
+    assert not pulses.due(109.0, contact) and pulses.due(110.0, contact)
+    worker.bucket.write(PULSE_KEY, Pulse.make(1, {"w-1": KEY}).encode())
+    assert pulses.read(110.0) and pulses.next_due(contact) == 120.0
+    assert not pulses.read(120.0), "the same pulse object again: nothing new"
+    worker.bucket.write(PULSE_KEY, Pulse.make(2, {"w-1": KEY}).encode())
+    assert pulses.read(130.0)
+    assert _worker(tmp_path).pulses.next_due(contact) is None, "no heartbeat: never read"
+
+
+@pytest.mark.parametrize("tail,why", [
+    ("copying\ncp: error writing 'out': No space left on device\nexit 1\n",
+     "cp: error writing 'out': No space left on device"),
+    ("Failed to store output in storage gs://b/o\nWhen running the storage plugin:\n"
+     "403 Forbidden\n", "Failed to store output in storage gs://b/o: 403 Forbidden"),
+    ("Traceback (most recent call last):\nValueError: bad input\n", None),
+])
+def test_a_failed_jobs_log_says_why_when_it_can(tail: str, why: str | None) -> None:
+    assert explain_failure(tail) == why
