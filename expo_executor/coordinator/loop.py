@@ -45,14 +45,15 @@ from expo_executor.coordinator import snapshot
 from expo_executor.coordinator.snapshot import JobMap, StartTimes, running_jobs, running_keys
 from expo_executor.coordinator.state import FamilyRef, StateDir
 from expo_executor.coordinator.vms import Vm, VmFleet
-from expo_executor.core.budget import Phase, Withdraw
+from expo_executor.core.budget import Phase
 from expo_executor.core.fleet import pools
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.pool_health import CAPACITY_TIMEOUT
 from expo_executor.core.records import AttemptEnd, VmEnd, WorkerState
 from expo_executor.core.run_status import RunStatus
-from expo_executor.core.scaling import FleetSetup, ScalePlan, room_to_grow, scale_shapes
-from expo_executor.core.scheduler import Cancel, Outcome, Pool, Release, Scheduler
+from expo_executor.core import one_round
+from expo_executor.core.scaling import FleetSetup, ScalePlan
+from expo_executor.core.scheduler import Assignment, Cancel, Outcome, Pool, Release, Scheduler
 from expo_executor.core.shapes import Shape
 from expo_executor.cost.cost_report import CostReport, summarize
 from expo_executor.engines.base import CreateFailed, Engine
@@ -231,8 +232,7 @@ class Coordinator:
         adopted_error = self._adopted_round(now)
         engine_error = self._watch_engine(now)
         self.pools.check_capacity(self.vms.ready_by_shape(), now)
-        self._meter(now)
-        self._assign(now)
+        self._decide(now)
         self.channel.write_inboxes(self.vms, now)
         # twice a heartbeat: a worker reads it once a heartbeat of silence, and then finds
         # one at most half a heartbeat old (silence stays under 1.5 heartbeats, not 2)
@@ -432,16 +432,12 @@ class Coordinator:
             return
         outcome = result.end.outcome
         if outcome is None:  # cancelled
-            events = self.scheduler.cancelled(key, result.ran)
-            if not events and self.scheduler.state(key) in ("running", "queued"):
-                # Read every other result of the worker first (results are read in key order):
-                # a timeout there may be what it was not started for (a held job its worker's
-                # own timeout dominates), or a job that ended before the worker stopped.
-                self._read_results({result.worker}, unlisted=True)
-                events = self.scheduler.cancelled(key, result.ran)
-            if not events and self.scheduler.state(key) in ("running", "queued"):
-                # killed for another reason (its worker is stopping): run it elsewhere
-                events = self.scheduler.remove_worker(result.worker)
+            # Looking again reads every other result of the worker (results are read in key
+            # order): a timeout there may be what it was not started for (a held job its
+            # worker's own timeout dominates), or a job that ended before the worker stopped.
+            events = one_round.take_cancelled(
+                self.scheduler, key, result.worker, result.ran,
+                lambda: self._read_results({result.worker}, unlisted=True))
         else:
             events = self.scheduler.finish(key, outcome)
             if outcome is Outcome.SOLVED and self.prefetch_depth is not None:
@@ -514,64 +510,56 @@ class Coordinator:
         self.engine.delete(name)
 
     # -- decide and act ----------------------------------------------------------------------
-    def _meter(self, now: float) -> None:
-        """Read the meter and act on a budget phase change: withdraw (and fail) what the
-        budget takes back; at ``STOP``, delete every VM."""
-        if self.meter.budget is None:
-            return
-        queued_work = sum(self.scheduler.queued_demand().values()) > 0
-        change = self.meter.read(now, self.vms, queued_work)
-        if change is None or change.withdraw is None:
-            return
-        keys = [k for k in self._requests if (self.scheduler.state(k) == "queued"
-                                              if change.withdraw is Withdraw.QUEUED
-                                              else k not in self.scheduler.outcomes)]
-        for key in keys:
-            vm = self.vms.get(self.scheduler.withdraw(key))
+    def _decide(self, now: float) -> None:
+        """Read the meter, then the round's decisions (``core.one_round.decide``): fail what
+        a budget phase change takes back (at ``STOP``, delete every VM), and put what the
+        scheduler assigns into the VMs' inboxes; a job given a free slot starts now, as the
+        run's status sees it."""
+        change = None
+        if self.meter.budget is not None:
+            queued_work = sum(self.scheduler.queued_demand().values()) > 0
+            change = self.meter.read(now, self.vms, queued_work)
+        depth = self.prefetch_depth.depth() if self.prefetch_depth is not None else None
+        decided = one_round.decide(self.scheduler, self._requests.keys(), change,
+                                   self.meter.phase, self._fleet(), self._spot_held, now,
+                                   self._stopping.is_set(), depth)
+        for taken in decided.withdrawn:
+            vm = self.vms.get(taken.worker)
             if vm is not None:
-                vm.jobs.pop(key, None)
-            self._fail_for_budget(key)
-        if change.phase is Phase.STOP:
+                vm.jobs.pop(taken.key, None)
+            self._fail_for_budget(taken.key)
+        if change is not None and change.phase is Phase.STOP:
             for name in self.vms.names():
                 self.engine.delete(name)
                 self._end_vm(name, VmEnd.DELETED)
-
-    def _assign(self, now: float) -> None:
-        """Put what the scheduler assigns into the VMs' inboxes (nothing past the budget); a
-        job given a free slot starts now, as the run's status sees it."""
-        if self.meter.phase >= Phase.LIMIT:
-            return
-        if self.prefetch_depth is not None:
-            self.scheduler.set_prefetch(self.prefetch_depth.depth())
-        for assignment in self.scheduler.assign(spot_held=self._spot_held,
-                                                coming=self._coming(now)):
-            request = self._requests[assignment.key]
-            vm = self.vms[assignment.worker_id]
-            self.reporter.assigned(assignment.key, assignment.worker_id)
-            if self.scheduler.state(assignment.key) == "running":
-                self.starts.started(assignment.key, now)
-            vm.jobs[assignment.key] = InboxJob(request.argv, request.cwd, request.env,
-                                               request.deadline_s, request.task.cpus,
-                                               request.stage, tuple(request.logs),
-                                               tuple(request.redact), prune=self._prune(request))
-            vm.inbox_dirty = True
-        for release in self.scheduler.take_releases():
+        for assignment in decided.assignments:
+            self._place(assignment, now)
+        for release in decided.releases:
             self._give_back(release)
         # timeouts whose re-run has no worker to run on prune now (--expocloud-confirm-timeouts)
-        self.reporter.handle(self.scheduler.take_unconfirmed())
+        self.reporter.handle(list(decided.unconfirmed))
 
-    def _coming(self, now: float) -> dict[Shape | None, int]:
-        """CPUs per shape of VMs booting or still to be created (none past the budget's
-        growth phase), whose jobs prefetch must not hold on busy workers."""
-        if self.scheduler.prefetch == 0:
-            return {}
-        room: dict[Shape | None, int] = {}
-        if self.meter.phase is Phase.OK and not self._stopping.is_set():
-            alive = Counter(vm.pool for vm in self.vms)
-            reliable = {shape: queued[Pool.ON_DEMAND]
-                        for shape, queued in self.scheduler.queued_by_shape().items()}
-            room = room_to_grow(self.setups, alive, reliable, self.pools.healths, now)
-        return self.vms.coming(room)
+    def _place(self, assignment: Assignment, now: float) -> None:
+        """An assignment goes into its VM's inbox."""
+        request = self._requests[assignment.key]
+        vm = self.vms[assignment.worker_id]
+        self.reporter.assigned(assignment.key, assignment.worker_id)
+        if self.scheduler.state(assignment.key) == "running":
+            self.starts.started(assignment.key, now)
+        vm.jobs[assignment.key] = InboxJob(request.argv, request.cwd, request.env,
+                                           request.deadline_s, request.task.cpus,
+                                           request.stage, tuple(request.logs),
+                                           tuple(request.redact), prune=self._prune(request))
+        vm.inbox_dirty = True
+
+    def _fleet(self) -> one_round.Fleet:
+        """The VMs as the round's decisions see them (``core.one_round.Fleet``)."""
+        booting: dict[Shape | None, int] = {}
+        for vm in self.vms:
+            if not vm.ready:
+                booting[vm.shape] = booting.get(vm.shape, 0) + self.config.size(vm.shape).slots
+        return one_round.Fleet(self.setups, self.pools.healths,
+                               Counter(vm.pool for vm in self.vms), booting)
 
     def _prune(self, request: JobRequest) -> dict | None:
         """Where the job's timeout prunes at once, for a worker that holds prefetched jobs:
@@ -584,14 +572,12 @@ class Coordinator:
                 "vector": list(task.point.vector)}
 
     def _scale(self, now: float) -> None:
-        """One scaling round (``core.scaling.scale``), then its deletes and creates."""
+        """One scaling round (``core.one_round.plan``), then its deletes and creates."""
         if self._stopping.is_set():
             return
         loads = self.vms.loads(self.scheduler.workers(), self.scheduler.queued_by_shape(), now)
-        hourly = {shape: {pool: self.config.price(pool, shape) for pool in setup.fleets}
-                  for shape, setup in self.setups.items()}
-        plan = scale_shapes(loads, now, self.setups, self.pools.healths,
-                            self.meter.money(self.vms), hourly)
+        plan = one_round.plan(loads, now, self._fleet(), self.meter.money(self.vms),
+                              self.config.price)
         self._stragglers, self._spot_held = plan.stragglers, plan.stragglers_in
         self._act(plan, now)
 
@@ -634,31 +620,19 @@ class Coordinator:
 
     def _check_stranded(self) -> None:
         """Queued work that no VM alive may run, in pools that cannot grow: fail it now, with
-        the reason, rather than wait forever for capacity that will not come. With no VM of a
-        shape and none of its pools left, the shape is stranded: its later jobs fail on
-        arrival."""
+        the reason, rather than wait forever for capacity that will not come
+        (``core.one_round.strand``). With no VM of a shape and none of its pools left, the
+        shape is stranded: its later jobs fail on arrival."""
         if self._stopping.is_set():
             return
-        queued, alive = self.scheduler.queued_by_shape(), self.vms.alive_by_shape()
-        for shape, setup in self.setups.items():
-            if shape not in self._stranded:
-                self._strand(shape, queued.get(shape, {Pool.SPOT: 0, Pool.ON_DEMAND: 0}),
-                             alive.get(shape, {}), setup)
-
-    def _strand(self, shape: Shape | None, queued: dict[Pool, int], alive: dict[Pool, int],
-                setup: FleetSetup) -> None:
-        stranding = self.pools.stranding(queued, alive, setup.fleets, shape)
-        if stranding is None:
-            return
-        if stranding.whole_run:
-            self._stranded[shape] = stranding.reason
-        keys = [k for k in self._requests if self.scheduler.state(k) == "queued"
-                and self.scheduler.task(k).shape == shape
-                and self.scheduler.demand_pool(k) in stranding.dead]
-        self.log(f"expocloud: failing {len(keys)} queued job(s): {stranding.reason}")
-        for key in keys:
-            self.scheduler.withdraw(key)
-            self._fail_unrunnable(key, stranding.reason)
+        for stranded in one_round.strand(self.scheduler, self._requests.keys(), self._fleet(),
+                                         self.vms.alive_by_shape(), self._stranded):
+            reason = stranded.stranding.reason
+            if stranded.stranding.whole_run:
+                self._stranded[stranded.shape] = reason
+            self.log(f"expocloud: failing {len(stranded.keys)} queued job(s): {reason}")
+            for key in stranded.keys:
+                self._fail_unrunnable(key, reason)
 
     def _progress(self, now: float, force: bool = False) -> None:
         if not (force or self.progress.due(now)):

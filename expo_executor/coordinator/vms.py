@@ -124,15 +124,6 @@ class VmFleet:
         return [Booting(vm.name, vm.pool, vm.created, vm.shape) for vm in self._vms.values()
                 if not vm.ready]
 
-    def coming(self, room: Mapping[Shape | None, int]) -> dict[Shape | None, int]:
-        """CPUs per shape not ready yet: the booting VMs' slots and those of the ``room``
-        VMs each shape may still create (``core.scaling.room_to_grow``)."""
-        coming = {shape: count * self.size(shape).slots for shape, count in room.items()}
-        for vm in self._vms.values():
-            if not vm.ready:
-                coming[vm.shape] = coming.get(vm.shape, 0) + self.size(vm.shape).slots
-        return coming
-
     def ready_count(self) -> int:
         return sum(1 for vm in self._vms.values() if vm.ready)
 

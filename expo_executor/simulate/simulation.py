@@ -44,15 +44,17 @@ coordinator when it noticed.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from expo_executor.core import pool_health
-from expo_executor.core.budget import (BudgetConfig, Phase, PhaseChange, Spend, Withdraw,
-                                       meter_step, vm_cost)
+from expo_executor.core import one_round
+from expo_executor.core.budget import (BudgetConfig, Phase, PhaseChange, Spend, meter_step,
+                                       vm_cost)
 from expo_executor.core.fleet import Booting, pools
 from expo_executor.core.pool_health import PoolHealth
-from expo_executor.core.scaling import FleetSetup, Money, ScalePlan, scale
+from expo_executor.core.scaling import FleetSetup, Money, ScalePlan
 from expo_executor.core.scheduler import (Cancel, Event, Finished, Outcome, Pool, Requeued,
                                           Scheduler, Skipped)
 from expo_executor.simulate.cloud import WAKE, SimCloud, SimVm
@@ -162,7 +164,7 @@ class _Simulation:
         self.booting: dict[str, SimVm] = {}  # ... of them not ready yet
         self.views = FleetViews(self.setup.fleets, self.jobs, self.scheduler,
                                 config.idle_timeout, lambda when: self.cloud.at(when, WAKE))
-        self.stragglers = False
+        self.spot_held: frozenset[None] = frozenset()  # the straggler rule is in force
         self.stranded = False  # no VM is left and no pool may grow: nothing more runs
         self.done: dict[str, float] = {}
         self.started: dict[str, float] = {}
@@ -200,8 +202,7 @@ class _Simulation:
         self._take_lost(now)
         self._check_boots(now)
         self._check_capacity(now)
-        self._meter(now)
-        self._assign(now)
+        self._decide(now)
         if len(self.scheduler.outcomes) < len(self.jobs):
             self._scale(now)
             self._check_stranded(now)
@@ -224,9 +225,7 @@ class _Simulation:
         scheduler = self.scheduler
         for key, worker, end in sorted(results):
             if end.outcome is None:  # cancelled
-                events = scheduler.cancelled(key)
-                if not events and scheduler.state(key) in ("running", "queued"):
-                    events = scheduler.remove_worker(worker)
+                events = one_round.take_cancelled(scheduler, key, worker, ran=True)
             else:
                 events = scheduler.finish(key, end.outcome)
             self._handle(events, now)
@@ -263,16 +262,6 @@ class _Simulation:
                                                      self.config.capacity_timeout,
                                                      machines).health
 
-    def _assign(self, now: float) -> None:
-        if self.meter.phase >= Phase.LIMIT:
-            return
-        for assignment in self.scheduler.assign(allow_spot=not self.stragglers):
-            vm = self.vms[assignment.worker_id]
-            start = now + self.config.dispatch_s
-            self.cloud.start(self.jobs[assignment.key], vm, start)
-            self.started[assignment.key] = start
-            self.views.touch(assignment.worker_id)
-
     def _handle(self, events: list[Event], now: float) -> None:
         for event in events:
             if isinstance(event, Cancel):
@@ -284,40 +273,49 @@ class _Simulation:
             elif isinstance(event, Requeued):
                 self.requeues += 1
 
-    # -- the budget ----------------------------------------------------------------------------
-    def _meter(self, now: float) -> None:
-        """The coordinator's meter: a phase change withdraws (fails) what the budget takes
-        back; at ``STOP`` every VM is deleted."""
-        if self.config.budget is None:
-            return
-        change = self.meter.read(now, self.vms, sum(self.scheduler.queued_demand().values()) > 0)
-        if change is None:
-            return
-        if change.withdraw is not None:
-            queued_only = change.withdraw is Withdraw.QUEUED
-            self._withdraw([key for key in self.jobs if key not in self.scheduler.outcomes
-                            and (not queued_only or self.scheduler.state(key) == "queued")],
-                           now)
-        if change.phase is Phase.STOP:
+    # -- decisions (Coordinator._decide) -------------------------------------------------------
+    def _decide(self, now: float) -> None:
+        """The meter, then the round's decisions (``core.one_round.decide``): a phase change
+        withdraws (fails) what the budget takes back, at ``STOP`` every VM is deleted; then
+        the assignments, each job starting ``dispatch_s`` later."""
+        queued = sum(self.scheduler.queued_demand().values()) > 0 \
+            if self.config.budget is not None else False
+        change = self.meter.read(now, self.vms, queued)
+        decided = one_round.decide(self.scheduler, self.jobs.keys(), change, self.meter.phase,
+                                   self._fleet(), self.spot_held, now)
+        for taken in decided.withdrawn:
+            self._withdrawn(taken.key, taken.worker, now)
+        if change is not None and change.phase is Phase.STOP:
             for vm in list(self.vms.values()):
                 self._delete(vm, now)
+        for assignment in decided.assignments:
+            vm = self.vms[assignment.worker_id]
+            start = now + self.config.dispatch_s
+            self.cloud.start(self.jobs[assignment.key], vm, start)
+            self.started[assignment.key] = start
+            self.views.touch(assignment.worker_id)
 
-    def _withdraw(self, keys: list[str], now: float) -> None:
-        """Fail jobs that will not run (to their end): the budget, or no VM to be had."""
-        for key in keys:
-            worker = self.scheduler.withdraw(key)
-            if worker is not None:
-                self.views.touch(worker)
-            self.done[key] = now
+    def _withdrawn(self, key: str, worker: str | None, now: float) -> None:
+        """A job that will not run (to its end) fails: the budget, or no VM to be had."""
+        if worker is not None:
+            self.views.touch(worker)
+        self.done[key] = now
+
+    def _fleet(self) -> one_round.Fleet:
+        """The VMs as the round's decisions see them: one shape, the run's own."""
+        alive = Counter(vm.pool for vm in self.vms.values())
+        booting = {None: self.config.slots * len(self.booting)} if self.booting else {}
+        return one_round.Fleet({None: self.setup}, {None: self.health}, alive, booting)
 
     # -- scaling (Coordinator._scale) ----------------------------------------------------------
     def _scale(self, now: float) -> None:
-        """One ``scaling.scale`` round, then its deletes and creates, as the coordinator's."""
+        """One ``core.one_round.plan``, then its deletes and creates, as the coordinator's."""
         load = self.views.load(self.vms, now)
-        plan = scale(load, now, self.setup, self.health,
-                     self.meter.money(self.vms, self.cloud.price_h))
-        again = plan.stragglers != self.stragglers  # assignment changes next round
-        self.stragglers = plan.stragglers
+        plan = one_round.plan({None: load}, now, self._fleet(),
+                              self.meter.money(self.vms, self.cloud.price_h),
+                              lambda pool, shape: self.cloud.price_h[pool])
+        again = plan.stragglers_in != self.spot_held  # assignment changes next round
+        self.spot_held = plan.stragglers_in
         if self._act(plan, now) or again:
             self.cloud.at(now + self.config.poll, WAKE)
 
@@ -382,19 +380,14 @@ class _Simulation:
 
     # -- stranded work (Coordinator._check_stranded) -------------------------------------------
     def _check_stranded(self, now: float) -> None:
-        """Queued work no live or growable pool may run fails, as in a run."""
-        if self.stranded:
-            return
-        alive: dict[Pool, int] = {}
-        for vm in self.vms.values():
-            alive[vm.pool] = alive.get(vm.pool, 0) + 1
-        stranding = pool_health.strand_check(self.health, self.scheduler.queued_demand(), alive,
-                                             self.setup.fleets)
-        if stranding is None:
-            return
-        self.stranded = stranding.whole_run
-        self._withdraw([key for key in self.jobs if self.scheduler.state(key) == "queued"
-                        and self.scheduler.demand_pool(key) in stranding.dead], now)
+        """Queued work no live or growable pool may run fails (``core.one_round.strand``), as
+        in a run."""
+        alive = dict(Counter(vm.pool for vm in self.vms.values()))
+        for stranded in one_round.strand(self.scheduler, self.jobs.keys(), self._fleet(),
+                                         {None: alive}, {None} if self.stranded else ()):
+            self.stranded = self.stranded or stranded.stranding.whole_run
+            for key in stranded.keys:
+                self._withdrawn(key, None, now)
 
     def _result(self, makespan: float) -> SimResult:
         hours, cost = self.cloud.bill(makespan)

@@ -165,7 +165,7 @@ def test_the_coordinator_and_the_simulator_take_the_same_decision(name: str,
     simulated = _simulated_calls(sim)
     real = sorted(engine.calls, key=lambda call: call[0] != "delete")
     assert real == simulated, name
-    assert coordinator._stragglers == sim.stragglers
+    assert coordinator._spot_held == sim.spot_held
 
 
 def test_the_situations_are_not_all_alike(tmp_path: Path) -> None:
