@@ -375,7 +375,7 @@ class Coordinator:
         """Take in changed worker statuses: a worker that says it is ready becomes a slot
         holder of the scheduler."""
         for vm, status in self.channel.statuses(self.vms):
-            if status is not None and vm.release:
+            if status is not None and vm.places.releases():
                 self._take_released(vm, status.released)
             if status is not None and status.state is WorkerState.READY and not vm.ready:
                 vm.ready, vm.ready_at = True, now
@@ -388,10 +388,7 @@ class Coordinator:
     def _take_released(self, vm: Vm, keys: list[str]) -> None:
         """Held jobs its worker says it gave back unstarted: queued again (or skipped, when
         the domino effect cancelled one meanwhile), and gone from its inbox."""
-        for key in sorted(vm.release.intersection(keys)):
-            vm.release.discard(key)
-            vm.cancel.discard(key)
-            vm.inbox_dirty = True
+        for key in vm.places.given_back(keys):
             if self.scheduler.state(key) == "cancelling":
                 self.reporter.handle(self.scheduler.cancelled(key, ran=False))
             else:
@@ -400,15 +397,13 @@ class Coordinator:
     def _give_back(self, release: Release) -> None:
         """Ask a held job back from its worker: out of its inbox's jobs, into its release."""
         vm = self.vms.get(release.worker_id)
-        if vm is not None and vm.jobs.pop(release.key, None) is not None:
-            vm.release.add(release.key)
-            vm.inbox_dirty = True
+        if vm is not None:
+            vm.places.ask_back(release.key)
 
     def _read_results(self, workers: set[str], unlisted: bool = False) -> None:
         """Take in the results the round's listing showed (``unlisted``: or not, see
         ``Channel.results``) of the jobs assigned to (or cancelled on) ``workers``."""
-        wanted = {(k, vm.name) for vm in self.vms if vm.name in workers
-                  for k in (*vm.jobs, *vm.cancel, *vm.release)}
+        wanted = {(k, vm.name) for vm in self.vms if vm.name in workers for k in vm.places}
         for result in self.channel.results(wanted, unlisted):
             self._take_result(result)
 
@@ -417,13 +412,10 @@ class Coordinator:
         key = result.key
         # A finished job leaves its worker's inbox with the next write (an assignment or a
         # cancel): the worker never runs a key twice, and every write is billed.
+        # A re-queued copy still running elsewhere is killed: the first result stands; one
+        # asked back that its worker started before it knew ends as any other.
         for vm in self.vms:
-            if vm.jobs.pop(key, None) is not None and vm.name != result.worker:
-                vm.cancel.add(key)  # a re-queued copy still running: the first result stands
-                vm.inbox_dirty = True
-            elif vm.name == result.worker:  # it started one asked back before it knew
-                vm.cancel.discard(key)
-                vm.release.discard(key)
+            vm.places.ended(key, here=vm.name == result.worker)
         if result.end is AttemptEnd.PREEMPTED:
             self._lose(result.worker, VmEnd.PREEMPTED, "was preempted (its last breath)")
             return
@@ -526,7 +518,7 @@ class Coordinator:
         for taken in decided.withdrawn:
             vm = self.vms.get(taken.worker)
             if vm is not None:
-                vm.jobs.pop(taken.key, None)
+                vm.places.withdraw(taken.key)
             self._fail_for_budget(taken.key)
         if change is not None and change.phase is Phase.STOP:
             for name in self.vms.names():
@@ -546,11 +538,10 @@ class Coordinator:
         self.reporter.assigned(assignment.key, assignment.worker_id)
         if self.scheduler.state(assignment.key) == "running":
             self.starts.started(assignment.key, now)
-        vm.jobs[assignment.key] = InboxJob(request.argv, request.cwd, request.env,
-                                           request.deadline_s, request.task.cpus,
-                                           request.stage, tuple(request.logs),
-                                           tuple(request.redact), prune=self._prune(request))
-        vm.inbox_dirty = True
+        vm.places.assign(assignment.key, InboxJob(
+            request.argv, request.cwd, request.env, request.deadline_s, request.task.cpus,
+            request.stage, tuple(request.logs), tuple(request.redact),
+            prune=self._prune(request)))
 
     def _fleet(self) -> one_round.Fleet:
         """The VMs as the round's decisions see them (``core.one_round.Fleet``)."""

@@ -117,7 +117,7 @@ def _coordinator(situation: Situation, tmp_path: Path) -> tuple[Coordinator, Rec
         vm = Vm(name, NOW - 100, pool, ready=True, ready_at=NOW - 90,
                 idle_since=None if job else NOW - situation.idle_s)
         if job is not None:
-            vm.jobs[job] = InboxJob(["true"], None, {}, None)
+            vm.places.assign(job, InboxJob(["true"], None, {}, None))
         coordinator.vms.track(vm)
     _scheduler(coordinator.scheduler, situation)
     coordinator.pools.health = situation.health
