@@ -1,4 +1,6 @@
-"""The pure core: hardness, the scheduler, the fleet policy, pool health, one scaling round,
+"""The pure core: hardness, the scheduler (``scheduler``, with its parts ``tasks``,
+``free_slots``, ``held_tasks``, ``pruning``), the fleet policy, pool health, one scaling round,
+a coordinator round's decisions (``one_round``, for the coordinator and the simulator alike),
 budget phases, the grammar of the user's pinned worker requirements, and the typed records that
 cross module borders.
 
