@@ -10,6 +10,7 @@ import heapq
 from expo_executor.core.shapes import Shape
 from expo_executor.core.tasks import Pool, Task, TaskEntry, WorkerSlots
 
+
 class FreeSlots:
     """The scheduler's free-slot index: workers with free CPUs, per shape, kind (Spot or
     not) and free CPU count, as heaps of ids with stale entries dropped when met."""

@@ -14,8 +14,10 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping
 
+from expo_executor.core.records import Outcome
 from expo_executor.core.shapes import Shape
 from expo_executor.core.tasks import Assignment, Pool, Release, TaskEntry, WorkerSlots
+
 
 class HeldTasks:
     """The scheduler's part that holds tasks on busy workers (:meth:`_hold`) and asks
@@ -28,7 +30,7 @@ class HeldTasks:
     _confirming: set[str]
     releases: list[Release]
     prefetch: int
-    outcomes: dict
+    outcomes: dict[str, Outcome]
 
     def _held_elsewhere(self) -> list[TaskEntry]:
         """Every held task that may move (not being cancelled), easiest first."""

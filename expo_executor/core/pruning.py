@@ -12,6 +12,7 @@ from expo_executor.core.records import Outcome
 from expo_executor.core.tasks import Cancel, Event, Finished, Skipped, Task, TaskEntry, \
     Unconfirmed, WorkerSlots
 
+
 class Pruning:
     """The scheduler's part that prunes: frontiers, the domino effect, confirmation."""
 

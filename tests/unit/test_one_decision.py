@@ -17,12 +17,13 @@ from expo_executor.coordinator.state import StateDir
 from expo_executor.coordinator.vms import Vm
 from expo_executor.core import one_round
 from expo_executor.core.budget import BudgetConfig, Phase
+from expo_executor.core.records import AttemptEnd
 from expo_executor.core.pool_health import PoolHealth, failed_create, stop
 from expo_executor.core.scheduler import Pool, Scheduler, Task
 from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed, Instance
 from expo_executor.protocol.bucket import LocalBucket
-from expo_executor.protocol.records import InboxJob
+from expo_executor.protocol.records import InboxJob, WorkerResult
 from expo_executor.simulate.cloud import SimVm
 from expo_executor.simulate.policies import SimConfig
 from expo_executor.simulate.simulation import _Simulation
@@ -281,3 +282,22 @@ def test_another_shapes_idle_pools_leave_the_run_s_own_decision_alone(name: str,
     real = sorted(engine.calls, key=lambda call: call[0] != "delete")
     assert real == _simulated_calls(sim), name
     assert coordinator._spot_held == sim.spot_held
+
+
+# -- cancelled results: one the scheduler did not ask for ----------------------------------------
+def test_a_cancel_nobody_asked_for_sends_the_workers_jobs_elsewhere_in_both(
+        tmp_path: Path) -> None:
+    """A worker that is stopping kills its jobs: the result says cancelled, though the domino
+    effect asked for nothing. Both sides (``one_round.take_cancelled``) take the worker's jobs
+    back to the queue, first in line."""
+    situation = Situation((("old-1", SPOT, "a"), ("old-2", SPOT, "b")), queued=1)
+    coordinator, _ = _coordinator(situation, tmp_path)
+    sim = _simulation(situation)
+    coordinator._take_result(WorkerResult("a", "old-1", AttemptEnd.CANCELLED, None, NOW - 5,
+                                          NOW - 1, "stopping"))
+    sim.cloud.seen_results = [("a", "old-1", AttemptEnd.CANCELLED)]
+    sim._take_results(NOW)
+    for scheduler in (coordinator.scheduler, sim.scheduler):
+        assert scheduler.state("a") == "queued" and "old-1" not in scheduler.workers()
+        assert scheduler.state("b") == "running"
+    assert "a" not in coordinator.vms["old-1"].places
