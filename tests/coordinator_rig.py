@@ -134,4 +134,4 @@ class Rig:
 
     def assigned(self, worker: str) -> set[str]:
         vm = self.coordinator.vms.get(worker)
-        return set(vm.jobs) if vm is not None else set()
+        return set(vm.places.jobs()) if vm is not None else set()

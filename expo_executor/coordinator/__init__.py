@@ -8,13 +8,16 @@ cost, and the leaves ``runs`` (a run directory's files, read and written), ``set
 
 - ``loop``: the ``Coordinator``: its thread, the order of a round, the front ends' hand-over
   points; ``requests`` (``JobRequest``, ``JobReport``) and ``config`` (``CoordinatorConfig``)
-  are what crosses to it;
+  are what crosses to it; the round's steps, mixed into it: ``observe`` (statuses and results
+  in), ``vm_life`` (the engine's news, boots, creates and deletes), ``decisions`` (the meter,
+  assignments, scaling and stranding, as ``core.one_round`` decides them) and ``adopted_runs``
+  (a crashed run's workers taken over);
 - ``desk``: the locked hand-over of jobs and reports between threads;
 - ``outage``: failed rounds: an outage of the coordinator's own I/O ridden out, a bug given up on;
 - ``channel``: the bucket: worker statuses and results in, inboxes out;
-- ``vms``: the VMs tracked, and their records in ``vms.jsonl``;
-- ``pools``: pool health (failed creates, boots, capacity, stranded work), over
-  ``core.pool_health``;
+- ``vms``: the VMs tracked, and their records in ``vms.jsonl``; ``places``: where each job
+  stands on each worker, one record each, from which its inbox is written;
+- ``pools``: pool health (failed creates, boots, capacity), over ``core.pool_health``;
 - ``meter``: the run's cost and budget phase, over ``core.budget``;
 - ``reports`` and ``outcomes``: scheduler events acted on; report texts and ``jobs.jsonl`` lines;
   ``persist``: those local records written again while a write fails, never lost;

@@ -37,6 +37,7 @@ from typing import Callable
 from expo_executor.coordinator.channel import Channel
 from expo_executor.coordinator.crashed_workers import CrashedWorkers
 from expo_executor.coordinator.harvest import Harvest
+from expo_executor.coordinator.places import Places
 from expo_executor.runs.files import RunFiles
 from expo_executor.coordinator.run_state import HeldRun
 from expo_executor.coordinator.vms import Vm
@@ -113,8 +114,8 @@ class Adoption:
                 idle.append(name)
                 continue
             cancel = set(inbox.cancel) | nameless if inbox else set()
-            self.vms[name] = Vm(name, now, Pool.SPOT, ready=True, listed=True, jobs=jobs,
-                                cancel=cancel)
+            self.vms[name] = Vm(name, now, Pool.SPOT, ready=True, listed=True,
+                                places=Places(jobs, cancel))
             for key in jobs.keys() - nameless:
                 job = AdoptedJob(key, name, submitted[key])
                 self.jobs[key] = job
@@ -160,8 +161,7 @@ class Adoption:
         if job is None or job.key not in self.jobs or job.worker not in self.vms:
             return False
         vm = self.vms[job.worker]
-        vm.cancel.add(job.key)
-        vm.inbox_dirty = True
+        vm.places.cancel(job.key)
         return True
 
     # -- each round ----------------------------------------------------------------------------
@@ -174,7 +174,7 @@ class Adoption:
             self._last_alive = now
             gone = set(self.vms) - self.workers.alive()
         self.channel.statuses(self.vms.values())  # the listing shows the new results
-        wanted = {(key, vm.name) for vm in self.vms.values() for key in (*vm.jobs, *vm.cancel)}
+        wanted = {(key, vm.name) for vm in self.vms.values() for key in vm.places}
         # a worker's "preempted", "lost" or "stopping" result ends what it still holds: its
         # other results (read in key order) are taken first
         results = sorted(self.channel.results(wanted),
@@ -191,7 +191,7 @@ class Adoption:
         ``heartbeat`` s old; stop the old workers left with nothing."""
         self.channel.write_inboxes(self.vms.values(), now)
         self.channel.write_pulse(self.vms.values(), now, heartbeat)
-        done = [name for name, vm in self.vms.items() if not vm.jobs and not vm.cancel]
+        done = [name for name, vm in self.vms.items() if not vm.places]
         if done:
             self.workers.stop(done)
             for name in done:
@@ -201,10 +201,8 @@ class Adoption:
         vm = self.vms.get(result.worker)
         if vm is None:
             return []
-        asked = result.key in vm.cancel
-        vm.jobs.pop(result.key, None)
-        vm.cancel.discard(result.key)
-        vm.inbox_dirty = True  # the next write says it is done
+        asked = vm.places.asked_to_cancel(result.key)
+        vm.places.forget(result.key)  # the next write says it is done
         job = self.jobs.get(result.key)
         if job is None or job.worker != result.worker:  # one killed at the take-over
             return []
@@ -223,9 +221,8 @@ class Adoption:
         if vm is None:
             return []
         self.log(f"expocloud: adopted worker {name} of run {self.run_id} {how}; its "
-                 f"{len(vm.jobs) + (result is not None)} job(s) in flight run again if wanted")
-        ended = [Ended(self.jobs.pop(key), None) for key in [*vm.jobs, *vm.cancel]
-                 if key in self.jobs]
+                 f"{len(vm.places.jobs()) + (result is not None)} job(s) in flight run again if wanted")
+        ended = [Ended(self.jobs.pop(key), None) for key in vm.places if key in self.jobs]
         if result is not None and result.key in self.jobs:
             ended.append(Ended(self.jobs.pop(result.key), None))
         self.workers.stop([name])

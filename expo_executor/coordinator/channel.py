@@ -283,19 +283,19 @@ class Channel:
     def write_inboxes(self, vms: Iterable[Vm], now: float) -> None:
         """Write the inbox of every VM whose assignments or cancels changed; the others' dead
         man's switches are kept quiet by the pulse (:meth:`write_pulse`)."""
-        due = [vm for vm in vms if vm.inbox_dirty]
+        due = [vm for vm in vms if vm.places.dirty]
         sealed: list[bytes] = []
         for vm in due:
             self._seq += 1
-            inbox = Inbox(self._seq, vm.name, dict(vm.jobs), sorted(vm.cancel),
-                          sorted(vm.release))
+            places = vm.places
+            inbox = Inbox(self._seq, vm.name, places.jobs(), places.cancels(), places.releases())
             sealed.append(inbox.encode(self.key(vm.name)))
         writes = self._each(lambda item: self.bucket.write(inbox_key(item[0].name), item[1]),
                             list(zip(due, sealed)))
         for vm, (_, error) in zip(due, writes):
             if error is not None:  # still due: written next round
                 continue
-            vm.inbox_dirty = False
+            vm.places.dirty = False
         _raise(writes.first_error())
 
     def write_pulse(self, vms: Iterable[Vm], now: float, heartbeat: float) -> None:

@@ -7,30 +7,33 @@ fleet, fail stranded work, report progress. All scheduler state is touched by th
 only; the front ends talk to it through two locked hand-over points (``submit``, and
 ``take_report`` / ``wait_reports``).
 
-This module owns the thread and the order of a round; each step's work is a collaborator's:
-:mod:`.desk` (the hand-over between threads), :mod:`.channel` (the bucket: statuses, results,
-inboxes), :mod:`.vms` (the VMs tracked and their records), :mod:`.pools` (pool health),
-:mod:`.meter` (the budget), :mod:`.reports` (scheduler events: reports, job records, cancels),
-:mod:`.progress` and :mod:`.snapshot` (the live status and the run page); the decisions are the
-core's (``core.scaling.scale``, ``core.pool_health``, ``core.budget``), which the simulator calls
-too.
+This module owns the thread and the order of a round; the round's steps are mixed in, one idea
+each: :mod:`.observe` (statuses and results taken in), :mod:`.vm_life` (what the engine says,
+boots, creates and deletes), :mod:`.decisions` (the meter, assignments, scaling, stranding, as
+``core.one_round`` decides them, which the simulator calls too) and :mod:`.adopted_runs` (a
+crashed run's workers taken over); its collaborators: :mod:`.desk` (the hand-over between
+threads), :mod:`.channel` (the bucket: statuses, results, inboxes), :mod:`.vms` (the VMs
+tracked and their records) and :mod:`.places` (where each job stands on each worker),
+:mod:`.pools` (pool health), :mod:`.meter` (the budget), :mod:`.reports` (scheduler events:
+reports, job records, cancels), :mod:`.progress` and :mod:`.snapshot` (the live status and the
+run page).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-from expo_executor.coordinator.adopt import Adoption, Ended
+from expo_executor.coordinator.adopt import Adoption
+from expo_executor.coordinator.adopted_runs import AdoptedRuns
 from expo_executor.coordinator.channel import Channel
 from expo_executor.coordinator.config import CoordinatorConfig
-from expo_executor.coordinator.crashed_workers import ALIVE
+from expo_executor.coordinator.decisions import Decisions
 from expo_executor.coordinator.desk import JobDesk
-from expo_executor.coordinator.harvest import record_timeout
 from expo_executor.coordinator.meter import Meter
+from expo_executor.coordinator.observe import Observe
 from expo_executor.coordinator.outage import GIVE_UP_AFTER, Outage
 from expo_executor.coordinator.persist import Persister
 from expo_executor.coordinator.prefetch_depth import PrefetchDepth
@@ -43,31 +46,28 @@ from expo_executor.coordinator.run_state import HeldRun
 from expo_executor.coordinator.saved_logs import LogFetcher
 from expo_executor.coordinator import snapshot
 from expo_executor.coordinator.snapshot import JobMap, StartTimes, running_jobs, running_keys
-from expo_executor.coordinator.state import FamilyRef, StateDir
-from expo_executor.coordinator.vms import Vm, VmFleet
-from expo_executor.core.budget import Phase, Withdraw
+from expo_executor.coordinator.state import StateDir
+from expo_executor.coordinator.vm_life import VmLife
+from expo_executor.coordinator.vms import VmFleet
 from expo_executor.core.fleet import pools
-from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.pool_health import CAPACITY_TIMEOUT
-from expo_executor.core.records import AttemptEnd, VmEnd, WorkerState
+from expo_executor.core.records import VmEnd
 from expo_executor.core.run_status import RunStatus
-from expo_executor.core.scaling import FleetSetup, ScalePlan, room_to_grow, scale_shapes
-from expo_executor.core.scheduler import Cancel, Outcome, Pool, Release, Scheduler
+from expo_executor.core.scaling import FleetSetup
+from expo_executor.core.scheduler import Outcome, Scheduler
 from expo_executor.core.shapes import Shape
 from expo_executor.cost.cost_report import CostReport, summarize
-from expo_executor.engines.base import CreateFailed, Engine
+from expo_executor.engines.base import Engine
 from expo_executor.protocol.bucket import Bucket
-from expo_executor.protocol.records import InboxJob, PrunePoint, WorkerResult
 
 # What front ends, launch and settings import from here.
 __all__ = ["CAPACITY_TIMEOUT", "GIVE_UP_AFTER",
            "Coordinator", "CoordinatorConfig", "JobReport", "JobRequest"]
 
-HALTING = ("STOPPING", "SUSPENDING")
 ADOPTED_GONE_TIMEOUT = 120.0  # s the end of a run waits for an adopted run's VMs to go
 
 
-class Coordinator:
+class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
     """Runs one run: a scheduler, a fleet on one engine, and the bucket between them."""
 
     def __init__(self, config: CoordinatorConfig, engine: Engine, bucket: Bucket, run_key: bytes,
@@ -231,8 +231,7 @@ class Coordinator:
         adopted_error = self._adopted_round(now)
         engine_error = self._watch_engine(now)
         self.pools.check_capacity(self.vms.ready_by_shape(), now)
-        self._meter(now)
-        self._assign(now)
+        self._decide(now)
         self.channel.write_inboxes(self.vms, now)
         # twice a heartbeat: a worker reads it once a heartbeat of silence, and then finds
         # one at most half a heartbeat old (silence stays under 1.5 heartbeats, not 2)
@@ -244,17 +243,6 @@ class Coordinator:
         self._progress(now)
         if adopted_error is not None:
             raise adopted_error
-
-    def _watch_engine(self, now: float) -> Exception | None:
-        """What the engine says of the VMs, and the boots that timed out. Its error is
-        returned, not raised: while Compute Engine does not answer, the round still assigns
-        and writes the pulse through the bucket, so the workers carry on (the round then fails)."""
-        try:
-            self._check_instances(now)
-            self._check_boots(now)
-        except Exception as exc:  # noqa: BLE001 - raised again at the end of the round
-            return exc
-        return None
 
     # -- intake ------------------------------------------------------------------------------
     def _intake(self) -> None:
@@ -286,77 +274,6 @@ class Coordinator:
             self.reporter.handle(self.scheduler.submit(request.task))
         self.reporter.say_arrivals()
 
-    # -- adopted runs (adopt.py) -------------------------------------------------------------
-    def _claim(self, request: JobRequest) -> str | None:
-        """The scheduler's id of the adopted worker running this very job, if one is."""
-        for adoption in self.adopted:
-            worker = adoption.claim(request.identity, request.task.key)
-            if worker is not None:
-                self.reporter.adopted_from[request.task.key] = adoption.run_id
-                self.log(f"expocloud: {request.task.label} is in flight on worker "
-                         f"{worker} of the adopted run: its result is used")
-                return worker
-        return None
-
-    def _cancel_adopted(self, event: Cancel) -> None:
-        for adoption in self.adopted:
-            if adoption.cancel(event):
-                return
-
-    def _adopted_round(self, now: float) -> Exception | None:
-        """One round of each adopted run: its workers kept alive, its ended jobs taken in.
-        An error is returned (the round then fails), not raised: this run's own work goes on."""
-        error = None
-        for adoption in list(self.adopted):
-            try:
-                for end in adoption.round(now):
-                    self._adopted_end(adoption, end)
-                adoption.settle(now, self.config.heartbeat / 2)  # as the run's own
-                if not self.persist.pending():
-                    adoption.channel.delete_taken()
-            except Exception as exc:  # noqa: BLE001 - raised again at the end of the round
-                error = error or exc
-                continue
-            if adoption.done:
-                self.log(f"expocloud: every adopted worker of run {adoption.run_id} is done")
-                adoption.close(gone_timeout=0.0)
-                self.adopted.remove(adoption)
-        return error
-
-    def _adopted_end(self, adoption: Adoption, end: Ended) -> None:
-        """An adopted job ended: as any result, when a job of this run stands for it."""
-        key, result = end.job.claimed_by, end.result
-        if key is None:
-            self._unclaimed_end(adoption, end)
-        elif result is None:  # its worker went away: what it ran there runs again here
-            self.reporter.handle(self.scheduler.remove_worker(
-                adoption.worker_id(end.job.worker), preempted=True))
-        elif result.end is AttemptEnd.CANCELLED:
-            self.reporter.handle(self.scheduler.cancelled(key, result.ran), result)
-        else:
-            outcome = result.end.outcome
-            assert outcome is not None
-            self.reporter.handle(self.scheduler.finish(key, outcome), result)
-
-    def _unclaimed_end(self, adoption: Adoption, end: Ended) -> None:
-        """An adopted job no job of this run stands for (yet): its solution waits for a
-        submission of it, its timeout joins the frontier (as a harvested one would)."""
-        job, result = end.job, end.result
-        if result is None:
-            return
-        if result.end is AttemptEnd.SOLVED and job.identity:
-            self.harvested[job.identity] = Harvested(adoption.run_id, job.key, result.worker,
-                                                     result.runtime_s, result.command_s)
-        elif result.end is AttemptEnd.TIMEOUT and not self.scheduler.confirm_timeouts:
-            record_timeout(RunFiles(adoption.held.dir), self.state, job.submitted, result,
-                           self.config.run_id)
-            family, point = job.submitted.get("family"), job.submitted.get("point")
-            key = FamilyRef(**family).key if family else None
-            if key in self.scheduler.frontiers and point is not None:
-                self.reporter.handle(self.scheduler.add_timeout(
-                    key, HardnessPoint(tuple(point["scope"]), tuple(point["vector"])),
-                    job.submitted.get("label", job.key)))
-
     def _add_shape(self, shape: Shape | None) -> None:
         """A per-rule machine's first job: its Spot and on-demand pools, each as large as the
         run's own (no reliable core: a shape's VMs live only while its work does)."""
@@ -370,295 +287,7 @@ class Coordinator:
             self.log(f"expocloud: pools of {shape.describe()} for jobs that need it "
                      f"({size.slots} slots; {prices})")
 
-    # -- observe -----------------------------------------------------------------------------
-    def _read_statuses(self, now: float) -> None:
-        """Take in changed worker statuses: a worker that says it is ready becomes a slot
-        holder of the scheduler."""
-        for vm, status in self.channel.statuses(self.vms):
-            if status is not None and vm.release:
-                self._take_released(vm, status.released)
-            if status is not None and status.state is WorkerState.READY and not vm.ready:
-                vm.ready, vm.ready_at = True, now
-                self.pools.vm_ready(vm.pool, vm.shape)
-                vm.idle_since = now
-                size = self.config.size(vm.shape)
-                self.scheduler.add_worker(vm.name, size.slots, size.mem_mb, pool=vm.pool,
-                                          shape=vm.shape)
-
-    def _take_released(self, vm: Vm, keys: list[str]) -> None:
-        """Held jobs its worker says it gave back unstarted: queued again (or skipped, when
-        the domino effect cancelled one meanwhile), and gone from its inbox."""
-        for key in sorted(vm.release.intersection(keys)):
-            vm.release.discard(key)
-            vm.cancel.discard(key)
-            vm.inbox_dirty = True
-            if self.scheduler.state(key) == "cancelling":
-                self.reporter.handle(self.scheduler.cancelled(key, ran=False))
-            else:
-                self.scheduler.released(key, vm.name)
-
-    def _give_back(self, release: Release) -> None:
-        """Ask a held job back from its worker: out of its inbox's jobs, into its release."""
-        vm = self.vms.get(release.worker_id)
-        if vm is not None and vm.jobs.pop(release.key, None) is not None:
-            vm.release.add(release.key)
-            vm.inbox_dirty = True
-
-    def _read_results(self, workers: set[str], unlisted: bool = False) -> None:
-        """Take in the results the round's listing showed (``unlisted``: or not, see
-        ``Channel.results``) of the jobs assigned to (or cancelled on) ``workers``."""
-        wanted = {(k, vm.name) for vm in self.vms if vm.name in workers
-                  for k in (*vm.jobs, *vm.cancel, *vm.release)}
-        for result in self.channel.results(wanted, unlisted):
-            self._take_result(result)
-
-    def _take_result(self, result: WorkerResult) -> None:
-        """One attempt ended: the job leaves its VMs' inboxes, and the scheduler hears how."""
-        key = result.key
-        # A finished job leaves its worker's inbox with the next write (an assignment or a
-        # cancel): the worker never runs a key twice, and every write is billed.
-        for vm in self.vms:
-            if vm.jobs.pop(key, None) is not None and vm.name != result.worker:
-                vm.cancel.add(key)  # a re-queued copy still running: the first result stands
-                vm.inbox_dirty = True
-            elif vm.name == result.worker:  # it started one asked back before it knew
-                vm.cancel.discard(key)
-                vm.release.discard(key)
-        if result.end is AttemptEnd.PREEMPTED:
-            self._lose(result.worker, VmEnd.PREEMPTED, "was preempted (its last breath)")
-            return
-        if result.end is AttemptEnd.LOST:  # the worker crashed: not the job's doing
-            self._lose(result.worker, VmEnd.LOST, f"failed ({result.reason})")
-            return
-        outcome = result.end.outcome
-        if outcome is None:  # cancelled
-            events = self.scheduler.cancelled(key, result.ran)
-            if not events and self.scheduler.state(key) in ("running", "queued"):
-                # Read every other result of the worker first (results are read in key order):
-                # a timeout there may be what it was not started for (a held job its worker's
-                # own timeout dominates), or a job that ended before the worker stopped.
-                self._read_results({result.worker}, unlisted=True)
-                events = self.scheduler.cancelled(key, result.ran)
-            if not events and self.scheduler.state(key) in ("running", "queued"):
-                # killed for another reason (its worker is stopping): run it elsewhere
-                events = self.scheduler.remove_worker(result.worker)
-        else:
-            events = self.scheduler.finish(key, outcome)
-            if outcome is Outcome.SOLVED and self.prefetch_depth is not None:
-                self.prefetch_depth.observe(result.ended - result.started)
-        self.reporter.handle(events, result)
-
-    def _check_instances(self, now: float) -> None:
-        """What the engine says: creates that failed, VMs preempted, VMs gone. A VM is gone
-        only once a listing showed it (a new VM is listed some time after its insert) or after
-        ``listing_grace``; one powered off before it was ready failed its startup."""
-        for failure in self.engine.failures():
-            self._create_failed(failure, time.time())
-        for name in sorted(self.engine.preempted()):
-            self._lose(name, VmEnd.PREEMPTED, "was preempted")
-        status = {i.name: i.status for i in self.engine.list()}
-        for vm in self.vms:
-            now_status = status.get(vm.name)
-            if now_status in ALIVE:
-                vm.listed = True
-            elif now_status in HALTING and not vm.ready:
-                continue  # powering off: preempted (seen soon) or its startup failed
-            elif now_status is not None and not vm.ready:
-                self._startup_failed(vm.name, now_status)
-            elif vm.listed or now_status is not None \
-                    or now - vm.created >= self.config.listing_grace:
-                self._lose(vm.name, VmEnd.LOST, "was lost")
-
-    def _startup_failed(self, name: str, status: str) -> None:
-        """VM ``name`` is listed but down (``status``) before its worker said ready: its
-        startup script halted it. That counts as a failed boot of its pool, with the last
-        lines of its startup log, which the script leaves in the bucket."""
-        vm = self.vms[name]
-        boot_log = self.channel.boot_log(name)
-        self.log(f"expocloud: worker {name} is {status} before it reported ready: its startup "
-                 f"failed{'; its log ends: ' + boot_log if boot_log else ''}")
-        self.pools.startup_failed(vm.pool, vm.shape, boot_log)
-        self._drop_unready(name)
-
-    def _lose(self, name: str, end: VmEnd, how: str) -> None:
-        """A VM went away under us (preempted, crashed, deleted): its jobs go back to the queue,
-        first in line; on Spot that counts as a preemption of each of them."""
-        if name not in self.vms:
-            return
-        # What it reported before it went stands: a job whose result object was written just
-        # before its VM died (after this round's listing, too) ended, and must not be
-        # re-queued and run a second time.
-        self._read_results({name}, unlisted=True)
-        if name not in self.vms:  # its last breath said "preempted": handled already
-            return
-        self.log(f"expocloud: worker {name} {how}; its jobs go back to the queue first")
-        self.reporter.handle(self.scheduler.remove_worker(name, preempted=True))
-        self._end_vm(name, end)
-        self.engine.delete(name)
-
-    def _create_failed(self, failure: CreateFailed, now: float) -> None:
-        for name in failure.names:
-            self._end_vm(name, VmEnd.NOT_CREATED)
-        self.pools.create_failed(failure, now, alive=len(self.vms))
-
-    def _check_boots(self, now: float) -> None:
-        """Delete VMs that did not come up in time (the fleet replaces them); the pool watch
-        stops a pool whose VMs keep failing to come up."""
-        for name in self.pools.check_boots(self.vms.booting(), now):
-            self._drop_unready(name)
-
-    def _drop_unready(self, name: str) -> None:
-        """Delete a VM that never reported ready (it holds no jobs): it ends "never ready"."""
-        self.reporter.handle(self.scheduler.remove_worker(name))
-        self._end_vm(name, VmEnd.NEVER_READY)
-        self.engine.delete(name)
-
-    # -- decide and act ----------------------------------------------------------------------
-    def _meter(self, now: float) -> None:
-        """Read the meter and act on a budget phase change: withdraw (and fail) what the
-        budget takes back; at ``STOP``, delete every VM."""
-        if self.meter.budget is None:
-            return
-        queued_work = sum(self.scheduler.queued_demand().values()) > 0
-        change = self.meter.read(now, self.vms, queued_work)
-        if change is None or change.withdraw is None:
-            return
-        keys = [k for k in self._requests if (self.scheduler.state(k) == "queued"
-                                              if change.withdraw is Withdraw.QUEUED
-                                              else k not in self.scheduler.outcomes)]
-        for key in keys:
-            vm = self.vms.get(self.scheduler.withdraw(key))
-            if vm is not None:
-                vm.jobs.pop(key, None)
-            self._fail_for_budget(key)
-        if change.phase is Phase.STOP:
-            for name in self.vms.names():
-                self.engine.delete(name)
-                self._end_vm(name, VmEnd.DELETED)
-
-    def _assign(self, now: float) -> None:
-        """Put what the scheduler assigns into the VMs' inboxes (nothing past the budget); a
-        job given a free slot starts now, as the run's status sees it."""
-        if self.meter.phase >= Phase.LIMIT:
-            return
-        if self.prefetch_depth is not None:
-            self.scheduler.set_prefetch(self.prefetch_depth.depth())
-        for assignment in self.scheduler.assign(spot_held=self._spot_held,
-                                                coming=self._coming(now)):
-            request = self._requests[assignment.key]
-            vm = self.vms[assignment.worker_id]
-            self.reporter.assigned(assignment.key, assignment.worker_id)
-            if self.scheduler.state(assignment.key) == "running":
-                self.starts.started(assignment.key, now)
-            vm.jobs[assignment.key] = InboxJob(request.argv, request.cwd, request.env,
-                                               request.deadline_s, request.task.cpus,
-                                               request.stage, tuple(request.logs),
-                                               tuple(request.redact), prune=self._prune(request))
-            vm.inbox_dirty = True
-        for release in self.scheduler.take_releases():
-            self._give_back(release)
-        # timeouts whose re-run has no worker to run on prune now (--expocloud-confirm-timeouts)
-        self.reporter.handle(self.scheduler.take_unconfirmed())
-
-    def _coming(self, now: float) -> dict[Shape | None, int]:
-        """CPUs per shape of VMs booting or still to be created (none past the budget's
-        growth phase), whose jobs prefetch must not hold on busy workers."""
-        if self.scheduler.prefetch == 0:
-            return {}
-        room: dict[Shape | None, int] = {}
-        if self.meter.phase is Phase.OK and not self._stopping.is_set():
-            alive = Counter(vm.pool for vm in self.vms)
-            reliable = {shape: queued[Pool.ON_DEMAND]
-                        for shape, queued in self.scheduler.queued_by_shape().items()}
-            room = room_to_grow(self.setups, alive, reliable, self.pools.healths, now)
-        return self.vms.coming(room)
-
-    def _prune(self, request: JobRequest) -> PrunePoint | None:
-        """Where the job's timeout prunes at once, for a worker that holds prefetched jobs:
-        it starts none of them that its own timeouts dominate (the coordinator's cancel could
-        come after it started them). None when its timeout does not prune at once."""
-        task = request.task
-        if task.family is None or task.point is None or self.scheduler.confirm_timeouts:
-            return None
-        return PrunePoint(task.family, task.point)
-
-    def _scale(self, now: float) -> None:
-        """One scaling round (``core.scaling.scale``), then its deletes and creates."""
-        if self._stopping.is_set():
-            return
-        loads = self.vms.loads(self.scheduler.workers(), self.scheduler.queued_by_shape(), now)
-        hourly = {shape: {pool: self.config.price(pool, shape) for pool in setup.fleets}
-                  for shape, setup in self.setups.items()}
-        plan = scale_shapes(loads, now, self.setups, self.pools.healths,
-                            self.meter.money(self.vms), hourly)
-        self._stragglers, self._spot_held = plan.stragglers, plan.stragglers_in
-        self._act(plan, now)
-
-    def _act(self, plan: ScalePlan, now: float) -> None:
-        for growth in plan.pools:
-            for name in growth.delete:
-                self._delete(name)
-            if growth.create:
-                self._create(growth.pool, growth.create, now, growth.shape)
-        for name in [n for n in self.vms.names() if n in plan.drain]:
-            self._delete(name)
-
-    def _create(self, pool: Pool, count: int, now: float, shape: Shape | None = None) -> None:
-        names = self.vms.add(pool, count, now, shape)
-        self.channel.write_inboxes(self.vms, now)  # before they boot
-        try:
-            if shape is None:  # the run's own: engines without per-rule machines take this
-                self.engine.create(names, pool, self.config.slots_per_worker)
-            else:
-                self.engine.create(names, pool, self.config.size(shape).slots, shape=shape)
-        except CreateFailed as failure:
-            self._create_failed(failure, now)
-
-    def _delete(self, name: str) -> None:
-        """Delete a VM the run no longer needs; its jobs (if any) go back to the queue."""
-        self.reporter.handle(self.scheduler.remove_worker(name))
-        self.engine.delete(name)
-        self._end_vm(name, VmEnd.DELETED)
-
-    def _end_vm(self, name: str, end: VmEnd) -> None:
-        """Stop tracking a VM: its inbox goes, its record is written, its cost is final."""
-        ended = time.time()
-        vm = self.vms.end(name, end, ended)
-        if vm is None:
-            return
-        self.channel.delete_inbox(name)
-        if end is not VmEnd.NOT_CREATED:
-            self.meter.vm_ended(vm, ended - vm.created)
-            self.pools.vm_ended()
-
-    def _check_stranded(self) -> None:
-        """Queued work that no VM alive may run, in pools that cannot grow: fail it now, with
-        the reason, rather than wait forever for capacity that will not come. With no VM of a
-        shape and none of its pools left, the shape is stranded: its later jobs fail on
-        arrival."""
-        if self._stopping.is_set():
-            return
-        queued, alive = self.scheduler.queued_by_shape(), self.vms.alive_by_shape()
-        for shape, setup in self.setups.items():
-            if shape not in self._stranded:
-                self._strand(shape, queued.get(shape, {Pool.SPOT: 0, Pool.ON_DEMAND: 0}),
-                             alive.get(shape, {}), setup)
-
-    def _strand(self, shape: Shape | None, queued: dict[Pool, int], alive: dict[Pool, int],
-                setup: FleetSetup) -> None:
-        stranding = self.pools.stranding(queued, alive, setup.fleets, shape)
-        if stranding is None:
-            return
-        if stranding.whole_run:
-            self._stranded[shape] = stranding.reason
-        keys = [k for k in self._requests if self.scheduler.state(k) == "queued"
-                and self.scheduler.task(k).shape == shape
-                and self.scheduler.demand_pool(k) in stranding.dead]
-        self.log(f"expocloud: failing {len(keys)} queued job(s): {stranding.reason}")
-        for key in keys:
-            self.scheduler.withdraw(key)
-            self._fail_unrunnable(key, stranding.reason)
-
+    # -- progress ----------------------------------------------------------------------------
     def _progress(self, now: float, force: bool = False) -> None:
         if not (force or self.progress.due(now)):
             return
@@ -682,12 +311,3 @@ class Coordinator:
             self.job_map.get(self.scheduler, self._requests, now, force=self._finished))
 
     # -- failing jobs that will not run -------------------------------------------------------
-    def _fail_unrunnable(self, key: str, reason: str | None = None) -> None:
-        """Fail a job that will not run: the budget is spent, or no VM can be had."""
-        if self.meter.spent_out:
-            self._fail_for_budget(key)
-            return
-        self.reporter.fail(key, f"not run: {reason}")
-
-    def _fail_for_budget(self, key: str) -> None:
-        self.reporter.fail(key, self.meter.spent_message())

@@ -1,6 +1,6 @@
 """The health of a run's pools as the coordinator watches it: failed creates (retry later, or
-stop growing), VMs that never report ready, pools out of capacity for too long, and queued work
-stranded by pools that cannot grow.
+stop growing), VMs that never report ready, and pools out of capacity for too long (the queued
+work that pools which cannot grow strand is ``core.one_round.strand``'s).
 
 Every decision is the core's (:mod:`expo_executor.core.pool_health`); this module keeps the
 run's :class:`~expo_executor.core.pool_health.PoolHealth` and says each change once, in the log.
@@ -13,8 +13,8 @@ from typing import Callable
 
 from expo_executor.coordinator.config import CoordinatorConfig
 from expo_executor.core import pool_health
-from expo_executor.core.fleet import Booting, FleetConfig
-from expo_executor.core.pool_health import CAPACITY_RETRY, PoolHealth, Stranding, Transition
+from expo_executor.core.fleet import Booting
+from expo_executor.core.pool_health import CAPACITY_RETRY, PoolHealth, Transition
 from expo_executor.core.scheduler import Pool
 from expo_executor.core.shapes import Shape, shape_order
 from expo_executor.engines.base import CreateFailed
@@ -96,13 +96,6 @@ class PoolWatch:
             self._apply(shape, pool_health.capacity_round(
                 self.of(shape), ready.get(shape, frozenset()), now,
                 self.config.capacity_timeout, machines))
-
-    def stranding(self, queued: Mapping[Pool, int], alive: Mapping[Pool, int],
-                  fleets: Mapping[Pool, FleetConfig],
-                  shape: Shape | None = None) -> Stranding | None:
-        """Queued work of ``shape`` that can never run, with the reasons; None while it all may
-        run."""
-        return pool_health.strand_check(self.of(shape), queued, alive, fleets)
 
     def _apply(self, shape: Shape | None, transition: Transition) -> None:
         self.healths[shape] = transition.health

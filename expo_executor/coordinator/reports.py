@@ -66,8 +66,7 @@ class Reporter:
                 if vm is None:  # a worker of an adopted run's (adopt.py)
                     self.elsewhere(event)
                 else:
-                    vm.cancel.add(event.key)
-                    vm.inbox_dirty = True
+                    vm.places.cancel(event.key)
             elif isinstance(event, Skipped):
                 mine = result if result and result.key == event.key else None
                 self.report(outcomes.skipped(event, mine), mine, event.dominator)

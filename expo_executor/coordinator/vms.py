@@ -11,21 +11,20 @@ from typing import Any
 
 from expo_executor.coordinator.config import CoordinatorConfig
 from expo_executor.coordinator.persist import Persister
+from expo_executor.coordinator.places import Places
 from expo_executor.runs.files import RunFiles
 from expo_executor.core.fleet import Booting, WorkerView
 from expo_executor.core.records import VmEnd
 from expo_executor.core.scaling import Load
 from expo_executor.core.scheduler import Pool
 from expo_executor.core.shapes import Shape, ShapeSize
-from expo_executor.protocol.records import InboxJob
 
 
 @dataclass
 class Vm:
-    """One VM as the coordinator sees it: ready once its worker said so; ``jobs``: assigned, no
-    result seen yet; ``cancel``: to kill; ``release``: held there, asked back (no answer
-    yet); ``inbox_dirty``: its jobs, cancels or releases changed since its inbox was last
-    written."""
+    """One VM as the coordinator sees it: ready once its worker said so; ``places``: where
+    its jobs stand (assigned, asked back, being cancelled), from which its inbox is written
+    (:mod:`.places`)."""
 
     name: str
     created: float
@@ -35,11 +34,8 @@ class Vm:
     listed: bool = False  # a listing of the engine showed it alive once
     ready_at: float | None = None
     idle_since: float | None = None
-    jobs: dict[str, InboxJob] = field(default_factory=dict)
-    cancel: set[str] = field(default_factory=set)
-    release: set[str] = field(default_factory=set)
+    places: Places = field(default_factory=Places)
     status_generation: int | None = None
-    inbox_dirty: bool = True
 
 
 class VmFleet:
@@ -124,15 +120,6 @@ class VmFleet:
         return [Booting(vm.name, vm.pool, vm.created, vm.shape) for vm in self._vms.values()
                 if not vm.ready]
 
-    def coming(self, room: Mapping[Shape | None, int]) -> dict[Shape | None, int]:
-        """CPUs per shape not ready yet: the booting VMs' slots and those of the ``room``
-        VMs each shape may still create (``core.scaling.room_to_grow``)."""
-        coming = {shape: count * self.size(shape).slots for shape, count in room.items()}
-        for vm in self._vms.values():
-            if not vm.ready:
-                coming[vm.shape] = coming.get(vm.shape, 0) + self.size(vm.shape).slots
-        return coming
-
     def ready_count(self) -> int:
         return sum(1 for vm in self._vms.values() if vm.ready)
 
@@ -163,7 +150,7 @@ class VmFleet:
             slots = self.size(vm.shape).slots
             cpus, free = workers.get(vm.name, (slots, slots))
             busy = cpus - free
-            if busy or vm.jobs:
+            if busy or vm.places.has_jobs():
                 vm.idle_since = None
             elif vm.ready and vm.idle_since is None:
                 vm.idle_since = now

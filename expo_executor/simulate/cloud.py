@@ -51,6 +51,7 @@ class SimVm:
     ended: float | None = None
     idle_since: float | None = None
     idle_wake: float | None = None
+    freed_at: float | None = None  # when a job of it last ended (a slot freed)
     runs: dict[str, SimRun] = field(default_factory=dict)
 
 
@@ -108,6 +109,7 @@ class SimCloud:
             if run.alive:
                 run.alive = False
                 del run.vm.runs[run.key]
+                run.vm.freed_at = when
                 self.seen_results.append((run.key, run.vm.name,
                                           AttemptEnd.CANCELLED if kind == KILL else run.outcome))
 

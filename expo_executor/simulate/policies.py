@@ -40,6 +40,7 @@ class SimConfig:
     boot_timeout: float = BOOT_TIMEOUT  # a VM not ready by then is deleted (and replaced)
     capacity_timeout: float = CAPACITY_TIMEOUT  # stockouts with no ready VM: the pool stops
     budget: BudgetConfig | None = None  # the spending cap (None: none)
+    prefetch: int = 0  # jobs per CPU a busy worker holds (Scheduler.prefetch; held_jobs.py)
 
     @property
     def od_machine_type(self) -> str:

@@ -7,16 +7,18 @@ ended, a job was killed, a Spot VM was preempted) and a simulated clock. The coo
 round is mirrored, not re-implemented: it ticks every ``poll`` seconds, but only when something
 happened or a decision waits for a time (ticks with nothing to see are skipped), and each round
 does what ``Coordinator.tick`` does, in the same order and through the same pure functions: take
-in ready workers (``Scheduler.add_worker``, ``pool_health.vm_ready``), results
-(``finish``/``cancelled``) and lost VMs (``remove_worker(preempted=True)``); the boot check and
-the capacity check (``pool_health.boot_round``, ``capacity_round``); the budget
-(``budget.meter_step``); ``assign``; one scaling round (``scaling.scale``: the fleet policy,
-stopped and held pools, the budget); then stranded work (``pool_health.strand_check``). So a
-policy compared here is the policy a run would follow, and a simulated run cannot drift from a
-real one.
+in ready workers (``Scheduler.add_worker``, ``pool_health.vm_ready``), prefetch's answers
+(:mod:`.held_jobs`), results (``finish``, ``one_round.take_cancelled``) and lost VMs
+(``remove_worker(preempted=True)``); the boot check and the capacity check
+(``pool_health.boot_round``, ``capacity_round``); the budget's meter and the round's decisions
+(``one_round.decide``: withdrawals, assignments with prefetch's ``coming``); one scaling round
+(``one_round.plan``: the fleet policy, stopped and held pools, the budget); then stranded work
+(``one_round.strand``). So a policy compared here is the policy a run would follow, and a
+simulated run cannot drift from a real one.
 
 What is modelled, and how:
-- a job starts ``dispatch_s`` after its assignment (the worker reads its inbox) and its result
+- a job starts ``dispatch_s`` after its assignment (the worker reads its inbox), or, held with
+  prefetch (``SimConfig.prefetch``), when a slot of its worker frees; its result
   is seen at the next tick; a job whose runtime reaches its deadline times out at the deadline;
   a ``Cancel`` (domino effect) kills it ``dispatch_s`` later, seen at the tick after that;
 - VM boot delays (constant, lognormal, or resampled from a past run's ``ready - created``); a VM
@@ -35,7 +37,8 @@ What is modelled, and how:
 - a budget (``SimConfig.budget``): the same meter and phases as a run's; with one, the
   simulation ticks every ``poll`` while VMs are alive, as the meter moves with the clock.
 
-Not modelled: ``max_run_duration`` caps, quotas (no create call fails for good), memory, job
+Not modelled: per-rule machines (shapes: the run's own only), ``max_run_duration`` caps,
+quotas (no create call fails for good), memory, job
 dependencies (every job is submitted at the start), priorities, lost or late bucket writes, and the
 storage requests. The meter sees a preempted VM's bill end when the VM stopped, a run's
 coordinator when it noticed.
@@ -44,87 +47,24 @@ coordinator when it noticed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from collections import Counter
+from typing import Mapping, Sequence
 
 from expo_executor.core import pool_health
-from expo_executor.core.budget import (BudgetConfig, Phase, PhaseChange, Spend, Withdraw,
-                                       meter_step, vm_cost)
+from expo_executor.core import one_round
+from expo_executor.core.budget import Phase
 from expo_executor.core.fleet import Booting, pools
 from expo_executor.core.pool_health import PoolHealth
-from expo_executor.core.scaling import FleetSetup, Money, ScalePlan, scale
-from expo_executor.core.scheduler import (Cancel, Event, Finished, Outcome, Pool, Requeued,
-                                          Scheduler, Skipped)
+from expo_executor.core.scaling import FleetSetup, ScalePlan
+from expo_executor.core.scheduler import (Cancel, Event, Finished, Pool, Requeued, Scheduler,
+                                          Skipped)
 from expo_executor.simulate.cloud import WAKE, SimCloud, SimVm
+from expo_executor.simulate.held_jobs import HeldJobs
 from expo_executor.simulate.policies import POLICIES, SimConfig, policy
+from expo_executor.simulate.result import SimResult, percentile
+from expo_executor.simulate.sim_meter import SimMeter
 from expo_executor.simulate.views import FleetViews
 from expo_executor.simulate.workload import Lifetimes, Prices, Workload
-
-
-@dataclass
-class SimResult:
-    """One policy's run: the figures a comparison needs, and every job's outcome and times
-    (seconds from submission)."""
-
-    policy: str
-    makespan_s: float
-    cost_usd: float
-    preemptions: int  # Spot VMs preempted during the run
-    requeues: int  # jobs sent back to the queue from a lost VM
-    p99_s: float  # 99th percentile of the time from submission to a job's outcome
-    vm_hours: dict[str, float]  # pool -> VM-hours
-    vms: int  # VMs created
-    stockouts: int  # create calls that failed
-    rounds: int  # coordinator rounds simulated
-    outcomes: dict[str, str]  # job key -> solved / timeout / skipped / failed
-    completion_s: dict[str, float] = field(repr=False, default_factory=dict)
-    started_s: dict[str, float] = field(repr=False, default_factory=dict)  # last attempt
-    stopped: dict[str, str] = field(default_factory=dict)  # pool -> why it stopped growing
-
-    def counts(self) -> dict[str, int]:
-        counts = {o.value: 0 for o in Outcome}
-        for outcome in self.outcomes.values():
-            counts[outcome] += 1
-        return counts
-
-
-def percentile(values: Iterable[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100): a value that occurred, no interpolation."""
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    return ordered[max(0, math.ceil(q / 100.0 * len(ordered)) - 1)]
-
-
-class _SimMeter:
-    """The simulated coordinator's meter: USD of the VMs it let go, and the budget's phase
-    (``budget.meter_step`` moves it, as in a run)."""
-
-    def __init__(self, budget: BudgetConfig | None, cheapest_hourly: float) -> None:
-        self.budget = budget
-        self.cheapest_hourly = cheapest_hourly
-        self.ended_usd = 0.0
-        self.phase = Phase.OK
-
-    def spend(self, vms: Iterable[SimVm]) -> Spend:
-        return Spend(self.ended_usd, tuple((vm.name, vm.price_h, vm.created) for vm in vms))
-
-    def vm_gone(self, vm: SimVm) -> None:
-        ended = vm.ended if vm.ended is not None else vm.created
-        self.ended_usd += vm_cost(vm.price_h, ended - vm.created)
-
-    def read(self, now: float, vms: Mapping[str, SimVm], queued: bool) -> PhaseChange | None:
-        if self.budget is None:
-            return None
-        change = meter_step(self.phase, self.spend(vms.values()), now, self.cheapest_hourly,
-                            self.budget, not vms and queued)
-        if change is not None:
-            self.phase = change.phase
-        return change
-
-    def money(self, vms: Mapping[str, SimVm], hourly: Mapping[Pool, float]) -> Money:
-        spend = self.spend(vms.values()) if self.budget is not None else Spend()
-        return Money(self.phase, self.budget, spend, hourly)
 
 
 def _check(workload: Workload, config: SimConfig) -> None:
@@ -150,22 +90,24 @@ class _Simulation:
         self.config = config
         self.name = name
         self.cloud = SimCloud(config, prices, lifetime, preempt_at, seed)
-        self.scheduler = Scheduler(spot_attempts=config.spot_attempts)
+        self.scheduler = Scheduler(spot_attempts=config.spot_attempts, prefetch=config.prefetch)
         self.setup = FleetSetup(pools(config.main_pool, config.slots, config.max_workers,
                                       config.max_on_demand, config.idle_timeout,
                                       config.on_demand_min),
                                 config.main_pool, config.straggler_rule)
         self.health = PoolHealth()
-        self.meter = _SimMeter(config.budget, min(self.cloud.price_h[pool]
+        self.meter = SimMeter(config.budget, min(self.cloud.price_h[pool]
                                                   for pool in self.setup.fleets))
         self.vms: dict[str, SimVm] = {}  # the coordinator's VMs, in creation order
         self.booting: dict[str, SimVm] = {}  # ... of them not ready yet
         self.views = FleetViews(self.setup.fleets, self.jobs, self.scheduler,
                                 config.idle_timeout, lambda when: self.cloud.at(when, WAKE))
-        self.stragglers = False
+        self.spot_held: frozenset[None] = frozenset()  # the straggler rule is in force
         self.stranded = False  # no VM is left and no pool may grow: nothing more runs
         self.done: dict[str, float] = {}
         self.started: dict[str, float] = {}
+        self.held = HeldJobs(self.scheduler, self.cloud, self.jobs, config.dispatch_s,
+                             self.started)
         self.requeues = self.rounds = 0
 
     # -- the clock ---------------------------------------------------------------------------
@@ -196,12 +138,13 @@ class _Simulation:
             for job in self.workload.jobs:
                 self._handle(self.scheduler.submit(job.task()), now)
         self._take_ready(now)
-        self._take_results(now)
+        freed = self.held.take_answers(self.vms, lambda events: self._handle(events, now))
+        freed |= self._take_results(now)
         self._take_lost(now)
+        self.held.promote(self.vms, freed, now)
         self._check_boots(now)
         self._check_capacity(now)
-        self._meter(now)
-        self._assign(now)
+        self._decide(now)
         if len(self.scheduler.outcomes) < len(self.jobs):
             self._scale(now)
             self._check_stranded(now)
@@ -219,14 +162,13 @@ class _Simulation:
                 self.scheduler.add_worker(vm.name, vm.slots, 0, pool=vm.pool)
                 self.views.touch(vm.name)
 
-    def _take_results(self, now: float) -> None:
+    def _take_results(self, now: float) -> set[str]:
+        """The results seen: returns the workers they came from (slots freed)."""
         results, self.cloud.seen_results = self.cloud.seen_results, []
         scheduler = self.scheduler
         for key, worker, end in sorted(results):
             if end.outcome is None:  # cancelled
-                events = scheduler.cancelled(key)
-                if not events and scheduler.state(key) in ("running", "queued"):
-                    events = scheduler.remove_worker(worker)
+                events = one_round.take_cancelled(scheduler, key, worker, ran=True)
             else:
                 events = scheduler.finish(key, end.outcome)
             self._handle(events, now)
@@ -234,6 +176,7 @@ class _Simulation:
             vm = self.vms.get(worker)
             if self.config.vm_per_job and vm is not None and not vm.runs:
                 self._delete(vm, now)  # its job is done: so is the VM
+        return {worker for _, worker, _ in results}
 
     def _take_lost(self, now: float) -> None:
         lost, self.cloud.seen_preempted = self.cloud.seen_preempted, []
@@ -263,61 +206,61 @@ class _Simulation:
                                                      self.config.capacity_timeout,
                                                      machines).health
 
-    def _assign(self, now: float) -> None:
-        if self.meter.phase >= Phase.LIMIT:
-            return
-        for assignment in self.scheduler.assign(allow_spot=not self.stragglers):
-            vm = self.vms[assignment.worker_id]
-            start = now + self.config.dispatch_s
-            self.cloud.start(self.jobs[assignment.key], vm, start)
-            self.started[assignment.key] = start
-            self.views.touch(assignment.worker_id)
-
     def _handle(self, events: list[Event], now: float) -> None:
         for event in events:
             if isinstance(event, Cancel):
                 vm = self.vms.get(event.worker_id)
-                if vm is not None:  # the worker kills it when it next reads its inbox
+                # the worker kills it when it next reads its inbox (or drops it, if held)
+                if vm is not None and not self.held.unstarted(event.key, vm, now, False):
                     self.cloud.kill(vm, event.key, now + self.config.dispatch_s)
             elif isinstance(event, (Skipped, Finished)):
                 self.done[event.key] = now
             elif isinstance(event, Requeued):
                 self.requeues += 1
 
-    # -- the budget ----------------------------------------------------------------------------
-    def _meter(self, now: float) -> None:
-        """The coordinator's meter: a phase change withdraws (fails) what the budget takes
-        back; at ``STOP`` every VM is deleted."""
-        if self.config.budget is None:
-            return
-        change = self.meter.read(now, self.vms, sum(self.scheduler.queued_demand().values()) > 0)
-        if change is None:
-            return
-        if change.withdraw is not None:
-            queued_only = change.withdraw is Withdraw.QUEUED
-            self._withdraw([key for key in self.jobs if key not in self.scheduler.outcomes
-                            and (not queued_only or self.scheduler.state(key) == "queued")],
-                           now)
-        if change.phase is Phase.STOP:
+    # -- decisions (Coordinator._decide) -------------------------------------------------------
+    def _decide(self, now: float) -> None:
+        """The meter, then the round's decisions (``core.one_round.decide``): a phase change
+        withdraws (fails) what the budget takes back, at ``STOP`` every VM is deleted; then
+        the assignments, each job starting ``dispatch_s`` later (or held: :mod:`.held_jobs`)."""
+        queued = sum(self.scheduler.queued_demand().values()) > 0 \
+            if self.config.budget is not None else False
+        change = self.meter.read(now, self.vms, queued)
+        decided = one_round.decide(self.scheduler, self.jobs.keys(), change, self.meter.phase,
+                                   self._fleet(), self.spot_held, now)
+        for taken in decided.withdrawn:
+            self._withdrawn(taken.key, taken.worker, now)
+        self.held.promote(self.vms, {t.worker for t in decided.withdrawn if t.worker}, now)
+        if change is not None and change.phase is Phase.STOP:
             for vm in list(self.vms.values()):
                 self._delete(vm, now)
+        for assignment in decided.assignments:
+            self.held.assigned(assignment.key, self.vms[assignment.worker_id], now)
+            self.views.touch(assignment.worker_id)
+        for release in decided.releases:  # a held job asked back for a free slot elsewhere
+            self.held.unstarted(release.key, self.vms[release.worker_id], now, True)
 
-    def _withdraw(self, keys: list[str], now: float) -> None:
-        """Fail jobs that will not run (to their end): the budget, or no VM to be had."""
-        for key in keys:
-            worker = self.scheduler.withdraw(key)
-            if worker is not None:
-                self.views.touch(worker)
-            self.done[key] = now
+    def _withdrawn(self, key: str, worker: str | None, now: float) -> None:
+        """A job that will not run (to its end) fails: the budget, or no VM to be had."""
+        if worker is not None:
+            self.views.touch(worker)
+        self.done[key] = now
+
+    def _fleet(self) -> one_round.Fleet:
+        """The VMs as the round's decisions see them: one shape, the run's own."""
+        alive = Counter(vm.pool for vm in self.vms.values())
+        booting = {None: self.config.slots * len(self.booting)} if self.booting else {}
+        return one_round.Fleet({None: self.setup}, {None: self.health}, alive, booting)
 
     # -- scaling (Coordinator._scale) ----------------------------------------------------------
     def _scale(self, now: float) -> None:
-        """One ``scaling.scale`` round, then its deletes and creates, as the coordinator's."""
+        """One ``core.one_round.plan``, then its deletes and creates, as the coordinator's."""
         load = self.views.load(self.vms, now)
-        plan = scale(load, now, self.setup, self.health,
-                     self.meter.money(self.vms, self.cloud.price_h))
-        again = plan.stragglers != self.stragglers  # assignment changes next round
-        self.stragglers = plan.stragglers
+        plan = one_round.plan({None: load}, now, self._fleet(),
+                              self.meter.money(self.vms, self.cloud.price_h),
+                              lambda pool, shape: self.cloud.price_h[pool])
+        again = plan.stragglers_in != self.spot_held  # assignment changes next round
+        self.spot_held = plan.stragglers_in
         if self._act(plan, now) or again:
             self.cloud.at(now + self.config.poll, WAKE)
 
@@ -382,19 +325,14 @@ class _Simulation:
 
     # -- stranded work (Coordinator._check_stranded) -------------------------------------------
     def _check_stranded(self, now: float) -> None:
-        """Queued work no live or growable pool may run fails, as in a run."""
-        if self.stranded:
-            return
-        alive: dict[Pool, int] = {}
-        for vm in self.vms.values():
-            alive[vm.pool] = alive.get(vm.pool, 0) + 1
-        stranding = pool_health.strand_check(self.health, self.scheduler.queued_demand(), alive,
-                                             self.setup.fleets)
-        if stranding is None:
-            return
-        self.stranded = stranding.whole_run
-        self._withdraw([key for key in self.jobs if self.scheduler.state(key) == "queued"
-                        and self.scheduler.demand_pool(key) in stranding.dead], now)
+        """Queued work no live or growable pool may run fails (``core.one_round.strand``), as
+        in a run."""
+        alive = dict(Counter(vm.pool for vm in self.vms.values()))
+        for stranded in one_round.strand(self.scheduler, self.jobs.keys(), self._fleet(),
+                                         {None: alive}, {None} if self.stranded else ()):
+            self.stranded = self.stranded or stranded.stranding.whole_run
+            for key in stranded.keys:
+                self._withdrawn(key, None, now)
 
     def _result(self, makespan: float) -> SimResult:
         hours, cost = self.cloud.bill(makespan)

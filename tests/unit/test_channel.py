@@ -263,17 +263,17 @@ def test_a_failing_status_read_loses_none_of_the_others(bucket: HeldBucket) -> N
 def test_a_failing_inbox_write_leaves_only_that_inbox_due(bucket: HeldBucket) -> None:
     vms = [_vm("w1"), _vm("w2"), _vm("w3")]
     for vm in vms:
-        vm.jobs["j"] = InboxJob(["true"], None, {}, None)
+        vm.places.assign("j", InboxJob(["true"], None, {}, None))
     bucket.fail = {inbox_key("w2")}
     channel = Channel(bucket, KEY, print)
     now = time.time()
     with pytest.raises(StorageDown):
         channel.write_inboxes(vms, now)
-    assert [vm.inbox_dirty for vm in vms] == [False, True, False]
+    assert [vm.places.dirty for vm in vms] == [False, True, False]
     assert bucket.read(inbox_key("w1")) is not None and bucket.read(inbox_key("w3")) is not None
     bucket.fail = set()
     channel.write_inboxes(vms, now)
-    assert not any(vm.inbox_dirty for vm in vms)
+    assert not any(vm.places.dirty for vm in vms)
     channel.close()
 
 

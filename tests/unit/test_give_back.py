@@ -42,7 +42,7 @@ def test_a_held_job_given_back_runs_on_the_worker_that_asked_for_it(tmp_path: Pa
     rig.ready("w-1", running=("j0",), released=("j1",))
     rig.round()
     assert "j1" in rig.assigned("w-2"), rig.lines
-    assert rig.coordinator.vms.get("w-1").release == set()
+    assert rig.coordinator.vms.get("w-1").places.releases() == []
     inbox = Inbox.decode(rig.direct.read(inbox_key("w-1")).data, worker_key(KEY, "w-1"))
     assert inbox.release == [] and "j1" not in inbox.jobs
     rig.result("j1", "w-2", "solved")
@@ -57,5 +57,5 @@ def test_a_held_job_its_worker_started_before_it_read_the_request_ends_there(
     rig.result("j1", "w-1", "solved")
     rig.round()
     assert rig.reports["j1"].worker == "w-1"
-    assert rig.coordinator.vms.get("w-1").release == set()
+    assert rig.coordinator.vms.get("w-1").places.releases() == []
     assert "j2" in rig.assigned("w-1") | rig.assigned("w-2"), "nothing to wait for now"

@@ -66,11 +66,11 @@ def test_a_worker_cannot_pass_off_a_status_or_result_as_another_workers(tmp_path
     coordinator._read_statuses(time.time())
     assert not victim.ready and not forger.ready
     timeout = WorkerResult("j1", "w1", AttemptEnd.TIMEOUT, None, 1.0, 2.0, "killed")
-    victim.jobs["j1"] = {}
+    victim.places.assign("j1", {})
     bucket.write(result_key("j1", "w1"), timeout.encode(w2))
     coordinator._read_statuses(time.time())  # the round's listing: it shows the result
     coordinator._read_results({"w1"})
-    assert "j1" in victim.jobs, "a result signed by w2 counted as w1's"
+    assert "j1" in victim.places.jobs(), "a result signed by w2 counted as w1's"
     assert any("bad signature" in line for line in lines), lines
     # what w1 itself signs still counts
     bucket.write(status_key("w1"), ready.encode(worker_key(KEY, "w1")))
@@ -116,11 +116,11 @@ def test_the_coordinator_ignores_malformed_or_oversized_statuses_and_results(
                                                    "outcome": "pwned"}}).encode()),
                        ("j4", messages.encode("result", {**result, "key": "j4",
                                                          "log_tail": ""}))):  # unsigned
-        vm.jobs[name] = {}
+        vm.places.assign(name, {})
         bucket.write(result_key(name, "w1"), data)
     coordinator._read_statuses(time.time())  # the round's listing: it shows the results
     coordinator._read_results({"w1"})
-    assert set(vm.jobs) == {"j1", "j2", "j3", "j4"}, "a malformed or forged result counted"
+    assert set(vm.places.jobs()) == {"j1", "j2", "j3", "j4"}, "a malformed or forged result counted"
     assert len([line for line in lines if "ignoring a malformed result" in line]) == 4, lines
     assert not (tmp_path / "jobs.jsonl").exists()
 

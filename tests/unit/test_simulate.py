@@ -285,3 +285,25 @@ def test_bad_simulate_arguments_are_one_line(argv: list[str], setting: str, tmp_
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and setting in err[0] and "fix:" in err[0], err
     assert not png.exists()
+
+
+# -- prefetch (simulate/held_jobs.py) ----------------------------------------------------------
+def _grid(size: int = 8) -> Workload:
+    """A family's grid: a job's runtime doubles every 3 steps of hardness; past 60 s it times
+    out, and its timeout skips or cancels what it dominates (held jobs among them)."""
+    return Workload("grid", tuple(
+        SimJob(f"j{i}_{j}", f"j{i}_{j}", float(2 ** ((i + j) / 3)), deadline_s=60.0,
+               family="f", point=HardnessPoint(("a",), (i, j)))
+        for i in range(size) for j in range(size)))
+
+
+def test_prefetch_starts_held_jobs_as_slots_free_with_the_same_outcomes() -> None:
+    """Held jobs start when a slot of their worker frees, not a dispatch later: the sweep ends
+    sooner, and the domino effect still cancels (or drops unstarted) what a timeout dominates,
+    so every job ends as without prefetch."""
+    base = SimConfig(max_workers=3, slots=2, dispatch_s=2.0, poll=2.0)
+    plain = simulate(_grid(), base, PRICES)
+    for depth in (1, 2):
+        held = simulate(_grid(), SimConfig(**{**base.__dict__, "prefetch": depth}), PRICES)
+        assert held.outcomes == plain.outcomes, depth
+        assert held.makespan_s < plain.makespan_s, (depth, held.makespan_s, plain.makespan_s)

@@ -1,0 +1,148 @@
+"""The round's decisions, carried out: the meter read, then ``core.one_round``'s decisions
+(withdrawals, assignments into inboxes, held jobs asked back), one scaling plan, and the queued
+work stranded after it; and failing the jobs that will not run. Part of
+:class:`~.loop.Coordinator`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Callable
+
+from expo_executor.coordinator.config import CoordinatorConfig
+from expo_executor.coordinator.meter import Meter
+from expo_executor.coordinator.pools import PoolWatch
+from expo_executor.coordinator.prefetch_depth import PrefetchDepth
+from expo_executor.coordinator.reports import Reporter
+from expo_executor.coordinator.requests import JobRequest
+from expo_executor.coordinator.snapshot import StartTimes
+from expo_executor.coordinator.vms import VmFleet
+from expo_executor.core import one_round
+from expo_executor.core.budget import Phase
+from expo_executor.core.records import VmEnd
+from expo_executor.core.scaling import FleetSetup, ScalePlan
+from expo_executor.core.scheduler import Assignment, Release, Scheduler
+from expo_executor.core.shapes import Shape
+from expo_executor.engines.base import Engine
+from expo_executor.protocol.records import InboxJob, PrunePoint
+
+
+class Decisions:
+    """The round's decisions (``core.one_round``), acted on."""
+
+    # set by Coordinator.__init__ (loop.py)
+    config: CoordinatorConfig
+    engine: Engine
+    vms: VmFleet
+    pools: PoolWatch
+    meter: Meter
+    scheduler: Scheduler
+    reporter: Reporter
+    setups: dict[Shape | None, FleetSetup]
+    prefetch_depth: PrefetchDepth | None
+    starts: StartTimes
+    log: Callable[[str], None]
+    _requests: dict[str, JobRequest]
+    _stopping: threading.Event
+    _stragglers: bool
+    _spot_held: frozenset[Shape | None]
+    _stranded: dict[Shape | None, str]
+    _act: Callable[[ScalePlan, float], None]
+    _end_vm: Callable[[str, VmEnd], None]
+    _give_back: Callable[[Release], None]
+
+    def _decide(self, now: float) -> None:
+        """Read the meter, then the round's decisions (``core.one_round.decide``): fail what
+        a budget phase change takes back (at ``STOP``, delete every VM), and put what the
+        scheduler assigns into the VMs' inboxes; a job given a free slot starts now, as the
+        run's status sees it."""
+        change = None
+        if self.meter.budget is not None:
+            queued_work = sum(self.scheduler.queued_demand().values()) > 0
+            change = self.meter.read(now, self.vms, queued_work)
+        depth = self.prefetch_depth.depth() if self.prefetch_depth is not None else None
+        decided = one_round.decide(self.scheduler, self._requests.keys(), change,
+                                   self.meter.phase, self._fleet(), self._spot_held, now,
+                                   self._stopping.is_set(), depth)
+        for taken in decided.withdrawn:
+            vm = self.vms.get(taken.worker)
+            if vm is not None:
+                vm.places.withdraw(taken.key)
+            self._fail_for_budget(taken.key)
+        if change is not None and change.phase is Phase.STOP:
+            for name in self.vms.names():
+                self.engine.delete(name)
+                self._end_vm(name, VmEnd.DELETED)
+        for assignment in decided.assignments:
+            self._place(assignment, now)
+        for release in decided.releases:
+            self._give_back(release)
+        # timeouts whose re-run has no worker to run on prune now (--expocloud-confirm-timeouts)
+        self.reporter.handle(list(decided.unconfirmed))
+
+    def _place(self, assignment: Assignment, now: float) -> None:
+        """An assignment goes into its VM's inbox."""
+        request = self._requests[assignment.key]
+        vm = self.vms[assignment.worker_id]
+        self.reporter.assigned(assignment.key, assignment.worker_id)
+        if self.scheduler.state(assignment.key) == "running":
+            self.starts.started(assignment.key, now)
+        vm.places.assign(assignment.key, InboxJob(
+            request.argv, request.cwd, request.env, request.deadline_s, request.task.cpus,
+            request.stage, tuple(request.logs), tuple(request.redact),
+            prune=self._prune(request)))
+
+    def _fleet(self) -> one_round.Fleet:
+        """The VMs as the round's decisions see them (``core.one_round.Fleet``)."""
+        booting: dict[Shape | None, int] = {}
+        for vm in self.vms:
+            if not vm.ready:
+                booting[vm.shape] = booting.get(vm.shape, 0) + self.config.size(vm.shape).slots
+        return one_round.Fleet(self.setups, self.pools.healths,
+                               Counter(vm.pool for vm in self.vms), booting)
+
+    def _prune(self, request: JobRequest) -> PrunePoint | None:
+        """Where the job's timeout prunes at once, for a worker that holds prefetched jobs:
+        it starts none of them that its own timeouts dominate (the coordinator's cancel could
+        come after it started them). None when its timeout does not prune at once."""
+        task = request.task
+        if task.family is None or task.point is None or self.scheduler.confirm_timeouts:
+            return None
+        return PrunePoint(task.family, task.point)
+
+    def _scale(self, now: float) -> None:
+        """One scaling round (``core.one_round.plan``), then its deletes and creates."""
+        if self._stopping.is_set():
+            return
+        loads = self.vms.loads(self.scheduler.workers(), self.scheduler.queued_by_shape(), now)
+        plan = one_round.plan(loads, now, self._fleet(), self.meter.money(self.vms),
+                              self.config.price)
+        self._stragglers, self._spot_held = plan.stragglers, plan.stragglers_in
+        self._act(plan, now)
+
+    def _check_stranded(self) -> None:
+        """Queued work that no VM alive may run, in pools that cannot grow: fail it now, with
+        the reason, rather than wait forever for capacity that will not come
+        (``core.one_round.strand``). With no VM of a shape and none of its pools left, the
+        shape is stranded: its later jobs fail on arrival."""
+        if self._stopping.is_set():
+            return
+        for stranded in one_round.strand(self.scheduler, self._requests.keys(), self._fleet(),
+                                         self.vms.alive_by_shape(), self._stranded):
+            reason = stranded.stranding.reason
+            if stranded.stranding.whole_run:
+                self._stranded[stranded.shape] = reason
+            self.log(f"expocloud: failing {len(stranded.keys)} queued job(s): {reason}")
+            for key in stranded.keys:
+                self._fail_unrunnable(key, reason)
+
+    def _fail_unrunnable(self, key: str, reason: str | None = None) -> None:
+        """Fail a job that will not run: the budget is spent, or no VM can be had."""
+        if self.meter.spent_out:
+            self._fail_for_budget(key)
+            return
+        self.reporter.fail(key, f"not run: {reason}")
+
+    def _fail_for_budget(self, key: str) -> None:
+        self.reporter.fail(key, self.meter.spent_message())

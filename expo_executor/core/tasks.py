@@ -1,0 +1,162 @@
+"""The scheduler's records: a worker's pool, a task, what the scheduler answers (an
+``Assignment``, a ``Release`` and the ``Event``s: skipped, cancel, finished, confirming,
+requeued, unconfirmed), and its own table rows (``WorkerSlots``, ``TaskEntry``).
+
+Pure data: the decisions are :mod:`.scheduler`'s; callers import these names from there too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from expo_executor.core.hardness import FrontierPoint, HardnessPoint
+from expo_executor.core.records import Outcome
+from expo_executor.core.shapes import Shape
+
+
+class Pool(str, Enum):
+    """Where a worker's slots come from; local workers count as reliable."""
+
+    LOCAL = "local"
+    SPOT = "spot"
+    ON_DEMAND = "on_demand"
+
+
+@dataclass(frozen=True)
+class Task:
+    """What the scheduler needs to know about a job; the front end keeps everything else."""
+
+    key: str
+    label: str
+    # frontier partition (rule, spec, deadline, engine and machine); None: never pruned
+    family: str | None = None
+    point: HardnessPoint | None = None
+    cpus: int = 1
+    mem_mb: int = 0
+    priority: int = 0  # higher runs earlier, before hardness order
+    preemptible: bool = True
+    spot_attempts: int | None = None  # preemptions before on-demand only; None: the run's
+    shape: Shape | None = None  # the machine it needs; None: the run's own workers
+
+
+@dataclass(frozen=True)
+class Assignment:
+    key: str
+    worker_id: str
+
+
+@dataclass(frozen=True)
+class Release:
+    """A held task another worker's free slot should start (``Scheduler.assign``): its
+    worker is asked to give it back. It answers that it never started it
+    (``Scheduler.released``), or reports it as any job it started first."""
+
+    key: str
+    worker_id: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A task that will not run (or was killed) because an easier one timed out."""
+
+    key: str
+    dominator: FrontierPoint
+    killed: bool = False
+    # skipped as it was submitted: a timeout it knew of already dominated it (no timeout of
+    # this round set it off, and no worker ever had it)
+    on_arrival: bool = False
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """A running task to kill: the coordinator tells its worker, then calls ``cancelled``."""
+
+    key: str
+    worker_id: str
+    dominator: FrontierPoint
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A task ended; for a timeout, ``harder`` counts the tasks it skipped or cancelled.
+    ``first_timeout_on``: the worker on which its first run timed out, when that timeout was
+    re-run to confirm it (a solved re-run makes it a slow worker's event, not hardness)."""
+
+    key: str
+    outcome: Outcome
+    harder: int = 0
+    first_timeout_on: str | None = None
+
+
+@dataclass(frozen=True)
+class Confirming:
+    """A family's timeout, not yet trusted: the task runs once more, on another worker with
+    nothing else running, before its timeout prunes anything."""
+
+    key: str
+    worker_id: str
+
+
+@dataclass(frozen=True)
+class Requeued:
+    """A task whose worker vanished goes back to the queue, ahead of fresh tasks."""
+
+    key: str
+    worker_id: str
+    preemptions: int
+    on_demand_only: bool
+
+
+@dataclass(frozen=True)
+class Unconfirmed:
+    """A timeout that could not be re-run (no other worker of its shape): it prunes as
+    without confirmation."""
+
+    key: str
+    worker_id: str
+
+
+Event = Skipped | Cancel | Finished | Requeued | Confirming | Unconfirmed
+
+
+@dataclass
+class WorkerSlots:
+    """A worker as the scheduler places on it: its capacity, what is free, the tasks it runs
+    and those it holds (prefetch)."""
+
+    worker_id: str
+    cpus: int
+    mem_mb: int
+    pool: Pool
+    shape: Shape | None = None
+    free_cpus: int = 0
+    free_mem_mb: int = 0
+    running: set[str] = field(default_factory=set)
+    # prefetched: assigned, not started; the worker starts them in this order as its slots
+    # free (``Scheduler.prefetch``), and so does its mirror here (_promote)
+    held: list[str] = field(default_factory=list)
+    held_free: int = 0  # CPUs of prefetch left
+
+    def held_cpus(self, prefetch: int) -> int:
+        return self.cpus * prefetch - self.held_free
+
+
+@dataclass
+class TaskEntry:
+    """A task's row in the scheduler's table: its place in the queue, its preemptions, the
+    worker it is on (None: queued or decided), and whether it is being cancelled, re-run to
+    confirm its timeout, or asked back from its holder."""
+
+    task: Task
+    seq: int
+    requeued: bool = False
+    preemptions: int = 0
+    worker_id: str | None = None
+    cancelling: FrontierPoint | None = None
+    first_timeout_on: str | None = None  # set while (and after) its timeout is re-run
+    releasing: bool = False  # held, and its worker asked to give it back (Release)
+
+    def order(self) -> tuple:
+        hardness = self.task.point.sort_key() if self.task.point else (0.0, ())
+        return (not self.requeued, -self.task.priority, hardness, self.seq)
