@@ -120,10 +120,10 @@ def test_dead_mans_switch_stops_the_worker_and_its_jobs(tmp_path: Path) -> None:
     rig.send({"long": _job(["sleep", "100"])})
     assert wait_until(lambda: "long" in rig.worker.running, 10)
     sid = rig.worker.running["long"].proc.pid
-    started = time.monotonic()
-    rig.thread.join(timeout=10)  # nobody refreshes the inbox any more
+    # nobody refreshes the inbox any more: it stops by itself (the join's bound, not a timed
+    # assertion: a 5-s one failed on a loaded machine at 6.4 s, grace 1.5 s)
+    rig.thread.join(timeout=10)
     assert not rig.thread.is_alive() and rig.exit_code == 3
-    assert time.monotonic() - started < 5
     assert rig.result("long")["outcome"] == "cancelled"
     assert session_members(sid) == []
 

@@ -247,12 +247,15 @@ def test_samples_follow_the_cdf(model: Bathtub) -> None:
     assert d < 0.02
 
 
-def test_sampling_is_fast() -> None:
+def test_sampling_stays_in_the_models_support() -> None:
+    """Every draw is a lifetime in [0, cap], and one not preempted is capped. (How fast
+    sampling is belongs in a benchmark: this test once timed 10,000 draws, and failed on a
+    loaded machine.)"""
     rng = random.Random(0)
-    start = time.perf_counter()
     for _ in range(10_000):
-        PARTIAL.sample(rng)
-    assert time.perf_counter() - start < 1.0
+        hours, preempted = PARTIAL.sample(rng)
+        assert 0 <= hours <= PARTIAL.cap_h
+        assert preempted or hours == PARTIAL.cap_h
 
 
 # -- recorded lifetimes and `expocloud fit-preemption` ---------------------------------------
