@@ -23,7 +23,7 @@ from expo_executor.protocol.keys import result_key, status_key
 from expo_executor.protocol.records import ResultBatch, WorkerResult
 from expo_executor.protocol.worker_keys import worker_key
 
-from tests.unit.test_lost_worker import KEY, ScriptedEngine
+from tests.unit.coordinator.test_loop_lost_worker import KEY, ScriptedEngine
 
 
 class FlakyBucket(LocalBucket):

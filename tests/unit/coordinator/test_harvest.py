@@ -34,7 +34,7 @@ from expo_executor.protocol.keys import result_key
 from expo_executor.protocol.worker_keys import worker_key
 
 from tests.coordinator_rig import Rig
-from tests.unit.test_lost_worker import KEY
+from tests.unit.coordinator.test_loop_lost_worker import KEY
 
 FAMILY = FamilyRef("Snakefile", "solve", "n", 60.0)
 

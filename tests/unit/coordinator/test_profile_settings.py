@@ -12,7 +12,7 @@ import yaml
 from expo_executor.coordinator.profile_settings import read_profile
 from expo_executor.frontends.cwl import runner
 
-PROFILES = Path(__file__).resolve().parents[2] / "profiles"
+PROFILES = Path(__file__).resolve().parents[3] / "profiles"
 ENGINE_PROFILES = ("gce-spot", "gce-hybrid", "gce-emulated")
 
 
