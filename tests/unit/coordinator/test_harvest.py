@@ -28,13 +28,11 @@ from expo_executor.core.records import JobMeta
 from expo_executor.core.scheduler import Outcome, Task
 from expo_executor.frontends.snakemake.describe import identity
 from expo_executor.frontends.snakemake.executor import Executor
-from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol.keys import result_key
-from expo_executor.protocol.worker_keys import worker_key
 
 from tests.coordinator_rig import Rig
-from tests.unit.coordinator.test_loop_lost_worker import KEY
+from tests.rigs import KEY, attempt, write_result
 
 FAMILY = FamilyRef("Snakefile", "solve", "n", 60.0)
 
@@ -67,13 +65,9 @@ def _crashed_run(state_root: Path) -> Rig:
     record(run_dir, RunState("r1", "local", str(rig.direct.root)), KEY).release()  # killed
     rig.result("j3a1", "w-1", "timeout")
     rig.result("j2a1", "w-1", "solved")
-    forged = {"key": "j1a1", "worker": "w-1", "outcome": "solved", "returncode": 0,
-              "started": 0.0, "ended": 1.0, "reason": None, "log_tail": ""}
-    rig.direct.write(result_key("j1a1", "w-1"),
-                     messages.encode("result", forged, worker_key(b"f" * 32, "w-1")))
-    other = {**forged, "worker": "w-2", "outcome": "timeout", "returncode": None}
-    rig.direct.write(result_key("j1a1", "w-2"),
-                     messages.encode("result", other, worker_key(KEY, "w-2")))
+    # forged: signed with w-1's key under another run's key
+    write_result(rig.direct, attempt("j1a1", "w-1", "solved", 0.0, 1.0), key=b"f" * 32)
+    write_result(rig.direct, attempt("j1a1", "w-2", "timeout", 0.0, 1.0))
     return rig
 
 
@@ -225,10 +219,7 @@ def test_with_confirmation_a_timeout_counts_only_when_two_workers_saw_it(tmp_pat
         files.append_submitted(submission(_request(n)))
         for worker in workers:
             files.append_assigned({"key": f"j{n}a1", "worker": worker})
-            body = {"key": f"j{n}a1", "worker": worker, "outcome": "timeout", "returncode": None,
-                    "started": 0.0, "ended": 60.0, "reason": None, "log_tail": ""}
-            bucket.write(result_key(f"j{n}a1", worker),
-                         messages.encode("result", body, worker_key(KEY, worker)))
+            write_result(bucket, attempt(f"j{n}a1", worker, "timeout", 0.0, 60.0))
     said: list[str] = []
     recover(tmp_path, StateDir(tmp_path).new_run("r2"), said.append, adopt=False)
     assert said[-1] == "expocloud: harvested 1 results of run r1: 0 solved, 1 timeouts"
