@@ -1,7 +1,7 @@
 """The bucket contract, held by every backend: the local directory and GCS (through the
 precondition-faithful emulator). Atomic objects, distinct generations, compare-and-swap,
 create-only writes, keys that cannot escape, and exactly one winner of a create-only race
-among 16 processes. (Which backend a URL opens: tests/unit/test_bucket.py.)"""
+among 16 processes. (Which backend a URL opens: tests/unit/protocol/test_bucket.py.)"""
 
 from __future__ import annotations
 

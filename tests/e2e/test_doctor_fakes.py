@@ -2,7 +2,7 @@
 fake Compute (which also serves Service Usage, Resource Manager, IAM and tokeninfo) and the GCS
 emulator. A good setup is all green; each broken one (one thing broken through the fakes'
 control API or the real IAM API) fails with one line naming the fix; a GCE run with a broken
-setup stops before any VM. The checks' pure parts: tests/unit/test_doctor.py.
+setup stops before any VM. The checks' pure parts: tests/unit/engines/gce/test_doctor.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """GcsBucket against the GCS emulator made faithful to preconditions (the shared contract, with
-the race, is in test_bucket.py): what the faithful wrapper fixes, keys under the prefix, listing
-pages, request counts, a create-only write whose answer was lost, and our own retries of
-connection errors. Everything stays on loopback."""
+the race, is in test_bucket_contract.py): what the faithful wrapper fixes, keys under the
+prefix, listing pages, request counts, a create-only write whose answer was lost, and our own
+retries of connection errors. Everything stays on loopback."""
 
 from __future__ import annotations
 

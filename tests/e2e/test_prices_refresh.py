@@ -1,7 +1,7 @@
 """``expocloud prices --refresh`` end to end: the real google-cloud-billing REST client against a
 fake Cloud Billing Catalog on 127.0.0.1 serving recorded SKU records (tests/data/
 billing_skus.json), in pages, with transient errors. (Shapes, the parser, the snapshot and the
-cache, in process: tests/unit/test_prices.py.)
+cache, in process: tests/unit/cost/test_prices.py.)
 """
 
 from __future__ import annotations

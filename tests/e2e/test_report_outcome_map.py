@@ -1,6 +1,6 @@
 """The results report's outcome map: the PNG plot_outcomes draws, whole reports that write one,
-and matplotlib loaded only when a report asks for it. (The table logic: tests/unit/
-test_report.py.)"""
+and matplotlib loaded only when a report asks for it. (The table logic: tests/unit/report/
+test_results.py.)"""
 
 from __future__ import annotations
 

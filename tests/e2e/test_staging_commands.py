@@ -1,7 +1,7 @@
 """Staged jobs (CWL) run for real: inputs up through the bucket, the command run under the
 worker's own root with its streams and time limit, outputs back with every path rebased; a time
 limit kills the whole process group; a missing command is named. (The staging's checks, in
-process: tests/unit/test_staging.py.)"""
+process: tests/unit/frontends/cwl/test_staging.py.)"""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ startup script that installs it, run by bash (with fake curl/apt-get for its fai
 The slow test runs the script as a fresh GCE debian-12 VM would, in a clean minimal Debian root
 prepared by ``tests/debian_root.sh`` (``EXPOCLOUD_DEBIAN_ROOT``), against the fake metadata
 server and the GCS emulator on loopback, and has the worker it installed run a job. (Pins,
-staging and the values' checks, in process: tests/unit/test_startup_script.py.)
+staging and the values' checks, in process: tests/unit/engines/gce/test_startup.py.)
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The grammar of --expocloud-worker-requirements (core/requirements.py): exact pins with
 optional sha256 hashes are read, anything that would let a VM choose what it installs is
 refused with the line, and clashes with the workers' own pins are named. (Reading the file:
-the settings' checks below; installing it on a VM: tests/e2e/test_startup_script.py.)
+the settings' checks below; installing it on a VM: tests/e2e/test_startup_script_run.py.)
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Prices for cost figures, in process: machine shapes, the SKU parser on recorded records, the
 bundled snapshot, the cache, and --refresh refused without credentials or with a lone
---endpoint. (--refresh against a fake Cloud Billing Catalog: tests/e2e/test_prices.py.)
+--endpoint. (--refresh against a fake Cloud Billing Catalog: tests/e2e/test_prices_refresh.py.)
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """open_bucket picks the backend from the URL, and refuses schemes it has none for. (The bucket
-contract, held by every backend, is tested in tests/e2e/test_bucket.py.)"""
+contract, held by every backend, is tested in tests/e2e/test_bucket_contract.py.)"""
 
 from __future__ import annotations
 

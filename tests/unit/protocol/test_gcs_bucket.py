@@ -1,5 +1,6 @@
 """GcsBucket's own parsing of ``gs://`` URLs (the bucket against the GCS emulator is in
-tests/e2e/test_gcs_bucket.py; which of its errors are retried, in test_gce_errors.py)."""
+tests/e2e/test_gcs_bucket_emulator.py; which of its errors are retried, in
+tests/unit/gcp/test_errors.py)."""
 
 from __future__ import annotations
 

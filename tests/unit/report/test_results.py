@@ -1,6 +1,6 @@
 """The results report in process: finding and reading a run directory, the table's rows,
 filters, groups and best row, Markdown and CSV. (The outcome map's PNG and whole reports that
-draw one: tests/e2e/test_report.py.)"""
+draw one: tests/e2e/test_report_outcome_map.py.)"""
 
 from __future__ import annotations
 

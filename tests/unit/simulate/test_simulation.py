@@ -1,7 +1,7 @@
 """The simulator on its own, under simulated time: the reality workload's margins in the
-simulator's schedule (the real run it is compared with is tests/e2e/test_simulate.py), small
-workloads whose results can be worked out by hand, policies, stockouts, boot and capacity
-timeouts, stopped pools and budgets."""
+simulator's schedule (the real run it is compared with is
+tests/e2e/test_simulate_vs_real_run.py), small workloads whose results can be worked out by
+hand, policies, stockouts, boot and capacity timeouts, stopped pools and budgets."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The pure parts of the checks before a run (engines/gce/doctor.py and its helpers): quotas
 against the fleet, what IAM policies grant the worker, the image's Python, Cloud NAT, what the
 coordinator must hold, the plan read from the settings and a profile, and the worker account
-setting. Against the fakes, end to end: tests/e2e/test_doctor.py."""
+setting. Against the fakes, end to end: tests/e2e/test_doctor_fakes.py."""
 
 from __future__ import annotations
 

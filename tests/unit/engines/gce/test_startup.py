@@ -2,7 +2,7 @@
 user's requirements file staged under the bucket prefix, and the checks on WorkerSoftware's
 values. (The wheel built and
 installed, the startup script run, and a clean Debian root booted as a VM:
-tests/e2e/test_startup_script.py.)
+tests/e2e/test_startup_script_run.py.)
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Staged jobs (CWL) in process: inputs uploaded once per content; unsafe paths, inputs outside
 the job's root and a forged output manifest refused; and what places a CWL job (its preemptible
-hints, the workers' memory). Staged commands run for real: tests/e2e/test_staging.py."""
+hints, the workers' memory). Staged commands run for real: tests/e2e/test_staging_commands.py."""
 
 from __future__ import annotations
 
