@@ -77,17 +77,11 @@ def write_result(bucket: Bucket, result: WorkerResult, *, key: bytes = KEY) -> N
                  result.encode(worker_key(key, result.worker)), if_generation_match=0)
 
 
-def inbox_job(argv: list[str], cwd: str | None = None, env: dict[str, str] | None = None,
-              deadline_s: float | None = None, **rest: object) -> InboxJob:
-    """One assignment of an inbox (the other fields of :class:`InboxJob` by name)."""
-    return InboxJob(argv, cwd, env or {}, deadline_s, **rest)  # type: ignore[arg-type]
-
-
 def write_inbox(bucket: Bucket, worker: str, seq: int, jobs: dict[str, InboxJob], *,
-                cancel: Iterable[str] = (), release: Iterable[str] = (),
-                key: bytes = KEY) -> Inbox:
+                key: bytes, cancel: Iterable[str] = (), release: Iterable[str] = ()) -> Inbox:
     """The coordinator's inbox for ``worker``, every job sealed and the whole signed with
-    ``key`` (the worker's own: the key the worker was started with)."""
+    ``key``: the worker's own, the one it was started with (no default, so that a rig's worker
+    and its inbox cannot silently disagree)."""
     inbox = Inbox(seq, worker, dict(jobs), list(cancel), list(release))
     bucket.write(inbox_key(worker), inbox.encode(key))
     return inbox

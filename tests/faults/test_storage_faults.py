@@ -284,8 +284,10 @@ def test_worker_outlives_a_storage_outage_and_reports_afterwards(
     import threading
 
     from expo_executor.protocol import messages
+    from expo_executor.protocol.keys import result_key
+    from expo_executor.protocol.records import InboxJob
     from expo_executor.worker.agent import Worker
-    from expo_executor.protocol.keys import inbox_key, result_key
+    from tests.rigs import write_inbox
 
     key = b"k" * 32
     url = f"gs://{fresh_bucket(gcs_emulator)}/run"
@@ -298,8 +300,8 @@ def test_worker_outlives_a_storage_outage_and_reports_afterwards(
     thread.start()
 
     def send(seq: int, jobs: dict) -> None:
-        body = {"seq": seq, "jobs": jobs, "cancel": []}
-        direct.write(inbox_key("w-1"), messages.encode("inbox", body, key))
+        write_inbox(direct, "w-1", seq,
+                    {name: InboxJob.from_wire(job) for name, job in jobs.items()}, key=key)
 
     try:
         send(1, {"j": {"argv": ["sh", "-c", "sleep 1; echo done"], "cwd": str(tmp_path),
