@@ -31,8 +31,10 @@ from expo_executor.emulator.metadata import FakeMetadata
 from expo_executor.engines.gce import startup, worker_wheel
 from expo_executor.protocol import messages
 from expo_executor.protocol.keys import boot_log_key, key_request_key
+from expo_executor.protocol.records import InboxJob
 from expo_executor.protocol.worker_keys import grant_verify_key, worker_key
 from tests.helpers import require
+from tests.rigs import write_inbox
 from tests.worker_software import PY_MINOR, software
 
 # -- pins and the wheel ------------------------------------------------------------------------
@@ -605,7 +607,7 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
     root = _debian_root()
     from expo_executor.emulator.gcs import EmulatorProcess, fresh_bucket
     from expo_executor.protocol.bucket import open_bucket
-    from expo_executor.protocol.keys import inbox_key, result_key, status_key
+    from expo_executor.protocol.keys import result_key, status_key
 
     emulator = EmulatorProcess()
     metadata = None
@@ -634,13 +636,11 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
         # Plain "python" must be the pinned venv's, as Snakemake's remote command expects.
         # cwd null: a directory of its own on the worker's disk (work/j1, removed after the
         # job), so the report goes one level up, where it outlives the job
-        job = {"argv": ["/bin/sh", "-c",
+        job = InboxJob(["/bin/sh", "-c",
                         ("{ id -un; python -c 'import snakemake, google.cloud.compute_v1; "
                          "print(\"snakemake\", snakemake.__version__)'; pwd; } > ../out.txt")],
-               "cwd": None, "env": {}, "deadline_s": 120, "cpus": 1}
-        bucket.write(inbox_key(name), messages.encode(
-            "inbox", {"seq": 1, "jobs": {"j1": job}, "cancel": []},
-            worker_key(run_key, name)))
+                       None, {}, 120)
+        write_inbox(bucket, name, 1, {"j1": job}, key=worker_key(run_key, name))
         blob = wait_for("job result", lambda: bucket.read(result_key("j1", name)), vm,
                         timeout=120)
         result = messages.decode("result", blob.data)
@@ -725,7 +725,7 @@ def _run_snakemake_and_cwl_jobs(bucket, url: str, name: str, run_key: bytes,  # 
     worker opens it with cryptography), its input and output moved through the bucket."""
     from expo_executor.frontends.cwl.staging import Staging
     from expo_executor.protocol.bucket import open_bucket
-    from expo_executor.protocol.keys import inbox_key, result_key
+    from expo_executor.protocol.keys import result_key
 
     workflow = f"gs://{url.split('/')[2]}/wf"
     root = tmp_path / "cwl-root"
@@ -742,13 +742,9 @@ def _run_snakemake_and_cwl_jobs(bucket, url: str, name: str, run_key: bytes,  # 
     stage.update(stdin=None, stdout=None, stderr=None, outdir=str(outdir), timelimit=None,
                  success_codes=[0], host_env=False)
     key = worker_key(run_key, name)
-    jobs = {"j2": {"argv": ["python", "-c", SNAKEMAKE_JOB, workflow], "cwd": None, "env": {},
-                   "deadline_s": 300, "cpus": 1},
-            "c1": {"argv": list(messages.SEALED_ARGV), "cwd": str(outdir), "env": {},
-                   "deadline_s": 120, "cpus": 1, "stage": stage,
-                   "sealed": messages.seal(argv, env, key, "c1", ["hunter2"])}}
-    bucket.write(inbox_key(name), messages.encode(
-        "inbox", {"seq": 2, "jobs": jobs, "cancel": []}, key))
+    jobs = {"j2": InboxJob(["python", "-c", SNAKEMAKE_JOB, workflow], None, {}, 300),
+            "c1": InboxJob(argv, str(outdir), env, 120, stage=stage, redact=("hunter2",))}
+    write_inbox(bucket, name, 2, jobs, key=key)  # sealed for the worker, as the coordinator does
     for key in jobs:
         blob = wait_for(f"result of {key}", lambda: bucket.read(result_key(key, name)), vm,
                         timeout=300)
@@ -824,7 +820,7 @@ def test_worker_requirements_are_installed_once_and_imported_by_a_job(
 
     from expo_executor.emulator.gcs import EmulatorProcess, fresh_bucket
     from expo_executor.protocol.bucket import open_bucket
-    from expo_executor.protocol.keys import inbox_key, result_key, status_key
+    from expo_executor.protocol.keys import result_key, status_key
     from tests.worker_software import make_wheel
 
     root = _debian_root()
@@ -859,12 +855,9 @@ def test_worker_requirements_are_installed_once_and_imported_by_a_job(
 
         vm.boot(startup.render(staged))
         wait_for("worker status", lambda: bucket.read(status_key(name)), vm, timeout=420)
-        job = {"argv": ["/bin/sh", "-c", "python -c 'import expocloud_testpkg as t; "
-                        "print(t.greet(\"the job\"))' > ../out.txt"],
-               "cwd": None, "env": {}, "deadline_s": 120, "cpus": 1}
-        bucket.write(inbox_key(name), messages.encode(
-            "inbox", {"seq": 1, "jobs": {"j1": job}, "cancel": []},
-            worker_key(run_key, name)))
+        job = InboxJob(["/bin/sh", "-c", "python -c 'import expocloud_testpkg as t; "
+                        "print(t.greet(\"the job\"))' > ../out.txt"], None, {}, 120)
+        write_inbox(bucket, name, 1, {"j1": job}, key=worker_key(run_key, name))
         blob = wait_for("job result", lambda: bucket.read(result_key("j1", name)), vm,
                         timeout=120)
         assert messages.decode("result", blob.data)["outcome"] == "solved"
