@@ -21,7 +21,7 @@ from expo_executor.protocol.keys import result_key
 from expo_executor.protocol.records import ResultBatch
 from expo_executor.protocol.worker_keys import worker_key
 
-from tests.rigs import KEY, ScriptedEngine, attempt, write_result, write_status
+from tests.helpers import KEY, ScriptedEngine, attempt, write_result, write_status
 
 
 class FlakyBucket(LocalBucket):

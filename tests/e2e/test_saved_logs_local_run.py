@@ -21,8 +21,7 @@ from expo_executor.worker.agent import Worker
 from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
 from tests.gcs_emulator import gcs_emulator  # noqa: F401
 from tests.helpers import (EXPOCLOUD, SNAKEMAKE, run_dirs, run_snakemake, running_worker,
-                           wait_until)
-from tests.rigs import write_inbox
+                           wait_until, write_inbox)
 
 KEY = b"s" * 32
 

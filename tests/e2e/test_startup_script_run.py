@@ -33,8 +33,7 @@ from expo_executor.protocol import messages
 from expo_executor.protocol.keys import boot_log_key, key_request_key
 from expo_executor.protocol.records import InboxJob
 from expo_executor.protocol.worker_keys import grant_verify_key, worker_key
-from tests.helpers import require
-from tests.rigs import write_inbox
+from tests.helpers import require, write_inbox
 from tests.worker_software import PY_MINOR, software
 
 # -- pins and the wheel ------------------------------------------------------------------------

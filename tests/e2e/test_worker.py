@@ -20,8 +20,7 @@ from expo_executor.protocol.records import InboxJob, ResultBatch, WorkerResult, 
 from expo_executor.worker.agent import Worker
 from expo_executor.processes.sessions import session_members
 
-from tests.helpers import wait_until
-from tests.rigs import write_inbox
+from tests.helpers import wait_until, write_inbox
 
 KEY = b"r" * 32
 

@@ -24,8 +24,7 @@ from expo_executor.processes.sessions import marked_sessions
 from expo_executor.worker.zygote import TEST_ENTRY
 
 from tests.cwl_job import laid_out_job
-from tests.helpers import processes_under, run_snakemake, wait_until
-from tests.rigs import write_inbox
+from tests.helpers import processes_under, run_snakemake, wait_until, write_inbox
 
 KEY = b"z" * 32
 SNAKEFILE = """

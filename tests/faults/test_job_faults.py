@@ -23,7 +23,7 @@ from expo_executor.runs.files import RunFiles  # noqa: E402
 
 from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401,E402
 from tests.gcs_emulator import fresh_bucket, gcs_emulator  # noqa: F401,E402
-from tests.helpers import SNAKEMAKE, run_dirs, wait_until  # noqa: E402
+from tests.helpers import SNAKEMAKE, run_dirs, wait_until, write_inbox  # noqa: E402
 from .conftest import size  # noqa: E402
 
 SWEEP = """
@@ -140,7 +140,6 @@ def test_staged_job_whose_upload_outlasts_its_allowance_is_no_timeout(
     from expo_executor.protocol.keys import result_key
     from expo_executor.protocol.records import InboxJob
     from expo_executor.worker.agent import Worker
-    from tests.rigs import write_inbox
 
     key = b"k" * 32
     url = f"gs://{fresh_bucket(gcs_emulator)}/run"
@@ -221,7 +220,6 @@ class SmallDiskWorker:
 
     def send(self, jobs: dict) -> None:
         from expo_executor.protocol.records import InboxJob
-        from tests.rigs import write_inbox
 
         self.seq += 1
         write_inbox(self.bucket, "w-1", self.seq,

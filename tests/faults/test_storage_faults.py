@@ -26,7 +26,7 @@ from expo_executor.protocol.gcs_bucket import GcsBucket  # noqa: E402
 
 from tests.emulated_gce import PROJECT, emulated_args, emulated_env, fake_compute  # noqa: F401,E402
 from tests.gcs_emulator import fresh_bucket, gcs_emulator  # noqa: F401,E402
-from tests.helpers import SNAKEMAKE, job_records, run_dirs, wait_until  # noqa: E402
+from tests.helpers import SNAKEMAKE, job_records, run_dirs, wait_until, write_inbox  # noqa: E402
 from .conftest import size  # noqa: E402
 
 RATE = 0.1
@@ -287,7 +287,6 @@ def test_worker_outlives_a_storage_outage_and_reports_afterwards(
     from expo_executor.protocol.keys import result_key
     from expo_executor.protocol.records import InboxJob
     from expo_executor.worker.agent import Worker
-    from tests.rigs import write_inbox
 
     key = b"k" * 32
     url = f"gs://{fresh_bucket(gcs_emulator)}/run"

@@ -29,7 +29,7 @@ from expo_executor.protocol.records import Inbox
 from expo_executor.protocol.worker_keys import worker_key
 
 from tests.coordinator_rig import Rig
-from tests.rigs import KEY
+from tests.helpers import KEY
 
 FAMILY = FamilyRef("Snakefile", "solve", "n", 60.0)
 

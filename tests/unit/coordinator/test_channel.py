@@ -300,7 +300,7 @@ def test_a_round_reads_no_result_that_is_not_there(tmp_path: Path) -> None:
     from expo_executor.coordinator.state import StateDir
     from expo_executor.core.records import JobMeta
     from expo_executor.core.scheduler import Task
-    from tests.rigs import ScriptedEngine
+    from tests.helpers import ScriptedEngine
 
     bucket = ReadLog(tmp_path / "bucket")
     config = CoordinatorConfig("run", 1, 1, poll=0.05, status_interval=3600)
@@ -359,7 +359,7 @@ def test_the_coordinator_writes_no_inbox_when_nothing_changed_only_the_pulse(
     from expo_executor.coordinator.state import StateDir
     from expo_executor.core.records import JobMeta
     from expo_executor.core.scheduler import Task
-    from tests.rigs import ScriptedEngine
+    from tests.helpers import ScriptedEngine
 
     bucket = WriteLog(tmp_path / "bucket")
     config = CoordinatorConfig("run", 1, 1, poll=0.05, heartbeat=10.0, status_interval=3600)

@@ -32,7 +32,7 @@ from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol.keys import result_key
 
 from tests.coordinator_rig import Rig
-from tests.rigs import KEY, attempt, write_result
+from tests.helpers import KEY, attempt, write_result
 
 FAMILY = FamilyRef("Snakefile", "solve", "n", 60.0)
 

@@ -11,7 +11,7 @@ from expo_executor.core.records import JobMeta
 from expo_executor.core.scheduler import Outcome, Task
 from expo_executor.protocol.bucket import LocalBucket
 
-from tests.rigs import KEY, ScriptedEngine, attempt, write_result, write_status
+from tests.helpers import KEY, ScriptedEngine, attempt, write_result, write_status
 
 
 def test_a_result_written_just_before_the_vm_died_is_not_run_again(tmp_path: Path) -> None:

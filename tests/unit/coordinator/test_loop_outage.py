@@ -17,7 +17,7 @@ from expo_executor.protocol.records import Pulse
 from expo_executor.protocol.worker_keys import worker_key
 
 from tests.coordinator_rig import Rig
-from tests.rigs import KEY
+from tests.helpers import KEY
 
 
 def _running(tmp_path: Path, *keys: str, slots: int = 1) -> Rig:
