@@ -4,7 +4,9 @@ tests, run in one go, summed into docs/RELIABILITY.md.
 
     python bench/reliability.py [--quick] [--no-write] [-- PYTEST_ARGS...]
 
-Runs ``pytest tests/faults`` and both tiers of ``test_bad_input.py`` and ``test_security.py`` with
+Runs ``pytest tests/faults`` and both tiers of the bad-input and security tests (unit:
+``test_bad_input.py``, ``test_security.py``; e2e: ``test_bad_input_runs.py``,
+``test_security_processes.py``) with
 ``EXPOCLOUD_FAULTS=full`` (the sizes the figures are quoted at; ``--quick``: the CI sizes) and
 ``EXPOCLOUD_FAULTS_RECORD`` set, so that every fault test appends what it injected and what
 survived; the JUnit XML gives each test's verdict. The table says, per kind of fault: faults
@@ -29,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, machine_line, versions, write_section  # noqa: E402
 
 DOC = REPO / "docs" / "RELIABILITY.md"
-SUITES = ["tests/faults", *(f"tests/{tier}/{name}" for tier in ("unit", "e2e")
-                           for name in ("test_bad_input.py", "test_security.py"))]
+SUITES = ["tests/faults", "tests/unit/test_bad_input.py", "tests/unit/test_security.py",
+          "tests/e2e/test_bad_input_runs.py", "tests/e2e/test_security_processes.py"]
 
 
 def junit_verdicts(path: Path) -> dict[str, str]:

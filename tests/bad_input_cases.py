@@ -1,7 +1,7 @@
 """The bad-input table: malformed settings, profiles, hardness specs, CWL hints, credentials and
 bucket names, each with the setting its one-line error must name and the problem it must say.
 
-tests/e2e/test_bad_input.py runs every case; tests/unit/test_bad_input.py checks the table.
+tests/e2e/test_bad_input_runs.py runs every case; tests/unit/test_bad_input.py checks the table.
 ``COMPUTE`` and ``TMP`` in a case's arguments, files and environment stand for the case's fake
 Compute endpoint and its directory.
 """

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -40,13 +41,17 @@ def _guarded_getaddrinfo(host, *args, **kwargs):  # type: ignore[no-untyped-def]
 
 
 TIERS = ("unit", "e2e", "faults")
+_TESTS = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test with its tier, read off its folder."""
     for item in items:
-        parts = item.path.parts
-        tier = next((part for part in TIERS if part in parts[-3:-1]), None)
+        try:  # the tier is the first folder under tests/, however deep the file lies
+            parts = item.path.resolve().relative_to(_TESTS).parts
+        except ValueError:
+            continue
+        tier = parts[0] if len(parts) > 1 and parts[0] in TIERS else None
         if tier is not None:
             item.add_marker(getattr(pytest.mark, tier))
 

@@ -9,21 +9,19 @@ them is the real one.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.hardness import HardnessPoint
-from expo_executor.core.records import AttemptEnd, HardnessMeta, JobMeta
+from expo_executor.core.records import HardnessMeta, JobMeta
 from expo_executor.core.scheduler import Task
-from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import LocalBucket
-from expo_executor.protocol.keys import result_key, status_key
-from expo_executor.protocol.records import ResultBatch, WorkerResult
+from expo_executor.protocol.keys import result_key
+from expo_executor.protocol.records import ResultBatch
 from expo_executor.protocol.worker_keys import worker_key
 
-from tests.unit.test_lost_worker import KEY, ScriptedEngine
+from tests.helpers import KEY, ScriptedEngine, attempt, write_result, write_status
 
 
 class FlakyBucket(LocalBucket):
@@ -108,25 +106,18 @@ class Rig:
     def ready(self, worker: str, running: tuple[str, ...] = (),
               released: tuple[str, ...] = ()) -> None:
         """``worker``'s status: ready, running ``running``, having given ``released`` back."""
-        body = {"worker": worker, "seq_seen": 0, "time": time.time(), "running": list(running),
-                "slots": self.config.slots_per_worker, "state": "ready", "ops": {},
-                **({"released": list(released)} if released else {})}
-        self.direct.write(status_key(worker), messages.encode("status", body, worker_key(KEY, worker)))
+        write_status(self.direct, worker, running, slots=self.config.slots_per_worker,
+                     released=released)
 
     def result(self, key: str, worker: str, outcome: str, reason: str | None = None,
                ran: bool = True) -> None:
-        body = {"key": key, "worker": worker, "outcome": outcome,
-                "returncode": 0 if outcome == "solved" else None, "started": self.now,
-                "ended": self.now, "reason": reason, "log_tail": "",
-                **({} if ran else {"ran": False})}
-        self.direct.write(result_key(key, worker), messages.encode("result", body, worker_key(KEY, worker)),
-                          if_generation_match=0)
+        write_result(self.direct, attempt(key, worker, outcome, self.now, self.now,
+                                          reason=reason, ran=ran))
 
     def batch(self, worker: str, *ends: tuple[str, str]) -> None:
         """One object of ``worker``'s results, ``(job, outcome)`` each, as a worker holding
         prefetched jobs writes it: named for the first job, signed once."""
-        results = tuple(WorkerResult(key, worker, AttemptEnd(outcome),
-                                     0 if outcome == "solved" else None, self.now, self.now)
+        results = tuple(attempt(key, worker, outcome, self.now, self.now)
                         for key, outcome in ends)
         self.direct.write(result_key(ends[0][0], worker),
                           ResultBatch(worker, results).encode(worker_key(KEY, worker)),

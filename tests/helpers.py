@@ -1,4 +1,15 @@
-"""Helpers for tests that run real snakemake processes and inspect the process table."""
+"""The helpers and rigs tests of every tier share (a test file imports from here, never from
+another test file).
+
+In-process rigs: the run key, a scripted engine, and the workers' and the coordinator's side of
+the bucket written through the protocol's own records (``WorkerStatus``, ``WorkerResult``,
+``Inbox``), so a rig's message is what a real worker or coordinator would write, signed with
+the right key. A test whose point is a malformed, forged or hostile message builds that message
+itself. The coordinator's round-by-round rig (tests/coordinator_rig.py) is built on these.
+
+For tests that run real processes: running snakemake, waiting, the process table, a worker
+on a local bucket, and ``require`` for a prerequisite.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +19,17 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from expo_executor.protocol.bucket import LocalBucket
+from expo_executor.core.records import AttemptEnd, WorkerState
+from expo_executor.core.scheduler import Pool
+from expo_executor.engines.base import CreateFailed, Instance
+from expo_executor.protocol.bucket import Bucket, LocalBucket
+from expo_executor.protocol.keys import inbox_key, result_key, status_key
+from expo_executor.protocol.records import Inbox, InboxJob, WorkerResult, WorkerStatus
+from expo_executor.protocol.worker_keys import worker_key
 from expo_executor.runs.files import RunFiles
 from expo_executor.worker.agent import Worker
 
@@ -119,3 +136,71 @@ def running_worker(tmp_path: Path, key: bytes) -> Iterator[tuple[Worker, LocalBu
         agent.request_stop("terminated")
         thread.join(timeout=10)
     assert not thread.is_alive()
+
+
+# In-process rigs -----------------------------------------------------------------------
+
+KEY = b"k" * 32  # the run's key; each worker signs with worker_key(KEY, its name)
+
+
+class ScriptedEngine:
+    """VMs that exist on paper: created RUNNING, TERMINATED when the test says they died."""
+
+    def __init__(self) -> None:
+        self.status: dict[str, str] = {}
+        self.deleted: list[str] = []
+
+    def create(self, names: list[str], pool: Pool, slots: int) -> None:
+        self.status.update({name: "RUNNING" for name in names})
+
+    def delete(self, name: str) -> None:
+        self.deleted.append(name)
+        self.status.pop(name, None)
+
+    def list(self) -> list[Instance]:
+        return [Instance(name, Pool.LOCAL, 1, status) for name, status in self.status.items()]
+
+    def failures(self) -> list[CreateFailed]:
+        return []
+
+    def preempted(self) -> set[str]:
+        return set()
+
+    def close(self) -> None:
+        pass
+
+
+def write_status(bucket: Bucket, worker: str, running: Iterable[str] = (), *, slots: int = 1,
+                 released: Iterable[str] = (), seq_seen: int = 0,
+                 state: WorkerState = WorkerState.READY, key: bytes = KEY) -> WorkerStatus:
+    """``worker``'s status, as its heartbeat writes it: ``state``, running ``running``, having
+    given ``released`` back; signed with ``worker``'s key under ``key``."""
+    status = WorkerStatus(worker, seq_seen, time.time(), list(running), slots, state,
+                          released=list(released))
+    bucket.write(status_key(worker), status.encode(worker_key(key, worker)))
+    return status
+
+
+def attempt(job: str, worker: str, outcome: str, started: float, ended: float, *,
+            reason: str | None = None, ran: bool = True) -> WorkerResult:
+    """How ``job``'s attempt on ``worker`` ended; a solved one exited 0."""
+    end = AttemptEnd(outcome)
+    return WorkerResult(job, worker, end, 0 if end is AttemptEnd.SOLVED else None, started,
+                        ended, reason, ran=ran)
+
+
+def write_result(bucket: Bucket, result: WorkerResult, *, key: bytes = KEY) -> None:
+    """``result`` under its job's result key, signed with its worker's key under ``key``
+    (another run's key: a forged result), written once, as a worker writes it."""
+    bucket.write(result_key(result.key, result.worker),
+                 result.encode(worker_key(key, result.worker)), if_generation_match=0)
+
+
+def write_inbox(bucket: Bucket, worker: str, seq: int, jobs: dict[str, InboxJob], *,
+                key: bytes, cancel: Iterable[str] = (), release: Iterable[str] = ()) -> Inbox:
+    """The coordinator's inbox for ``worker``, every job sealed and the whole signed with
+    ``key``: the worker's own, the one it was started with (no default, so that a rig's worker
+    and its inbox cannot silently disagree)."""
+    inbox = Inbox(seq, worker, dict(jobs), list(cancel), list(release))
+    bucket.write(inbox_key(worker), inbox.encode(key))
+    return inbox

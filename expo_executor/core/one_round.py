@@ -4,7 +4,7 @@ A round observes (worker statuses, results, the engine, the meter) and acts (inb
 deletes) through its caller: ``coordinator/loop.py`` against the bucket and an engine,
 ``simulate/simulation.py`` against a simulated cloud. What a round decides in between lives
 here, once, so that a simulated run cannot drift from a real one
-(``tests/unit/test_one_decision.py``). The steps, in the order a round calls them:
+(``tests/unit/simulate/test_simulation_one_decision.py``). The steps, in the order a round calls them:
 
 1. :func:`take_cancelled`: a cancelled result, and a cancel the scheduler did not ask for
    (its worker is stopping: what it ran there runs elsewhere);

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 # The machine families that come with GPUs of their own (Compute Engine's accelerator-optimized
 # families): a VM of one takes no guestAccelerators and cannot live-migrate. The one list: the
 # GCE engine and the cost module read it here; the emulator keeps Google's copy
-# (emulator/catalogue.py) and tests/unit/test_gpu_families.py holds the two to agreement.
+# (emulator/catalogue.py) and tests/unit/emulator/test_catalogue.py holds the two to agreement.
 GPU_MACHINE_FAMILIES = ("a2", "a3", "a4", "g2", "g4")
 
 

@@ -94,7 +94,7 @@ ACCELERATOR_TYPES = {  # name -> (description, most cards per instance)
 # The machine families that come with GPUs of their own (accelerator-optimized): a VM of one
 # cannot live-migrate. Compute Engine's own list, kept here as Google keeps it, apart from the
 # executor's (core.shapes.GPU_MACHINE_FAMILIES, which the emulator may not import);
-# tests/unit/test_gpu_families.py holds the two to agreement.
+# tests/unit/emulator/test_catalogue.py holds the two to agreement.
 GPU_MACHINE_FAMILIES = ("a2", "a3", "a4", "g2", "g4")
 
 # -- region quotas ----------------------------------------------------------------------------------

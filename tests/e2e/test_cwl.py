@@ -63,8 +63,9 @@ def _check_sweep(tmp_path: Path, result: subprocess.CompletedProcess) -> list[di
     # of them times out. Whether the hardest is skipped (killed) or times out depends on how far
     # apart it and (10, 18) start. CI once saw a new worker start (18, 18) 8 s before (10, 18),
     # which another worker held behind a long job; a free slot now takes such a held job back
-    # first (tests/unit/test_give_back.py), but two workers that free in the same second can
-    # still start both at once, and then (18, 18) may reach its own deadline first.
+    # first (tests/unit/coordinator/test_loop_give_back.py), but two workers that free in the
+    # same second can still start both at once, and then (18, 18) may reach its own deadline
+    # first.
     assert outcome[("brute", 10, 18)] in ("timeout", "skipped")
     assert outcome[("brute", 18, 18)] in ("timeout", "skipped")
     assert outcome[("brute", 6, 10)] == "solved"  # 0.03 s of search

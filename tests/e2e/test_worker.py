@@ -16,17 +16,22 @@ from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol.keys import (WORKER_KEY_ENV, inbox_key, parse_result_key,
                                          result_key, status_key)
-from expo_executor.protocol.records import ResultBatch, WorkerResult, WorkerStatus
+from expo_executor.protocol.records import InboxJob, ResultBatch, WorkerResult, WorkerStatus
 from expo_executor.worker.agent import Worker
 from expo_executor.processes.sessions import session_members
 
-from tests.helpers import wait_until
+from tests.helpers import wait_until, write_inbox
 
 KEY = b"r" * 32
 
 
 def _job(argv: list[str], deadline: float | None = None, cwd: str = "/") -> dict:
     return {"argv": argv, "cwd": cwd, "env": {}, "deadline_s": deadline, "cpus": 1}
+
+
+def _inbox_jobs(jobs: dict[str, dict]) -> dict[str, InboxJob]:
+    """The jobs of ``_job`` (and its variants) as the inbox's records: sealed when sent."""
+    return {name: InboxJob.from_wire(job) for name, job in jobs.items()}
 
 
 class Rig:
@@ -45,9 +50,8 @@ class Rig:
     def send(self, jobs: dict, cancel: list[str] = (), key: bytes = KEY,
              release: list[str] = ()) -> None:
         self.seq += 1
-        body = {"seq": self.seq, "jobs": jobs, "cancel": list(cancel),
-                **({"release": list(release)} if release else {})}
-        self.bucket.write(inbox_key("w-1"), messages.encode("inbox", body, key))
+        write_inbox(self.bucket, "w-1", self.seq, _inbox_jobs(jobs), cancel=cancel,
+                    release=release, key=key)
 
     def result(self, job_key: str) -> dict | None:
         """The job's result, in whichever of the worker's result objects holds it."""
@@ -231,9 +235,9 @@ def test_a_worker_whose_output_pipes_close_still_runs_and_reports(tmp_path: Path
         bucket.write(inbox_key("w-1"), b"not a signed inbox")
         time.sleep(0.5)
         assert worker.poll() is None, "the worker died of its closed output"
-        body = {"seq": 1, "jobs": {"j1": _job(["sh", "-c", f"echo hi > {tmp_path}/out.txt"])},
-                "cancel": []}
-        bucket.write(inbox_key("w-1"), messages.encode("inbox", body, KEY))
+        write_inbox(bucket, "w-1", 1,
+                    _inbox_jobs({"j1": _job(["sh", "-c", f"echo hi > {tmp_path}/out.txt"])}),
+                    key=KEY)
         assert wait_until(lambda: bucket.read(result_key("j1", "w-1")) is not None, 30)
         assert messages.decode("result", bucket.read(result_key("j1", "w-1")).data)[
             "outcome"] == "solved"

@@ -1,6 +1,6 @@
 """--expocloud-worker-requirements through both front ends on the local engine: the flag (and
 the profile key) is accepted, the run says in one line that nothing is installed, and the jobs
-run in this machine's environment. (Installing on a VM: tests/e2e/test_startup_script.py; bad
+run in this machine's environment. (Installing on a VM: tests/e2e/test_startup_script_run.py; bad
 files before any VM: tests/bad_input_cases.py.)
 """
 

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import LocalBucket
-from expo_executor.protocol.keys import inbox_key, result_key
-from expo_executor.protocol.records import ResultBatch
+from expo_executor.protocol.keys import result_key
+from expo_executor.protocol.records import InboxJob, ResultBatch
 from expo_executor.worker import command_clock
 from expo_executor.worker.agent import Worker
 from expo_executor.worker.forked import ForkedJob
@@ -25,7 +24,7 @@ from expo_executor.processes.sessions import marked_sessions
 from expo_executor.worker.zygote import TEST_ENTRY
 
 from tests.cwl_job import laid_out_job
-from tests.helpers import processes_under, run_snakemake, wait_until
+from tests.helpers import processes_under, run_snakemake, wait_until, write_inbox
 
 KEY = b"z" * 32
 SNAKEFILE = """
@@ -70,8 +69,9 @@ class Rig:
 
     def send(self, jobs: dict, cancel: list[str] = ()) -> None:
         self.seq += 1
-        body = {"seq": self.seq, "jobs": jobs, "cancel": list(cancel)}
-        self.bucket.write(inbox_key(self.worker.worker_id), messages.encode("inbox", body, KEY))
+        write_inbox(self.bucket, self.worker.worker_id, self.seq,
+                    {name: InboxJob.from_wire(job) for name, job in jobs.items()},
+                    cancel=cancel, key=KEY)
 
     def result(self, job_key: str) -> dict | None:
         """The job's result, in whichever of the worker's result objects holds it (a worker

@@ -166,7 +166,7 @@ def test_a_machine_type_no_zone_offers_stops_the_run_with_the_fix(
         tmp_path: Path, fake_compute: FakeCompute, gcs_emulator: str,  # noqa: F811
         fault_figures) -> None:
     """What the engine does when a type is gone from every zone after the checks before the
-    run (which refuse such a run before any VM: tests/e2e/test_doctor.py), so they are
+    run (which refuse such a run before any VM: tests/e2e/test_doctor_fakes.py), so they are
     skipped here."""
     jobs = size(2, 10)
     for zone in ("us-central1-a", "us-central1-b"):

@@ -23,7 +23,7 @@ from expo_executor.runs.files import RunFiles  # noqa: E402
 
 from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401,E402
 from tests.gcs_emulator import fresh_bucket, gcs_emulator  # noqa: F401,E402
-from tests.helpers import SNAKEMAKE, run_dirs, wait_until  # noqa: E402
+from tests.helpers import SNAKEMAKE, run_dirs, wait_until, write_inbox  # noqa: E402
 from .conftest import size  # noqa: E402
 
 SWEEP = """
@@ -137,7 +137,8 @@ def test_staged_job_whose_upload_outlasts_its_allowance_is_no_timeout(
     from expo_executor.frontends.cwl.staging import Staging
     from expo_executor.protocol import messages
     from expo_executor.protocol.gcs_bucket import GcsBucket
-    from expo_executor.protocol.keys import inbox_key, result_key
+    from expo_executor.protocol.keys import result_key
+    from expo_executor.protocol.records import InboxJob
     from expo_executor.worker.agent import Worker
 
     key = b"k" * 32
@@ -161,8 +162,7 @@ def test_staged_job_whose_upload_outlasts_its_allowance_is_no_timeout(
         thread = threading.Thread(target=worker.run, daemon=True)
         thread.start()
         try:
-            bucket.write(inbox_key("w-1"), messages.encode(
-                "inbox", {"seq": 1, "to": "w-1", "jobs": {"c1": job}, "cancel": []}, key))
+            write_inbox(bucket, "w-1", 1, {"c1": InboxJob.from_wire(job)}, key=key)
             assert wait_until(lambda: bucket.read(result_key("c1", "w-1")) is not None, 60)
         finally:
             worker.request_stop("terminated")
@@ -219,12 +219,11 @@ class SmallDiskWorker:
             stderr=subprocess.STDOUT, start_new_session=True)
 
     def send(self, jobs: dict) -> None:
-        from expo_executor.protocol import messages
-        from expo_executor.protocol.keys import inbox_key
+        from expo_executor.protocol.records import InboxJob
 
         self.seq += 1
-        body = {"seq": self.seq, "jobs": jobs, "cancel": []}
-        self.bucket.write(inbox_key("w-1"), messages.encode("inbox", body, self.key))
+        write_inbox(self.bucket, "w-1", self.seq,
+                    {name: InboxJob.from_wire(job) for name, job in jobs.items()}, key=self.key)
 
     def result(self, key: str) -> dict | None:
         from expo_executor.protocol import messages

@@ -26,7 +26,7 @@ from expo_executor.protocol.gcs_bucket import GcsBucket  # noqa: E402
 
 from tests.emulated_gce import PROJECT, emulated_args, emulated_env, fake_compute  # noqa: F401,E402
 from tests.gcs_emulator import fresh_bucket, gcs_emulator  # noqa: F401,E402
-from tests.helpers import SNAKEMAKE, job_records, run_dirs, wait_until  # noqa: E402
+from tests.helpers import SNAKEMAKE, job_records, run_dirs, wait_until, write_inbox  # noqa: E402
 from .conftest import size  # noqa: E402
 
 RATE = 0.1
@@ -284,8 +284,9 @@ def test_worker_outlives_a_storage_outage_and_reports_afterwards(
     import threading
 
     from expo_executor.protocol import messages
+    from expo_executor.protocol.keys import result_key
+    from expo_executor.protocol.records import InboxJob
     from expo_executor.worker.agent import Worker
-    from expo_executor.protocol.keys import inbox_key, result_key
 
     key = b"k" * 32
     url = f"gs://{fresh_bucket(gcs_emulator)}/run"
@@ -298,8 +299,8 @@ def test_worker_outlives_a_storage_outage_and_reports_afterwards(
     thread.start()
 
     def send(seq: int, jobs: dict) -> None:
-        body = {"seq": seq, "jobs": jobs, "cancel": []}
-        direct.write(inbox_key("w-1"), messages.encode("inbox", body, key))
+        write_inbox(direct, "w-1", seq,
+                    {name: InboxJob.from_wire(job) for name, job in jobs.items()}, key=key)
 
     try:
         send(1, {"j": {"argv": ["sh", "-c", "sleep 1; echo done"], "cwd": str(tmp_path),

@@ -1,10 +1,11 @@
 """The unit tier: pure and in-process. No subprocess, no listening server, no sleep.
 
-A guard wraps every phase of every test in this folder (fixture setup included, so a
-session-scoped fixture that a unit test is first to request is caught too; the one teardown
-left unguarded is the session's last, where other tiers' session fixtures end): a test that starts
-a process, binds or listens on a socket, or sleeps fails with the reason, even when the code
-under test swallows the exception. A slow or flaky test cannot drift into the fast tier
+A guard wraps every phase of every test in this folder and its subfolders (the unit tier
+mirrors the package: tests/unit/core/, tests/unit/engines/gce/, ...), fixture setup included, so
+a session-scoped fixture that a unit test is first to request is caught too (the one teardown
+left unguarded is the session's last, where other tiers' session fixtures end): a test that
+starts a process, binds or listens on a socket, or sleeps fails with the reason, even when the
+code under test swallows the exception. A slow or flaky test cannot drift into the fast tier
 unnoticed: it belongs in tests/e2e/.
 """
 

@@ -1,7 +1,7 @@
 """The agent-assignment example workflow's scripts, in process: the solver's three variants
 against an independent brute force, the generator's seeds, the aggregate's placeholders, and a
 Snakefile and profile that name no executor (its commands and plain Snakemake runs are in
-tests/e2e/test_agent_assignment.py)."""
+tests/e2e/test_agent_assignment_scripts.py)."""
 import json
 import math
 import random

@@ -1,6 +1,6 @@
 """The bad-input table (tests/bad_input_cases.py) covers every category with distinct cases, and
 the bucket-name check lets valid names through. Running each case against snakemake or
-expocloud-cwl and a fake Compute server: tests/e2e/test_bad_input.py.
+expocloud-cwl and a fake Compute server: tests/e2e/test_bad_input_runs.py.
 """
 
 from __future__ import annotations

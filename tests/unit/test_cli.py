@@ -1,6 +1,6 @@
 """The ``expocloud`` command line in process, on a recorded run directory: report's bad options
 refused in one line, status and runs, no run at all. (A whole report, drawing its outcome map:
-tests/e2e/test_cli.py.)"""
+tests/e2e/test_cli_report.py.)"""
 
 from __future__ import annotations
 

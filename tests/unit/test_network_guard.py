@@ -1,6 +1,6 @@
 """The network guard (tests/conftest.py) must bite, or every other test's 'offline' claim is
 hollow: a connection off loopback is refused, a remote name does not resolve. (Loopback stays
-open, for the local servers: tests/e2e/test_network_guard.py.)"""
+open, for the local servers: tests/e2e/test_network_guard_loopback.py.)"""
 
 import socket
 

@@ -7,7 +7,7 @@
 - no command in the package is built as a string for a shell, and nothing in it can unpickle.
 
 The socket tables of real runs, real workers given forged inboxes, the run key and CWL secrets
-through whole runs, and the startup script's quoting: tests/e2e/test_security.py.
+through whole runs, and the startup script's quoting: tests/e2e/test_security_processes.py.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ WORKER_STOP_TIMEOUT_S = 25
 # job, and its GCS storage plugin) and staged CWL jobs (this package alone). The rest serves
 # only the machine that drives the run: matplotlib (and numpy) draw reports, scipy fits
 # preemption models, cwltool evaluates CWL jobs before they reach a worker, the Cloud Billing
-# client refreshes prices. tests/unit/test_startup_script.py checks this against the imports
+# client refreshes prices. tests/unit/engines/gce/test_startup.py checks this against the imports
 # the worker's code can reach.
 WORKER_NEEDS = frozenset({
     "snakemake", "snakemake-interface-executor-plugins", "snakemake-interface-common",

@@ -4,7 +4,7 @@
 # configuration (readonly MODE, PYTHON_VERSION, PINS, WHEEL_*, REQUIREMENTS, BOOT_LOG_*,
 # WORKER_UNIT, ...), then everything below the marker line, with each __NAME__ (VENV, SCRATCH,
 # HOME_DIR, LOG, LOCK, SYSTEMD_DIR) replaced by its shell-quoted path. This header is left out.
-# Checked by shellcheck as it stands here (tests/e2e/test_startup_script.py).
+# Checked by shellcheck as it stands here (tests/e2e/test_startup_script_run.py).
 # -- body --
 
 readonly VENV=__VENV__ SYSTEMD_DIR=__SYSTEMD_DIR__

@@ -1,0 +1,176 @@
+"""GcsBucket against the GCS emulator made faithful to preconditions (the shared contract, with
+the race, is in test_bucket_contract.py): what the faithful wrapper fixes, keys under the
+prefix, listing pages, request counts, a create-only write whose answer was lost, and our own
+retries of connection errors. Everything stays on loopback."""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.request
+
+import pytest
+
+pytest.importorskip("google.cloud.storage")
+pytest.importorskip("gcp_storage_emulator")
+
+from expo_executor.emulator.faulty_proxy import FaultyProxy
+from expo_executor.gcp.errors import is_transient_storage
+from expo_executor.protocol.bucket import PreconditionFailed
+from expo_executor.protocol.gcs_bucket import GcsBucket
+
+from tests.gcs_emulator import EmulatorProcess, fresh_bucket, gcs_emulator  # noqa: F401
+
+
+@pytest.fixture
+def bucket(gcs_emulator: str) -> GcsBucket:  # noqa: F811
+    return GcsBucket(f"gs://{fresh_bucket(gcs_emulator)}/runs/r1", endpoint=gcs_emulator)
+
+
+def test_bare_emulator_ignores_preconditions() -> None:
+    """Why the wrapper exists: without it, create-only writes silently overwrite."""
+    emulator = EmulatorProcess(bare=True)
+    try:
+        bare = GcsBucket(f"gs://{fresh_bucket(emulator.endpoint)}/p", endpoint=emulator.endpoint)
+        bare.write("k", b"first", if_generation_match=0)
+        bare.write("k", b"second", if_generation_match=0)  # no 412 from the stock emulator
+        assert bare.read("k").data == b"second"
+    finally:
+        emulator.stop()
+
+
+# -- retries through GcsBucket ----------------------------------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_connection_errors_are_retried_then_raised() -> None:
+    """Our loop, not the client's: exactly ``attempts`` tries, ``attempts - 1`` sleeps."""
+    sleeps: list[float] = []
+    port = _closed_port()
+    bucket = GcsBucket("gs://b/p", endpoint=f"http://127.0.0.1:{port}", attempts=4,
+                       sleep=sleeps.append, rand=lambda: 1.0)
+    for call in (lambda: bucket.read("k"), lambda: bucket.write("k", b"x"),
+                 lambda: bucket.list(""), lambda: bucket.delete("k")):
+        sleeps.clear()
+        with pytest.raises(Exception) as info:
+            call()
+        assert is_transient_storage(info.value)
+        assert sleeps == [0.1, 0.2, 0.4]
+
+
+# -- GCS specifics -----------------------------------------------------------------------------
+
+
+def test_keys_are_relative_to_the_prefix(gcs_emulator: str) -> None:  # noqa: F811
+    name = fresh_bucket(gcs_emulator)
+    one = GcsBucket(f"gs://{name}/runs/r1", endpoint=gcs_emulator)
+    two = GcsBucket(f"gs://{name}/runs/r2/", endpoint=gcs_emulator)
+    root = GcsBucket(f"gs://{name}", endpoint=gcs_emulator)
+    gen = one.write("x/y", b"one")
+    two.write("x/y", b"two")
+    assert one.list("") == {"x/y": gen}
+    assert one.read("x/y").data == b"one" and two.read("x/y").data == b"two"
+    assert set(root.list("runs/")) == {"runs/r1/x/y", "runs/r2/x/y"}
+    for key in ("../x", "/etc/passwd", "a/../../x"):
+        with pytest.raises(ValueError):
+            one.write(key, b"")
+
+
+def test_412_has_gcs_error_body(gcs_emulator: str) -> None:  # noqa: F811
+    import json
+    import urllib.error
+    import urllib.request
+
+    name = fresh_bucket(gcs_emulator)
+    url = f"{gcs_emulator}/upload/storage/v1/b/{name}/o?uploadType=media&name=k&ifGenerationMatch=0"
+    for expected in (200, 412):
+        request = urllib.request.Request(url, data=b"x", method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                status, body = answer.status, None
+        except urllib.error.HTTPError as err:
+            status, body = err.code, json.loads(err.read())
+        assert status == expected
+    assert body["error"]["code"] == 412
+    assert body["error"]["errors"][0]["reason"] == "conditionNotMet"
+
+
+def test_list_follows_pages(bucket: GcsBucket, gcs_emulator: str) -> None:  # noqa: F811
+    gens = {f"many/{i:03d}": bucket.write(f"many/{i:03d}", b"x") for i in range(25)}
+    bucket.write("other", b"y")
+    paged = GcsBucket(bucket.url, endpoint=gcs_emulator, page_size=10)
+    assert paged.list("many/") == gens
+    assert paged.requests == 3, "25 objects in pages of 10: three list requests"
+    assert bucket.list("many/") == gens
+
+
+def test_a_listing_asks_only_for_names_and_generations(
+        bucket: GcsBucket, gcs_emulator: str) -> None:  # noqa: F811
+    """The coordinator lists every round: each listed object carries its name and generation
+    only (GCS's partial response), not its whole metadata; pages still follow."""
+    gens = {f"lean/{i}": bucket.write(f"lean/{i}", b"x") for i in range(3)}
+    targets: list[str] = []
+    with FaultyProxy(gcs_emulator, rate=0.0) as proxy:
+        proxy.refuse(lambda request: targets.append(request.target) and False)
+        lean = GcsBucket(bucket.url, endpoint=proxy.endpoint, page_size=2)
+        assert lean.list("lean/") == gens
+    listings = [t for t in targets if "/o?" in t and "alt=media" not in t]
+    assert len(listings) == 2 and all("fields=items(name,generation),nextPageToken" in t
+                                      for t in listings), listings
+    # the emulator answers it as GCS does: only the fields asked for
+    url = (f"{gcs_emulator}/storage/v1/b/{bucket.bucket_name}/o?prefix={bucket.prefix}lean/"
+           f"&fields=items(name,generation),nextPageToken")
+    with urllib.request.urlopen(url) as answer:
+        items = json.load(answer)["items"]
+    assert len(items) == 3 and all(set(item) == {"name", "generation"} for item in items)
+
+
+def test_requests_are_counted(bucket: GcsBucket) -> None:
+    bucket.write("c", b"1")
+    bucket.read("c")
+    bucket.list("")
+    bucket.delete("c")
+    assert bucket.requests == 4
+
+
+def test_lost_response_of_create_only_write_counts_as_success(
+    bucket: GcsBucket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first attempt lands but its answer is lost; the retry meets 412, reads back, wins."""
+    import requests
+
+    real_upload = bucket._upload
+    calls = []
+
+    def flaky(name: str, data: bytes, if_generation_match):  # type: ignore[no-untyped-def]
+        calls.append(name)
+        generation = real_upload(name, data, if_generation_match)
+        if len(calls) == 1:
+            raise requests.exceptions.ConnectionError("response lost")
+        return generation
+
+    monkeypatch.setattr(bucket, "_upload", flaky)
+    bucket._retry["sleep"] = lambda _s: None
+    gen = bucket.write("lease", b"mine", if_generation_match=0)
+    assert len(calls) == 2 and bucket.read("lease").generation == gen
+    # Somebody else's object is still a lost race, even after a transient failure.
+    calls.clear()
+    monkeypatch.setattr(bucket, "_upload", flaky)
+    with pytest.raises(PreconditionFailed):
+        bucket.write("lease", b"theirs", if_generation_match=0)
+
+
+def test_open_bucket_reaches_gcs_through_the_emulator_variable(
+        gcs_emulator: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    from expo_executor.protocol.bucket import open_bucket
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator)
+    bucket = open_bucket(f"gs://{fresh_bucket(gcs_emulator)}/runs/r9")
+    assert isinstance(bucket, GcsBucket)
+    generation = bucket.write("workers/w-1/status.json", b"{}")
+    assert bucket.list("workers/") == {"workers/w-1/status.json": generation}

@@ -1,0 +1,215 @@
+"""A rerun adopts a crashed run whose worker still lives (adopt.py, recover.py): the jobs in
+flight there are not run again; the rerun's jobs of the same identity are ended by the old
+worker's results (a timeout prunes, also on that worker), the old worker's inbox is kept
+fresh under the crashed run's key, and the worker is stopped once it holds nothing.
+
+Both runs are the real coordinator driven round by round (tests/coordinator_rig.py); the
+crashed run's worker exists as the objects the test writes in the crashed run's bucket. Only
+the engine's answer to "which of its workers are alive, stop these" is scripted
+(``OldWorkers``, the boundary adopt.py reaches them through: a GCE listing and delete, or
+the local engine's processes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from expo_executor.coordinator import adopt
+from expo_executor.coordinator.adopt import Adoption
+from expo_executor.coordinator.harvest import harvest
+from expo_executor.coordinator.loop import JobRequest
+from expo_executor.coordinator.run_state import KEY as KEY_FILE
+from expo_executor.coordinator.run_state import RunState, crashed_runs, record
+from expo_executor.coordinator.state import FamilyRef, StateDir
+from expo_executor.core.hardness import HardnessPoint
+from expo_executor.core.records import JobMeta
+from expo_executor.core.scheduler import Outcome, Task
+from expo_executor.protocol.keys import inbox_key, result_key
+from expo_executor.protocol.records import Inbox
+from expo_executor.protocol.worker_keys import worker_key
+
+from tests.coordinator_rig import Rig
+from tests.helpers import KEY
+
+FAMILY = FamilyRef("Snakefile", "solve", "n", 60.0)
+
+
+def _request(n: int, run: str) -> JobRequest:
+    """Job ``n``; from 100 on, a job with no stable identity (as cwltool's)."""
+    return JobRequest(Task(f"{run}-j{n}", f"solve n={n}", family=FAMILY.key,
+                           point=HardnessPoint(("solve",), (float(n),))),
+                      ["true"], "/", {}, 60.0, family=FAMILY, meta=JobMeta("solve", {"n": str(n)}),
+                      identity=f"solve-{n}" if n < 100 else None)
+
+
+class OldWorkers:
+    """The engine's side of the crashed run's workers: alive until stopped or killed."""
+
+    def __init__(self, *names: str) -> None:
+        self.alive_now = set(names)
+        self.stopped: list[str] = []
+
+    def alive(self) -> set[str]:
+        return set(self.alive_now)
+
+    def stop(self, names=None, gone_timeout: float = 0.0) -> int:  # type: ignore[no-untyped-def]
+        names = set(self.alive_now if names is None else names) & self.alive_now
+        self.stopped.extend(sorted(names))
+        self.alive_now -= names
+        return len(names)
+
+
+def _crashed(state_root: Path, jobs: tuple[int, ...]) -> Rig:
+    """Run r1: ``jobs`` all running on worker w-1 (4 slots) when its coordinator dies."""
+    run_dir = state_root / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    old = Rig(run_dir, slots=4)
+    old.coordinator.submit([_request(n, "r1") for n in jobs])
+    old.round()
+    old.ready("w-1")
+    old.round()
+    assert old.assigned("w-1") == {f"r1-j{n}" for n in jobs}
+    record(run_dir, RunState("r1", "local", str(old.direct.root)), KEY).release()  # killed
+    return old
+
+
+def _rerun(state_root: Path, old: Rig, workers: OldWorkers,
+           in_flight: int = 4) -> tuple[Rig, Adoption]:
+    """Run r2 adopts r1 (as recover.py does) and takes in r1's four jobs again and a new one."""
+    state = StateDir(state_root)
+    [held] = crashed_runs(state_root, skip=state_root / "runs" / "r2")
+    adoption = Adoption(held, workers, old.direct, KEY, lambda line: None)
+    found = harvest(held.dir, old.direct, KEY, state, "r2", lambda line: None)
+    assert adoption.take_over(found, old.now) == in_flight
+    new = Rig(state.new_run("r2"), slots=1)
+    new.coordinator.state = new.coordinator.reporter.state = state
+    new.coordinator.adopted = [adoption]
+    new.coordinator.submit([_request(n, "r2") for n in (1, 2, 3, 5, 6)])
+    new.round()
+    return new, adoption
+
+
+def _inbox(old: Rig) -> Inbox:
+    return Inbox.decode(old.direct.read(inbox_key("w-1")).data, worker_key(KEY, "w-1"))
+
+
+def test_jobs_in_flight_are_ended_by_the_old_workers_results(tmp_path: Path) -> None:
+    old = _crashed(tmp_path, (1, 2, 3, 5))
+    seq = _inbox(old).seq
+    workers = OldWorkers("w-1")
+    new, adoption = _rerun(tmp_path, old, workers)
+    scheduler = new.coordinator.scheduler
+    assert {k: scheduler.state(k) for k in ("r2-j1", "r2-j2", "r2-j3", "r2-j5", "r2-j6")} == \
+        {"r2-j1": "running", "r2-j2": "running", "r2-j3": "running", "r2-j5": "running",
+         "r2-j6": "queued"}  # not run again; only the new job waits for a worker of r2
+    assert _inbox(old).seq > seq  # kept fresh, newer than anything w-1 saw
+    assert set(_inbox(old).jobs) == {"r1-j1", "r1-j2", "r1-j3", "r1-j5"}
+
+    old.result("r1-j2", "w-1", "solved")
+    old.result("r1-j1", "w-1", "timeout")
+    old.ready("w-1")
+    new.round()
+    assert new.reports["r2-j2"].outcome is Outcome.SOLVED
+    assert new.reports["r2-j1"].outcome is Outcome.TIMEOUT
+    assert new.reports["r2-j6"].outcome is Outcome.SKIPPED  # pruned by the adopted timeout
+    assert new.coordinator.state.load_frontier(FAMILY).dominator(
+        HardnessPoint(("solve",), (1.0,))) is not None
+    # n=3 and n=5 are as hard or harder: cancelled where they run, on the old worker
+    assert set(_inbox(old).cancel) == {"r1-j3", "r1-j5"}
+    assert workers.stopped == []
+
+    old.result("r1-j3", "w-1", "cancelled")
+    old.result("r1-j5", "w-1", "cancelled")
+    old.ready("w-1")
+    new.round()
+    assert {new.reports[k].outcome for k in ("r2-j3", "r2-j5")} == {Outcome.SKIPPED}
+    assert workers.stopped == ["w-1"]  # it holds nothing more
+    assert new.coordinator.adopted == [] and adoption.done
+    assert not (old.coordinator.run_dir / KEY_FILE).exists()  # the crashed run is over
+    records = {r["key"]: r for r in new.coordinator.files.jobs()}
+    assert records["r2-j2"]["adopted_from"] == "r1" and "adopted_from" not in records["r2-j6"]
+
+
+def test_a_batch_of_the_old_workers_results_ends_each_of_its_jobs_once(tmp_path: Path) -> None:
+    """A worker holding prefetched jobs reports several in one object: each adopted job in it
+    ends, once, and the object goes when their records are on disk."""
+    old = _crashed(tmp_path, (1, 2, 3, 5))
+    new, adoption = _rerun(tmp_path, old, OldWorkers("w-1"))
+    old.batch("w-1", ("r1-j2", "solved"), ("r1-j1", "timeout"), ("r1-j3", "failed"))
+    old.ready("w-1")
+    new.round()
+    # n=3 is as hard as the timeout of n=1: being cancelled, its failure is a kill
+    assert {k: new.reports[k].outcome for k in ("r2-j1", "r2-j2", "r2-j3")} == \
+        {"r2-j1": Outcome.TIMEOUT, "r2-j2": Outcome.SOLVED, "r2-j3": Outcome.SKIPPED}
+    assert old.direct.read(result_key("r1-j2", "w-1")) is None, "deleted once recorded"
+    new.round()  # (the rig fails a second report of a job)
+    assert set(_inbox(old).jobs) == {"r1-j5"} and set(_inbox(old).cancel) == {"r1-j5"}
+
+
+def test_jobs_of_an_old_worker_that_dies_run_again_here(tmp_path: Path, monkeypatch) -> None:
+    old = _crashed(tmp_path, (1, 2, 3, 5))
+    workers = OldWorkers("w-1")
+    new, adoption = _rerun(tmp_path, old, workers)
+    old.result("r1-j2", "w-1", "solved")  # written just before it died: it stands
+    workers.alive_now.clear()  # w-1 is gone (preempted, or its VM deleted)
+    monkeypatch.setattr(adopt, "ALIVE_EVERY", 0.0)
+    new.round()
+    assert new.reports["r2-j2"].outcome is Outcome.SOLVED
+    scheduler = new.coordinator.scheduler
+    assert {scheduler.state(k) for k in ("r2-j1", "r2-j3", "r2-j5")} == {"queued"}
+    assert adoption.done and new.coordinator.adopted == []
+    assert any("re-queued solve n=1 from lost worker r1/w-1" in line for line in new.lines)
+
+
+def test_an_in_flight_job_nobody_submits_again_is_used_later(tmp_path: Path) -> None:
+    """Its solution waits for a submission of it (the harvest path: the front end checks its
+    outputs); its timeout joins the frontier and prunes what this run has queued."""
+    old = _crashed(tmp_path, (1, 2, 3, 5))
+    workers = OldWorkers("w-1")
+    state = StateDir(tmp_path)
+    [held] = crashed_runs(tmp_path, skip=tmp_path / "runs" / "r2")
+    adoption = Adoption(held, workers, old.direct, KEY, lambda line: None)
+    adoption.take_over(harvest(held.dir, old.direct, KEY, state, "r2", lambda line: None),
+                       old.now)
+    new = Rig(state.new_run("r2"), slots=1)
+    new.coordinator.state = new.coordinator.reporter.state = state
+    new.coordinator.adopted = [adoption]
+    new.coordinator.submit([_request(6, "r2")])
+    new.round()
+    old.result("r1-j2", "w-1", "solved")
+    old.result("r1-j1", "w-1", "timeout")
+    old.ready("w-1")
+    new.round()
+    assert new.coordinator.harvested["solve-2"].key == "r1-j2"
+    assert new.reports["r2-j6"].outcome is Outcome.SKIPPED
+    assert state.load_frontier(FAMILY).dominator(HardnessPoint(("solve",), (1.0,))) is not None
+
+
+def test_a_job_the_worker_was_never_given_is_not_adopted(tmp_path: Path) -> None:
+    """A worker holds its own key, so it can sign an inbox of its own: only the jobs the dead
+    coordinator recorded giving it (assigned.jsonl) are taken as in flight there."""
+    old = _crashed(tmp_path, (1, 2, 3, 5))
+    inbox = _inbox(old)
+    forged = Inbox(inbox.seq + 1, "w-1", {**inbox.jobs, "r1-j7": inbox.jobs["r1-j1"]})
+    old.direct.write(inbox_key("w-1"), forged.encode(worker_key(KEY, "w-1")))
+    _new, adoption = _rerun(tmp_path, old, OldWorkers("w-1"))  # (it checks: 4 in flight)
+    assert set(adoption.jobs) == {"r1-j1", "r1-j2", "r1-j3", "r1-j5"}
+
+
+def test_a_job_with_no_stable_identity_is_killed_not_adopted(tmp_path: Path) -> None:
+    """Nothing of the rerun can stand for it (cwltool's jobs): its worker kills it, rather
+    than run it for nobody; the worker is stopped once that is done."""
+    old = _crashed(tmp_path, (1, 2, 3, 100))
+    workers = OldWorkers("w-1")
+    new, adoption = _rerun(tmp_path, old, workers, in_flight=3)
+    assert set(adoption.jobs) == {"r1-j1", "r1-j2", "r1-j3"}
+    assert set(_inbox(old).cancel) == {"r1-j100"}
+    for n in (1, 2, 3):
+        old.result(f"r1-j{n}", "w-1", "solved")
+    old.ready("w-1")
+    new.round()
+    assert workers.stopped == []  # its kill is not confirmed yet
+    old.result("r1-j100", "w-1", "cancelled")
+    old.ready("w-1")
+    new.round()
+    assert workers.stopped == ["w-1"] and adoption.done
