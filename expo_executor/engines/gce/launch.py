@@ -19,7 +19,7 @@ from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import parse_duration
 from expo_executor.core.scheduler import Pool
 from expo_executor.core.shapes import Shape, comes_with_gpus
-from expo_executor.engines.gce import doctor
+from expo_executor.engines.gce import doctor, doctor_context
 from expo_executor.engines.gce.engine import GceConfig, GceEngine
 from expo_executor.engines.gce.google_apis import Roots
 from expo_executor.engines.gce.key_channel import KeyGrantor
@@ -144,7 +144,7 @@ def build_engine(settings: GceSettings, run_id: str, run_key: bytes, bucket: Buc
 
 # -- expocloud doctor, before the first VM --------------------------------------------------------
 def doctor_plan(settings: GceSettings, shapes: Iterable[Shape],
-                bucket_url: str) -> doctor.Plan:
+                bucket_url: str) -> doctor_context.Plan:
     """What the run will ask of the project, for the checks: its machine types (the pools'
     and every per-rule shape known before the run), GPUs, fleet, network, images, bucket."""
     shapes = sorted(set(shapes))
@@ -164,7 +164,7 @@ def doctor_plan(settings: GceSettings, shapes: Iterable[Shape],
         external_ip=not settings.gce_internal_ip_only)
     images = (settings.gce_image,) + ((settings.gce_gpu_image,) if settings.gce_gpu_image
                                       and any(s.gpus for s in shapes) else ())
-    return doctor.Plan(
+    return doctor_context.Plan(
         project=settings.gce_project or "", zones=tuple(zones(settings)),
         bucket=bucket_url.removeprefix("gs://").split("/", 1)[0],
         worker=settings.gce_service_account or "default", machine_types=types, gpus=gpus,

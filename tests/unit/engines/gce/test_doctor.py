@@ -15,7 +15,7 @@ from expo_executor.coordinator.profile_settings import (Profile, add_setting_fla
 from expo_executor.coordinator.settings import ExecutorSettings, validate
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.shapes import Shape
-from expo_executor.engines.gce import bucket_access, doctor, quota_plan
+from expo_executor.engines.gce import bucket_access, doctor_access, doctor_context, doctor_fleet, quota_plan
 from expo_executor.engines.gce.launch import doctor_plan
 from expo_executor.engines.gce.quota_plan import FleetPlan, Machine, Quota
 
@@ -114,10 +114,10 @@ def test_everyone_counts_groups_may_and_unreadable_roles_are_said() -> None:
     ("projects/deeplearning-platform-release/global/images/family/common-cu124", None),
 ])
 def test_public_image_families_map_to_their_python(image: str, version: str | None) -> None:
-    assert doctor.image_python(image) == version
+    assert doctor_fleet.image_python(image) == version
 
 
-def _plan(**changes) -> doctor.Plan:
+def _plan(**changes) -> doctor_context.Plan:
     settings = ExecutorSettings(engine="gce", gce_project="p", gce_zones="us-central1-a",
                                 max_workers=4, gce_service_account="w@p.iam.gserviceaccount.com",
                                 **changes)
@@ -126,16 +126,16 @@ def _plan(**changes) -> doctor.Plan:
 
 def test_the_python_check_names_the_versions_and_the_fix() -> None:
     pip = _plan(gce_image="projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts")
-    bad = doctor.check_python(pip, "3.11")
+    bad = doctor_fleet.check_python(pip, "3.11")
     assert not bad.ok and bad.line.startswith("worker Python: image projects/ubuntu-os-cloud/"
                                               "global/images/family/ubuntu-2204-lts has Python "
                                               "3.10, this machine 3.11")
     assert "an image with Python 3.11 (--expocloud-gce-image)" in bad.fix
     assert "--expocloud-gce-worker-software image" in bad.fix
-    assert doctor.check_python(pip, "3.10").ok
-    custom = doctor.check_python(_plan(gce_image="projects/p/global/images/mine"), "3.11")
+    assert doctor_fleet.check_python(pip, "3.10").ok
+    custom = doctor_fleet.check_python(_plan(gce_image="projects/p/global/images/mine"), "3.11")
     assert custom.ok and custom.warning
-    assert doctor.check_python(_plan(gce_worker_software="image", gce_image="x"), "3.9").ok
+    assert doctor_fleet.check_python(_plan(gce_worker_software="image", gce_image="x"), "3.9").ok
 
 
 def test_a_nat_covers_all_subnetworks_or_the_listed_one_of_its_network() -> None:
@@ -146,21 +146,21 @@ def test_a_nat_covers_all_subnetworks_or_the_listed_one_of_its_network() -> None
     every = router("default", sourceSubnetworkIpRangesToNat="ALL_SUBNETWORKS_ALL_IP_RANGES")
     listed = router("vpc", sourceSubnetworkIpRangesToNat="LIST_OF_SUBNETWORKS", subnetworks=[
         {"name": "https://www.googleapis.com/compute/v1/projects/p/regions/r/subnetworks/a"}])
-    assert doctor.nat_covers([every], "default", "default")
-    assert not doctor.nat_covers([every], "vpc", "a")
-    assert doctor.nat_covers([listed], "vpc", "a") and not doctor.nat_covers([listed], "vpc", "b")
-    assert not doctor.nat_covers([], "default", "default")
+    assert doctor_fleet.nat_covers([every], "default", "default")
+    assert not doctor_fleet.nat_covers([every], "vpc", "a")
+    assert doctor_fleet.nat_covers([listed], "vpc", "a") and not doctor_fleet.nat_covers([listed], "vpc", "b")
+    assert not doctor_fleet.nat_covers([], "default", "default")
 
 
 def test_the_coordinator_needs_what_the_engine_calls() -> None:
-    needed = set(doctor.coordinator_permissions(_plan()))
+    needed = set(doctor_access.coordinator_permissions(_plan()))
     assert {"compute.instances.create", "compute.instances.setMetadata",
             "compute.instances.setServiceAccount", "compute.disks.create",
             "compute.subnetworks.useExternalIp", "compute.zoneOperations.get"} <= needed
     assert "compute.images.useReadOnly" not in needed  # debian-cloud's image is public
-    internal = set(doctor.coordinator_permissions(_plan(gce_internal_ip_only=True)))
+    internal = set(doctor_access.coordinator_permissions(_plan(gce_internal_ip_only=True)))
     assert "compute.subnetworks.useExternalIp" not in internal
-    shared = set(doctor.coordinator_permissions(_plan(
+    shared = set(doctor_access.coordinator_permissions(_plan(
         gce_subnetwork="projects/host/regions/us-central1/subnetworks/s",
         gce_image="projects/p/global/images/worker")))
     assert "compute.subnetworks.use" not in shared  # the host project's to grant
@@ -231,6 +231,6 @@ def test_a_gce_run_names_its_worker_account_or_asks_for_the_default_one() -> Non
 
 
 def test_a_check_is_one_line_with_its_fix() -> None:
-    bad = doctor.failed("quotas", "CPUS short", "ask for more")
+    bad = doctor_context.failed("quotas", "CPUS short", "ask for more")
     assert bad.line == "quotas: CPUS short; fix: ask for more" and not bad.ok
-    assert doctor.passed("APIs", "enabled").line == "APIs: enabled"
+    assert doctor_context.passed("APIs", "enabled").line == "APIs: enabled"
