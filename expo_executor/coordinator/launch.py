@@ -28,7 +28,7 @@ from expo_executor.core.requirements import SETTING as REQUIREMENTS_SETTING
 from expo_executor.core.requirements import UserPin
 from expo_executor.core.scheduler import Pool, Scheduler
 from expo_executor.core.shapes import Shape
-from expo_executor.cost import machines, preemption, prices
+from expo_executor.cost import machines, preemption_fit, prices
 from expo_executor.cost.machine_choice import candidates, choose, measured_runtimes, workload_of
 from expo_executor.engines.base import Engine
 from expo_executor.engines.gce.settings import needs_credentials, pool_machine_types, zones
@@ -286,13 +286,13 @@ def _dims(machine_type: str) -> tuple[int, int] | None:
 
 
 def _auto_inputs(settings: ExecutorSettings,
-                 state: StateDir) -> tuple[prices.PriceTable, preemption.Models, list]:
+                 state: StateDir) -> tuple[prices.PriceTable, preemption_fit.Models, list]:
     """What 'auto' chooses from: the region's prices, the preemption models fitted to earlier
     runs (capped at the VMs' max run duration) and earlier runs' job records."""
     table = prices.load(prices.region_of(zones(settings)[0]))
     cap_h = parse_duration(settings.gce_max_run_duration,
                            "--expocloud-gce-max-run-duration") / 3600
-    models = preemption.load_models(state.root, cap_h=cap_h)
+    models = preemption_fit.load_models(state.root, cap_h=cap_h)
     history = [r for run in sorted((state.root / "runs").glob("*/jobs.jsonl"))
                for r in read_jsonl(run)]
     return table, models, history

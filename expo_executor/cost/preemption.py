@@ -7,31 +7,20 @@ it into an expected lifetime, and eq. 3-10 into the expected time and cost of a 
 to be recomputed when its VM goes away.
 
 Units are HOURS throughout, as in the paper; callers convert. Lifetimes are fitted per
-machine type from what our runs recorded (``expocloud fit-preemption``) and stored in
-``<state-dir>/preemption.json``; without data we fall back to illustrative priors.
+machine type from what our runs recorded (``expocloud fit-preemption``, ``preemption_fit``) and
+stored in ``<state-dir>/preemption.json``; without data we fall back to illustrative priors.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import os
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from expo_executor.core.errors import ExpoError
-from expo_executor.core.records import VmEnd
-from expo_executor.runs.files import VMS as VMS_FILE
-from expo_executor.runs.files import read_jsonl
-
-#: Fewer preemptions than this for a machine type and a four-parameter fit is noise: we keep
-#: the default prior instead (and say so).
-MIN_EVENTS = 5
 
 #: Exponents above this are clipped: e^700 is still finite, and any such F is far above 1.
 _MAX_EXP = 700.0
@@ -44,12 +33,13 @@ def _exp(x: float) -> float:
     return math.exp(min(x, _MAX_EXP))
 
 
-def _check(ok: bool, setting: str, problem: str, fix: str) -> None:
+def require(ok: bool, setting: str, problem: str, fix: str) -> None:
+    """A bad value is the caller's to fix: an ExpoError naming it (shared with ``preemption_fit``)."""
     if not ok:
         raise ExpoError(setting, problem, fix)
 
 
-def _positive(value: Any) -> bool:
+def positive(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) \
         and math.isfinite(value) and value > 0
 
@@ -74,7 +64,7 @@ class Bathtub:
     def __post_init__(self) -> None:
         for name in ("tau1", "tau2", "b", "A", "cap_h"):
             value = getattr(self, name)
-            _check(_positive(value), f"preemption model {name}",
+            require(positive(value), f"preemption model {name}",
                    f"{value!r} is not a positive number",
                    f"rerun `expocloud fit-preemption` or delete {MODELS_FILE}")
 
@@ -183,8 +173,8 @@ class Bathtub:
 
         Reaching the cap counts as an end: it kills the running jobs just as a preemption does.
         """
-        _check(t_h >= 0.0, "t_h", f"{t_h} is negative", "pass a duration >= 0 hours")
-        _check(age_h >= 0.0, "age_h", f"{age_h} is negative", "pass a VM age >= 0 hours")
+        require(t_h >= 0.0, "t_h", f"{t_h} is negative", "pass a duration >= 0 hours")
+        require(age_h >= 0.0, "age_h", f"{age_h} is negative", "pass a VM age >= 0 hours")
         alive = 1.0 - self.cdf(age_h)
         if alive <= 0.0:
             return 1.0
@@ -199,7 +189,7 @@ class Bathtub:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Bathtub:
         missing = [k for k in ("tau1", "tau2", "b", "A") if k not in data]
-        _check(not missing, MODELS_FILE, f"a model lacks {', '.join(missing)}",
+        require(not missing, MODELS_FILE, f"a model lacks {', '.join(missing)}",
                "rerun `expocloud fit-preemption` or delete the file")
         return cls(tau1=data["tau1"], tau2=data["tau2"], b=data["b"], A=data["A"],
                    cap_h=data.get("cap_h", 24.0))
@@ -208,11 +198,11 @@ class Bathtub:
 # -- the paper's job model (eq. 3-10) -------------------------------------------------------
 
 def _check_job(t_h: float, lifetime_h: float | None, n: int) -> None:
-    _check(math.isfinite(t_h) and t_h >= 0.0, "t_h", f"{t_h} is not a duration",
+    require(math.isfinite(t_h) and t_h >= 0.0, "t_h", f"{t_h} is not a duration",
            "pass the job's failure-free running time in hours (>= 0)")
-    _check(lifetime_h is None or _positive(lifetime_h), "lifetime_h",
+    require(lifetime_h is None or positive(lifetime_h), "lifetime_h",
            f"{lifetime_h} is not a positive lifetime", "pass E[L] in hours (> 0)")
-    _check(isinstance(n, int) and not isinstance(n, bool) and n >= 1, "n",
+    require(isinstance(n, int) and not isinstance(n, bool) and n >= 1, "n",
            f"{n!r} is not a VM count", "pass an integer >= 1")
 
 
@@ -234,7 +224,7 @@ def expected_time_h(t_h: float, lifetime_h: float, n: int = 1) -> float:
 
 def expected_cost(t_h: float, price_per_h: float, lifetime_h: float, n: int = 1) -> float:
     """Eq. 3, E[C] = n c E[T]; equal to eq. 10, (1/2) n c T (3 - (1 - T/E[L])^n)."""
-    _check(math.isfinite(price_per_h) and price_per_h >= 0.0, "price_per_h",
+    require(math.isfinite(price_per_h) and price_per_h >= 0.0, "price_per_h",
            f"{price_per_h} is not a price", "pass the VM's price per hour (>= 0)")
     return n * price_per_h * expected_time_h(t_h, lifetime_h, n)
 
@@ -251,12 +241,12 @@ def expected_cost_per_job(t_h: float, price_per_h: float, jobs_per_vm: int,
     So cost/job = price (E[T] + p boot_h) / k. With k = 1 and boot_h = 0 this is eq. 3 with
     n = 1; with ``lifetime_h=None`` (on-demand, never preempted) it is price t / k.
     """
-    _check(isinstance(jobs_per_vm, int) and not isinstance(jobs_per_vm, bool)
+    require(isinstance(jobs_per_vm, int) and not isinstance(jobs_per_vm, bool)
            and jobs_per_vm >= 1, "jobs_per_vm", f"{jobs_per_vm!r} is not a job count",
            "pass an integer >= 1")
-    _check(math.isfinite(price_per_h) and price_per_h >= 0.0, "price_per_h",
+    require(math.isfinite(price_per_h) and price_per_h >= 0.0, "price_per_h",
            f"{price_per_h} is not a price", "pass the VM's price per hour (>= 0)")
-    _check(math.isfinite(boot_h) and boot_h >= 0.0, "boot_h", f"{boot_h} is not a duration",
+    require(math.isfinite(boot_h) and boot_h >= 0.0, "boot_h", f"{boot_h} is not a duration",
            "pass the VM boot time in hours (>= 0)")
     _check_job(t_h, lifetime_h, 1)
     if lifetime_h is None:
@@ -289,7 +279,7 @@ def default_model(machine_type: str, cap_h: float = 24.0) -> Bathtub:
     with the cap, so a 6 h cap still gives a bathtub. ``expocloud fit-preemption`` replaces
     these with fits to the lifetimes our runs recorded.
     """
-    _check(_positive(cap_h), "cap_h", f"{cap_h!r} is not a positive duration",
+    require(positive(cap_h), "cap_h", f"{cap_h!r} is not a positive duration",
            "pass the VMs' maximum lifetime in hours, e.g. 24")
     v = vcpus(machine_type)
     tau1 = min(12.0, max(0.5, 8.0 / math.sqrt(v / 2.0)))
@@ -299,227 +289,3 @@ def default_model(machine_type: str, cap_h: float = 24.0) -> Bathtub:
     b = cap_h - tau2 * math.log(1.0 / share - 1.0 + math.exp(-cap_h / tau1))
     A = 1.0 / (early + math.exp((cap_h - b) / tau2))
     return Bathtub(tau1=tau1, tau2=tau2, b=b, A=A, cap_h=cap_h)
-
-
-# -- fitting --------------------------------------------------------------------------------
-
-def _check_observations(lifetimes_h: Sequence[float], preempted: Sequence[bool]) -> None:
-    _check(len(lifetimes_h) == len(preempted), "preempted",
-           f"{len(preempted)} flags for {len(lifetimes_h)} lifetimes", "pass one flag per VM")
-    bad = [t for t in lifetimes_h if not (math.isfinite(t) and t >= 0.0)]
-    _check(not bad, "lifetimes_h", f"{bad[0] if bad else ''} is not a lifetime",
-           "pass VM lifetimes in hours (>= 0)")
-
-
-def kaplan_meier(lifetimes_h: Sequence[float],
-                 preempted: Sequence[bool]) -> list[tuple[float, float]]:
-    """The empirical lifetime CDF, (t, F(t)) at each preemption time, with right censoring.
-
-    VMs that we deleted, that reached the cap or that we lost track of were not preempted;
-    all we know is that they lived at least that long. Counting them as preemptions would make
-    every early deletion (end of a sweep, a scale-down) look like an early preemption; dropping
-    them would bias towards short lives. Kaplan-Meier keeps them in the risk set until then.
-    """
-    _check_observations(lifetimes_h, preempted)
-    pairs = sorted(zip(lifetimes_h, preempted))
-    at_risk = len(pairs)
-    survival = 1.0
-    curve: list[tuple[float, float]] = []
-    i = 0
-    while i < len(pairs):
-        t = pairs[i][0]
-        events = ended = 0
-        while i < len(pairs) and pairs[i][0] == t:
-            events += bool(pairs[i][1])
-            ended += 1
-            i += 1
-        if events:  # events before censorings at the same time: the censored were at risk
-            survival *= 1.0 - events / at_risk
-            curve.append((t, 1.0 - survival))
-        at_risk -= ended
-    return curve
-
-
-def fit(lifetimes_h: Sequence[float], preempted: Sequence[bool], cap_h: float = 24.0,
-        machine_type: str = "") -> Bathtub:
-    """Least-squares fit of eq. 1 to the Kaplan-Meier CDF (as the paper fits, by least squares).
-
-    Lifetimes at or past cap_h count as reaching the cap (censored there). With fewer than
-    MIN_EVENTS preemptions there is nothing to fit and this returns ``default_model(
-    machine_type, cap_h)`` instead; callers that must tell the two apart count the events.
-    Each KM step is fitted at its midpoint, which removes the half-step bias of a step
-    function; several starting points guard against local minima, and the best is kept.
-    """
-    _check(_positive(cap_h), "cap_h", f"{cap_h!r} is not a positive duration",
-           "pass the VMs' maximum lifetime in hours, e.g. 24")
-    _check_observations(lifetimes_h, preempted)
-    times = [min(t, cap_h) for t in lifetimes_h]
-    events = [bool(p) and t < cap_h for t, p in zip(lifetimes_h, preempted)]
-    if sum(events) < MIN_EVENTS:
-        return default_model(machine_type, cap_h)
-
-    # Imported here: scipy takes a while to import and only fitting needs it.
-    import numpy as np
-    from scipy.optimize import least_squares
-
-    curve = kaplan_meier(times, events)
-    t = np.array([p[0] for p in curve])
-    upper = np.array([p[1] for p in curve])
-    lower = np.concatenate(([0.0], upper[:-1]))
-    y = 0.5 * (upper + lower)
-
-    def residuals(x: Any) -> Any:
-        tau1, tau2, b, a = x
-        late = np.exp(np.minimum((t - b) / tau2, 50.0))
-        return a * (1.0 - np.exp(-t / tau1) + late) - y
-
-    lo = [1e-3 * cap_h, 1e-4 * cap_h, 1e-3 * cap_h, 1e-4]
-    hi = [100.0 * cap_h, cap_h, 1.5 * cap_h, 1.0]
-    best = None
-    for tau1 in (cap_h / 24, cap_h / 6, cap_h / 2, 2 * cap_h):
-        for b in (0.97 * cap_h, 1.02 * cap_h):
-            for a in (0.3, 0.7):
-                x0 = [tau1, cap_h / 48, b, a]
-                try:
-                    result = least_squares(residuals, x0, bounds=(lo, hi), x_scale="jac")
-                except (ValueError, FloatingPointError):
-                    continue
-                if np.all(np.isfinite(result.x)) and (best is None or result.cost < best.cost):
-                    best = result
-    if best is None:
-        return default_model(machine_type, cap_h)
-    tau1, tau2, b, a = (float(v) for v in best.x)
-    return Bathtub(tau1=tau1, tau2=tau2, b=b, A=a, cap_h=cap_h)
-
-
-# -- models and lifetimes on disk -----------------------------------------------------------
-
-@dataclass(frozen=True)
-class Models:
-    """The fitted models of ``preemption.json``, with default priors for everything else."""
-
-    entries: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    cap_h: float = 24.0
-
-    def _fitted(self, machine_type: str) -> Mapping[str, Any] | None:
-        entry = self.entries.get(machine_type)
-        return entry if entry and entry.get("fitted") else None
-
-    def for_type(self, machine_type: str) -> Bathtub:
-        """The fitted model of this machine type if there is one, else the default prior."""
-        entry = self._fitted(machine_type)
-        return Bathtub.from_dict(entry) if entry else default_model(machine_type, self.cap_h)
-
-    def source(self, machine_type: str) -> str:
-        """Where for_type()'s model comes from, for reports and logs."""
-        entry = self._fitted(machine_type)
-        if not entry:
-            return "default prior"
-        return f"fitted on {entry.get('vms', '?')} VMs ({entry.get('preemptions', '?')} preemptions)"
-
-
-def _read_models_file(state_dir: Path) -> dict[str, dict[str, Any]]:
-    path = Path(state_dir) / MODELS_FILE
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ExpoError(MODELS_FILE, f"{path} is unreadable ({exc})",
-                        "delete it and rerun `expocloud fit-preemption`") from None
-    _check(isinstance(data, dict) and all(isinstance(v, dict) for v in data.values()),
-           MODELS_FILE, f"{path} is not a mapping of machine type to model",
-           "delete it and rerun `expocloud fit-preemption`")
-    return data
-
-
-def load_models(state_dir: Path, cap_h: float = 24.0) -> Models:
-    """``state_dir/preemption.json`` ({machine_type: {tau1, tau2, b, A, cap_h, vms, ...}})."""
-    entries = _read_models_file(state_dir)
-    for entry in entries.values():
-        if entry.get("fitted"):
-            Bathtub.from_dict(entry)  # a broken entry fails here, not mid-run
-    return Models(entries=entries, cap_h=cap_h)
-
-
-def lifetimes(state_dir: Path) -> dict[str, tuple[list[float], list[bool]]]:
-    """Spot VM lifetimes (h) and preempted flags per machine type, from every run's vms.jsonl.
-
-    Only Spot VMs: on-demand and local workers are never preempted. Skipped: VMs that were
-    never created, records without a machine type (older runs) or without both timestamps,
-    and lines that do not parse (a run killed mid-write leaves a torn last line). Only
-    ``end == "preempted"`` is a preemption; deleted, capped and lost VMs are censored.
-    """
-    out: dict[str, tuple[list[float], list[bool]]] = {}
-    for path in sorted((Path(state_dir) / "runs").glob(f"*/{VMS_FILE}")):
-        for rec in read_jsonl(path):
-            if rec.get("pool") != "spot" \
-                    or rec.get("end") == VmEnd.NOT_CREATED.value or not rec.get("machine_type"):
-                continue
-            created, ended = rec.get("created"), rec.get("ended")
-            if not (isinstance(created, (int, float)) and isinstance(ended, (int, float))) \
-                    or ended < created:
-                continue
-            times, flags = out.setdefault(str(rec["machine_type"]), ([], []))
-            times.append((ended - created) / 3600.0)
-            flags.append(rec.get("end") == VmEnd.PREEMPTED.value)
-    return out
-
-
-# -- `expocloud fit-preemption` -------------------------------------------------------------
-
-def add_parser(sub: Any) -> argparse.ArgumentParser:
-    """Adds ``fit-preemption`` to the ``expocloud`` subcommands."""
-    parser = sub.add_parser("fit-preemption",
-                            help="fit the Spot preemption model per machine type to the VM "
-                                 "lifetimes recorded by past runs")
-    parser.add_argument("--state-dir", type=Path, default=Path(".expocloud"),
-                        help="the workflow's state directory (default: .expocloud)")
-    parser.add_argument("--cap-hours", type=float, default=24.0,
-                        help="the VMs' maximum lifetime in hours (default: 24)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help=f"print the fits without writing {MODELS_FILE}")
-    return parser
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write-then-rename, so that a concurrent reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Fits every machine type, writes preemption.json, prints one line per type.
-
-    Machine types without lifetimes in the current runs keep their earlier entry.
-    """
-    cap_h = args.cap_hours
-    _check(_positive(cap_h), "--cap-hours", f"{cap_h} is not a positive duration",
-           "pass the VMs' maximum lifetime in hours, e.g. 24")
-    state_dir = Path(args.state_dir)
-    data = lifetimes(state_dir)
-    if not data:
-        print(f"no Spot VM lifetimes under {state_dir / 'runs'}; nothing to fit")
-        return 0
-    entries = _read_models_file(state_dir)
-    for machine_type in sorted(data):
-        times, flags = data[machine_type]
-        events = sum(1 for t, p in zip(times, flags) if p and t < cap_h)
-        fitted = events >= MIN_EVENTS
-        model = fit(times, flags, cap_h, machine_type)
-        entries[machine_type] = {**model.to_dict(), "vms": len(times), "preemptions": events,
-                                 "fitted": fitted}
-        line = (f"{machine_type}: {len(times)} VMs, {events} preemptions, "
-                f"tau1={model.tau1:.3g} h, tau2={model.tau2:.3g} h, b={model.b:.3g} h, "
-                f"A={model.A:.3g}, E[L]={model.expected_lifetime_h():.2f} h")
-        if not fitted:
-            line += f", default prior ({events} < MIN_EVENTS={MIN_EVENTS} preemptions)"
-        print(line)
-    if args.dry_run:
-        print(f"dry run: {state_dir / MODELS_FILE} not written")
-    else:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        _write_atomic(state_dir / MODELS_FILE, json.dumps(entries, indent=2, sort_keys=True) + "\n")
-        print(f"wrote {state_dir / MODELS_FILE}")
-    return 0

@@ -71,7 +71,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Build the workload and the configuration, run every policy, print and plot."""
     from expo_executor.cost import prices as prices_module
-    from expo_executor.cost.preemption import load_models
+    from expo_executor.cost.preemption_fit import load_models
 
     _check(args)
     workload, recorded = _workload(args)

@@ -13,20 +13,22 @@ import pytest
 
 from expo_executor.core.errors import ExpoError
 from expo_executor.cost.preemption import (
-    MIN_EVENTS,
     Bathtub,
-    add_parser,
     default_model,
     expected_cost,
     expected_cost_per_job,
     expected_time_h,
+    p_any_preempted,
+    vcpus,
+)
+from expo_executor.cost.preemption_fit import (
+    MIN_EVENTS,
+    add_parser,
     fit,
     kaplan_meier,
     lifetimes,
     load_models,
-    p_any_preempted,
     run,
-    vcpus,
 )
 
 # The paper-shaped model of the hand calculations: tau1 = 10, tau2 = 0.5, b = 23.5, cap 24, and
