@@ -13,8 +13,8 @@ from typing import Literal
 
 from expo_executor.report.rule_hardness import select_jobs
 from expo_executor.report.run_reader import ReportError, read_job_numbers
-from expo_executor.report.safe_expr import (Expression, ExpressionError, as_number,
-                                            compile_expression, is_number)
+from expo_executor.report.safe_expr import Expression, ExpressionError, as_number, is_number
+from expo_executor.report.safe_expr_compile import compile_expression
 from expo_executor.report.values import SOLVED, Row, check_columns, columns_of, norm
 
 

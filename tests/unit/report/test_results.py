@@ -15,7 +15,8 @@ from expo_executor.core.hardness import HardnessSpec
 from expo_executor.report.results import report
 from expo_executor.report.rule_hardness import default_group_by, hardness_info
 from expo_executor.report.run_reader import ReportError, find_run, load_jobs, read_job_numbers
-from expo_executor.report.safe_expr import ExpressionError, compile_expression
+from expo_executor.report.safe_expr import ExpressionError
+from expo_executor.report.safe_expr_compile import compile_expression
 from expo_executor.report.table import apply_filter, apply_min_group_size, best_row, build_rows
 from expo_executor.report.table_output import to_markdown, write_csv
 from expo_executor.report.values import format_value

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from expo_executor.core.errors import ExpoError
-from expo_executor.report.safe_expr import MAX_INT_BITS, ExpressionError, as_number, compile_expression
+from expo_executor.report.safe_expr import MAX_INT_BITS, ExpressionError, as_number
+from expo_executor.report.safe_expr_compile import compile_expression
 
 
 def evaluate(text: str, **values: object) -> object:
