@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from expo_executor.core.errors import ExpoError
-from expo_executor.cost import preemption_fit, prices
+from expo_executor.cost import preemption_fit, prices_command
 from expo_executor.simulate import command as simulate
 
-_PLUGGED = (prices, preemption_fit, simulate)  # modules that bring their own subcommand
+_PLUGGED = (prices_command, preemption_fit, simulate)  # modules that bring their own subcommand
 
 
 def _add_state_dir(parser: argparse.ArgumentParser) -> None:
@@ -394,7 +394,7 @@ def _emulator(args: argparse.Namespace) -> int:
 
 COMMANDS = {"report": _report, "status": _status, "logs": _logs, "forget": _forget, "runs": _runs,
             "cleanup": _cleanup, "doctor": _doctor, "emulator": _emulator,
-            "prices": prices.run, "fit-preemption": preemption_fit.run, "simulate": simulate.run}
+            "prices": prices_command.run, "fit-preemption": preemption_fit.run, "simulate": simulate.run}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from expo_executor.cost import prices
+from expo_executor.cost import prices_command
 from tests.helpers import REPO
 
 SKUS = json.loads((REPO / "tests" / "data" / "billing_skus.json").read_text())["skus"]
@@ -27,5 +27,5 @@ def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def prices_cli(*argv: str) -> argparse.Namespace:
     """``expocloud prices ARGV`` as parsed arguments."""
     parser = argparse.ArgumentParser(prog="expocloud")
-    prices.add_parser(parser.add_subparsers(dest="command", required=True))
+    prices_command.add_parser(parser.add_subparsers(dest="command", required=True))
     return parser.parse_args(["prices", *argv])

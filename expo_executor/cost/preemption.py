@@ -34,7 +34,7 @@ def _exp(x: float) -> float:
 
 
 def require(ok: bool, setting: str, problem: str, fix: str) -> None:
-    """A bad value is the caller's to fix: an ExpoError naming it (shared with ``preemption_fit``)."""
+    """A bad value is the caller's to fix: an ExpoError naming it (``preemption_fit`` too)."""
     if not ok:
         raise ExpoError(setting, problem, fix)
 

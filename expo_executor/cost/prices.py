@@ -3,7 +3,8 @@
 Why a snapshot: cost figures are printed before and after runs, often without credentials, so
 they cannot depend on a live price lookup. Every figure must therefore say which snapshot it
 used (``PriceTable.label()``), and ``expocloud prices --refresh`` replaces the snapshot by
-today's Cloud Billing Catalog prices in a per-user cache.
+today's Cloud Billing Catalog prices in a per-user cache (``price_catalog``; the command is
+``prices_command``).
 
 Google prices Compute Engine per vCPU-hour and per GiB-hour, per machine family, region and
 market (on-demand or Spot); a machine type costs its vCPUs and its memory at its family's rates.
@@ -11,37 +12,28 @@ market (on-demand or Spot); a machine type costs its vCPUs and its memory at its
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
 import re
-import tempfile
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from expo_executor.core.errors import ExpoError
 from expo_executor.cost import machines
-from expo_executor.gcp.errors import is_transient
-from expo_executor.gcp.retry import retry_call
 
 log = logging.getLogger(__name__)
 
 MACHINE_SETTING = "--expocloud-gce-machine-type"
 GPU_SETTING = "resource 'gpu_type'"
 ZONES_SETTING = "--expocloud-gce-zones"
-REFRESH_SETTING = "--refresh"
-COMPUTE_SERVICE = "services/6F81-5844-456A"  # Compute Engine's id in the Cloud Billing Catalog
 CATALOG_SOURCE = "Cloud Billing Catalog API"
 MARKETS = ("on_demand", "spot")
 DEFAULT_REGION = "us-central1"
 _ZONE = re.compile(r"^([a-z]+-[a-z]+[0-9]+)-[a-z]$")
-_GIB_PER_GB = 1e9 / 2**30  # a price per GB (10^9 bytes) times this is the price per GiB
 
 
 @dataclass(frozen=True)
@@ -149,7 +141,8 @@ def default_cache() -> Path:
     return base / "expocloud" / "prices.json"
 
 
-def _bundled() -> dict[str, Any]:
+def bundled_snapshot() -> dict[str, Any]:
+    """The snapshot shipped with the package (``data/prices.json``)."""
     return json.loads(resources.files(__package__).joinpath("data/prices.json").read_text())
 
 
@@ -158,14 +151,16 @@ def _table(doc: Mapping[str, Any], region: str, origin: str) -> PriceTable:
                    for m in MARKETS if "vcpu_hour" in r.get(m, {}) and "gb_hour" in r.get(m, {})}
              for fam, regions in doc.get("families", {}).items()
              if (r := regions.get(region)) is not None}
-    gpus = doc.get("gpus") or _bundled().get("gpus", {})  # a refresh brings no GPU prices yet
+    # a refresh brings no GPU prices yet
+    gpus = doc.get("gpus") or bundled_snapshot().get("gpus", {})
     return PriceTable(str(doc["snapshot"]), str(doc.get("source", "")), region,
                       {fam: m for fam, m in rates.items() if m}, origin,
                       {gpu: {m: float(p) for m, p in regions[region].items() if m in MARKETS}
                        for gpu, regions in gpus.items() if region in regions})
 
 
-def _regions(doc: Mapping[str, Any]) -> set[str]:
+def priced_regions(doc: Mapping[str, Any]) -> set[str]:
+    """Every region a snapshot has prices for, in any family."""
     return {region for regions in doc.get("families", {}).values() for region in regions}
 
 
@@ -175,241 +170,14 @@ def load(region: str, cache: Path | None = None) -> PriceTable:
     if path.exists():
         try:
             doc = json.loads(path.read_text())
-            if region in _regions(doc):
+            if region in priced_regions(doc):
                 return _table(doc, region, "refreshed")
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring the price cache %s (%s); using the bundled snapshot", path, exc)
-    doc = _bundled()
-    if region not in _regions(doc):
+    doc = bundled_snapshot()
+    if region not in priced_regions(doc):
         raise ExpoError(ZONES_SETTING, f"no prices for region {region} in the bundled snapshot "
-                        f"{doc['snapshot']} (it has {', '.join(sorted(_regions(doc)))})",
+                        f"{doc['snapshot']} (it has {', '.join(sorted(priced_regions(doc)))})",
                         f"run `expocloud prices --refresh --region {region}` with Google "
                         "credentials, or use zones of a priced region")
     return _table(doc, region, "bundled")
-
-
-# -- Cloud Billing Catalog SKUs -----------------------------------------------------------------
-# A machine-hour SKU reads "[Spot ][Preemptible ]<FAMILY>[ AMD| Arm| Intel][ Predefined] Instance
-# Core|Ram running in <place>"; c2's say "Compute optimized [Instance ]Core|Ram". Spot and the
-# older preemptible VMs share one price and the "Preemptible" usage type; when both wordings
-# are present the "Spot Preemptible" one is kept.
-_MACHINE_SKU = re.compile(
-    r"^(?P<spot>Spot )?(?:Preemptible )?"
-    r"(?:(?P<family>[A-Z][0-9][A-Z]?)(?: AMD| Arm| ARM| Intel)?(?: Predefined)? Instance"
-    r"|(?P<c2>Compute optimized)(?: Instance)?) (?P<part>Core|Ram) running in ")
-_NOT_PLAIN = re.compile(r"custom|extended|sole tenancy|commitment|reserved|premium|gpu|"
-                        r"licen[cs]|dws|flex|calendar", re.IGNORECASE)
-_USAGE = {"OnDemand": "on_demand", "Preemptible": "spot"}
-_UNITS = {("Core", "h"): 1.0, ("Ram", "GiBy.h"): 1.0, ("Ram", "GBy.h"): 1 / _GIB_PER_GB}
-
-
-def _skip_reason(record: Mapping[str, Any]) -> str | None:
-    category = record.get("category") or {}
-    if category.get("resourceFamily") != "Compute":
-        return f"resource family {category.get('resourceFamily') or '?'}"
-    usage = category.get("usageType", "")
-    if usage not in _USAGE:
-        return "commitment" if usage.startswith("Commit") else f"usage type {usage or '?'}"
-    if _NOT_PLAIN.search(record.get("description", "")):
-        return "custom, sole-tenant, GPU, licence or reserved"
-    return None
-
-
-def _unit_price(record: Mapping[str, Any]) -> tuple[str, float] | None:
-    """(usage unit, USD) of the current price's first tier, or None if not in USD."""
-    infos = record.get("pricingInfo") or []
-    if not infos:
-        return None
-    expression = infos[-1].get("pricingExpression") or {}  # the last entry is the current one
-    tiers = expression.get("tieredRates") or []
-    if not tiers:
-        return None
-    # A run pays the first tier from its first hour; later tiers are account-wide volume rates.
-    tier = min(tiers, key=lambda t: float(t.get("startUsageAmount") or 0))
-    price = tier.get("unitPrice") or {}
-    if price.get("currencyCode", "USD") != "USD":
-        return None
-    usd = int(price.get("units") or 0) + int(price.get("nanos") or 0) / 1e9
-    return str(expression.get("usageUnit", "")), usd
-
-
-def _classify(record: Mapping[str, Any]) -> tuple[str, str, str, float, int] | str:
-    """(family, market, "vcpu_hour" or "gb_hour", USD per unit, rank), or why it is skipped."""
-    reason = _skip_reason(record)
-    if reason is not None:
-        return reason
-    match = _MACHINE_SKU.match(record.get("description", ""))
-    if match is None:
-        return "unrecognised description"
-    priced = _unit_price(record)
-    if priced is None:
-        return "no USD price"
-    part, (unit, usd) = match.group("part"), priced
-    factor = _UNITS.get((part, unit))
-    if factor is None:
-        return f"unit {unit!r}"
-    return ((match.group("family") or "c2").lower(), _USAGE[record["category"]["usageType"]],
-            "vcpu_hour" if part == "Core" else "gb_hour", usd * factor,
-            1 if match.group("spot") else 0)
-
-
-def parse_skus(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Compute Engine SKU records (camelCase REST JSON) -> per-family vCPU and GiB rates.
-
-    Returns ``{"families": {family: {region: {market: {"vcpu_hour", "gb_hour"}}}},
-    "used": n, "skipped": n}`` (``families`` has the snapshot's structure). Commitments,
-    custom and extended-memory, sole-tenancy, GPU, licence and anything unrecognised are
-    skipped and counted: a wrong price is worse than a missing one.
-    """
-    families: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
-    ranks: dict[tuple[str, str, str, str], int] = {}
-    skipped: Counter[str] = Counter()
-    used = 0
-    for record in records:
-        found = _classify(record)
-        if isinstance(found, str):
-            skipped[found] += 1
-            continue
-        fam, market, key, usd, rank = found
-        regions = record.get("serviceRegions") or (record.get("geoTaxonomy") or {}).get(
-            "regions") or []
-        for region in regions:
-            slot = (fam, region, market, key)
-            if ranks.get(slot, -1) > rank:
-                continue
-            ranks[slot] = rank
-            families.setdefault(fam, {}).setdefault(region, {}).setdefault(market, {})[key] = usd
-        used += 1
-    for reason, count in sorted(skipped.items()):
-        log.info("skipped %d SKU(s): %s", count, reason)
-    return {"families": families, "used": used, "skipped": sum(skipped.values())}
-
-
-# -- refresh --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RefreshSummary:
-    """What ``refresh`` wrote, for one line of output."""
-
-    path: Path
-    snapshot: str
-    used: int
-    skipped: int
-    families: tuple[str, ...]
-    regions: int
-
-    def line(self) -> str:
-        return (f"refreshed prices: snapshot {self.snapshot} from the {CATALOG_SOURCE}, "
-                f"{len(self.families)} families ({', '.join(self.families)}) in {self.regions} "
-                f"regions from {self.used} SKUs ({self.skipped} skipped), written to {self.path}")
-
-
-def _default_client() -> Any:
-    import google.auth
-    from google.auth.exceptions import DefaultCredentialsError
-    from google.cloud import billing_v1
-
-    try:
-        credentials, _ = google.auth.default(
-            scopes=["https://www.googleapis.com/auth/cloud-platform"])
-    except DefaultCredentialsError:
-        raise ExpoError(REFRESH_SETTING, "no Google Cloud credentials found, so the bundled "
-                        f"snapshot {_bundled()['snapshot']} stays in use",
-                        "run `gcloud auth application-default login`, then refresh again") \
-            from None
-    return billing_v1.CloudCatalogClient(credentials=credentials, transport="rest")
-
-
-def catalog_client(endpoint: str) -> Any:
-    """A REST catalog client for a local fake at ``endpoint``, with anonymous credentials."""
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import billing_v1
-
-    return billing_v1.CloudCatalogClient(transport="rest",
-                                         client_options={"api_endpoint": endpoint},
-                                         credentials=AnonymousCredentials())
-
-
-def _records(client: Any) -> list[dict[str, Any]]:
-    from google.api_core.exceptions import GoogleAPICallError
-    from google.auth.exceptions import GoogleAuthError
-    from google.cloud import billing_v1
-
-    def fetch() -> list[dict[str, Any]]:  # the whole listing again: a page token may expire
-        pager = client.list_skus(request={"parent": COMPUTE_SERVICE, "page_size": 5000},
-                                 retry=None)
-        return [billing_v1.Sku.to_dict(sku, use_integers_for_enums=False,
-                                       preserving_proto_field_name=False) for sku in pager]
-
-    try:
-        # rate limits, 5xx, dropped connections
-        return retry_call(fetch, is_transient=is_transient, attempts=6, base=1.0, cap=30.0)
-    except (GoogleAPICallError, GoogleAuthError, OSError) as exc:
-        problem = " ".join(str(exc).split())
-        raise ExpoError(REFRESH_SETTING, f"the {CATALOG_SOURCE} refused: {problem}; the "
-                        "bundled snapshot stays in use",
-                        "enable it (`gcloud services enable cloudbilling.googleapis.com`) and "
-                        "check the credentials, then refresh again") from None
-
-
-def refresh(cache: Path | None = None, client: Any | None = None) -> RefreshSummary:
-    """Fetch today's Compute Engine prices and write them to the cache ``load`` prefers."""
-    parsed = parse_skus(_records(client if client is not None else _default_client()))
-    families = parsed["families"]
-    if not families:
-        raise ExpoError(REFRESH_SETTING, f"the {CATALOG_SOURCE} returned no Compute Engine "
-                        "vCPU or memory price; the cache is left as it was",
-                        "retry later; the bundled snapshot stays in use meanwhile")
-    snapshot = date.today().isoformat()
-    doc = {"snapshot": snapshot, "source": CATALOG_SOURCE, "used": parsed["used"],
-           "skipped": parsed["skipped"], "families": families}
-    path = cache or default_cache()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as tmp:
-        json.dump(doc, tmp, indent=1, sort_keys=True)
-    os.replace(tmp.name, path)  # readers never see half a file
-    return RefreshSummary(path, snapshot, parsed["used"], parsed["skipped"],
-                          tuple(sorted(families)), len(_regions(doc)))
-
-
-# -- expocloud prices -----------------------------------------------------------------------------
-def add_parser(sub: Any) -> None:
-    """The ``expocloud prices`` subcommand."""
-    cmd = sub.add_parser("prices", help="hourly prices of GCE machine types, and the price "
-                         "snapshot cost figures use")
-    cmd.add_argument("--region", default=DEFAULT_REGION,
-                     help=f"GCE region (default {DEFAULT_REGION})")
-    cmd.add_argument("--family", help="only this machine family, e.g. n2")
-    cmd.add_argument("--refresh", action="store_true", help="fetch today's prices from the "
-                     f"{CATALOG_SOURCE} into {default_cache()} (needs Google credentials)")
-    cmd.add_argument("--endpoint", help="Cloud Billing API endpoint for --refresh (a local fake; "
-                     "anonymous credentials)")
-
-
-def render(table: PriceTable, family: str | None = None) -> str:
-    """The price table of the candidates, and the label of the snapshot it used."""
-    rows = [f"{'machine type':<18} {'vCPUs':>5} {'memory GB':>9} {'on-demand $/h':>13} "
-            f"{'Spot $/h':>9} {'Spot/on-demand':>14}"]
-    for name in table.candidates(1, 10**6):
-        if family and machines.family(name) != family:
-            continue
-        shape = machines.shape(name)
-        assert shape is not None
-        on_demand, spot = table.hourly(name, spot=False), table.hourly(name, spot=True)
-        rows.append(f"{name:<18} {shape.vcpus:>5} {shape.memory_mb / 1024:>9.2f} "
-                    f"{on_demand:>13.4f} {spot:>9.4f} {spot / on_demand:>14.2f}")
-    return "\n".join(rows + [table.label()])
-
-
-def run(args: argparse.Namespace) -> int:
-    """``expocloud prices``: refresh if asked, then print the region's table."""
-    if args.endpoint and not args.refresh:
-        raise ExpoError("--endpoint", "is only used with --refresh", "add --refresh")
-    if args.refresh:
-        client = catalog_client(args.endpoint) if args.endpoint else None
-        print(refresh(client=client).line())
-    table = load(args.region)
-    if args.family and args.family not in table.rates:
-        raise ExpoError("--family", f"no prices for {args.family!r} in {table.label()}",
-                        f"use one of {', '.join(sorted(table.rates))}")
-    print(render(table, args.family))
-    return 0

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from expo_executor.cost import prices
+from expo_executor.cost import price_catalog, prices, prices_command
 from expo_executor.core.errors import ExpoError
 from tests.prices_fixtures import SKUS, prices_cli, private_cache  # noqa: F401  (autouse)
 
@@ -83,7 +83,7 @@ def catalog() -> Iterator[tuple[str, list[str]]]:
 def test_refresh_end_to_end(catalog: tuple[str, list[str]], private_cache: Path,
                             capsys: pytest.CaptureFixture[str]) -> None:
     endpoint, seen = catalog
-    assert prices.run(prices_cli("--refresh", "--endpoint", endpoint, "--family", "n2")) == 0
+    assert prices_command.run(prices_cli("--refresh", "--endpoint", endpoint, "--family", "n2")) == 0
     out = capsys.readouterr().out.splitlines()
     # Both pages were read, the second by its token.
     assert [urlsplit(p).path for p in seen] == [SKUS_PATH, SKUS_PATH]
@@ -107,8 +107,8 @@ def test_refresh_end_to_end(catalog: tuple[str, list[str]], private_cache: Path,
 
 
 def test_refresh_with_a_given_client(catalog: tuple[str, list[str]], tmp_path: Path) -> None:
-    summary = prices.refresh(cache=tmp_path / "p.json",
-                             client=prices.catalog_client(catalog[0]))
+    summary = price_catalog.refresh(cache=tmp_path / "p.json",
+                                    client=price_catalog.catalog_client(catalog[0]))
     # regions: us-central1, us-east1, us-west1, europe-west4, europe-west6, us-east4
     assert (summary.used, summary.skipped, summary.regions) == (9, 8, 6)
     assert summary.families == ("c2", "e2", "n1", "n2", "n2d")
@@ -119,9 +119,9 @@ def test_refresh_retries_a_transient_error(catalog: tuple[str, list[str]],
                                            private_cache: Path) -> None:
     endpoint, seen = catalog
     FAULTS.extend([503, 429])  # the first page fails twice, then the listing starts again
-    summary = prices.refresh(private_cache, client=prices.catalog_client(endpoint))
+    summary = price_catalog.refresh(private_cache, client=price_catalog.catalog_client(endpoint))
     assert summary.used == 9 and len(seen) == 4
     FAULTS.extend([403])  # a refusal is not transient: one request, one line
     with pytest.raises(ExpoError, match="--refresh.*refused"):
-        prices.refresh(private_cache, client=prices.catalog_client(endpoint))
+        price_catalog.refresh(private_cache, client=price_catalog.catalog_client(endpoint))
     assert len(seen) == 5

@@ -7,9 +7,10 @@ cannot write the bucket, a machine type or GPU the zones do not offer, a fleet l
 quotas, a worker image whose Python is not this machine's, workers without an external IP and
 no NAT to reach the package index. Each check returns a :class:`Check`: one line, and for a
 failure the fix (a command or a setting): the checks of access are ``doctor_access``, those of
-the fleet ``doctor_fleet``, their records ``doctor_context``; this module runs them. The judging
-is pure (``quota_plan``, ``bucket_access``, ``image_python``, ``nat_covers``); the reads are ``google_apis``. Checks that
-need only the credentials run in parallel, so the whole takes about a second against Google.
+the fleet ``doctor_fleet``, their records ``doctor_context``; this module runs them. The
+judging is pure (``quota_plan``, ``bucket_access``, ``image_python``, ``nat_covers``); the reads
+are ``google_apis``. Checks that need only the credentials run in parallel, so the whole takes
+about a second against Google.
 
 What is not checked (the doctor cannot see it from here): the workers' own compute permission
 to delete their VM (``expocloudSelfDelete``), Private Google Access, organisation policies,

@@ -11,7 +11,8 @@ from typing import Any
 from expo_executor.engines.gce import bucket_access
 from expo_executor.engines.gce.doctor_context import (Check, Context, Plan, enable_command,
                                                       failed, forbidden, passed)
-from expo_executor.engines.gce.google_apis import CLOUD_PLATFORM, GoogleApis, brief, disabled_service
+from expo_executor.engines.gce.google_apis import (CLOUD_PLATFORM, GoogleApis, brief,
+                                                   disabled_service)
 
 REQUIRED_APIS = ("compute.googleapis.com", "storage.googleapis.com")
 CREDENTIALS_FIX = ("run 'gcloud auth application-default login', or point "

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from expo_executor.cost import machines
-from expo_executor.cost import prices
+from expo_executor.cost import price_catalog, prices, prices_command
 from expo_executor.core.errors import ExpoError
 from expo_executor.cost.machines import Shape
 from tests.prices_fixtures import SKUS, prices_cli, private_cache  # noqa: F401  (autouse)
@@ -53,7 +53,7 @@ def test_family_billed_vcpus_and_custom() -> None:
 
 # -- the SKU parser ------------------------------------------------------------------------------
 def test_parser_on_recorded_records() -> None:
-    parsed = prices.parse_skus(SKUS)
+    parsed = price_catalog.parse_skus(SKUS)
     families = parsed["families"]
     # By hand from the records (nanos / 1e9):
     # n2 in the three "Americas" regions: on-demand 31611000 and 4237000 nanos; Spot from the
@@ -101,7 +101,7 @@ def test_parser_reads_the_current_price_s_first_tier_and_per_gb_memory() -> None
            "pricingInfo": [{"pricingExpression": {"usageUnit": "GBy.h", "tieredRates": [
                {"unitPrice": {"units": "0", "nanos": 1000000}}]}}]}
     euros = _tiered([20000000], "E2 Instance Core running in Frankfurt", currencyCode="EUR")
-    parsed = prices.parse_skus([tiered, ram, euros])
+    parsed = price_catalog.parse_skus([tiered, ram, euros])
     e2 = parsed["families"]["e2"]["us-central1"]
     assert e2["on_demand"]["vcpu_hour"] == pytest.approx(0.021811)
     # 0.001 USD per GB (10^9 bytes) = 0.001 * 2^30 / 10^9 = 0.001073741824 per GiB.
@@ -209,7 +209,7 @@ def test_refresh_without_credentials_is_one_line(tmp_path: Path, private_cache: 
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
     with pytest.raises(ExpoError) as caught:
-        prices.run(prices_cli("--refresh"))
+        prices_command.run(prices_cli("--refresh"))
     message = str(caught.value)
     assert "\n" not in message and "no Google Cloud credentials" in message
     assert "gcloud auth application-default login" in caught.value.fix
@@ -219,7 +219,7 @@ def test_refresh_without_credentials_is_one_line(tmp_path: Path, private_cache: 
 
 def test_endpoint_needs_refresh() -> None:
     with pytest.raises(ExpoError, match="--endpoint"):
-        prices.run(prices_cli("--endpoint", "http://127.0.0.1:1"))
+        prices_command.run(prices_cli("--endpoint", "http://127.0.0.1:1"))
 
 
 def test_gpu_machines_and_gpus_are_priced_as_the_snapshots_source_prices_them() -> None:
