@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import dataclasses
 import functools
 import os
 import shlex
 import threading
-from collections import Counter
 from pathlib import Path
 from string import Template
 from typing import AsyncGenerator, List
@@ -29,24 +27,23 @@ from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
 from snakemake_interface_executor_plugins.settings import (CommonSettings, DeploymentMethod,
                                                            SharedFSUsage)
 
-from expo_executor.coordinator.launch import (max_workers, resolve_machine_types, shape_book,
-                                              start_coordinator)
+from expo_executor.coordinator.launch import max_workers, shape_book, start_coordinator
 from expo_executor.coordinator.loop import JobReport, JobRequest
 from expo_executor.coordinator.requests import Harvested
 from expo_executor.coordinator.measured_on import measured_on
-from expo_executor.runs.files import REQUESTS, RunFiles
+from expo_executor.runs.files import RunFiles
 from expo_executor.coordinator.settings import ExecutorSettings, validate, worker_memory_mb
-from expo_executor.coordinator.shapes import AUTO, GPU_MODEL, GPU_TYPE, MACHINE_TYPE
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import EngineName
 from expo_executor.core.scheduler import Outcome
-from expo_executor.cost.request_budget import at_scale
-from expo_executor.engines.gce.settings import worker_provides
 from expo_executor.frontends.base import FrontEnd
-from expo_executor.frontends.snakemake.describe import (THREADS, Fleet, JobDescriber, identity,
-                                                        rule_values)
+from expo_executor.frontends.snakemake.describe import Fleet, JobDescriber, identity
 from expo_executor.frontends.snakemake import workflow_profile
+from expo_executor.frontends.snakemake.planned_rules import (Planned, auto_rules, check_software,
+                                                             planned_rules,
+                                                             resolve_auto_machine_types)
+from expo_executor.frontends.snakemake.run_budget import log_request_budget
 from expo_executor.protocol.keys import DEPLOY_DIR_ENV
 from expo_executor.settings.values import with_default_slots
 from expo_executor.worker import command_clock
@@ -65,21 +62,6 @@ common_settings = CommonSettings(
 )
 
 LOG_TAIL_LINES = 20
-# (deployment method, the Rule attribute holding its directive, the directive as written)
-SOFTWARE_DIRECTIVES = ((DeploymentMethod.CONDA, "conda_env", "conda:"),
-                       (DeploymentMethod.APPTAINER, "container_img", "container:"),
-                       (DeploymentMethod.ENV_MODULES, "env_modules", "envmodules:"))
-
-
-def _software_fix(method: DeploymentMethod) -> str:
-    """How to lift the refusal of a deployment method on GCE."""
-    if method == DeploymentMethod.ENV_MODULES:
-        return ("run it on the local engine, or install the tools in an image "
-                "(--expocloud-gce-image with --expocloud-gce-worker-software image) and drop "
-                "the method")
-    return (f"use an image that has {method.item_to_choice()} (--expocloud-gce-image) and say "
-            f"so with --expocloud-gce-worker-provides {method.item_to_choice()}, or run it on "
-            "the local engine")
 
 
 class Executor(RemoteExecutor, FrontEnd):
@@ -90,20 +72,22 @@ class Executor(RemoteExecutor, FrontEnd):
             # locally, --cores N is what the fleet may use, as it is for plain Snakemake
             settings = with_default_slots(settings, self._given_cores())
             validate(settings)
-            planned = self._planned_rules()
-            settings = self._resolve_machine_types(settings, planned)
+            planned = planned_rules(self.workflow, self._given_cores())
+            settings = resolve_auto_machine_types(settings, planned, self.state,
+                                                  self.logger.info)
             self.settings: ExecutorSettings = settings
             self.slots = settings.slots_per_worker
             self.worker_mem_mb = worker_memory_mb(settings, max_workers(settings))
             fleet = Fleet(self.slots, self.worker_mem_mb,
                           shrink_to_fit=settings.engine == EngineName.LOCAL)
-            self.shapes = shape_book(settings, self._auto_rules(planned), self.state,
+            self.shapes = shape_book(settings, auto_rules(planned), self.state,
                                      self.logger.info)
             self.describer = JobDescriber(os.path.abspath(self.workflow.main_snakefile), fleet,
                                           self.logger.info, self.shapes,
                                           functools.partial(measured_on, settings))
             self._check_rules(planned)
-            self._check_software(planned)
+            check_software(settings, self.workflow.deployment_settings.deployment_method,
+                           planned)
         except ExpoError as exc:
             raise WorkflowError(str(exc)) from None
         try:
@@ -144,85 +128,16 @@ class Executor(RemoteExecutor, FrontEnd):
         if line:
             self.logger.warning(line)
 
-    def _resolve_machine_types(self, settings: ExecutorSettings,
-                               planned: dict) -> ExecutorSettings:
-        """'auto' machine types, chosen for the planned jobs' rules (threads, mem_mb, runtime
-        where the rule gives them as values: a function waits for its job)."""
-        shapes = []
-        for rule, (values, jobs) in planned.items():
-            if any(values.get(name) for name in (MACHINE_TYPE, GPU_TYPE, GPU_MODEL)):  # its own
-                continue
-            threads, mem_mb = values.get(THREADS), values.get("mem_mb")
-            runtime = values.get("runtime")
-            shapes += [(max(1, threads) if isinstance(threads, int) else 1,
-                        mem_mb if isinstance(mem_mb, int) else 0,
-                        float(runtime) * 60 if isinstance(runtime, (int, float)) else None)] * jobs
-        return resolve_machine_types(settings, shapes, self.state,
-                                     {rule.name for rule in planned} or None, self.logger.info)
-
-    @staticmethod
-    def _auto_rules(planned: dict) -> dict[str, tuple[int, int, float | None]]:
-        """The rules whose ``machine_type`` resource is 'auto', with (threads, mem_mb, runtime
-        in s) for the choice of their machine."""
-        autos = {}
-        for rule, (values, _) in planned.items():
-            if values.get(MACHINE_TYPE) != AUTO:
-                continue
-            threads, mem_mb, runtime = (values.get(THREADS), values.get("mem_mb"),
-                                        values.get("runtime"))
-            seconds = float(runtime) * 60 if isinstance(runtime, (int, float)) else None
-            autos[rule.name] = (max(1, threads) if isinstance(threads, int) else 1,
-                                mem_mb if isinstance(mem_mb, int) else 0, seconds)
-        return autos
-
-    def _planned_rules(self) -> dict:
-        """Each rule Snakemake plans to run: (its resources that are values, threads capped as
-        Snakemake caps a job's, its number of planned jobs). Listed once, before the run; no
-        job's resources are evaluated (a resource function may read a file an earlier job
-        makes)."""
-        needrun = getattr(self.workflow.dag, "needrun_jobs", None)
-        counts = Counter(job.rule for job in (needrun() if needrun else []))
-        return {rule: (self._rule_values(rule), jobs)
-                for rule, jobs in sorted(counts.items(), key=lambda item: item[0].name)}
-
-    def _check_rules(self, planned: dict) -> None:
+    def _check_rules(self, planned: Planned) -> None:
         """Reject bad hardness specs, deadlines and shapes of every planned rule before a
         worker starts; what a rule gives as a function is checked when its job comes."""
         for rule, (values, _) in planned.items():
             self.describer.check_rule(rule.name, values)
 
-    def _rule_values(self, rule) -> dict[str, object]:
-        """The rule's resources that are values, its threads capped as Snakemake caps a job's
-        (``--max-threads``, and ``--cores``, which limits threads even for remote jobs)."""
-        values = rule_values(rule)
-        caps = [c for c in (self.workflow.resource_settings.max_threads, self._given_cores())
-                if isinstance(c, int)]
-        if isinstance(values.get(THREADS), int) and caps:
-            values[THREADS] = min(values[THREADS], *caps)
-        return values
-
     def _given_cores(self) -> int | None:
         """Snakemake's ``--cores N``; None when not given (the job's snakemake then gets
         ``--cores all``)."""
         return self.cores if isinstance(self.cores, int) else None
-
-    def _check_software(self, planned: dict) -> None:
-        """GCE workers run the host's pinned environment and what their image provides: a
-        planned rule whose conda:, container: or envmodules: directive Snakemake is told to
-        deploy is refused here, before any VM, unless --expocloud-gce-worker-provides says the
-        image has the tool (conda, apptainer), rather than failing on every worker."""
-        if self.settings.engine != EngineName.GCE:
-            return
-        methods = self.workflow.deployment_settings.deployment_method
-        provided = worker_provides(self.settings)
-        for method, attribute, directive in SOFTWARE_DIRECTIVES:
-            using = [r.name for r in planned if getattr(r, attribute, None)]
-            if method in methods and using and method.item_to_choice() not in provided:
-                raise ExpoError(
-                    f"--software-deployment-method {method.item_to_choice()}",
-                    f"rule '{using[0]}' has a {directive} directive, and the GCE worker image "
-                    f"is not said to provide {method.item_to_choice()}",
-                    _software_fix(method))
 
     # -- the front end's hooks ----------------------------------------------------------------
     def describe(self, job: JobExecutorInterface) -> JobRequest:
@@ -394,32 +309,6 @@ class Executor(RemoteExecutor, FrontEnd):
         self.state.add_placeholders(written, self.describer.rule(job), report.outcome.value,
                                     self.run_id)
 
-    def _log_budget(self) -> None:
-        """The request budget figure, from this run's own counts (requests.json)."""
-        try:
-            record = self.run_files.read_json(REQUESTS)
-            if not isinstance(record, dict):
-                raise ValueError(f"{REQUESTS} is missing or unreadable")
-            seconds = sum(record["vm_seconds"].values())
-            config = self.coordinator.config
-            if config.pool not in config.hourly:
-                raise ValueError(f"{config.machine_types.get(config.pool)} is not priced")
-            counts = self.coordinator.scheduler.counts()
-            budget = at_scale(record["workers"], seconds, record["coordinator"],
-                              record["coordinator_lists"], record["run_seconds"],
-                              counts["solved"] + counts["failed"] + counts["timeout"],
-                              self.settings.slots_per_worker,
-                              config.hourly[config.pool],
-                              coordinator_heartbeats=record.get("coordinator_heartbeats", 0))
-        except (ValueError, KeyError) as exc:
-            self.logger.warning(f"expocloud: no request budget figure: {exc}")
-            return
-        self.run_files.write_request_budget(
-            {**dataclasses.asdict(budget), "ratio": budget.ratio,
-             "overhead_ratio": budget.overhead_ratio,
-             "break_even_job_s": budget.break_even_job_s})
-        self.logger.info(f"expocloud: {budget.line()} ({config.prices_label})")
-
     def cancel_jobs(self, active_jobs: List[SubmittedJobInfo]) -> None:
         """Ctrl-C: every VM of the run goes, and every job on it."""
         self.coordinator.stop()
@@ -427,7 +316,9 @@ class Executor(RemoteExecutor, FrontEnd):
     def shutdown(self) -> None:
         self.coordinator.stop()
         if self.settings.engine == EngineName.GCE:
-            self._log_budget()
+            log_request_budget(self.run_files, self.coordinator,
+                               self.settings.slots_per_worker, self.logger.info,
+                               self.logger.warning)
         self.close_run()
         super().shutdown()
 
