@@ -8,6 +8,7 @@
   the package, imports the Snakemake front end);
 - the cloud SDKs are imported only inside functions, so every module imports without them;
 - no function or method is over 60 lines, docstring included;
+- no module is over 400 lines: one that long holds more than one idea, and is split by idea;
 - every subpackage's ``__init__`` has a docstring.
 
 The checks are plain functions over parsed sources, and each is also run on a small made-up
@@ -26,6 +27,7 @@ import pytest
 PACKAGE = "expo_executor"
 ROOT = Path(__file__).resolve().parents[2] / PACKAGE
 MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 400
 
 # What the core may import: the standard library's pure parts. No files, clocks, randomness,
 # threads, processes, sockets or serialisation: the layers that drive the core do those.
@@ -259,6 +261,12 @@ def long_functions(sources: Iterable[Source], limit: int = MAX_FUNCTION_LINES) -
             and node.end_lineno - node.lineno + 1 > limit]
 
 
+def long_modules(sources: Iterable[Source], limit: int = MAX_MODULE_LINES) -> list[str]:
+    """Modules longer than ``limit`` lines (a last line without its newline counts too)."""
+    return [f"{source.module} ({lines} lines)" for source in sources
+            if (lines := len(source.text.splitlines())) > limit]
+
+
 def packages_without_docstring(sources: Iterable[Source]) -> list[str]:
     return [source.module for source in sources
             if source.is_package and not ast.get_docstring(ast.parse(source.text))]
@@ -320,6 +328,11 @@ def test_the_cloud_sdks_are_imported_lazily() -> None:
 def test_no_function_is_over_60_lines() -> None:
     bad = long_functions(SOURCES)
     assert not bad, _report("split these into short named steps", bad)
+
+
+def test_no_module_is_over_400_lines() -> None:
+    bad = long_modules(SOURCES)
+    assert not bad, _report("split these by idea into modules of the same package", bad)
 
 
 def test_every_subpackage_has_a_docstring() -> None:
@@ -398,3 +411,9 @@ def test_an_eager_cloud_import_is_found() -> None:
 def test_a_long_function_and_a_missing_docstring_are_found() -> None:
     assert long_functions(MADE_UP) == ["pkg.io.c:2 g (62 lines)"]
     assert packages_without_docstring(MADE_UP) == ["pkg.core"]
+
+
+def test_a_long_module_is_found() -> None:
+    at_the_limit = Source("pkg.a", "x = 1\n" * MAX_MODULE_LINES)
+    over_it = Source("pkg.b", "x = 1\n" * MAX_MODULE_LINES + "y = 2")  # the last line unended
+    assert long_modules([at_the_limit, over_it, *MADE_UP]) == ["pkg.b (401 lines)"]
