@@ -16,8 +16,8 @@ from expo_executor.core.hardness import Frontier, HardnessPoint
 from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.protocol.keys import PULSE_KEY, inbox_key, status_key
 from expo_executor.protocol.local_bucket import LocalBucket
-from expo_executor.protocol.records import (Inbox, InboxJob, PrunePoint, Pulse, ResultBatch,
-                                            WorkerResult, WorkerStatus)
+from expo_executor.protocol.records import (Inbox, InboxJob, JobSpec, PrunePoint, Pulse,
+                                            ResultBatch, WorkerResult, WorkerStatus)
 from expo_executor.worker.agent import Worker
 from expo_executor.worker.agent_loop import SUPPLIED_SLOWDOWN
 from expo_executor.worker.failure_reason import explain_failure
@@ -34,7 +34,7 @@ def _worker(tmp_path: Path, slots: int = 2, report_delay: float = 60.0) -> Worke
 def _job(family: str | None = None, *vector: float, scope: tuple[str, ...] = (),
          cpus: int = 1) -> InboxJob:
     prune = PrunePoint(family, HardnessPoint(scope, vector)) if family is not None else None
-    return InboxJob(["true"], None, {}, 30.0, cpus, prune=prune)
+    return InboxJob(JobSpec(["true"], None, {}, 30.0, cpus), prune=prune)
 
 
 def _results(worker: Worker) -> dict[str, WorkerResult]:
