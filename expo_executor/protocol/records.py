@@ -43,7 +43,8 @@ class PrunePoint:
 class JobSpec:
     """What a worker needs to run one job, built once by its front end (``frontends/``) and
     carried unchanged from the coordinator's ``JobRequest`` through the inbox to the worker,
-    which opens it once (:meth:`InboxJob.unsealed`) and keeps it for the job's life."""
+    which opens it once (``worker/job_starts.py``, through :meth:`InboxJob.unsealed`) and
+    keeps it for the job's life."""
 
     argv: list[str]
     cwd: str | None  # None: the worker's own disk (no shared file system)

@@ -405,7 +405,7 @@ def test_a_sealed_job_that_prints_its_secret_reports_it_blanked_out(
     assert result["outcome"] == "failed" and result["returncode"] == 3
     assert "token is ********, arg is ********" in result["log_tail"], result
     assert b"hunter2" not in data and b"s3cr3t-arg" not in data
-    assert agent.secrets == {}  # forgotten once reported
+    assert agent.specs == {}  # its opened spec (and secrets) forgotten once reported
 
 
 # -- CWL secrets ----------------------------------------------------------------------------------
