@@ -16,6 +16,7 @@ from expo_executor.coordinator.state import StateDir
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.records import HardnessMeta, JobMeta
 from expo_executor.core.scheduler import Task
+from expo_executor.frontends.base import job_request
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol.keys import result_key
 from expo_executor.protocol.records import ResultBatch
@@ -66,7 +67,7 @@ def work_request(n: int) -> JobRequest:
     """Job ``j{n}`` of a sweep over ``n`` (one hardness dimension, family ``f``, 30-s deadline)."""
     task = Task(f"j{n}", f"work {{n={n}}}", family="f", point=HardnessPoint((), (float(n),)))
     meta = JobMeta("work", {"n": str(n)}, hardness=HardnessMeta("n", ("n",), (float(n),), ()))
-    return JobRequest(task, ["true"], "/", {}, 30.0, meta=meta)
+    return job_request(task, ["true"], "/", {}, 30.0, meta=meta)
 
 class Rig:
     """One coordinator, ``slots`` per worker, at most ``workers`` workers; ``now`` advances
@@ -88,8 +89,8 @@ class Rig:
         self.reports: dict = {}
 
     def submit(self, *keys: str, **request: object) -> None:
-        self.coordinator.submit([JobRequest(Task(k, k), ["true"], "/", {}, None,
-                                            meta=JobMeta("r", {"i": k}), **request)
+        self.coordinator.submit([job_request(Task(k, k), ["true"], "/", {}, None,
+                                             meta=JobMeta("r", {"i": k}), **request)
                                  for k in keys])
 
     def round(self, seconds: float = 0.1) -> bool:

@@ -88,10 +88,7 @@ class Decisions:
         self.reporter.assigned(assignment.key, assignment.worker_id)
         if self.scheduler.state(assignment.key) == "running":
             self.starts.started(assignment.key, now)
-        vm.places.assign(assignment.key, InboxJob(
-            request.argv, request.cwd, request.env, request.deadline_s, request.task.cpus,
-            request.stage, tuple(request.logs), tuple(request.redact),
-            prune=self._prune(request)))
+        vm.places.assign(assignment.key, InboxJob(request.spec, self._prune(request)))
 
     def _fleet(self) -> one_round.Fleet:
         """The VMs as the round's decisions see them (``core.one_round.Fleet``)."""

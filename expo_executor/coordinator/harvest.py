@@ -55,7 +55,7 @@ def submission(request: JobRequest) -> dict[str, Any]:
             "family": dataclasses.asdict(family) if family is not None else None,
             "point": {"scope": list(point.scope), "vector": list(point.vector)}
             if point is not None else None,
-            "deadline_s": request.deadline_s, "meta": request.meta.to_dict()}
+            "deadline_s": request.spec.deadline_s, "meta": request.meta.to_dict()}
 
 
 class Harvest(NamedTuple):

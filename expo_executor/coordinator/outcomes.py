@@ -21,7 +21,7 @@ def finished(event: Finished, request: JobRequest, result: WorkerResult | None) 
     if event.outcome is Outcome.TIMEOUT:
         ran = result.command_s if result and result.command_s is not None else runtime
         again = f", as on {event.first_timeout_on} before" if event.first_timeout_on else ""
-        message = (f"timed out after {ran or 0:.0f} s (deadline {request.deadline_s:g} s"
+        message = (f"timed out after {ran or 0:.0f} s (deadline {request.spec.deadline_s:g} s"
                    f"{again}); {event.harder} harder "
                    f"combination{'s' if event.harder != 1 else ''} will be skipped")
     elif event.outcome is Outcome.SOLVED:
@@ -64,7 +64,7 @@ def job_record(report: JobReport, request: JobRequest, result: WorkerResult | No
         "command_s": result.command_s if result else None,
         "overhead_s": round(result.overhead_s, 3) if result and result.overhead_s is not None
         else None,
-        "deadline_s": request.deadline_s, "reason": report.message,
+        "deadline_s": request.spec.deadline_s, "reason": report.message,
         "dominator": dominator.label if dominator else None,
         "pool": pool.value if pool is not None else None,
         "preemptions": preemptions,

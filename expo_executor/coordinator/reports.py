@@ -111,7 +111,7 @@ class Reporter:
                    cancelled: int) -> None:
         request = self.requests[key]
         if result is None:  # an unconfirmed timeout, pruning later: it ran to its deadline
-            ran = request.deadline_s
+            ran = request.spec.deadline_s
         else:
             ran = result.command_s if result.command_s is not None else result.runtime_s
         hardness = request.meta.hardness
@@ -119,7 +119,7 @@ class Reporter:
             request.task.label, ", ".join(
                 f"{dim}={request.meta.wildcards.get(dim, value)}"
                 for dim, value in zip(hardness.dims, hardness.vector)) if hardness else "",
-            ran or 0.0, request.deadline_s, pruned, cancelled, time.time())
+            ran or 0.0, request.spec.deadline_s, pruned, cancelled, time.time())
         self.timeouts.append(note)
         self.log(timeout_line(note))
 
@@ -177,7 +177,7 @@ class Reporter:
         request = self.requests[report.key]
         if self.logs is not None and result is not None and result.key == report.key:
             try:
-                logs_dir = self.logs.fetch(result, request.meta, request.logs)
+                logs_dir = self.logs.fetch(result, request.meta, request.log_names)
             except OSError as exc:  # the run directory's disk: the report matters more
                 self.log(f"expocloud: cannot copy the saved logs of {report.key}: {exc}")
                 logs_dir = None

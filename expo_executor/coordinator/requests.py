@@ -1,5 +1,6 @@
 """What crosses between a front end and the coordinator: a job handed over (``JobRequest``) and
-how it ended (``JobReport``). Both front ends (Snakemake, cwltool) build the one and read the
+how it ended (``JobReport``). A request carries its front end's ``JobSpec`` (what its worker
+runs) as it was built. Both front ends (Snakemake, cwltool) build the one and read the
 other; the coordinator's loop never shows them anything else.
 """
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from expo_executor.coordinator.state import FamilyRef
 from expo_executor.core.records import JobMeta
 from expo_executor.core.scheduler import Outcome, Task
+from expo_executor.protocol.records import JobSpec
 
 
 @dataclass(frozen=True)
@@ -26,28 +28,28 @@ class Harvested:
 
 @dataclass
 class JobRequest:
-    """A job as the front end hands it over: what to run, and how it ranks."""
+    """A job as the front end hands it over: what to run (its ``spec``, built once here and
+    carried unchanged to its worker), and how it ranks (its ``task``)."""
 
     task: Task
-    argv: list[str]
-    cwd: str | None  # None: the worker's own disk (no shared file system)
-    env: dict[str, str]
-    deadline_s: float | None
+    spec: JobSpec  # what its worker needs to run it; its cpus are the task's
     family: FamilyRef | None = None
     meta: JobMeta = field(default_factory=lambda: JobMeta(""))  # for the run record
-    stage: dict | None = None  # a staged command: files and streams (worker/staged_job.py)
-    # the job's own log files (a Snakemake rule's log:), saved with its output should it fail
-    # or time out: {the path it writes, from its working directory: the name users know it by}
-    logs: dict[str, str] = field(default_factory=dict)
-    # secret values its worker blanks out of what it reports (the command and environment
-    # travel sealed whatever this says: docs/security.md)
-    redact: list[str] = field(default_factory=list)
+    # the names users know the spec's log files by (a Snakemake rule's log:), for the copies
+    # of a failed or timed-out job's logs: {the path it writes, from its working directory:
+    # its name}; a path not here keeps its own
+    log_names: dict[str, str] = field(default_factory=dict)
     # what names the same job in a later run (a Snakemake job: its rules and output files;
     # None: nothing stable), so that a rerun can use a crashed run's result of it (harvest.py)
     identity: str | None = None
     # set by the front end when a crashed run solved this very job and its outputs exist:
     # the coordinator reports it solved without running it
     harvested: Harvested | None = None
+
+    def __post_init__(self) -> None:
+        if self.spec.cpus != self.task.cpus:
+            raise ValueError(f"job {self.task.key}: its spec asks for {self.spec.cpus} CPUs, "
+                             f"its task for {self.task.cpus}")
 
 
 @dataclass

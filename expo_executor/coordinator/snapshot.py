@@ -50,7 +50,7 @@ def running_jobs(running: list[tuple[str, str]], requests: Mapping[str, JobReque
     """The first :data:`MAX_RUNNING` running jobs, longest running first (a job of an adopted
     run, not this run's request, is counted but not listed)."""
     jobs = [RunningJob(request.task.label, request.meta.rule or request.meta.job or "",
-                       dict(request.meta.wildcards), worker, since[key], request.deadline_s)
+                       dict(request.meta.wildcards), worker, since[key], request.spec.deadline_s)
             for key, worker in running if (request := requests.get(key)) is not None]
     return tuple(sorted(jobs, key=lambda job: job.since)[:MAX_RUNNING])
 

@@ -2,9 +2,10 @@
 
 A front end (Snakemake's executor plugin, cwltool's executor) knows how to read its engine's
 job; everything after that is shared here, as cwltool's ``JobExecutor.execute`` shares the
-setup around ``run_jobs``: :meth:`FrontEnd.submit_jobs` describes a whole batch first (so a bad
-annotation stops the batch before any of it runs), lets the front end register each job with
-its engine, then hands the batch to the coordinator, which orders it by hardness.
+setup around ``run_jobs``: :func:`job_request` builds a job's one spec,
+:meth:`FrontEnd.submit_jobs` describes a whole batch first (so a bad annotation stops the
+batch before any of it runs), lets the front end register each job with its engine, then hands
+the batch to the coordinator, which orders it by hardness.
 :meth:`FrontEnd.misfit` is the one check of a job's CPUs and memory against the workers, and
 :meth:`FrontEnd.open_run` / :meth:`FrontEnd.close_run` keep ``run.json`` through ``RunFiles``.
 
@@ -18,8 +19,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Sequence
 
+from expo_executor.coordinator.requests import JobRequest
+from expo_executor.core.scheduler import Task
+from expo_executor.protocol.records import JobSpec
 from expo_executor.runs.files import RunFiles
 
 
@@ -40,6 +44,19 @@ def find_misfit(cpus: int, mem_mb: int, slots: int, worker_mem_mb: int) -> Misfi
     if worker_mem_mb and mem_mb > worker_mem_mb:
         return Misfit("mem_mb", mem_mb, worker_mem_mb)
     return None
+
+
+def job_request(task: Task, argv: list[str], cwd: str | None, env: dict[str, str],
+                deadline_s: float | None, *, stage: dict | None = None,
+                logs: Mapping[str, str] | None = None, redact: Sequence[str] = (),
+                **more: Any) -> JobRequest:
+    """The coordinator's request for one job, its :class:`JobSpec` (what its worker runs)
+    built here, once, with the task's CPUs: it travels unchanged to the worker. ``logs``: the
+    job's log files, {the path it writes: the name users know it by}; ``more``: the request's
+    other fields (family, meta, identity, harvested)."""
+    names = dict(logs or {})
+    spec = JobSpec(argv, cwd, env, deadline_s, task.cpus, stage, tuple(names), tuple(redact))
+    return JobRequest(task, spec, log_names=names, **more)
 
 
 class FrontEnd(ABC):

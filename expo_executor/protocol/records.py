@@ -1,5 +1,6 @@
-"""The messages of the bucket channel as typed records: an inbox and its jobs, the fleet's
-pulse, a worker's status, one attempt's result, a batch of one worker's results.
+"""The messages of the bucket channel as typed records: an inbox and its jobs (each a front
+end's :class:`JobSpec`), the fleet's pulse, a worker's status, one attempt's result, a batch of
+one worker's results.
 
 Each record turns into a signed message (:mod:`messages` checks the schema, signs and seals)
 and back; nothing else in the package builds or reads these messages as dicts. The key is
@@ -39,13 +40,11 @@ class PrunePoint:
 
 
 @dataclass(frozen=True)
-class InboxJob:
-    """One assignment: the command, where it runs, its environment and its limits.
-
-    On the wire the command, its environment and the secrets to blank out of its reports
-    (``redact``) travel only sealed for the worker (``sealed``; ``argv`` then says
-    ``messages.SEALED_ARGV`` and ``env`` is empty): :meth:`Inbox.encode` seals every job, the
-    worker unseals a job when it starts it."""
+class JobSpec:
+    """What a worker needs to run one job, built once by its front end (``frontends/``) and
+    carried unchanged from the coordinator's ``JobRequest`` through the inbox to the worker,
+    which opens it once (``worker/job_starts.py``, through :meth:`InboxJob.unsealed`) and
+    keeps it for the job's life."""
 
     argv: list[str]
     cwd: str | None  # None: the worker's own disk (no shared file system)
@@ -57,39 +56,54 @@ class InboxJob:
     # saved with its output when it fails or times out
     logs: tuple[str, ...] = ()
     redact: tuple[str, ...] = ()  # secret values the worker blanks out of what it reports
-    sealed: str | None = None  # as read from the wire: argv, env and redact, still sealed
+
+
+@dataclass(frozen=True)
+class InboxJob:
+    """One assignment: the front end's :class:`JobSpec`, and what the coordinator adds (where
+    its timeout prunes).
+
+    On the wire the command, its environment and the secrets to blank out of its reports
+    (``redact``) travel only sealed for the worker (``sealed``; the spec's ``argv`` then says
+    ``messages.SEALED_ARGV``, its ``env`` is empty and ``redact`` too): :meth:`Inbox.encode`
+    seals every job, the worker opens a job's spec once, when it first needs it."""
+
+    spec: JobSpec
     # where its timeout prunes at once (its family, hardness scope and vector); None: it
     # does not. A worker holding prefetched jobs starts none its own timeouts dominate.
     prune: PrunePoint | None = None
+    sealed: str | None = None  # as read from the wire: argv, env and redact, still sealed
 
     def to_wire(self, key: bytes, job_key: str) -> dict[str, Any]:
+        spec = self.spec
         sealed = self.sealed if self.sealed is not None else \
-            messages.seal(self.argv, self.env, key, job_key, self.redact)
-        body: dict[str, Any] = {"argv": list(messages.SEALED_ARGV), "cwd": self.cwd, "env": {},
-                                "deadline_s": self.deadline_s, "cpus": self.cpus,
+            messages.seal(spec.argv, spec.env, key, job_key, spec.redact)
+        body: dict[str, Any] = {"argv": list(messages.SEALED_ARGV), "cwd": spec.cwd, "env": {},
+                                "deadline_s": spec.deadline_s, "cpus": spec.cpus,
                                 "sealed": sealed}
-        if self.stage is not None:
-            body["stage"] = self.stage
-        if self.logs:
-            body["logs"] = list(self.logs)
+        if spec.stage is not None:
+            body["stage"] = spec.stage
+        if spec.logs:
+            body["logs"] = list(spec.logs)
         if self.prune is not None:
             body["prune"] = self.prune.to_wire()
         return body
 
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> InboxJob:
-        return cls(list(body["argv"]), body["cwd"], dict(body["env"]), body["deadline_s"],
-                   int(body["cpus"]), body.get("stage"), tuple(body.get("logs", ())),
-                   sealed=body.get("sealed"),
-                   prune=PrunePoint.from_wire(body["prune"]) if "prune" in body else None)
+        spec = JobSpec(list(body["argv"]), body["cwd"], dict(body["env"]), body["deadline_s"],
+                       int(body["cpus"]), body.get("stage"), tuple(body.get("logs", ())))
+        return cls(spec, PrunePoint.from_wire(body["prune"]) if "prune" in body else None,
+                   body.get("sealed"))
 
-    def unsealed(self, key: bytes, job_key: str) -> InboxJob:
-        """This job with its sealed command, environment and secrets opened with ``key``
-        (itself when nothing is sealed); raises MessageError when they do not open."""
+    def unsealed(self, key: bytes, job_key: str) -> JobSpec:
+        """The job's spec with its sealed command, environment and secrets opened with
+        ``key`` (the spec itself when nothing is sealed); raises MessageError when they do
+        not open."""
         if self.sealed is None:
-            return self
+            return self.spec
         argv, env, redact = messages.unseal(self.sealed, key, job_key)
-        return replace(self, argv=argv, env=env, redact=tuple(redact), sealed=None)
+        return replace(self.spec, argv=argv, env=env, redact=tuple(redact))
 
 
 @dataclass(frozen=True)

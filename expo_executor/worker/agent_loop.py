@@ -24,7 +24,7 @@ from expo_executor.core.hardness import Frontier
 from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.protocol.bucket import Bucket
 from expo_executor.protocol.keys import WORKER_KEY_ENV
-from expo_executor.protocol.records import InboxJob, PrunePoint, WorkerResult
+from expo_executor.protocol.records import InboxJob, JobSpec, PrunePoint, WorkerResult
 from expo_executor.worker.coordinator_contact import CoordinatorContact
 from expo_executor.worker.forked import Zygote, zygote_wanted
 from expo_executor.worker.job_starts import JobStarts
@@ -94,7 +94,9 @@ class Worker(CoordinatorContact, JobStarts, RunningJobs, ResultReports):
         self.report_delay = heartbeat if report_delay is None else report_delay
         self.retry_at = 0.0  # after a failed report, the next try not before (monotonic)
         self.stopping = False  # the last reports are gathered, then sent in one object
-        self.secrets: dict[str, list[str]] = {}  # job -> secret values its report must not hold
+        # job -> its spec, opened once (job_starts.py), until its result is written: the
+        # secret values (its redact) its logs and report must not hold
+        self.specs: dict[str, JobSpec] = {}
         self.allowance = allowance  # seconds of start-up and staging a job with a deadline gets
         self.prunes: dict[str, PrunePoint] = {}  # running job -> where its timeout prunes
         # this worker's own timeouts that prune, one frontier per family (core.hardness)
@@ -206,7 +208,8 @@ class Worker(CoordinatorContact, JobStarts, RunningJobs, ResultReports):
             return self.poll
         # every slot busy and holding its next job: only a cancel can come, and the held jobs
         # its own timeouts dominate it never starts (_dominated)
-        supplied = used >= self.slots and sum(j.cpus for j in self.pending.values()) >= self.slots
+        held = sum(job.spec.cpus for job in self.pending.values())
+        supplied = used >= self.slots and held >= self.slots
         return self.slow_poll * SUPPLIED_SLOWDOWN if supplied else self.slow_poll
 
     def _sleep_time(self) -> float:

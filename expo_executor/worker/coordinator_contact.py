@@ -4,8 +4,8 @@ worker without contact for its grace period stops (the dead man's switch, ``agen
 
 A mixin of :class:`~expo_executor.worker.agent_loop.Worker`, whose ``__init__`` holds the
 state it reads and sets: ``seq``, ``inbox_generation``, ``pending``, ``cancel``,
-``released``, ``seen``, the inbox's clocks (``last_read``, ``last_inbox``, ``last_change``,
-``inbox_readable``), the pulse's reader (``pulses``: ``worker/pulse_reader.py``) and
+``released``, ``seen``, ``specs``, the inbox's clocks (``last_read``, ``last_inbox``,
+``last_change``, ``inbox_readable``), the pulse's reader (``pulses``: ``worker/pulse_reader.py``) and
 ``last_contact``.
 """
 
@@ -45,6 +45,8 @@ class CoordinatorContact:
         if inbox.jobs or inbox.cancel:
             self.last_change = self.last_contact
         self.pending = {k: v for k, v in inbox.jobs.items() if k not in self.seen}
+        # an opened spec is kept while its job is held or has started (until its result)
+        self.specs = {k: v for k, v in self.specs.items() if k in self.pending or k in self.seen}
         self.cancel = set(inbox.cancel)
         self._give_back({key for key in inbox.release if key not in self.seen})
 

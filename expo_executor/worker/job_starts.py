@@ -5,7 +5,12 @@ forked by the zygote when it can be (``worker/forked.py``), else a fresh process
 
 A mixin of :class:`~expo_executor.worker.agent_loop.Worker`, whose ``__init__`` holds the
 state it reads and sets: ``pending``, ``seen``, ``cancel``, ``running``, ``prunes``,
-``timeouts``, ``secrets``, ``zygote``.
+``timeouts``, ``specs``, ``zygote``.
+
+A job's spec travels sealed: :meth:`JobStarts._opened` opens it once, the first time the job's
+command matters (to know whether it waits for the zygote, or to start it), and the worker keeps
+the opened spec in ``specs`` until the job's result is written (its secrets blank its logs and
+report).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from expo_executor.core.held_jobs import starts_now
 from expo_executor.core.records import AttemptEnd
 from expo_executor.protocol import messages
 from expo_executor.protocol.keys import DEPLOY_DIR_ENV, WORKER_KEY_ENV
-from expo_executor.protocol.records import InboxJob
+from expo_executor.protocol.records import InboxJob, JobSpec
 from expo_executor.worker.command_clock import STAMPS_ENV
 from expo_executor.worker.forked import ForkedJob, job_chain
 from expo_executor.processes.sessions import vm_mark
@@ -45,7 +50,7 @@ class JobStarts:
             if job is None or self._not_started(key, job):
                 continue  # gone from a fresh inbox, or cancelled
             free = self.slots - sum(r.cpus for r in self.running.values())
-            if not starts_now(job.cpus, free, bool(self.running)):
+            if not starts_now(job.spec.cpus, free, bool(self.running)):
                 break  # wait for a slot: the coordinator's rule (Scheduler._promote)
             if self._waits_for_zygote(key, job):
                 break  # a fresh interpreter now would cost more than the wait (forked.py)
@@ -78,15 +83,22 @@ class JobStarts:
         frontier = self.timeouts.get(prune.family) if prune is not None else None
         return frontier is not None and frontier.dominator(prune.point) is not None
 
-    def _start(self, key: str, job: InboxJob) -> None:
+    def _opened(self, key: str, job: InboxJob) -> JobSpec:
+        """The job's spec, its sealed command, environment and secrets opened with this
+        worker's key: once, then kept in ``specs`` for the job's life; raises MessageError when
+        they do not open."""
+        spec = self.specs.get(key)
+        if spec is None:
+            spec = self.specs[key] = job.unsealed(self.key, key)
+        return spec
+
+    def _start(self, key: str, held: InboxJob) -> None:
         log = self.scratch / "jobs" / f"{key}.log"
-        try:  # its command and environment are sealed: opened here and only here
-            job = job.unsealed(self.key, key)
+        try:
+            job = self._opened(key, held)
         except messages.MessageError as exc:
             self._write_result(key, AttemptEnd.FAILED, None, time.time(), str(exc))
             return
-        if job.redact:
-            self.secrets[key] = list(job.redact)
         cwd, workdir = job.cwd or None, None  # "" or None: no shared directory
         env = job_env(job)
         argv, deadline, verdict = job.argv, job.deadline_s, None
@@ -136,10 +148,10 @@ class JobStarts:
         if self._zygote_starting() is None:
             return False
         try:
-            job = job.unsealed(self.key, key)
+            spec = self._opened(key, job)
         except messages.MessageError:
             return False  # _start reports it
-        return job.stage is not None or self._chain(job.argv, job_env(job)) is not None
+        return spec.stage is not None or self._chain(spec.argv, job_env(spec)) is not None
 
     def _zygote_starting(self) -> int | None:
         """The zygote's readiness descriptor while jobs wait for it to start; else None."""
@@ -158,7 +170,7 @@ class JobStarts:
             return None
         return self.zygote.spawn(chain, cwd or os.getcwd(), env, log)
 
-    def _staged(self, key: str, job: InboxJob) -> tuple[list[str], float | None, Path]:
+    def _staged(self, key: str, job: JobSpec) -> tuple[list[str], float | None, Path]:
         """Hand a staged job to ``staged_job`` in a directory of its own on this disk."""
         home = self.scratch / "jobs" / key
         home.mkdir(parents=True, exist_ok=True)
@@ -173,7 +185,7 @@ class JobStarts:
             verdict_path(spec)
 
 
-def job_env(job: InboxJob) -> dict[str, str]:
+def job_env(job: JobSpec) -> dict[str, str]:
     """A job's environment: the worker's, without its key, with the job's own on top."""
     env = {**os.environ, **{str(k): str(v) for k, v in job.env.items()}}
     env.pop(WORKER_KEY_ENV, None)  # jobs never see the worker's key

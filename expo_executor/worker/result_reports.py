@@ -4,7 +4,7 @@ coordinator decides with), never dropped when the bucket refuses them; and its s
 
 A mixin of :class:`~expo_executor.worker.agent_loop.Worker`, whose ``__init__`` holds the
 state it reads and sets: ``unsent``, ``report_delay``, ``retry_at``, ``last_report``,
-``stopping``, ``secrets``, ``pending``, ``released``, ``last_status``.
+``stopping``, ``specs``, ``pending``, ``released``, ``last_status``.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ class ResultReports:
         """A job's result joins ``unsent``: one that is not SOLVED goes at once (with every
         result waiting), a solved one when :meth:`_report_due` says so; while the worker
         stops, all go together at its end."""
-        secrets = self.secrets.pop(key, [])  # a sealed job's own: blanked out of its report
+        spec = self.specs.pop(key, None)  # its secrets are blanked out of its report
+        secrets = list(spec.redact) if spec is not None else []
         tail = log_tail(log) if log and outcome is not AttemptEnd.SOLVED else ""
         result = WorkerResult(key, self.worker_id, outcome, code, started, ended or time.time(),
                               messages.redacted(reason, secrets),
@@ -61,7 +62,7 @@ class ResultReports:
             return False
         if any(result.end is not AttemptEnd.SOLVED for result, _ in self.unsent.values()):
             return True
-        if runs_low(sum(job.cpus for job in self.pending.values()), self.slots):
+        if runs_low(sum(job.spec.cpus for job in self.pending.values()), self.slots):
             return True
         oldest = min(since for _, since in self.unsent.values())
         return time.monotonic() - oldest >= self.report_delay

@@ -159,7 +159,12 @@ class RunningJobs:
             return self._storage(f"save a log of {job.key}", lambda: self.bucket.write(key, data))
 
         return save_logs(job.key, self.worker_id, job.log, job.cwd, job.logs,
-                         self.secrets.get(job.key, []), write)
+                         self._secrets(job.key), write)
+
+    def _secrets(self, key: str) -> list[str]:
+        """The secret values a job's logs and report must not hold (its opened spec's)."""
+        spec = self.specs.get(key)
+        return list(spec.redact) if spec is not None else []
 
     def _explain(self, reason: str | None, log: Path) -> str | None:
         """A failed job's reason with why, when its log or this disk says: "exit code 1" alone

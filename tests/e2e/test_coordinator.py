@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from expo_executor.core.records import JobMeta
+from expo_executor.frontends.base import job_request
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
 from expo_executor.engines.local import LocalEngine, LocalEngineConfig
@@ -50,8 +51,8 @@ def make(tmp_path: Path):
 
 
 def _request(key: str, argv: list[str], cwd: Path) -> JobRequest:
-    return JobRequest(Task(key, key), argv, str(cwd), {}, None,
-                      meta=JobMeta("r", {"i": key}))
+    return job_request(Task(key, key), argv, str(cwd), {}, None,
+                       meta=JobMeta("r", {"i": key}))
 
 
 def _wait_reports(coordinator: Coordinator, keys: list[str], timeout: float) -> dict:
@@ -220,9 +221,9 @@ def test_a_worker_whose_own_disk_fails_loses_its_jobs_to_another(tmp_path: Path)
             # on w-1 it is still running when w-1 fails, however late the staged job starts
             _request("plain", ["sh", "-c", 'case "$EXPOCLOUD_VM" in */w-1) sleep 60;; esac; '
                                "echo x >> plain.txt"], tmp_path),
-            JobRequest(Task("staged", "staged"), ["sh", "-c", "echo y >> staged.txt"],
-                       str(tmp_path), {}, None, meta=JobMeta("r", {"i": "staged"}),
-                       stage={"host_env": True})])
+            job_request(Task("staged", "staged"), ["sh", "-c", "echo y >> staged.txt"],
+                        str(tmp_path), {}, None, meta=JobMeta("r", {"i": "staged"}),
+                        stage={"host_env": True})])
         reports = _wait_reports(coordinator, ["plain", "staged"], 60)
     finally:
         coordinator.stop()

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from expo_executor.core.records import JobMeta
+from expo_executor.frontends.base import job_request
 from expo_executor.protocol.bucket import LocalBucket
-from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
+from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig
 from expo_executor.engines.local import LocalEngine, LocalEngineConfig
 from expo_executor.core.scheduler import Pool, Scheduler
 from expo_executor.simulate.policies import POLICIES, SimConfig
@@ -49,8 +50,8 @@ def _real_run(tmp_path: Path) -> tuple[float, dict[str, str], list[dict], list[d
                                status_interval=60, pool=Pool.SPOT, max_on_demand=1)
     coordinator = Coordinator(config, engine, bucket, KEY, run_dir, StateDir(tmp_path),
                               lambda text: None, Scheduler(spot_attempts=1))
-    requests = [JobRequest(_task(key, scope, level), _argv(key, runtime), str(tmp_path), {},
-                           DEADLINE, meta=JobMeta("r", {"k": key}))
+    requests = [job_request(_task(key, scope, level), _argv(key, runtime), str(tmp_path), {},
+                            DEADLINE, meta=JobMeta("r", {"k": key}))
                 for key, scope, level, runtime in REALITY]
     keys = {key for key, *_ in REALITY}
     reports: dict = {}

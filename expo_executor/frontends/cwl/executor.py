@@ -40,7 +40,7 @@ from expo_executor.coordinator.state import FamilyRef
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import HardnessMeta, JobMeta
 from expo_executor.core.scheduler import Outcome, Task
-from expo_executor.frontends.base import FrontEnd
+from expo_executor.frontends.base import FrontEnd, job_request
 from expo_executor.frontends.cwl.hints import SweepJob
 from expo_executor.frontends.cwl.staging import Staging
 
@@ -151,8 +151,8 @@ class ExpoExecutor(JobExecutor, FrontEnd):
                 raise WorkflowException(f"[job {job.name}] cannot stage its files: {exc}") from None
         _logger.info("[job %s] %s on expocloud: %s", job.name, task.label, shown)
         # the command reaches the bucket only sealed for its worker (as every job's does)
-        return JobRequest(task=task, argv=argv, cwd=job.outdir, env=env, deadline_s=deadline,
-                          family=family, meta=_meta(job, task), stage=stage, redact=secrets)
+        return job_request(task, argv, job.outdir, env, deadline, stage=stage, redact=secrets,
+                           family=family, meta=_meta(job, task))
 
     def _command(self, job: SweepJob,
                  rc: RuntimeContext) -> tuple[list[str], dict[str, str], list[tuple[str, bool]]]:
@@ -240,7 +240,7 @@ class ExpoExecutor(JobExecutor, FrontEnd):
         outputs: CWLObjectType = {}
         try:
             if self.staging is not None and report.worker is not None:
-                self.staging.fetch(request.stage["upload"], report.worker, job.outdir)
+                self.staging.fetch(request.spec.stage["upload"], report.worker, job.outdir)
             if job.generatemapper is not None:
                 relink_initialworkdir(job.generatemapper, job.outdir, job.builder.outdir,
                                       inplace_update=job.inplace_update)

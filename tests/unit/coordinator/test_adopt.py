@@ -24,6 +24,7 @@ from expo_executor.coordinator.state import FamilyRef, StateDir
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.records import JobMeta
 from expo_executor.core.scheduler import Outcome, Task
+from expo_executor.frontends.base import job_request
 from expo_executor.protocol.keys import inbox_key, result_key
 from expo_executor.protocol.records import Inbox
 from expo_executor.protocol.worker_keys import worker_key
@@ -36,10 +37,11 @@ FAMILY = FamilyRef("Snakefile", "solve", "n", 60.0)
 
 def _request(n: int, run: str) -> JobRequest:
     """Job ``n``; from 100 on, a job with no stable identity (as cwltool's)."""
-    return JobRequest(Task(f"{run}-j{n}", f"solve n={n}", family=FAMILY.key,
-                           point=HardnessPoint(("solve",), (float(n),))),
-                      ["true"], "/", {}, 60.0, family=FAMILY, meta=JobMeta("solve", {"n": str(n)}),
-                      identity=f"solve-{n}" if n < 100 else None)
+    return job_request(Task(f"{run}-j{n}", f"solve n={n}", family=FAMILY.key,
+                            point=HardnessPoint(("solve",), (float(n),))),
+                       ["true"], "/", {}, 60.0, family=FAMILY,
+                       meta=JobMeta("solve", {"n": str(n)}),
+                       identity=f"solve-{n}" if n < 100 else None)
 
 
 class OldWorkers:

@@ -19,7 +19,8 @@ from expo_executor.core.scheduler import Pool
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol import messages
 from expo_executor.protocol.keys import PULSE_KEY, inbox_key, result_key, status_key
-from expo_executor.protocol.records import InboxJob, Pulse, ResultBatch, WorkerResult, WorkerStatus
+from expo_executor.protocol.records import (InboxJob, JobSpec, Pulse, ResultBatch, WorkerResult,
+                                            WorkerStatus)
 from expo_executor.protocol.worker_keys import worker_key
 
 KEY = b"k" * 32
@@ -263,7 +264,7 @@ def test_a_failing_status_read_loses_none_of_the_others(bucket: HeldBucket) -> N
 def test_a_failing_inbox_write_leaves_only_that_inbox_due(bucket: HeldBucket) -> None:
     vms = [_vm("w1"), _vm("w2"), _vm("w3")]
     for vm in vms:
-        vm.places.assign("j", InboxJob(["true"], None, {}, None))
+        vm.places.assign("j", InboxJob(JobSpec(["true"], None, {}, None)))
     bucket.fail = {inbox_key("w2")}
     channel = Channel(bucket, KEY, print)
     now = time.time()
@@ -296,7 +297,8 @@ def test_a_round_reads_no_result_that_is_not_there(tmp_path: Path) -> None:
     """A round with a job running and no result written: the round's one listing, no read of
     the job's result key (at 1,000 workers: no 1,000 reads of 404s); once the worker writes
     it, the next round reads it, records it, and deletes it."""
-    from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
+    from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig
+    from expo_executor.frontends.base import job_request
     from expo_executor.coordinator.state import StateDir
     from expo_executor.core.records import JobMeta
     from expo_executor.core.scheduler import Task
@@ -306,8 +308,8 @@ def test_a_round_reads_no_result_that_is_not_there(tmp_path: Path) -> None:
     config = CoordinatorConfig("run", 1, 1, poll=0.05, status_interval=3600)
     coordinator = Coordinator(config, ScriptedEngine(), bucket, KEY, tmp_path,
                               StateDir(tmp_path / "s"), print)
-    coordinator.submit([JobRequest(Task("job", "job"), ["true"], str(tmp_path), {}, None,
-                                   meta=JobMeta("r"))])
+    coordinator.submit([job_request(Task("job", "job"), ["true"], str(tmp_path), {}, None,
+                                    meta=JobMeta("r"))])
     now = 10_000.0
     coordinator.tick(now)  # a VM is asked for
     status = WorkerStatus("w-1", 0, now, [], 1, WorkerState.READY)
@@ -355,7 +357,8 @@ def test_the_coordinator_writes_no_inbox_when_nothing_changed_only_the_pulse(
     """With a job running and nothing changing, a round writes no inbox (before: every inbox
     again each heartbeat, one class A write per worker); one pulse each half heartbeat proves
     the coordinator alive to the whole fleet, with a tag for each VM made with its own key."""
-    from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
+    from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig
+    from expo_executor.frontends.base import job_request
     from expo_executor.coordinator.state import StateDir
     from expo_executor.core.records import JobMeta
     from expo_executor.core.scheduler import Task
@@ -365,8 +368,8 @@ def test_the_coordinator_writes_no_inbox_when_nothing_changed_only_the_pulse(
     config = CoordinatorConfig("run", 1, 1, poll=0.05, heartbeat=10.0, status_interval=3600)
     coordinator = Coordinator(config, ScriptedEngine(), bucket, KEY, tmp_path,
                               StateDir(tmp_path / "s"), print)
-    coordinator.submit([JobRequest(Task("job", "job"), ["sleep", "1000"], str(tmp_path), {},
-                                   None, meta=JobMeta("r"))])
+    coordinator.submit([job_request(Task("job", "job"), ["sleep", "1000"], str(tmp_path), {},
+                                    None, meta=JobMeta("r"))])
     now = 10_000.0
     coordinator.tick(now)  # a VM is asked for
     status = WorkerStatus("w-1", 0, now, [], 1, WorkerState.READY)

@@ -26,6 +26,7 @@ from expo_executor.coordinator.state import FamilyRef, StateDir
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.records import JobMeta
 from expo_executor.core.scheduler import Outcome, Task
+from expo_executor.frontends.base import job_request
 from expo_executor.frontends.snakemake.describe import identity
 from expo_executor.frontends.snakemake.executor import Executor
 from expo_executor.protocol.bucket import LocalBucket
@@ -39,10 +40,11 @@ FAMILY = FamilyRef("Snakefile", "solve", "n", 60.0)
 
 def _request(n: int) -> JobRequest:
     """Job ``n`` of the sweep: its key is the run's (``j<n>a1``), its identity is stable."""
-    return JobRequest(Task(f"j{n}a1", f"solve n={n}", family=FAMILY.key,
-                           point=HardnessPoint(("solve",), (float(n),))),
-                      ["true"], "/", {}, 60.0, family=FAMILY, meta=JobMeta("solve", {"n": str(n)}),
-                      identity=f"solve-{n}")
+    return job_request(Task(f"j{n}a1", f"solve n={n}", family=FAMILY.key,
+                            point=HardnessPoint(("solve",), (float(n),))),
+                       ["true"], "/", {}, 60.0, family=FAMILY,
+                       meta=JobMeta("solve", {"n": str(n)}),
+                       identity=f"solve-{n}")
 
 
 def _crashed_run(state_root: Path) -> Rig:

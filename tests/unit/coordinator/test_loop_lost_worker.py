@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
+from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.records import JobMeta
 from expo_executor.core.scheduler import Outcome, Task
+from expo_executor.frontends.base import job_request
 from expo_executor.protocol.bucket import LocalBucket
 
 from tests.helpers import KEY, ScriptedEngine, attempt, write_result, write_status
@@ -23,8 +24,8 @@ def test_a_result_written_just_before_the_vm_died_is_not_run_again(tmp_path: Pat
     config = CoordinatorConfig("run", 1, 1, poll=0.05, status_interval=3600)
     coordinator = Coordinator(config, engine, bucket, KEY, tmp_path, StateDir(tmp_path / "s"),
                               lines.append)
-    coordinator.submit([JobRequest(Task("job", "job"), ["true"], str(tmp_path), {}, None,
-                                   meta=JobMeta("r"))])
+    coordinator.submit([job_request(Task("job", "job"), ["true"], str(tmp_path), {}, None,
+                                    meta=JobMeta("r"))])
     now = 10_000.0
     coordinator.tick(now)  # a VM is created
     assert engine.status == {"w-1": "RUNNING"}

@@ -51,7 +51,7 @@ def test_a_record_never_written_is_logged_whole_at_the_end(tmp_path: Path) -> No
 def test_a_timeout_reaches_its_frontier_after_an_io_error(tmp_path: Path) -> None:
     """The frontier file cannot be replaced for a while (it is a directory): the timeout is
     reported at once, and joins the persisted frontier on a later round."""
-    from expo_executor.coordinator.requests import JobRequest
+    from expo_executor.frontends.base import job_request
     from expo_executor.coordinator.state import FamilyRef
     from expo_executor.core.hardness import HardnessPoint
     from expo_executor.core.records import JobMeta
@@ -60,8 +60,8 @@ def test_a_timeout_reaches_its_frontier_after_an_io_error(tmp_path: Path) -> Non
     rig = Rig(tmp_path)
     ref = FamilyRef("wf", "r", "n", 60.0)
     point = HardnessPoint((), (3,))
-    rig.coordinator.submit([JobRequest(Task("j", "j", family=ref.key, point=point), ["true"],
-                                       "/", {}, 60.0, family=ref, meta=JobMeta("r"))])
+    rig.coordinator.submit([job_request(Task("j", "j", family=ref.key, point=point), ["true"],
+                                        "/", {}, 60.0, family=ref, meta=JobMeta("r"))])
     rig.round()
     rig.ready("w-1")
     rig.round()

@@ -34,15 +34,15 @@ def test_an_unpriced_run_shows_no_cost() -> None:
 
 
 def _requests(n: int, scheduler) -> dict:
-    from expo_executor.coordinator.requests import JobRequest
+    from expo_executor.frontends.base import job_request
     from expo_executor.core.records import HardnessMeta, JobMeta
     from expo_executor.core.scheduler import Task
 
     requests = {}
     for i in range(n):
         meta = JobMeta("solve", {"n": str(i % 7)}, hardness=HardnessMeta("n", ("n",), (i % 7,), ()))
-        requests[f"j{i}"] = JobRequest(Task(f"j{i}", f"solve {i}"), ["true"], None, {}, None,
-                                       meta=meta)
+        requests[f"j{i}"] = job_request(Task(f"j{i}", f"solve {i}"), ["true"], None, {}, None,
+                                        meta=meta)
         scheduler.submit(requests[f"j{i}"].task)
     return requests
 

@@ -21,7 +21,7 @@ from expo_executor.coordinator.settings import ExecutorSettings
 from expo_executor.settings.values import with_default_slots
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import HardnessMeta, JobMeta
-from expo_executor.frontends.base import FrontEnd, Misfit, find_misfit
+from expo_executor.frontends.base import FrontEnd, Misfit, find_misfit, job_request
 from expo_executor.frontends.cwl.executor import ExpoExecutor
 from expo_executor.frontends.snakemake.describe import Fleet, JobDescriber, rule_values
 
@@ -247,3 +247,21 @@ def test_both_front_ends_default_the_slots_one_way(given: dict, cores: int | Non
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
     settings = with_default_slots(ExecutorSettings(**given), cores)
     assert (settings.slots_per_worker, settings.max_workers) == want
+
+
+def test_a_request_carries_one_spec_built_with_its_tasks_cpus() -> None:
+    """``job_request`` builds the job's one ``JobSpec`` (what its worker runs, unchanged to
+    the inbox): its CPUs are the task's, its logs the paths of ``logs``, whose names stay with
+    the request; a spec that disagrees with its task is refused."""
+    from expo_executor.coordinator.requests import JobRequest
+    from expo_executor.core.scheduler import Task
+    from expo_executor.protocol.records import JobSpec
+
+    task = Task("j1", "solve", cpus=2)
+    request = job_request(task, ["true"], None, {"A": "b"}, 5.0, logs={"x/a.log": "a.log"},
+                          redact=["b"], meta=JobMeta("solve"))
+    assert request.spec == JobSpec(["true"], None, {"A": "b"}, 5.0, 2, None, ("x/a.log",),
+                                   ("b",))
+    assert request.log_names == {"x/a.log": "a.log"} and request.meta == JobMeta("solve")
+    with pytest.raises(ValueError, match="2 CPUs"):
+        JobRequest(Task("j2", "solve", cpus=1), request.spec)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
+from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig
 from expo_executor.coordinator.state import StateDir
 from expo_executor.coordinator.vms import Vm
 from expo_executor.core import one_round
@@ -22,8 +22,9 @@ from expo_executor.core.pool_health import PoolHealth, failed_create, stop
 from expo_executor.core.scheduler import Pool, Scheduler, Task
 from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed, Instance
+from expo_executor.frontends.base import job_request
 from expo_executor.protocol.bucket import LocalBucket
-from expo_executor.protocol.records import InboxJob, WorkerResult
+from expo_executor.protocol.records import InboxJob, JobSpec, WorkerResult
 from expo_executor.simulate.cloud import SimVm
 from expo_executor.simulate.policies import SimConfig
 from expo_executor.simulate.simulation import _Simulation
@@ -124,11 +125,11 @@ def _coordinator(situation: Situation, tmp_path: Path, scheduler: Scheduler | No
         vm = Vm(name, NOW - 100, pool, ready=True, ready_at=NOW - 90,
                 idle_since=None if job else NOW - situation.idle_s)
         if job is not None:
-            vm.places.assign(job, InboxJob(["true"], None, {}, None))
+            vm.places.assign(job, InboxJob(JobSpec(["true"], None, {}, None)))
         coordinator.vms.track(vm)
     _scheduler(coordinator.scheduler, situation)
     for key in situation.jobs():  # what the front end handed over
-        coordinator._requests[key] = JobRequest(Task(key, key), ["true"], None, {}, None)
+        coordinator._requests[key] = job_request(Task(key, key), ["true"], None, {}, None)
     coordinator.pools.health = situation.health
     coordinator.meter.phase = situation.phase
     return coordinator, engine

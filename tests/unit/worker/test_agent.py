@@ -14,10 +14,11 @@ import pytest
 
 from expo_executor.core.hardness import Frontier, HardnessPoint
 from expo_executor.core.records import AttemptEnd, WorkerState
+from expo_executor.protocol import messages
 from expo_executor.protocol.keys import PULSE_KEY, inbox_key, status_key
 from expo_executor.protocol.local_bucket import LocalBucket
-from expo_executor.protocol.records import (Inbox, InboxJob, PrunePoint, Pulse, ResultBatch,
-                                            WorkerResult, WorkerStatus)
+from expo_executor.protocol.records import (Inbox, InboxJob, JobSpec, PrunePoint, Pulse,
+                                            ResultBatch, WorkerResult, WorkerStatus)
 from expo_executor.worker.agent import Worker
 from expo_executor.worker.agent_loop import SUPPLIED_SLOWDOWN
 from expo_executor.worker.failure_reason import explain_failure
@@ -34,7 +35,7 @@ def _worker(tmp_path: Path, slots: int = 2, report_delay: float = 60.0) -> Worke
 def _job(family: str | None = None, *vector: float, scope: tuple[str, ...] = (),
          cpus: int = 1) -> InboxJob:
     prune = PrunePoint(family, HardnessPoint(scope, vector)) if family is not None else None
-    return InboxJob(["true"], None, {}, 30.0, cpus, prune=prune)
+    return InboxJob(JobSpec(["true"], None, {}, 30.0, cpus), prune=prune)
 
 
 def _results(worker: Worker) -> dict[str, WorkerResult]:
@@ -142,6 +143,28 @@ def test_the_inbox_read_keeps_new_assignments_and_refuses_replays_and_strangers(
     _inbox(worker, 3, {"other": _job()}, to="w-2")
     worker._read_inbox()
     assert worker.seq == 2 and list(worker.pending) == ["new"]
+
+
+def test_a_held_job_is_opened_once_and_its_spec_kept_until_its_result(tmp_path: Path) -> None:
+    """The inbox carries the job's spec sealed, as the coordinator wrote it; the worker opens it
+    once (whether it waits for the zygote and its start read the same opened spec) and keeps it,
+    with the secrets its report blanks, while the job is held or runs: until its result, or
+    until a fresh inbox no longer holds it."""
+    worker = _worker(tmp_path)
+    spec = JobSpec(["sh", "-c", "echo $T"], None, {"T": "hunter2"}, 30.0, redact=("hunter2",))
+    _inbox(worker, 1, {"j": InboxJob(spec), "k": InboxJob(spec)})
+    worker._read_inbox()
+    held = worker.pending["j"]
+    assert held.sealed is not None and held.spec.argv == messages.SEALED_ARGV
+    opened = worker._opened("j", held)
+    assert opened == spec and worker._opened("j", held) is opened
+    worker._opened("k", worker.pending["k"])
+    _inbox(worker, 2, {"j": InboxJob(spec)})  # k is held no longer
+    worker._read_inbox()
+    assert list(worker.specs) == ["j"] and worker.specs["j"] is opened
+    worker.cancel = {"j"}
+    worker._start_pending()  # cancelled before it started: its result is written
+    assert worker.specs == {} and _results(worker)["j"].end is AttemptEnd.CANCELLED
 
 
 def test_held_jobs_asked_back_are_given_back_and_the_status_says_so(tmp_path: Path) -> None:
