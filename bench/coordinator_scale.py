@@ -399,8 +399,12 @@ def _config(workers: int) -> Any:
 
 
 def _scheduler() -> Any:
-    """GCE's: a busy worker holds its next job (prefetch 1 to start with)."""
+    """GCE's: a busy worker holds its next job (prefetch 1 to start with); a base tree from
+    before prefetch (the default base) has no such setting."""
+    import inspect
     from expo_executor.core.scheduler import Scheduler
+    if "prefetch" not in inspect.signature(Scheduler).parameters:
+        return Scheduler()
     return Scheduler(prefetch=1)
 
 
