@@ -274,12 +274,16 @@ class Fleet:
         self._read_at(name, worker, now + self.interval(agent))
 
     def _start_held(self, name: str, worker: dict[str, Any]) -> None:
+        from types import SimpleNamespace
         agent = worker["agent"]
         while agent.pending and len(agent.running) < agent.slots:
             key = next(iter(agent.pending))
             job = agent.pending.pop(key)
             worker["seen"].add(key)
-            agent.running[key] = job  # its .cpus is what the poll rule counts
+            # what the poll rule counts of a running job: its .cpus (an InboxJob's own in a
+            # tree before the typed JobSpec, its spec's since)
+            spec = getattr(job, "spec", job)
+            agent.running[key] = SimpleNamespace(cpus=spec.cpus)
             job_started = time.time()
             worker.setdefault("started", {})[key] = job_started
             self.push(job_started + self.job_s * self.random.uniform(0.8, 1.2), "end", name, key)
@@ -395,21 +399,28 @@ def _config(workers: int) -> Any:
 
 
 def _scheduler() -> Any:
-    """GCE's: a busy worker holds its next job (prefetch 1 to start with)."""
+    """GCE's: a busy worker holds its next job (prefetch 1 to start with); a base tree from
+    before prefetch (the default base) has no such setting."""
+    import inspect
     from expo_executor.core.scheduler import Scheduler
+    if "prefetch" not in inspect.signature(Scheduler).parameters:
+        return Scheduler()
     return Scheduler(prefetch=1)
 
 
 def _requests(jobs: int) -> list[Any]:
-    from expo_executor.coordinator.requests import JobRequest
     from expo_executor.core.records import JobMeta
     from expo_executor.core.scheduler import Task
+    try:  # a tree with a typed JobSpec (issue 29): the front ends' one way to build a request
+        from expo_executor.frontends.base import job_request as request
+    except ImportError:  # before it: the command, directory, environment and limit inline
+        from expo_executor.coordinator.requests import JobRequest as request
     # a Snakemake job's size: a shell command line, a working directory, a small environment
-    return [JobRequest(Task(f"j{i}", f"solve_{i}"),
-                       ["python", "-m", "snakemake", "--target-jobs", f"solve:instance={i}",
-                        "--wait-for-files", f"results/instance_{i}.json", "--cores", "1"],
-                       "/home/user/sweep", {"OMP_NUM_THREADS": "1"}, 600.0,
-                       meta=JobMeta(f"solve_{i}")) for i in range(jobs)]
+    return [request(Task(f"j{i}", f"solve_{i}"),
+                    ["python", "-m", "snakemake", "--target-jobs", f"solve:instance={i}",
+                     "--wait-for-files", f"results/instance_{i}.json", "--cores", "1"],
+                    "/home/user/sweep", {"OMP_NUM_THREADS": "1"}, 600.0,
+                    meta=JobMeta(f"solve_{i}")) for i in range(jobs)]
 
 
 def _rss_mb() -> tuple[float, float]:
