@@ -44,14 +44,28 @@ TIERS = ("unit", "e2e", "faults")
 _TESTS = Path(__file__).resolve().parent
 
 
+# The order tiers run in: the longest tests first, so that over several processes (.ci/run's
+# pytest-xdist) the short unit tests fill the gaps at the end instead of two fault-injection
+# runs of minutes each finishing alone (CI saw the last 4 minutes spent on them).
+RUN_ORDER = ("faults", "e2e", "unit")
+
+
+def _tier_of(item: pytest.Item) -> str | None:
+    """The test's tier: the first folder under tests/, however deep the file lies."""
+    try:
+        parts = item.path.resolve().relative_to(_TESTS).parts
+    except ValueError:
+        return None
+    return parts[0] if len(parts) > 1 and parts[0] in TIERS else None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test with its tier, read off its folder."""
+    """Mark each test with its tier, read off its folder, and run the tiers longest first
+    (a stable sort: a file's tests stay together, in their order)."""
+    tiers = {item.nodeid: _tier_of(item) for item in items}
+    items.sort(key=lambda item: RUN_ORDER.index(tiers[item.nodeid] or "unit"))
     for item in items:
-        try:  # the tier is the first folder under tests/, however deep the file lies
-            parts = item.path.resolve().relative_to(_TESTS).parts
-        except ValueError:
-            continue
-        tier = parts[0] if len(parts) > 1 and parts[0] in TIERS else None
+        tier = tiers[item.nodeid]
         if tier is not None:
             item.add_marker(getattr(pytest.mark, tier))
 
