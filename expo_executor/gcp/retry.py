@@ -4,7 +4,10 @@ guest side, the project checks and the price refresh.
 Full jitter (AWS architecture blog, "Exponential Backoff And Jitter"): before retry ``n``
 (0-based) sleep ``rand() * min(cap, base * 2**n)``. Only errors that ``is_transient`` accepts
 are retried; anything else, and the last transient error once ``attempts`` calls have been
-made, propagates unchanged. ``DEFAULT`` holds the one set of defaults (the GCS bucket's too).
+made, propagates unchanged. The defaults are one table, a ``Backoff`` per service: ``DEFAULT``
+(Cloud Storage, the metadata server, the project checks, the price refresh: calls of tens of
+milliseconds) and ``COMPUTE`` (Compute Engine, whose rate limits are counted per minute and whose
+stockouts and 503s clear in seconds, not milliseconds).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class Backoff:
 
 
 DEFAULT = Backoff()
+COMPUTE = Backoff(attempts=8, base=1.0, cap=60.0)
 
 
 def backoff_delay(retry_index: int, *, base: float, cap: float, rand: Callable[[], float]) -> float:

@@ -1,7 +1,7 @@
 """What a GCE run's VMs are, as configured: the engine's settings (``GceConfig``), one create
 call's ask (``Ask``), the labels that mark a run's VMs, and how Compute calls are retried
-(``CallPolicy``: one set of defaults for the engine, ``expocloud cleanup`` and a crashed run's
-stop alike).
+(``CallPolicy``: ``gcp.retry.COMPUTE``'s backoff, for the engine, ``expocloud cleanup`` and a
+crashed run's stop alike).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed
 from expo_executor.gcp.errors import is_transient
 from expo_executor.engines.gce.references import DEFAULT_NETWORK, network_interface
-from expo_executor.gcp.retry import retry_call
+from expo_executor.gcp.retry import COMPUTE, Backoff, retry_call
 
 T = TypeVar("T")
 Call = Callable[[Callable[[], T]], T]  # runs one Compute call with retries
@@ -44,9 +44,7 @@ class CallPolicy:
     how long one request may take. Rate limits and transient errors are retried
     (``errors.is_transient``); anything else is raised at once."""
 
-    attempts: int = 8
-    base_s: float = 1.0
-    cap_s: float = 60.0
+    backoff: Backoff = COMPUTE
     timeout_s: float = 60.0
 
     def caller(self, sleep: Callable[[float], object] = time.sleep,
@@ -54,8 +52,9 @@ class CallPolicy:
         """Runs a call under this policy; ``sleep`` and ``rand`` drive the backoff (tests
         inject them so that nothing waits for real)."""
         def call(fn: Callable[[], T]) -> T:
-            return retry_call(fn, is_transient=is_transient, attempts=self.attempts,
-                              base=self.base_s, cap=self.cap_s, sleep=sleep, rand=rand)
+            return retry_call(fn, is_transient=is_transient, attempts=self.backoff.attempts,
+                              base=self.backoff.base, cap=self.backoff.cap, sleep=sleep,
+                              rand=rand)
         return call
 
 
@@ -97,9 +96,9 @@ class GceConfig:
     endpoint: str | None = None
     bulk_min: int = 2
     exhausted_ttl_s: float = 300.0
-    retry_attempts: int = CALLS.attempts
-    retry_base_s: float = CALLS.base_s
-    retry_cap_s: float = CALLS.cap_s
+    retry_attempts: int = COMPUTE.attempts
+    retry_base_s: float = COMPUTE.base
+    retry_cap_s: float = COMPUTE.cap
     call_timeout_s: float = CALLS.timeout_s
     close_timeout_s: float = TEARDOWN_TIMEOUT_S
 
@@ -122,7 +121,7 @@ class GceConfig:
     @property
     def calls(self) -> CallPolicy:
         """How this engine's Compute calls are retried and bounded."""
-        return CallPolicy(self.retry_attempts, self.retry_base_s, self.retry_cap_s,
+        return CallPolicy(Backoff(self.retry_attempts, self.retry_base_s, self.retry_cap_s),
                           self.call_timeout_s)
 
 
