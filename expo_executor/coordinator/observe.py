@@ -1,6 +1,7 @@
 """What the workers say, taken in: a status (ready: a slot holder of the scheduler; held jobs
 given back), a result (the job's place on every worker moves, and the scheduler hears how it
-ended; a cancelled one waits for the round's decisions, ``core.one_round.round_of``). Part of :class:`~.loop.Coordinator`.
+ended; a cancelled one waits for the round's decisions, ``core.one_round.round_of``). Part of
+:class:`~.loop.Coordinator`.
 """
 
 from __future__ import annotations
