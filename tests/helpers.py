@@ -25,6 +25,7 @@ from pathlib import Path
 
 from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.core.scheduler import Pool
+from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed, Instance
 from expo_executor.protocol.bucket import Bucket, LocalBucket
 from expo_executor.protocol.keys import inbox_key, result_key, status_key
@@ -144,16 +145,21 @@ KEY = b"k" * 32  # the run's key; each worker signs with worker_key(KEY, its nam
 
 
 class ScriptedEngine:
-    """VMs that exist on paper: created RUNNING, TERMINATED when the test says they died."""
+    """VMs that exist on paper: created RUNNING, TERMINATED when the test says they died;
+    ``calls``: the creates (pool, names, shape) and deletes, in order."""
 
     def __init__(self) -> None:
         self.status: dict[str, str] = {}
         self.deleted: list[str] = []
+        self.calls: list[tuple[str, Pool | None, tuple[str, ...], Shape | None]] = []
 
-    def create(self, names: list[str], pool: Pool, slots: int) -> None:
+    def create(self, names: list[str], pool: Pool, slots: int,
+               shape: Shape | None = None) -> None:
+        self.calls.append(("create", pool, tuple(names), shape))
         self.status.update({name: "RUNNING" for name in names})
 
     def delete(self, name: str) -> None:
+        self.calls.append(("delete", None, (name,), None))
         self.deleted.append(name)
         self.status.pop(name, None)
 

@@ -1,6 +1,6 @@
-"""The round's decisions, carried out: the meter read, then ``core.one_round``'s decisions
-(withdrawals, assignments into inboxes, held jobs asked back), one scaling plan, and the queued
-work stranded after it; and failing the jobs that will not run. Part of
+"""The round's decisions, carried out: the meter read, then ``core.one_round.round_of`` (the
+cancelled results, withdrawals, assignments into inboxes, held jobs asked back, one scaling
+plan, the queued work stranded); and failing the jobs that will not run. Part of
 :class:`~.loop.Coordinator`.
 """
 
@@ -19,13 +19,13 @@ from expo_executor.coordinator.requests import JobRequest
 from expo_executor.coordinator.snapshot import StartTimes
 from expo_executor.coordinator.vms import VmFleet
 from expo_executor.core import one_round
-from expo_executor.core.budget import Phase
+from expo_executor.core.budget import Phase, PhaseChange
 from expo_executor.core.records import VmEnd
 from expo_executor.core.scaling import FleetSetup, ScalePlan
 from expo_executor.core.scheduler import Assignment, Release, Scheduler
 from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import Engine
-from expo_executor.protocol.records import InboxJob, PrunePoint
+from expo_executor.protocol.records import InboxJob, PrunePoint, WorkerResult
 
 
 class Decisions:
@@ -48,23 +48,26 @@ class Decisions:
     _stragglers: bool
     _spot_held: frozenset[Shape | None]
     _stranded: dict[Shape | None, str]
+    _cancels: list[WorkerResult]
     _act: Callable[[ScalePlan, float], None]
     _end_vm: Callable[[str, VmEnd], None]
     _give_back: Callable[[Release], None]
 
-    def _decide(self, now: float) -> None:
-        """Read the meter, then the round's decisions (``core.one_round.decide``): fail what
-        a budget phase change takes back (at ``STOP``, delete every VM), and put what the
-        scheduler assigns into the VMs' inboxes; a job given a free slot starts now, as the
-        run's status sees it."""
+    def _decide(self, now: float, blind: bool = False) -> one_round.Acts:
+        """Read the meter, then the round (``core.one_round.round_of``; ``blind``: the engine
+        could not be read), and carry out its decisions on the jobs: the cancelled results'
+        events; fail what a budget phase change takes back (at ``STOP``, delete every VM);
+        put what the scheduler assigns into the VMs' inboxes (a job given a free slot starts
+        now, as the run's status sees it). Its plan and stranded work wait for ``_scale``."""
         change = None
         if self.meter.budget is not None:
             queued_work = sum(self.scheduler.queued_demand().values()) > 0
             change = self.meter.read(now, self.vms, queued_work)
-        depth = self.prefetch_depth.depth() if self.prefetch_depth is not None else None
-        decided = one_round.decide(self.scheduler, self._requests.keys(), change,
-                                   self.meter.phase, self._fleet(), self._spot_held, now,
-                                   self._stopping.is_set(), depth)
+        cancels, self._cancels = self._cancels, []
+        acts = one_round.round_of(self.scheduler, self._seen(now, change, cancels, blind))
+        for result, events in zip(cancels, acts.cancelled):
+            self.reporter.handle(list(events), result)
+        decided = acts.decided
         for taken in decided.withdrawn:
             vm = self.vms.get(taken.worker)
             if vm is not None:
@@ -80,6 +83,25 @@ class Decisions:
             self._give_back(release)
         # timeouts whose re-run has no worker to run on prune now (--expocloud-confirm-timeouts)
         self.reporter.handle(list(decided.unconfirmed))
+        if acts.plan is not None:
+            self._stragglers, self._spot_held = acts.plan.stragglers, acts.plan.stragglers_in
+        return acts
+
+    def _seen(self, now: float, change: PhaseChange | None, cancels: list[WorkerResult],
+              blind: bool) -> one_round.Seen:
+        """The round's observations (``core.one_round.Seen``)."""
+        depth = self.prefetch_depth.depth() if self.prefetch_depth is not None else None
+        prices = {shape: {pool: self.config.price(pool, shape) for pool in setup.fleets}
+                  for shape, setup in self.setups.items()}
+        return one_round.Seen(
+            self._requests.keys(),
+            tuple(one_round.Cancelled(r.key, r.worker, r.ran) for r in cancels),
+            change, self.meter.phase, self._fleet(), self.vms.alive_by_shape(),
+            self.meter.money(self.vms), prices,
+            lambda: self.vms.loads(self.scheduler.workers(), self.scheduler.queued_by_shape(),
+                                   now),
+            now, self._spot_held, frozenset(self._stranded), depth, self._stopping.is_set(),
+            blind)
 
     def _place(self, assignment: Assignment, now: float) -> None:
         """An assignment goes into its VM's inbox."""
@@ -108,25 +130,14 @@ class Decisions:
             return None
         return PrunePoint(task.family, task.point)
 
-    def _scale(self, now: float) -> None:
-        """One scaling round (``core.one_round.plan``), then its deletes and creates."""
-        if self._stopping.is_set():
-            return
-        loads = self.vms.loads(self.scheduler.workers(), self.scheduler.queued_by_shape(), now)
-        plan = one_round.plan(loads, now, self._fleet(), self.meter.money(self.vms),
-                              self.config.price)
-        self._stragglers, self._spot_held = plan.stragglers, plan.stragglers_in
-        self._act(plan, now)
-
-    def _check_stranded(self) -> None:
-        """Queued work that no VM alive may run, in pools that cannot grow: fail it now, with
-        the reason, rather than wait forever for capacity that will not come
-        (``core.one_round.strand``). With no VM of a shape and none of its pools left, the
-        shape is stranded: its later jobs fail on arrival."""
-        if self._stopping.is_set():
-            return
-        for stranded in one_round.strand(self.scheduler, self._requests.keys(), self._fleet(),
-                                         self.vms.alive_by_shape(), self._stranded):
+    def _scale(self, acts: one_round.Acts, now: float) -> None:
+        """The round's plan: its deletes and creates; then the queued work it found stranded
+        (no VM alive may run it, in pools that cannot grow) fails now, with the reason, rather
+        than wait forever for capacity that will not come. With no VM of a shape and none of
+        its pools left, the shape is stranded: its later jobs fail on arrival."""
+        if acts.plan is not None:
+            self._act(acts.plan, now)
+        for stranded in acts.stranded:
             reason = stranded.stranding.reason
             if stranded.stranding.whole_run:
                 self._stranded[stranded.shape] = reason

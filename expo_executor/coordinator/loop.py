@@ -59,6 +59,7 @@ from expo_executor.core.shapes import Shape
 from expo_executor.cost.cost_report import CostReport, summarize
 from expo_executor.engines.base import Engine
 from expo_executor.protocol.bucket import Bucket
+from expo_executor.protocol.records import WorkerResult
 
 # What front ends, launch and settings import from here.
 __all__ = ["CAPACITY_TIMEOUT", "GIVE_UP_AFTER",
@@ -105,6 +106,7 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
         self._spot_held: frozenset[Shape | None] = frozenset()  # ... per shape
         # why a shape's queued work can never run (no VM, no growth), per shape
         self._stranded: dict[Shape | None, str] = {}
+        self._cancels: list[WorkerResult] = []  # cancelled results, for the round to take in
         self._started = time.time()
         self._requests: dict[str, JobRequest] = {}  # every job of the run, by key
         self.desk = JobDesk()
@@ -231,15 +233,14 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
         adopted_error = self._adopted_round(now)
         engine_error = self._watch_engine(now)
         self.pools.check_capacity(self.vms.ready_by_shape(), now)
-        self._decide(now)
+        acts = self._decide(now, blind=engine_error is not None)
         self.channel.write_inboxes(self.vms, now)
         # twice a heartbeat: a worker reads it once a heartbeat of silence, and then finds
         # one at most half a heartbeat old (silence stays under 1.5 heartbeats, not 2)
         self.channel.write_pulse(self.vms, now, self.config.heartbeat / 2)
         if engine_error is not None:  # no scaling or stranding on a blind engine
             raise engine_error
-        self._scale(now)
-        self._check_stranded()
+        self._scale(acts, now)
         self._progress(now)
         if adopted_error is not None:
             raise adopted_error

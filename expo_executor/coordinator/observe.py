@@ -1,6 +1,7 @@
 """What the workers say, taken in: a status (ready: a slot holder of the scheduler; held jobs
 given back), a result (the job's place on every worker moves, and the scheduler hears how it
-ended). Part of :class:`~.loop.Coordinator`.
+ended; a cancelled one waits for the round's decisions, ``core.one_round.round_of``). Part of
+:class:`~.loop.Coordinator`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Observe:
     scheduler: Scheduler
     reporter: Reporter
     prefetch_depth: PrefetchDepth | None
+    _cancels: list[WorkerResult]  # the cancelled results the next round takes in
     _lose: Callable[[str, VmEnd, str], None]
 
     def _read_statuses(self, now: float) -> None:
@@ -84,15 +86,16 @@ class Observe:
             self._lose(result.worker, VmEnd.LOST, f"failed ({result.reason})")
             return
         outcome = result.end.outcome
-        if outcome is None:  # cancelled
-            # Looking again reads every other result of the worker (results are read in key
-            # order): a timeout there may be what it was not started for (a held job its
-            # worker's own timeout dominates), or a job that ended before the worker stopped.
-            events = one_round.take_cancelled(
-                self.scheduler, key, result.worker, result.ran,
-                lambda: self._read_results({result.worker}, unlisted=True))
-        else:
-            events = self.scheduler.finish(key, outcome)
-            if outcome is Outcome.SOLVED and self.prefetch_depth is not None:
-                self.prefetch_depth.observe(result.ended - result.started)
+        if outcome is None:  # cancelled: the round takes it in (core.one_round.round_of)
+            if one_round.unasked(self.scheduler, key):
+                # Looking again reads every other result of the worker (results are read in
+                # key order): a timeout there may be what it was not started for (a held job
+                # its worker's own timeout dominates), or a job that ended before the worker
+                # stopped.
+                self._read_results({result.worker}, unlisted=True)
+            self._cancels.append(result)
+            return
+        events = self.scheduler.finish(key, outcome)
+        if outcome is Outcome.SOLVED and self.prefetch_depth is not None:
+            self.prefetch_depth.observe(result.ended - result.started)
         self.reporter.handle(events, result)

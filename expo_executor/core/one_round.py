@@ -2,17 +2,17 @@
 
 A round observes (worker statuses, results, the engine, the meter) and acts (inboxes, creates,
 deletes) through its caller: ``coordinator/loop.py`` against the bucket and an engine,
-``simulate/simulation.py`` against a simulated cloud. What a round decides in between lives
-here, once, so that a simulated run cannot drift from a real one
-(``tests/unit/simulate/test_simulation_one_decision.py``). The steps, in the order a round calls them:
+``simulate/simulation.py`` against a simulated cloud. What a round decides in between is one
+call, :func:`round_of`: the round's observations in (:class:`Seen`), everything the caller must
+carry out out (:class:`Acts`), so that a simulated run cannot drift from a real one
+(``tests/unit/simulate/test_simulation_one_decision.py``). Its steps, in order:
 
-1. :func:`take_cancelled`: a cancelled result, and a cancel the scheduler did not ask for
-   (its worker is stopping: what it ran there runs elsewhere);
+1. :func:`take_cancelled`: the round's cancelled results, and a cancel the scheduler did not
+   ask for (its worker is stopping: what it ran there runs elsewhere);
 2. :func:`decide`: what a budget phase change takes back (:func:`withdrawn`), then the
    assignments, with prefetch's ``coming`` (:func:`coming`), and the held tasks asked back;
-3. :func:`plan`: one scaling round over every shape's pools (``scaling.scale_shapes``);
-4. after the plan's creates and deletes (a create that fails may stop a pool):
-   :func:`strand`, the queued work no VM alive may run in pools that cannot grow.
+3. one scaling plan over every shape's pools (``scaling.scale_shapes``);
+4. :func:`strand`: the queued work no VM alive may run in pools that cannot grow.
 
 No I/O and no clock of its own: ``now`` and every observation come from the caller.
 """
@@ -32,19 +32,29 @@ from expo_executor.core.shapes import Shape
 _OPEN = ("running", "queued")
 
 
-def take_cancelled(scheduler: Scheduler, key: str, worker: str, ran: bool,
-                   look_again: Callable[[], None] = lambda: None) -> list[Event]:
-    """A worker reports ``key`` cancelled (``ran``: it had started it). A cancel the scheduler
-    asked for ends the task; one it did not ask for (the task still runs or is queued) may be
-    explained by a result not yet taken in (``look_again`` takes in the worker's other
-    results: a timeout there may be what it was cancelled for); if not, the worker killed it
+@dataclass(frozen=True)
+class Cancelled:
+    """A worker's result: it cancelled ``key`` (``ran``: it had started it)."""
+
+    key: str
+    worker: str
+    ran: bool
+
+
+def unasked(scheduler: Scheduler, key: str) -> bool:
+    """A cancel the scheduler did not ask for (the task still runs or is queued): before the
+    round, its caller takes in the worker's other results (I/O: a timeout there may be what it
+    was cancelled for, and then the cancel is one the scheduler asked for after all)."""
+    return scheduler.state(key) in _OPEN
+
+
+def take_cancelled(scheduler: Scheduler, cancelled: Cancelled) -> list[Event]:
+    """A cancelled result. A cancel the scheduler asked for ends the task; one it still did not
+    ask for once every result of the worker is in (:func:`unasked`) means the worker killed it
     for another reason (it is stopping), and its tasks run elsewhere."""
-    events = scheduler.cancelled(key, ran)
-    if not events and scheduler.state(key) in _OPEN:
-        look_again()
-        events = scheduler.cancelled(key, ran)
-    if not events and scheduler.state(key) in _OPEN:
-        events = scheduler.remove_worker(worker)
+    events = scheduler.cancelled(cancelled.key, cancelled.ran)
+    if not events and scheduler.state(cancelled.key) in _OPEN:
+        events = scheduler.remove_worker(cancelled.worker)
     return events
 
 
@@ -121,7 +131,7 @@ def decide(scheduler: Scheduler, keys: Collection[str], change: PhaseChange | No
     """The budget's withdrawals (:func:`withdrawn`, of the run's ``keys``), then, below the budget's limit, the
     assignments: ``prefetch`` (None: unchanged) tasks per CPU held, none of a shape's queue
     that VMs ``coming`` will start; Spot refused to ``spot_held`` shapes (their straggler
-    rule, from the last :func:`plan`)."""
+    rule, from the last round's plan)."""
     taken = tuple(withdrawn(scheduler, keys, change))
     if phase >= Phase.LIMIT:
         return Decided(taken, (), (), ())
@@ -131,15 +141,6 @@ def decide(scheduler: Scheduler, keys: Collection[str], change: PhaseChange | No
                                    coming=coming(scheduler, fleet, phase, stopping, now))
     return Decided(taken, tuple(assignments), tuple(scheduler.take_releases()),
                    tuple(scheduler.take_unconfirmed()))
-
-
-def plan(loads: Mapping[Shape | None, Load], now: float, fleet: Fleet, money: Money,
-         hourly: Callable[[Pool, Shape | None], float]) -> ScalePlan:
-    """One scaling round over every shape's pools (``scaling.scale_shapes``), each VM priced
-    by ``hourly(pool, shape)``."""
-    prices = {shape: {pool: hourly(pool, shape) for pool in setup.fleets}
-              for shape, setup in fleet.setups.items()}
-    return scale_shapes(loads, now, fleet.setups, fleet.healths, money, prices)
 
 
 @dataclass(frozen=True)
@@ -177,3 +178,67 @@ def strand(scheduler: Scheduler, keys: Collection[str], fleet: Fleet,
             scheduler.withdraw(key)
         out.append(Stranded(shape, stranding, tuple(dead)))
     return out
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A round's observations. ``keys``: the run's tasks, in order; ``cancelled``: the
+    round's cancelled results (every other result taken in already, :func:`unasked`);
+    ``change`` and ``phase``: the budget's; ``alive``: VMs per shape and pool;
+    ``prices``: each shape's VM per pool and hour; ``spot_held``: the shapes the last plan's
+    straggler rule holds off Spot; ``stranded``: shapes stranded already; ``prefetch``: the
+    depth (None: unchanged); ``stopping``: the run stops (no growth, no scaling, no stranding);
+    ``blind``: the engine could not be read (no scaling, no stranding). ``loads`` is read once
+    the round's assignments are in the scheduler (a VM given work is busy, its job no longer
+    queued): the caller's view of its VMs, which the core does not keep."""
+
+    keys: Collection[str]
+    cancelled: tuple[Cancelled, ...]
+    change: PhaseChange | None
+    phase: Phase
+    fleet: Fleet
+    alive: Mapping[Shape | None, Mapping[Pool, int]]
+    money: Money
+    prices: Mapping[Shape | None, Mapping[Pool, float]]
+    loads: Callable[[], Mapping[Shape | None, Load]]
+    now: float
+    spot_held: frozenset[Shape | None] = frozenset()
+    stranded: frozenset[Shape | None] = frozenset()
+    prefetch: int | None = None
+    stopping: bool = False
+    blind: bool = False
+
+
+@dataclass(frozen=True)
+class Acts:
+    """What a round's caller carries out, in this order: the events of each cancelled result
+    (in ``Seen.cancelled``'s order), the decisions on the tasks, the scaling plan (None: no
+    scaling this round) and the work stranded."""
+
+    cancelled: tuple[tuple[Event, ...], ...]
+    decided: Decided
+    plan: ScalePlan | None
+    stranded: tuple[Stranded, ...]
+
+
+def round_of(scheduler: Scheduler, seen: Seen) -> Acts:
+    """One round's decisions: the cancelled results, the budget's withdrawals and the
+    assignments (:func:`decide`), one scaling plan, the stranded work.
+
+    No plan in a round that stops the run, is blind, or whose budget change is ``STOP`` (the
+    caller deletes every VM). Stranding looks at the pools' health and the VMs alive as the
+    round saw them, before the plan's creates and deletes: work a failed create strands (its
+    pool stopped) is stranded one round later. Cancelled results come last of the round's
+    results: the caller took in the finished ones, and, for a cancel the scheduler did not ask
+    for (:func:`unasked`), read the worker's other results first (that is I/O, so it is the
+    caller's)."""
+    cancelled = tuple(tuple(take_cancelled(scheduler, c)) for c in seen.cancelled)
+    decided = decide(scheduler, seen.keys, seen.change, seen.phase, seen.fleet,
+                     seen.spot_held, seen.now, seen.stopping, seen.prefetch)
+    stop = seen.change is not None and seen.change.phase is Phase.STOP
+    if seen.stopping or seen.blind:
+        return Acts(cancelled, decided, None, ())
+    scaled = None if stop else scale_shapes(seen.loads(), seen.now, seen.fleet.setups,
+                                            seen.fleet.healths, seen.money, seen.prices)
+    stranded = strand(scheduler, seen.keys, seen.fleet, seen.alive, seen.stranded)
+    return Acts(cancelled, decided, scaled, tuple(stranded))

@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from expo_executor.core.budget import vm_cost
 from expo_executor.core.records import AttemptEnd
 from expo_executor.core.scheduler import Pool
+from expo_executor.core.shapes import Shape
 from expo_executor.simulate.policies import SimConfig
 from expo_executor.simulate.workload import Lifetimes, Prices, SimJob
 
@@ -53,6 +54,7 @@ class SimVm:
     idle_wake: float | None = None
     freed_at: float | None = None  # when a job of it last ended (a slot freed)
     runs: dict[str, SimRun] = field(default_factory=dict)
+    shape: Shape | None = None  # a per-rule machine's (None: the run's own)
 
 
 class SimCloud:
@@ -63,6 +65,7 @@ class SimCloud:
         self.config = config
         self.lifetime = lifetime
         self.preempt_at = dict(preempt_at or {})
+        self.prices = prices
         self.price_h = {
             Pool.SPOT: prices.hourly(config.machine_type, True) * config.price_scale,
             Pool.ON_DEMAND: prices.hourly(config.od_machine_type, False) * config.price_scale,
@@ -114,10 +117,18 @@ class SimCloud:
                                           AttemptEnd.CANCELLED if kind == KILL else run.outcome))
 
     # -- VMs -------------------------------------------------------------------------------------
-    def create(self, pool: Pool, count: int, slots: int,
-               now: float) -> list[tuple[SimVm, float]] | None:
-        """Ask for ``count`` VMs of ``pool``: each with the time it will be ready, or None when
-        every zone is out of capacity (a stockout; the names are used up all the same)."""
+    def hourly(self, pool: Pool, shape: Shape | None) -> float:
+        """USD an hour of a VM of ``pool`` and ``shape`` (a per-rule machine: its machine
+        type's price)."""
+        if shape is None:
+            return self.price_h[pool]
+        return self.prices.hourly(shape.machine_type, pool is Pool.SPOT) * self.config.price_scale
+
+    def create(self, pool: Pool, count: int, slots: int, now: float,
+               shape: Shape | None = None) -> list[tuple[SimVm, float]] | None:
+        """Ask for ``count`` VMs of ``pool`` and ``shape``: each with the time it will be
+        ready, or None when every zone is out of capacity (a stockout; the names are used up
+        all the same)."""
         names = []
         for _ in range(count):
             self.counter += 1
@@ -126,10 +137,11 @@ class SimCloud:
         if chance > 0 and self.stock_rng.random() < chance:
             self.stockouts += 1
             return None
-        return [self._boot(name, pool, slots, now) for name in names]
+        return [self._boot(name, pool, slots, now, shape) for name in names]
 
-    def _boot(self, name: str, pool: Pool, slots: int, now: float) -> tuple[SimVm, float]:
-        vm = SimVm(name, pool, now, slots, self.price_h[pool])
+    def _boot(self, name: str, pool: Pool, slots: int, now: float,
+              shape: Shape | None) -> tuple[SimVm, float]:
+        vm = SimVm(name, pool, now, slots, self.hourly(pool, shape), shape=shape)
         self.all_vms.append(vm)
         ready = now + self.config.boot.sample(self.boot_rng)
         self.at(ready, READY, vm)

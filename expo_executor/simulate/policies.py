@@ -4,11 +4,13 @@ coordinator's settings plus the simulated cloud's behaviour.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from expo_executor.core.budget import BudgetConfig
 from expo_executor.core.pool_health import BOOT_TIMEOUT, CAPACITY_TIMEOUT
 from expo_executor.core.scheduler import Pool
+from expo_executor.core.shapes import Shape
 from expo_executor.simulate.workload import BootDelay
 
 POLICIES = ("on-demand", "spot-naive", "spot-then-od", "hybrid", "vm-per-job")
@@ -41,10 +43,16 @@ class SimConfig:
     capacity_timeout: float = CAPACITY_TIMEOUT  # stockouts with no ready VM: the pool stops
     budget: BudgetConfig | None = None  # the spending cap (None: none)
     prefetch: int = 0  # jobs per CPU a busy worker holds (Scheduler.prefetch; held_jobs.py)
+    # CPU slots of a per-rule machine's VMs (``SimJob.shape``; a shape not named: ``slots``)
+    shape_slots: Mapping[Shape, int] = field(default_factory=dict)
 
     @property
     def od_machine_type(self) -> str:
         return self.on_demand_machine_type or self.machine_type
+
+    def slots_of(self, shape: Shape | None) -> int:
+        """CPU slots of a VM of ``shape`` (None: the run's own)."""
+        return self.slots if shape is None else self.shape_slots.get(shape, self.slots)
 
 
 def policy(name: str, base: SimConfig, job_cpus: int = 1) -> SimConfig:

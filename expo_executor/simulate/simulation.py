@@ -8,12 +8,13 @@ round is mirrored, not re-implemented: it ticks every ``poll`` seconds, but only
 happened or a decision waits for a time (ticks with nothing to see are skipped), and each round
 does what ``Coordinator.tick`` does, in the same order and through the same pure functions: take
 in ready workers (``Scheduler.add_worker``, ``pool_health.vm_ready``), prefetch's answers
-(:mod:`.held_jobs`), results (``finish``, ``one_round.take_cancelled``) and lost VMs
+(:mod:`.held_jobs`), finished results (``finish``) and lost VMs
 (``remove_worker(preempted=True)``); the boot check and the capacity check
-(``pool_health.boot_round``, ``capacity_round``); the budget's meter and the round's decisions
-(``one_round.decide``: withdrawals, assignments with prefetch's ``coming``); one scaling round
-(``one_round.plan``: the fleet policy, stopped and held pools, the budget); then stranded work
-(``one_round.strand``). So a policy compared here is the policy a run would follow, and a
+(``pool_health.boot_round``, ``capacity_round``, each shape's); the budget's meter; then the
+round itself, one call of ``core.one_round.round_of``: the cancelled results, withdrawals,
+assignments with prefetch's ``coming``, one scaling plan over every shape's pools (the fleet
+policy, stopped and held pools, the budget) and stranded work, which the simulation then only
+carries out. So a policy compared here is the policy a run would follow, and a
 simulated run cannot drift from a real one.
 
 What is modelled, and how:
@@ -37,7 +38,11 @@ What is modelled, and how:
 - a budget (``SimConfig.budget``): the same meter and phases as a run's; with one, the
   simulation ticks every ``poll`` while VMs are alive, as the meter moves with the clock.
 
-Not modelled: per-rule machines (shapes: the run's own only), ``max_run_duration`` caps,
+- per-rule machines: a job with a ``shape`` runs only on VMs of that shape, which have a Spot
+  and an on-demand pool of their own (``SimConfig.shape_slots`` CPUs each, priced at the shape's
+  machine type, no reliable core), scaled in the same round as the run's own.
+
+Not modelled: ``max_run_duration`` caps,
 quotas (no create call fails for good), memory, job
 dependencies (every job is submitted at the start), priorities, lost or late bucket writes, and the
 storage requests. The meter sees a preempted VM's bill end when the VM stopped, a run's
@@ -58,6 +63,7 @@ from expo_executor.core.pool_health import PoolHealth
 from expo_executor.core.scaling import FleetSetup, ScalePlan
 from expo_executor.core.scheduler import (Cancel, Event, Finished, Pool, Requeued, Scheduler,
                                           Skipped)
+from expo_executor.core.shapes import Shape, shape_order
 from expo_executor.simulate.cloud import WAKE, SimCloud, SimVm
 from expo_executor.simulate.held_jobs import HeldJobs
 from expo_executor.simulate.policies import POLICIES, SimConfig, policy
@@ -95,20 +101,31 @@ class _Simulation:
                                       config.max_on_demand, config.idle_timeout,
                                       config.on_demand_min),
                                 config.main_pool, config.straggler_rule)
-        self.health = PoolHealth()
+        # every shape's pools: the run's own, and one per per-rule machine (as the coordinator's
+        # ``_add_shape``: no reliable core, a shape's VMs live only while its work does)
+        self.setups: dict[Shape | None, FleetSetup] = {None: self.setup}
+        for shape in sorted({job.shape for job in workload.jobs} - {None}, key=shape_order):
+            self.setups[shape] = FleetSetup(
+                pools(config.main_pool, config.slots_of(shape), config.max_workers,
+                      config.max_on_demand, config.idle_timeout),
+                config.main_pool, config.straggler_rule)
+        self.healths: dict[Shape | None, PoolHealth] = {shape: PoolHealth()
+                                                       for shape in self.setups}
         self.meter = SimMeter(config.budget, min(self.cloud.price_h[pool]
                                                   for pool in self.setup.fleets))
         self.vms: dict[str, SimVm] = {}  # the coordinator's VMs, in creation order
         self.booting: dict[str, SimVm] = {}  # ... of them not ready yet
-        self.views = FleetViews(self.setup.fleets, self.jobs, self.scheduler,
-                                config.idle_timeout, lambda when: self.cloud.at(when, WAKE))
-        self.spot_held: frozenset[None] = frozenset()  # the straggler rule is in force
-        self.stranded = False  # no VM is left and no pool may grow: nothing more runs
+        self.views = FleetViews(self.scheduler, config.idle_timeout,
+                                lambda when: self.cloud.at(when, WAKE))
+        # the shapes whose straggler rule is in force
+        self.spot_held: frozenset[Shape | None] = frozenset()
+        self.stranded: set[Shape | None] = set()  # no VM left, no pool may grow: none runs
         self.done: dict[str, float] = {}
         self.started: dict[str, float] = {}
         self.held = HeldJobs(self.scheduler, self.cloud, self.jobs, config.dispatch_s,
                              self.started)
         self.requeues = self.rounds = 0
+        self.cancels: list[one_round.Cancelled] = []  # for the next round to take in
 
     # -- the clock ---------------------------------------------------------------------------
     def run(self) -> SimResult:
@@ -141,13 +158,14 @@ class _Simulation:
         freed = self.held.take_answers(self.vms, lambda events: self._handle(events, now))
         freed |= self._take_results(now)
         self._take_lost(now)
-        self.held.promote(self.vms, freed, now)
+        # a worker with a cancelled result waits for the round: until it is taken in, the
+        # scheduler still runs the cancelled job there
+        self.held.promote(self.vms, freed - {c.worker for c in self.cancels}, now)
         self._check_boots(now)
         self._check_capacity(now)
-        self._decide(now)
+        acts = self._decide(now)
         if len(self.scheduler.outcomes) < len(self.jobs):
-            self._scale(now)
-            self._check_stranded(now)
+            self._scale(acts, now)
         if self.config.budget is not None and self.vms:
             self.cloud.at(now + self.config.poll, WAKE)  # the meter moves with the clock
 
@@ -158,8 +176,8 @@ class _Simulation:
                 vm.ready = True
                 vm.idle_since = now
                 self.booting.pop(vm.name, None)
-                self.health = pool_health.vm_ready(self.health, vm.pool)
-                self.scheduler.add_worker(vm.name, vm.slots, 0, pool=vm.pool)
+                self.healths[vm.shape] = pool_health.vm_ready(self.healths[vm.shape], vm.pool)
+                self.scheduler.add_worker(vm.name, vm.slots, 0, pool=vm.pool, shape=vm.shape)
                 self.views.touch(vm.name)
 
     def _take_results(self, now: float) -> set[str]:
@@ -167,11 +185,10 @@ class _Simulation:
         results, self.cloud.seen_results = self.cloud.seen_results, []
         scheduler = self.scheduler
         for key, worker, end in sorted(results):
-            if end.outcome is None:  # cancelled
-                events = one_round.take_cancelled(scheduler, key, worker, ran=True)
+            if end.outcome is None:  # cancelled: the round takes it in, last
+                self.cancels.append(one_round.Cancelled(key, worker, True))
             else:
-                events = scheduler.finish(key, end.outcome)
-            self._handle(events, now)
+                self._handle(scheduler.finish(key, end.outcome), now)
             self.views.touch(worker)
             vm = self.vms.get(worker)
             if self.config.vm_per_job and vm is not None and not vm.runs:
@@ -188,23 +205,26 @@ class _Simulation:
     def _check_boots(self, now: float) -> None:
         """VMs not ready ``boot_timeout`` s after their creation are deleted (and replaced);
         failures in a row stop their pool (``pool_health.boot_round``)."""
-        if not self.booting:
-            return
-        booting = [Booting(vm.name, vm.pool, vm.created) for vm in self.booting.values()]
-        transition = pool_health.boot_round(self.health, booting, now,
-                                            self.config.boot_timeout)
-        self.health = transition.health
-        for name in transition.timed_out:
-            self._delete(self.vms[name], now)
+        for shape in {vm.shape for vm in self.booting.values()}:
+            booting = [Booting(vm.name, vm.pool, vm.created) for vm in self.booting.values()
+                       if vm.shape == shape]
+            transition = pool_health.boot_round(self.healths[shape], booting, now,
+                                                self.config.boot_timeout)
+            self.healths[shape] = transition.health
+            for name in transition.timed_out:
+                self._delete(self.vms[name], now)
 
     def _check_capacity(self, now: float) -> None:
-        if self.health.short_since:
-            ready = frozenset(vm.pool for vm in self.vms.values() if vm.ready)
+        for shape, health in self.healths.items():
+            if not health.short_since:
+                continue
+            ready = frozenset(vm.pool for vm in self.vms.values()
+                              if vm.ready and vm.shape == shape)
             machines = {Pool.SPOT: self.config.machine_type,
-                        Pool.ON_DEMAND: self.config.od_machine_type}
-            self.health = pool_health.capacity_round(self.health, ready, now,
-                                                     self.config.capacity_timeout,
-                                                     machines).health
+                        Pool.ON_DEMAND: self.config.od_machine_type} if shape is None else \
+                {pool: shape.machine_type for pool in Pool}
+            self.healths[shape] = pool_health.capacity_round(
+                health, ready, now, self.config.capacity_timeout, machines).health
 
     def _handle(self, events: list[Event], now: float) -> None:
         for event in events:
@@ -219,15 +239,29 @@ class _Simulation:
                 self.requeues += 1
 
     # -- decisions (Coordinator._decide) -------------------------------------------------------
-    def _decide(self, now: float) -> None:
-        """The meter, then the round's decisions (``core.one_round.decide``): a phase change
-        withdraws (fails) what the budget takes back, at ``STOP`` every VM is deleted; then
-        the assignments, each job starting ``dispatch_s`` later (or held: :mod:`.held_jobs`)."""
+    def _decide(self, now: float) -> one_round.Acts:
+        """The meter, then the round (``core.one_round.round_of``), and its decisions on the
+        jobs carried out: the cancelled results' events; a phase change withdraws (fails) what
+        the budget takes back, at ``STOP`` every VM is deleted; then the assignments, each job
+        starting ``dispatch_s`` later (or held: :mod:`.held_jobs`)."""
         queued = sum(self.scheduler.queued_demand().values()) > 0 \
             if self.config.budget is not None else False
         change = self.meter.read(now, self.vms, queued)
-        decided = one_round.decide(self.scheduler, self.jobs.keys(), change, self.meter.phase,
-                                   self._fleet(), self.spot_held, now)
+        cancels, self.cancels = tuple(self.cancels), []
+        alive: dict[Shape | None, Counter[Pool]] = {}
+        for vm in self.vms.values():
+            alive.setdefault(vm.shape, Counter())[vm.pool] += 1
+        seen = one_round.Seen(
+            self.jobs.keys(), cancels, change, self.meter.phase, self._fleet(), alive,
+            self.meter.money(self.vms, self.cloud.price_h),
+            {shape: {pool: self.cloud.hourly(pool, shape) for pool in setup.fleets}
+             for shape, setup in self.setups.items()},
+            lambda: self.views.load(self.vms, now), now, self.spot_held,
+            frozenset(self.stranded))
+        acts = one_round.round_of(self.scheduler, seen)
+        for events in acts.cancelled:
+            self._handle(list(events), now)
+        decided = acts.decided
         for taken in decided.withdrawn:
             self._withdrawn(taken.key, taken.worker, now)
         self.held.promote(self.vms, {t.worker for t in decided.withdrawn if t.worker}, now)
@@ -237,8 +271,11 @@ class _Simulation:
         for assignment in decided.assignments:
             self.held.assigned(assignment.key, self.vms[assignment.worker_id], now)
             self.views.touch(assignment.worker_id)
+        # what a cancelled result's freed slot starts (after the assignments: started already)
+        self.held.promote(self.vms, {c.worker for c in cancels}, now)
         for release in decided.releases:  # a held job asked back for a free slot elsewhere
             self.held.unstarted(release.key, self.vms[release.worker_id], now, True)
+        return acts
 
     def _withdrawn(self, key: str, worker: str | None, now: float) -> None:
         """A job that will not run (to its end) fails: the budget, or no VM to be had."""
@@ -247,22 +284,27 @@ class _Simulation:
         self.done[key] = now
 
     def _fleet(self) -> one_round.Fleet:
-        """The VMs as the round's decisions see them: one shape, the run's own."""
+        """The VMs as the round's decisions see them: every shape's pools."""
         alive = Counter(vm.pool for vm in self.vms.values())
-        booting = {None: self.config.slots * len(self.booting)} if self.booting else {}
-        return one_round.Fleet({None: self.setup}, {None: self.health}, alive, booting)
+        booting: dict[Shape | None, int] = {}
+        for vm in self.booting.values():
+            booting[vm.shape] = booting.get(vm.shape, 0) + vm.slots
+        return one_round.Fleet(self.setups, self.healths, alive, booting)
 
     # -- scaling (Coordinator._scale) ----------------------------------------------------------
-    def _scale(self, now: float) -> None:
-        """One ``core.one_round.plan``, then its deletes and creates, as the coordinator's."""
-        load = self.views.load(self.vms, now)
-        plan = one_round.plan({None: load}, now, self._fleet(),
-                              self.meter.money(self.vms, self.cloud.price_h),
-                              lambda pool, shape: self.cloud.price_h[pool])
-        again = plan.stragglers_in != self.spot_held  # assignment changes next round
-        self.spot_held = plan.stragglers_in
-        if self._act(plan, now) or again:
-            self.cloud.at(now + self.config.poll, WAKE)
+    def _scale(self, acts: one_round.Acts, now: float) -> None:
+        """The round's plan, its deletes and creates, as the coordinator's; then the stranded
+        work fails, as in a run."""
+        if acts.plan is not None:
+            again = acts.plan.stragglers_in != self.spot_held  # assignment changes next round
+            self.spot_held = acts.plan.stragglers_in
+            if self._act(acts.plan, now) or again:
+                self.cloud.at(now + self.config.poll, WAKE)
+        for stranded in acts.stranded:
+            if stranded.stranding.whole_run:
+                self.stranded.add(stranded.shape)
+            for key in stranded.keys:
+                self._withdrawn(key, None, now)
 
     def _act(self, plan: ScalePlan, now: float) -> bool:
         """Deletes and creates; True when VMs were deleted (the pool may grow into the freed
@@ -273,7 +315,7 @@ class _Simulation:
                 self._delete(self.vms[name], now)
                 deleted = True
             if growth.create:
-                self._create(growth.pool, growth.create, now)
+                self._create(growth.pool, growth.create, now, growth.shape)
             if growth.held_until is not None:
                 self.cloud.at(growth.held_until, WAKE)
         for vm in [vm for name, vm in self.vms.items() if name in plan.drain]:
@@ -281,18 +323,19 @@ class _Simulation:
             deleted = True
         return deleted
 
-    def _create(self, pool: Pool, count: int, now: float) -> None:
-        """Ask the cloud for VMs; a stockout holds the pool back (``pool_health``) and a
-        wake-up is due when it may grow again, or when its capacity timeout runs out."""
-        created = self.cloud.create(pool, count, self.config.slots, now)
+    def _create(self, pool: Pool, count: int, now: float, shape: Shape | None) -> None:
+        """Ask the cloud for VMs of ``shape``; a stockout holds the pool back (``pool_health``)
+        and a wake-up is due when it may grow again, or when its capacity timeout runs out."""
+        created = self.cloud.create(pool, count, self.config.slots_of(shape), now, shape)
         if created is None:
-            first = pool not in self.health.short_since
-            self.health = pool_health.failed_create(self.health, pool, now, False,
-                                                    "every zone is out of capacity").health
-            held = self.health.held_until(pool, now)
+            first = pool not in self.healths[shape].short_since
+            health = pool_health.failed_create(self.healths[shape], pool, now, False,
+                                               "every zone is out of capacity").health
+            self.healths[shape] = health
+            held = health.held_until(pool, now)
             if held is not None:
                 self.cloud.at(held, WAKE)
-            if first and pool in self.health.short_since:
+            if first and pool in health.short_since:
                 self.cloud.at(now + self.config.capacity_timeout, WAKE)
             return
         for vm, ready in created:
@@ -323,17 +366,6 @@ class _Simulation:
         self.booting.pop(vm.name, None)
         self.views.drop(vm)
 
-    # -- stranded work (Coordinator._check_stranded) -------------------------------------------
-    def _check_stranded(self, now: float) -> None:
-        """Queued work no live or growable pool may run fails (``core.one_round.strand``), as
-        in a run."""
-        alive = dict(Counter(vm.pool for vm in self.vms.values()))
-        for stranded in one_round.strand(self.scheduler, self.jobs.keys(), self._fleet(),
-                                         {None: alive}, {None} if self.stranded else ()):
-            self.stranded = self.stranded or stranded.stranding.whole_run
-            for key in stranded.keys:
-                self._withdrawn(key, None, now)
-
     def _result(self, makespan: float) -> SimResult:
         hours, cost = self.cloud.bill(makespan)
         return SimResult(
@@ -343,7 +375,9 @@ class _Simulation:
             vms=len(self.cloud.all_vms), stockouts=self.cloud.stockouts, rounds=self.rounds,
             outcomes={k: o.value for k, o in self.scheduler.outcomes.items()},
             completion_s=dict(self.done), started_s=dict(self.started),
-            stopped={p.value: why for p, why in self.health.stopped_why.items()})
+            stopped={p.value + ("" if shape is None else f" ({shape.describe()})"): why
+                     for shape, health in self.healths.items()
+                     for p, why in health.stopped_why.items()})
 
 
 def simulate(workload: Workload, config: SimConfig, prices: Prices,

@@ -14,6 +14,7 @@ from typing import Any, Mapping, Protocol, Sequence
 from expo_executor.runs.files import RunFiles
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.scheduler import Task
+from expo_executor.core.shapes import Shape
 
 
 class Prices(Protocol):
@@ -77,7 +78,8 @@ class SimJob:
     """One job of a workload: how long it would run if nothing stopped it.
 
     ``runtime_s`` may be ``inf`` (it would never end: it times out at its deadline);
-    ``fails``: it exits with an error after ``runtime_s``.
+    ``fails``: it exits with an error after ``runtime_s``; ``shape``: it runs only on VMs of
+    that per-rule machine (``SimConfig.shape_slots``), which have pools of their own.
     """
 
     key: str
@@ -88,9 +90,10 @@ class SimJob:
     point: HardnessPoint | None = None
     cpus: int = 1
     fails: bool = False
+    shape: Shape | None = None  # the per-rule machine it needs (None: the run's own)
 
     def task(self) -> Task:
-        return Task(self.key, self.label, self.family, self.point, self.cpus)
+        return Task(self.key, self.label, self.family, self.point, self.cpus, shape=self.shape)
 
 
 @dataclass(frozen=True)
