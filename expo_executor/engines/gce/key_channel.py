@@ -34,7 +34,7 @@ from urllib.parse import quote
 from expo_executor.gcp.retry import backoff_delay, retry_call
 from expo_executor.protocol.bucket import Bucket
 from expo_executor.protocol.keys import key_grant_key, key_request_key
-from expo_executor.protocol.messages import MessageError
+from expo_executor.protocol.messages import MessageError, load
 from expo_executor.protocol.worker_keys import (grant, new_key_pair, open_grant,
                                                 public_key_digest, worker_key)
 
@@ -154,7 +154,7 @@ def _parse(name: str, data: bytes) -> tuple[bytes, str]:
     if len(data) > MAX_REQUEST_BYTES:
         raise KeyRefused(f"its request is {len(data)} bytes")
     try:
-        body = json.loads(data)
+        body = load(data, "its request", MAX_REQUEST_BYTES)
         public = base64.b64decode(body["public"], validate=True)
         token, worker = body["token"], body["worker"]
     except (ValueError, KeyError, TypeError):
