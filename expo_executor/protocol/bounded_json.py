@@ -61,7 +61,7 @@ def loads(data: bytes, what: str, max_bytes: int) -> Any:
         raise JsonRefused(f"{what}: {exc}") from None
     except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         reason = " ".join(str(exc).split())[:200]
-        raise JsonRefused(f"{what}: not UTF-8 JSON ({reason})") from None
+        raise JsonRefused(f"{what}: not JSON in UTF-8 ({reason})") from None
     if _depth(value) > MAX_DEPTH:
         raise JsonRefused(f"{what}: nested deeper than {MAX_DEPTH}")
     return value

@@ -82,12 +82,12 @@ def obtain_key(bucket: Bucket, name: str, bucket_url: str, verify_key: bytes,
             if not sent:
                 bucket.write(key_request_key(name), request)
                 sent = True
-            blob = bucket.read(key_grant_key(name))
-            if blob is not None:
-                try:
+            try:
+                blob = bucket.read(key_grant_key(name), limit=MAX_REQUEST_BYTES)
+                if blob is not None:
                     return open_grant(blob.data, name, private, verify_key)
-                except MessageError as exc:  # an answer to an earlier request of this VM
-                    last = str(exc)  # (ours comes next), or a forgery: never taken
+            except MessageError as exc:  # an answer to an earlier request of this VM
+                last = str(exc)  # (ours comes next), or a forgery: never taken
         except Exception as exc:  # noqa: BLE001 - the bucket layer retried already; wait more
             print(f"worker {name}: asking for its key (trying again): {type(exc).__name__}: "
                   f"{exc}", file=sys.stderr, flush=True)

@@ -96,7 +96,7 @@ class Staging:
             (base / safe_relative(rel)).mkdir(parents=True, exist_ok=True)
         for rel, mode in manifest["files"].items():
             target = base / safe_relative(rel)
-            data = self.bucket.read(f"{prefix}files/{rel}")
+            data = self.bucket.read(f"{prefix}files/{rel}", limit=None)  # the outputs' own size
             if data is None:
                 raise FileNotFoundError(f"output {rel} of worker {worker} is missing")
             target.parent.mkdir(parents=True, exist_ok=True)
