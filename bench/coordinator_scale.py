@@ -81,11 +81,17 @@ class Store:
         self.generation = 0
         self.inbox_writes: dict[str, list[float]] = {}
 
-    def read(self, key: str):
-        from expo_executor.protocol.bucket import Blob
+    def read(self, key: str, limit: int | None = None, if_generation_not_match: int | None = None):
+        from expo_executor.protocol.bucket import Blob, ObjectTooLarge
         with self.lock:
             found = self.objects.get(key)
-        return None if found is None else Blob(found[0], found[1])
+        if found is None:
+            return None
+        if found[1] == if_generation_not_match:
+            return Blob(b"", found[1], unchanged=True)
+        if limit is not None and len(found[0]) > limit:
+            raise ObjectTooLarge(key, len(found[0]), limit, found[1])
+        return Blob(found[0], found[1])
 
     def write(self, key: str, data: bytes, if_generation_match: int | None = None) -> int:
         from expo_executor.protocol.bucket import PreconditionFailed
@@ -124,9 +130,9 @@ class StoreView:
         if self.latency:
             time.sleep(self.latency * max(n, 1))
 
-    def read(self, key: str):
+    def read(self, key: str, **bounds):
         self._op("B")
-        return self.store.read(key)
+        return self.store.read(key, **bounds)
 
     def write(self, key: str, data: bytes, if_generation_match: int | None = None) -> int:
         self._op("A")

@@ -34,9 +34,9 @@ class FlakyBucket(LocalBucket):
         if self.down is not None:
             raise self.down
 
-    def read(self, key):  # type: ignore[no-untyped-def]
+    def read(self, key, **bounds):  # type: ignore[no-untyped-def]
         self._check()
-        return super().read(key)
+        return super().read(key, **bounds)
 
     def write(self, key, data, if_generation_match=None):  # type: ignore[no-untyped-def]
         self._check()

@@ -130,10 +130,10 @@ class Adoption:
         return len(self.jobs)
 
     def _inbox(self, name: str) -> Inbox | None:
-        blob = self.channel.bucket.read(inbox_key(name))
-        if blob is None:
-            return None
         try:
+            blob = self.channel.bucket.read(inbox_key(name))  # bounded: a MessageError
+            if blob is None:
+                return None
             inbox = Inbox.decode(blob.data, self.channel.key(name))
         except messages.MessageError as exc:
             self.log(f"expocloud: ignoring the inbox of {name} of run {self.run_id}: {exc}")

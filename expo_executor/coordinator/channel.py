@@ -8,7 +8,8 @@ stays the size of the fleet however many jobs the run has done.
 
 Statuses, results and inboxes are the typed records of :mod:`expo_executor.protocol.records`
 under the keys of :mod:`expo_executor.protocol.keys`; a message that does not decode (malformed,
-oversized, unsigned, signed with another key) is logged and ignored. Each worker's messages are
+oversized, unsigned, signed with another key) is logged and ignored; so is an object too large
+to read, which is refused before its body is downloaded (``bucket_contract``). Each worker's messages are
 signed with that worker's own key (derived here from the run key, :mod:`worker_keys`): a status
 or result claiming worker W counts only when W's key signed it, and W's inbox (every job in it
 sealed) opens only with W's key.
@@ -39,7 +40,7 @@ from typing import Any, Callable, TypeVar
 
 from expo_executor.coordinator.vms import Vm
 from expo_executor.protocol import messages
-from expo_executor.protocol.bucket import Bucket
+from expo_executor.protocol.bucket import Bucket, ObjectTooLarge
 from expo_executor.protocol.keys import (PULSE_KEY, WORKERS_PREFIX, boot_log_key, inbox_key,
                                          key_grant_key, key_request_key, parse_result_key,
                                          result_key, status_key)
@@ -59,7 +60,10 @@ class Outcomes(list):
     order (``error`` None when the call succeeded)."""
 
     def first_error(self) -> Exception | None:
-        return next((error for _, error in self if error is not None), None)
+        """The first error of a call that failed; an object refused (too large to read, a
+        MessageError) is not one: the caller says it as a malformed message."""
+        return next((error for _, error in self if error is not None
+                     and not isinstance(error, messages.MessageError)), None)
 
 
 class Channel:
@@ -129,7 +133,12 @@ class Channel:
                if listing.get(status_key(vm.name)) not in (None, vm.status_generation)]
         reads = self._each(lambda vm: self.bucket.read(status_key(vm.name)), due)
         changed: list[tuple[Vm, WorkerStatus | None]] = []
-        for vm, (blob, _) in zip(due, reads):
+        for vm, (blob, error) in zip(due, reads):
+            if isinstance(error, ObjectTooLarge):  # not read: said as a malformed status
+                vm.status_generation = error.generation
+                self.log(f"expocloud: ignoring a malformed status of {vm.name}: {error}")
+                changed.append((vm, None))
+                continue
             if blob is None:  # gone since the listing, or its read failed: next round
                 continue
             vm.status_generation = blob.generation
@@ -144,13 +153,18 @@ class Channel:
         A VM gets its key once: its worker asks before anything else runs there, so a later
         request comes from something else on the VM (a job can obtain that VM's identity
         token too) and is refused."""
-        from expo_executor.engines.gce.key_channel import KeyRefused
+        from expo_executor.engines.gce.key_channel import MAX_REQUEST_BYTES, KeyRefused
 
         for vm in vms:
             generation = listing.get(key_request_key(vm.name))
             if generation is None or generation == self._key_requests.get(vm.name):
                 continue
-            blob = self.bucket.read(key_request_key(vm.name))
+            try:
+                blob = self.bucket.read(key_request_key(vm.name), limit=MAX_REQUEST_BYTES)
+            except ObjectTooLarge as exc:
+                self._key_requests[vm.name] = exc.generation
+                self.log(f"expocloud: refusing the key request of {vm.name}: {exc}")
+                continue
             if blob is None:
                 continue
             try:
@@ -207,8 +221,10 @@ class Channel:
             objects |= wanted - self._results_handed
         pending = sorted(objects - self._results_seen)
         reads = self._each(lambda pair: self.bucket.read(result_key(*pair)), pending)
-        for pair, (blob, _) in zip(pending, reads):
-            if blob is not None and pair not in self._results_seen:
+        for pair, (blob, error) in zip(pending, reads):
+            if isinstance(error, ObjectTooLarge) and pair not in self._results_seen:
+                self._take_object(pair, error)  # not read: said as a malformed result
+            elif blob is not None and pair not in self._results_seen:
                 self._take_object(pair, blob.data)  # None: gone, or its read failed: later
         for pair in sorted(wanted & self._results_unhanded.keys()):
             result = self._results_unhanded.pop(pair, None)
@@ -228,13 +244,16 @@ class Channel:
         for pair in [p for p in self._results_unhanded if p[1] in workers and p not in wanted]:
             del self._results_unhanded[pair]
 
-    def _take_object(self, name: tuple[str, str], data: bytes) -> None:
+    def _take_object(self, name: tuple[str, str], data: bytes | ObjectTooLarge) -> None:
         """Decode the result object ``name`` ((job, worker) of its key): its results of that
-        worker not handed out before wait in ``_results_unhanded``."""
+        worker not handed out before wait in ``_results_unhanded``. One too large to read
+        is refused as a malformed one (and deleted with the objects taken)."""
         self._results_seen.add(name)
         self._results_taken.append(name)
         key, worker = name
         try:
+            if isinstance(data, ObjectTooLarge):
+                raise data
             batch = ResultBatch.decode(data, self.key(worker))
         except messages.MessageError as exc:
             self.log(f"expocloud: ignoring a malformed result of {key}: {exc}")
@@ -272,7 +291,10 @@ class Channel:
         """The last lines VM ``name``'s startup script left in the bucket before it powered
         the VM off ("" if none): unsigned text from the VM, so it is only shown, control
         characters blanked and its length capped, never acted on."""
-        blob = self.bucket.read(boot_log_key(name))
+        try:
+            blob = self.bucket.read(boot_log_key(name))
+        except ObjectTooLarge as exc:
+            return f"(its log is not shown: {exc})"
         if blob is None:
             return ""
         text = _CONTROL.sub(" ", blob.data.decode("utf-8", "replace"))
@@ -316,10 +338,10 @@ class Channel:
         """Number the next pulse after the one in the bucket, when a tag of one of ``names``
         in it verifies: the last pulse of a crashed coordinator whose workers this channel
         takes over (a worker ignores a pulse not newer than the last it accepted)."""
-        blob = self.bucket.read(PULSE_KEY)
-        if blob is None:
-            return
         try:
+            blob = self.bucket.read(PULSE_KEY)
+            if blob is None:
+                return
             pulse = Pulse.decode(blob.data)
         except messages.MessageError as exc:
             self.log(f"expocloud: ignoring a malformed pulse: {exc}")

@@ -127,10 +127,10 @@ def _object_results(bucket: Bucket, name: str, pair: tuple[str, str], run_key: b
     """The results in result object ``name`` (``pair``: its job and worker) when it verifies
     with its worker's key and names its first job and its worker; none otherwise."""
     key, worker = pair
-    blob = bucket.read(name)
-    if blob is None:
-        return ()
     try:
+        blob = bucket.read(name)  # bounded: ObjectTooLarge is a MessageError
+        if blob is None:
+            return ()
         batch = ResultBatch.decode(blob.data, worker_key(run_key, worker))
     except messages.MessageError as exc:
         log(f"expocloud: ignoring a result of {key} that does not verify: {exc}")

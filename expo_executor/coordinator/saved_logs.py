@@ -87,7 +87,7 @@ class LogFetcher:
     def _read(self, job: str, saved: SavedLog) -> bytes | None:
         what = f"expocloud: cannot copy the saved log {saved.path or OUTPUT_NAME} of {job}"
         try:
-            blob = self.bucket.read(saved.key)
+            blob = self.bucket.read(saved.key, limit=saved.size)  # what the worker saved
         except Exception as exc:  # noqa: BLE001 - one log lost must not stop the run
             self.log(f"{what}: {type(exc).__name__}: {exc}")
             return None

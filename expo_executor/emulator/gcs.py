@@ -6,7 +6,8 @@ overwrites. Run as a script, this module wraps the emulator's object handlers (i
 resumable upload chunks, XML upload, patch, delete) so that a request whose precondition does
 not hold gets HTTP 412 with GCS's JSON error body (reason ``conditionNotMet``). The emulator
 serves one request at a time, so the check and the write are atomic. Downloads also get the
-``x-goog-generation``/``x-goog-metageneration`` headers that real GCS sends, and listings
+``x-goog-generation``/``x-goog-metageneration`` headers that real GCS sends and its read
+preconditions (304 Not Modified for a failed ``ifGenerationNotMatch``), and listings
 honour ``maxResults``/``pageToken`` (the stock emulator returns everything in one page) and
 ``fields`` (a partial response: only the fields named, as GCS answers), and a
 bucket's IAM policy is kept and applied as GCS does (``gcs_iam.py``: the stock emulator grants
@@ -136,8 +137,20 @@ def _guard(handler: Handler, handler_name: str) -> Handler:
 
 
 def _with_generation_headers(handler: Handler) -> Handler:
-    """A download handler that also sends ``x-goog-generation``/``x-goog-metageneration``."""
+    """A download handler that also sends ``x-goog-generation``/``x-goog-metageneration`` and
+    honours preconditions as GCS does on a read: a failed ``ifGenerationNotMatch`` (or
+    ``ifMetagenerationNotMatch``) is 304 Not Modified with no body, a failed ``...Match`` 412."""
     def download(request: Any, response: Any, storage: Any, *args: Any, **kwargs: Any) -> Any:
+        if request.params.get("object_id") and any(p in request.query for p in PRECONDITIONS):
+            current = _current_object(storage, request.params["bucket_name"],
+                                      request.params["object_id"])
+            why = precondition_failure(request.query, current) if current is not None else None
+            if why is not None and "NotMatch" in why.split("=")[0]:
+                response.status = HTTPStatus.NOT_MODIFIED
+                return None
+            if why is not None:
+                _answer_precondition_failed(response, why)
+                return None
         result = handler(request, response, storage, *args, **kwargs)
         if response.status == HTTPStatus.OK and request.params.get("object_id"):
             obj = _current_object(storage, request.params["bucket_name"],

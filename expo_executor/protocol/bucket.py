@@ -1,6 +1,7 @@
 """The bucket: the only channel between the coordinator and its workers.
 
-One contract (``bucket_contract``: ``Bucket``, ``Blob``, ``PreconditionFailed``), two backends
+One contract (``bucket_contract``: ``Bucket``, ``Blob``, ``PreconditionFailed``, bounded reads
+and ``ObjectTooLarge``), two backends
 (``local_bucket``: a directory for the local engine; ``gcs_bucket``: a GCS prefix in the cloud),
 and ``open_bucket``, which picks the backend from a URL. Callers import all of it from here.
 """
@@ -9,10 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from expo_executor.protocol.bucket_contract import Blob, Bucket, PreconditionFailed
+from expo_executor.protocol.bucket_contract import (MAX_READ_BYTES, Blob, Bucket, ObjectTooLarge,
+                                                    PreconditionFailed)
 from expo_executor.protocol.local_bucket import LocalBucket
 
-__all__ = ["Blob", "Bucket", "LocalBucket", "PreconditionFailed", "open_bucket"]
+__all__ = ["MAX_READ_BYTES", "Blob", "Bucket", "LocalBucket", "ObjectTooLarge",
+           "PreconditionFailed", "open_bucket"]
 
 
 def open_bucket(url: str) -> Bucket:

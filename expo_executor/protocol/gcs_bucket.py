@@ -15,6 +15,12 @@ operation counts are kept under a lock, and the HTTP session keeps enough connec
 (``CONNECTIONS``) that parallel calls reuse them. A listing asks only for what the contract
 returns (``LIST_FIELDS``: each object's name and generation), not every object's metadata.
 
+Reads are bounded (``bucket_contract``): a download streams into a sink that stops it past the
+limit, so at most the limit and one chunk (8 KiB) of an oversized object is ever fetched, and
+one GET still brings body, generation and the client's CRC32C check (a ranged GET would skip
+that check; a metadata GET first would double every read's requests). A poll of an unchanged
+object (``if_generation_not_match``) is answered 304 from its metadata, without a body.
+
 A conditional write whose response was lost may have landed: its retry then meets 412. When a
 write had an earlier, transiently failed attempt and then gets 412, the object is read back;
 if it holds exactly our bytes the write counts as ours (identical bytes from another writer
@@ -34,7 +40,8 @@ from typing import Any
 from expo_executor.gcp.errors import is_transient_storage
 from expo_executor.gcp.retry import DEFAULT as BACKOFF
 from expo_executor.gcp.retry import retry_call
-from expo_executor.protocol.bucket_contract import Blob, PreconditionFailed
+from expo_executor.protocol.bucket_contract import (MAX_READ_BYTES, Blob, ObjectTooLarge,
+                                                    PreconditionFailed)
 
 DEFAULT_TIMEOUT = (10.0, 60.0)  # (connect, read) seconds, per request
 CONNECTIONS = 32  # kept open per host: more than the coordinator's parallel calls
@@ -118,35 +125,66 @@ class GcsBucket:
     def _call(self, fn: Callable[[], Any]) -> Any:
         return retry_call(fn, **self._retry)
 
-    def _download(self, name: str) -> Blob | None:
-        """One attempt: data and generation in one GET (the generation comes from headers)."""
+    def _download(self, name: str, limit: int | None = MAX_READ_BYTES,
+                  unless: int | None = None) -> Blob | None:
+        """One attempt: data and generation in one GET (the generation comes from headers).
+
+        Bounded: the body streams into a :class:`_BoundedSink`, which stops the download (the
+        response is closed, the rest never read) once it passes ``limit``; the object's size
+        and generation then come from its metadata, for the error. ``unless``: sent as
+        ``ifGenerationNotMatch``, so an object still at that generation is answered 304 from
+        its metadata, with no body."""
         blob = self._bucket.blob(name)
         self._count("B")
+        sink = _BoundedSink(limit)
         try:
-            data = blob.download_as_bytes(retry=None, timeout=self.timeout)
+            blob.download_to_file(sink, retry=None, timeout=self.timeout,
+                                  if_generation_not_match=unless)
         except self._gexc.NotFound:
             return None
+        except self._gexc.NotModified:
+            return Blob(b"", int(unless or 0), unchanged=True)
+        except _OverLimit:
+            return self._too_large(name, limit or 0)
         if blob.generation is None:
             # A server that does not send x-goog-generation (real GCS does): pin the generation
             # from the metadata, then fetch exactly that generation.
-            return self._download_pinned(name)
-        return Blob(data, int(blob.generation))
+            return self._download_pinned(name, limit, unless)
+        return Blob(sink.data(), int(blob.generation))
 
-    def _download_pinned(self, name: str) -> Blob | None:
+    def _too_large(self, name: str, limit: int) -> Blob | None:
+        """Raise ObjectTooLarge for object ``name``, with its size and generation from its
+        metadata (one more class B request, only for an object that should not be there)."""
+        self._count("B")
+        meta = self._bucket.get_blob(name, retry=None, timeout=self.timeout)
+        if meta is None:
+            return None
+        raise ObjectTooLarge(name[len(self.prefix):], int(meta.size or 0), limit,
+                             int(meta.generation))
+
+    def _download_pinned(self, name: str, limit: int | None,
+                         unless: int | None) -> Blob | None:
         while True:
             self._count("B")
             meta = self._bucket.get_blob(name, retry=None, timeout=self.timeout)
             if meta is None:
                 return None
             generation = int(meta.generation)
+            if generation == unless:
+                return Blob(b"", generation, unchanged=True)
+            if limit is not None and int(meta.size or 0) > limit:
+                raise ObjectTooLarge(name[len(self.prefix):], int(meta.size), limit, generation)
             self._count("B")
+            sink = _BoundedSink(limit)
             try:
-                data = self._bucket.blob(name, generation=generation).download_as_bytes(
-                    retry=None, timeout=self.timeout
-                )
+                self._bucket.blob(name, generation=generation).download_to_file(
+                    sink, retry=None, timeout=self.timeout)
             except self._gexc.NotFound:
                 continue  # replaced or deleted in between: look again
-            return Blob(data, generation)
+            except _OverLimit:  # the metadata said otherwise: not a GCS we know
+                raise ObjectTooLarge(name[len(self.prefix):], None, limit or 0,
+                                     generation) from None
+            return Blob(sink.data(), generation)
 
     def _upload(self, name: str, data: bytes, if_generation_match: int | None) -> int:
         """One upload attempt; returns the new generation. Separate so tests can inject faults."""
@@ -163,9 +201,10 @@ class GcsBucket:
 
     # -- the contract ----------------------------------------------------------------------
 
-    def read(self, key: str) -> Blob | None:
+    def read(self, key: str, limit: int | None = MAX_READ_BYTES,
+             if_generation_not_match: int | None = None) -> Blob | None:
         name = self._name(key)
-        return self._call(lambda: self._download(name))
+        return self._call(lambda: self._download(name, limit, if_generation_not_match))
 
     def write(self, key: str, data: bytes, if_generation_match: int | None = None) -> int:
         name = self._name(key)
@@ -180,7 +219,10 @@ class GcsBucket:
             except self._gexc.PreconditionFailed:
                 if if_generation_match is not None and tries > 1:
                     # An earlier attempt failed transiently; it may have landed.
-                    current = self._download(name)
+                    try:
+                        current = self._download(name, limit=len(data))
+                    except ObjectTooLarge:  # longer than ours: not ours
+                        current = None
                     if current is not None and current.data == data:
                         return current.generation
                 raise PreconditionFailed(key) from None
@@ -223,6 +265,31 @@ class GcsBucket:
                 pass
 
         self._call(attempt)
+
+
+class _OverLimit(Exception):
+    """A download passed its limit (raised by the sink, inside the client's download)."""
+
+
+class _BoundedSink:
+    """Where a download's body goes: kept while it is at most ``limit`` bytes (None: no
+    limit); the chunk that passes the limit raises, which ends the download there."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def write(self, chunk: bytes) -> int:
+        self.size += len(chunk)
+        if self.limit is not None and self.size > self.limit:
+            self.parts = []
+            raise _OverLimit()
+        self.parts.append(bytes(chunk))
+        return len(chunk)
+
+    def data(self) -> bytes:
+        return b"".join(self.parts)
 
 
 def _widen_connection_pool(client: Any) -> None:

@@ -12,7 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from expo_executor.protocol.bucket_contract import Blob, PreconditionFailed
+from expo_executor.protocol.bucket_contract import (MAX_READ_BYTES, Blob, ObjectTooLarge,
+                                                    PreconditionFailed)
 
 
 class LocalBucket:
@@ -42,15 +43,26 @@ class LocalBucket:
             raise ValueError(f"bad bucket key {key!r}")
         return self.root / key
 
-    def read(self, key: str) -> Blob | None:
+    def read(self, key: str, limit: int | None = MAX_READ_BYTES,
+             if_generation_not_match: int | None = None) -> Blob | None:
+        """Stat before read: the size and generation of the file opened (a rename cannot
+        swap it in between), and only then its bytes."""
         self._count("B")
         path = self._path(key)
         try:
             with open(path, "rb") as handle:
-                generation = os.fstat(handle.fileno()).st_mtime_ns
-                return Blob(handle.read(), generation)
+                meta = os.fstat(handle.fileno())
+                generation = meta.st_mtime_ns
+                if generation == if_generation_not_match:
+                    return Blob(b"", generation, unchanged=True)
+                if limit is not None and meta.st_size > limit:
+                    raise ObjectTooLarge(key, meta.st_size, limit, generation)
+                data = handle.read() if limit is None else handle.read(limit + 1)
         except FileNotFoundError:
             return None
+        if limit is not None and len(data) > limit:  # grew in place: not by our writes
+            raise ObjectTooLarge(key, None, limit, generation)
+        return Blob(data, generation)
 
     def write(self, key: str, data: bytes, if_generation_match: int | None = None) -> int:
         self._count("A")

@@ -21,6 +21,8 @@ import os
 from typing import Any, NamedTuple
 
 from expo_executor.core.records import AttemptEnd, WorkerState
+from expo_executor.protocol import bounded_json
+from expo_executor.protocol.bounded_json import MAX_DEPTH  # noqa: F401  (the limit, said here too)
 
 VERSION = 2  # 2: one outcome vocabulary (a result says "solved", not "ok"); no inbox drain
 MAX_BYTES = 4 * 1024 * 1024
@@ -149,6 +151,15 @@ def encode(kind: str, body: dict, key: bytes | None = None) -> bytes:
     return data
 
 
+def load(data: bytes, what: str, max_bytes: int = MAX_BYTES) -> Any:
+    """``data`` as JSON, bounded in size, depth and numbers (:mod:`bounded_json`); anything
+    else is a MessageError of one line. Every decoder of a bucket object parses with this."""
+    try:
+        return bounded_json.loads(data, what, max_bytes)
+    except bounded_json.JsonRefused as exc:
+        raise MessageError(str(exc)) from None
+
+
 def decode(kind: str, data: bytes, key: bytes | None = None) -> dict:
     """Parse and check a message; with a key, reject anything not signed with it."""
     return decode_either((kind,), data, key)[1]
@@ -158,12 +169,7 @@ def decode_either(kinds: tuple[str, ...], data: bytes,
                   key: bytes | None = None) -> tuple[str, dict]:
     """:func:`decode` of a message of any of ``kinds``: returns its kind and body."""
     kind = "/".join(kinds)
-    if len(data) > MAX_BYTES:
-        raise MessageError(f"{kind}: {len(data)} bytes exceeds the {MAX_BYTES} byte limit")
-    try:
-        envelope = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise MessageError(f"{kind}: not JSON ({exc})") from None
+    envelope = load(data, kind)
     if not isinstance(envelope, dict) or envelope.get("v") != VERSION \
             or envelope.get("kind") not in kinds:
         raise MessageError(f"{kind}: wrong version or kind")
@@ -251,7 +257,7 @@ def unseal(text: str, key: bytes, job_key: str) -> Sealed:
     try:
         raw = base64.b64decode(text.encode(), validate=True)
         plain = AESGCM(_seal_key(key)).decrypt(raw[:12], raw[12:], job_key.encode())
-        body = json.loads(plain)
+        body = load(plain, f"job {job_key}: its sealed part")
     except (ValueError, InvalidTag):
         raise MessageError(f"job {job_key}: its sealed part does not open with this worker's key") \
             from None

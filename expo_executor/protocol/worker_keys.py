@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 
-from expo_executor.protocol.messages import MessageError
+from expo_executor.protocol.messages import MessageError, load
 
 _WORKER_INFO = b"expocloud v1 worker key:"
 _GRANT_INFO = b"expocloud v1 key grant:"
@@ -110,7 +110,7 @@ def open_grant(data: bytes, worker: str, private: object, verify_key: bytes) -> 
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
     try:
-        body = json.loads(data)
+        body = load(data, f"key grant for {worker}")
         sender = base64.b64decode(body["sender"], validate=True)
         raw = base64.b64decode(body["sealed"], validate=True)
         signature = base64.b64decode(body["signature"], validate=True)

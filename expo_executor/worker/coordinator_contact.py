@@ -16,6 +16,7 @@ import time
 
 from expo_executor.core.records import WorkerState
 from expo_executor.protocol import messages
+from expo_executor.protocol.bucket import ObjectTooLarge
 from expo_executor.protocol.keys import inbox_key
 from expo_executor.protocol.records import Inbox
 
@@ -25,7 +26,14 @@ class CoordinatorContact:
 
     def _read_inbox(self) -> None:
         self.last_read = time.monotonic()
-        blob = self.bucket.read(inbox_key(self.worker_id))
+        try:
+            # its generation compared first: an inbox judged before is not downloaded again
+            blob = self.bucket.read(inbox_key(self.worker_id),
+                                    if_generation_not_match=self.inbox_generation)
+        except ObjectTooLarge as exc:  # refused before download: judged, as malformed
+            self.inbox_generation = exc.generation
+            print(f"worker {self.worker_id}: ignoring inbox: {exc}", file=sys.stderr, flush=True)
+            return
         if blob is None or blob.generation == self.inbox_generation:
             return
         self.inbox_generation = blob.generation

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 
 from expo_executor.protocol import messages
-from expo_executor.protocol.bucket import Bucket
+from expo_executor.protocol.bucket import Bucket, ObjectTooLarge
 from expo_executor.protocol.keys import PULSE_KEY
 from expo_executor.protocol.records import Pulse
 
@@ -43,10 +43,15 @@ class PulseReader:
         """Read the pulse (the next read a heartbeat from ``now``, whether this one works or
         raises); True when it counts as contact (the grace starts again)."""
         self.next_read = now + (self.every or 0.0)
-        blob = self.bucket.read(PULSE_KEY)
-        if blob is not None and blob.generation == self.generation:
-            return False  # the coordinator has not written one since: nothing new to judge
-        why = "there is none" if blob is None else None
+        try:
+            # its generation compared first: a pulse judged before is not downloaded again
+            blob = self.bucket.read(PULSE_KEY, if_generation_not_match=self.generation)
+        except ObjectTooLarge as exc:  # refused before download: judged, as malformed
+            self.generation, blob, why = exc.generation, None, str(exc)
+        else:
+            if blob is not None and blob.generation == self.generation:
+                return False  # the coordinator has not written one since: nothing new to judge
+            why = "there is none" if blob is None else None
         if blob is not None:
             self.generation = blob.generation
             try:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from expo_executor.protocol.bucket import PreconditionFailed, open_bucket
+from expo_executor.protocol.bucket import ObjectTooLarge, PreconditionFailed, open_bucket
+from expo_executor.protocol.messages import MessageError
 
 from tests.gcs_emulator import fresh_bucket, gcs_emulator  # noqa: F401  (session fixture, lazy imports)
 
@@ -58,6 +59,31 @@ def test_create_only_twice_fails_the_second_time(bucket) -> None:  # type: ignor
         bucket.write("results/job.json", b"second", if_generation_match=0)
     blob = bucket.read("results/job.json")
     assert blob.data == b"first" and blob.generation == gen
+
+
+def test_a_read_is_bounded_before_the_body_is_taken(bucket) -> None:  # type: ignore[no-untyped-def]
+    generation = bucket.write("workers/w/status.json", b"x" * 100_000)
+    with pytest.raises(ObjectTooLarge) as caught:
+        bucket.read("workers/w/status.json", limit=1000)
+    refused = caught.value
+    assert isinstance(refused, MessageError), "callers take it for a malformed message"
+    assert (refused.size, refused.generation) == (100_000, generation)
+    assert "100000 bytes exceeds the 1000 byte limit" in str(refused)
+    assert bucket.read("workers/w/status.json", limit=100_000).data == b"x" * 100_000
+    assert bucket.read("workers/w/status.json", limit=None).generation == generation
+    assert bucket.read("absent", limit=1) is None
+
+
+def test_an_unchanged_object_is_not_downloaded_again(bucket) -> None:  # type: ignore[no-untyped-def]
+    first = bucket.write("pulse.json", b"one")
+    blob = bucket.read("pulse.json", if_generation_not_match=first)
+    assert blob is not None and blob.unchanged and blob.data == b"" \
+        and blob.generation == first
+    second = bucket.write("pulse.json", b"two")
+    blob = bucket.read("pulse.json", if_generation_not_match=first)
+    assert blob is not None and not blob.unchanged and blob.data == b"two" \
+        and blob.generation == second
+    assert bucket.read("absent", if_generation_not_match=first) is None
 
 
 def test_keys_cannot_escape_the_bucket(bucket) -> None:  # type: ignore[no-untyped-def]

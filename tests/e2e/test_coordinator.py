@@ -243,8 +243,8 @@ class _ResultReads(LocalBucket):
         super().__init__(root)
         self.result_objects = 0
 
-    def read(self, key: str):  # type: ignore[no-untyped-def]
-        blob = super().read(key)
+    def read(self, key: str, **bounds):  # type: ignore[no-untyped-def]
+        blob = super().read(key, **bounds)
         self.result_objects += blob is not None and "/results/" in key
         return blob
 

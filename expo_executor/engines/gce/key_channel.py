@@ -34,7 +34,7 @@ from urllib.parse import quote
 from expo_executor.gcp.retry import backoff_delay, retry_call
 from expo_executor.protocol.bucket import Bucket
 from expo_executor.protocol.keys import key_grant_key, key_request_key
-from expo_executor.protocol.messages import MessageError
+from expo_executor.protocol.messages import MessageError, load
 from expo_executor.protocol.worker_keys import (grant, new_key_pair, open_grant,
                                                 public_key_digest, worker_key)
 
@@ -82,12 +82,12 @@ def obtain_key(bucket: Bucket, name: str, bucket_url: str, verify_key: bytes,
             if not sent:
                 bucket.write(key_request_key(name), request)
                 sent = True
-            blob = bucket.read(key_grant_key(name))
-            if blob is not None:
-                try:
+            try:
+                blob = bucket.read(key_grant_key(name), limit=MAX_REQUEST_BYTES)
+                if blob is not None:
                     return open_grant(blob.data, name, private, verify_key)
-                except MessageError as exc:  # an answer to an earlier request of this VM
-                    last = str(exc)  # (ours comes next), or a forgery: never taken
+            except MessageError as exc:  # an answer to an earlier request of this VM
+                last = str(exc)  # (ours comes next), or a forgery: never taken
         except Exception as exc:  # noqa: BLE001 - the bucket layer retried already; wait more
             print(f"worker {name}: asking for its key (trying again): {type(exc).__name__}: "
                   f"{exc}", file=sys.stderr, flush=True)
@@ -154,7 +154,7 @@ def _parse(name: str, data: bytes) -> tuple[bytes, str]:
     if len(data) > MAX_REQUEST_BYTES:
         raise KeyRefused(f"its request is {len(data)} bytes")
     try:
-        body = json.loads(data)
+        body = load(data, "its request", MAX_REQUEST_BYTES)
         public = base64.b64decode(body["public"], validate=True)
         token, worker = body["token"], body["worker"]
     except (ValueError, KeyError, TypeError):

@@ -10,7 +10,6 @@ multi-gigabyte files (docs/cwl.md).
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 from pathlib import Path
@@ -97,7 +96,7 @@ class Staging:
             (base / safe_relative(rel)).mkdir(parents=True, exist_ok=True)
         for rel, mode in manifest["files"].items():
             target = base / safe_relative(rel)
-            data = self.bucket.read(f"{prefix}files/{rel}")
+            data = self.bucket.read(f"{prefix}files/{rel}", limit=None)  # the outputs' own size
             if data is None:
                 raise FileNotFoundError(f"output {rel} of worker {worker} is missing")
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -124,13 +123,7 @@ class Staging:
 def _checked_manifest(data: bytes, worker: str) -> dict:
     """An output manifest from the bucket: JSON of the expected shape, bounded in size (it is
     a message like any other: whoever can write to the bucket could have written it)."""
-    if len(data) > messages.MAX_BYTES:
-        raise ValueError(f"the output manifest of worker {worker} exceeds "
-                         f"{messages.MAX_BYTES} bytes")
-    try:
-        manifest = json.loads(data)
-    except ValueError:
-        raise ValueError(f"the output manifest of worker {worker} is not JSON") from None
+    manifest = messages.load(data, f"the output manifest of worker {worker}")
     ok = (isinstance(manifest, dict)
           and isinstance(manifest.get("dirs"), list)
           and all(isinstance(d, str) for d in manifest["dirs"])

@@ -41,12 +41,12 @@ class HeldBucket(LocalBucket):
         self.released = threading.Event()
         self.fail: set[str] = set()
 
-    def read(self, key: str):  # type: ignore[override]
+    def read(self, key: str, **bounds):  # type: ignore[override]
         if key in self.fail:
             raise StorageDown(key)
         if key == self.hold:
             self.released.wait(timeout=5)
-        blob = super().read(key)
+        blob = super().read(key, **bounds)
         if key == self.release:
             self.released.set()
         return blob
@@ -284,9 +284,9 @@ class ReadLog(LocalBucket):
         self.reads: list[str] = []
         self.lists: list[str] = []
 
-    def read(self, key: str):  # type: ignore[override]
+    def read(self, key: str, **bounds):  # type: ignore[override]
         self.reads.append(key)
-        return super().read(key)
+        return super().read(key, **bounds)
 
     def list(self, prefix: str) -> dict[str, int]:
         self.lists.append(prefix)
@@ -411,3 +411,36 @@ def test_a_pulse_carries_a_tag_per_vm_and_continues_after_a_crashed_coordinators
     channel.continue_pulse(["w1"])
     channel.write_pulse([_vm("w1")], 20.0, 10.0)
     assert Pulse.decode(bucket.read(PULSE_KEY).data).seq < ahead * 2
+
+
+DEEP = b'{"v":2,"kind":"status","body":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+HUGE = b" " * (messages.MAX_BYTES + 1)
+
+
+def test_planted_objects_are_refused_in_one_line_and_the_round_goes_on(
+        bucket: HeldBucket) -> None:
+    """Anyone who can write to the bucket can plant a deeply nested or a huge object at a
+    worker's status or result key (issue 30): each is said in one line, as a malformed
+    message, and read once; the other workers' statuses and results still come in."""
+    vms = [_vm("w1"), _vm("w2"), _vm("w3")]
+    bucket.write(status_key("w1"), DEEP)
+    bucket.write(status_key("w2"), HUGE)
+    bucket.write(status_key("w3"), WorkerStatus("w3", 0, 1.0, [], 1, WorkerState.READY)
+                 .encode(worker_key(KEY, "w3")))
+    bucket.write(result_key("a", "w1"), DEEP.replace(b"status", b"result"))
+    bucket.write(result_key("b", "w1"), HUGE)
+    _result(bucket, "c", "w1")
+    said: list[str] = []
+    channel = Channel(bucket, KEY, said.append)
+    try:
+        got = [(vm.name, status is not None) for vm, status in channel.statuses(vms)]
+        assert got == [("w1", False), ("w2", False), ("w3", True)]
+        assert [r.key for r in channel.results({(j, "w1") for j in "abc"})] == ["c"]
+        assert len(said) == 4 and all("\n" not in line and "malformed" in line
+                                      for line in said), said
+        assert any("exceeds the" in line for line in said), said
+        assert channel.statuses(vms) == [] and len(said) == 4, "each is judged once"
+        channel.delete_taken()
+        assert bucket.list("workers/w1/results/") == {}, "refused results go with the rest"
+    finally:
+        channel.close()

@@ -228,3 +228,23 @@ def test_with_confirmation_a_timeout_counts_only_when_two_workers_saw_it(tmp_pat
     frontier = StateDir(tmp_path).load_frontier(FAMILY)
     assert frontier.dominator(HardnessPoint(("solve",), (3.0,))) is not None
     assert frontier.dominator(HardnessPoint(("solve",), (2.0,))) is None
+
+
+def test_planted_objects_in_a_crashed_runs_prefix_lose_none_of_its_results(
+        tmp_path: Path) -> None:
+    """A deeply nested object and one too large to read, planted among a crashed run's results
+    (issue 30: they made harvest throw every result away): each is said in one line and
+    ignored; the run's real results are harvested as before."""
+    state = StateDir(tmp_path)
+    old = _crashed_run(tmp_path)
+    old.direct.write(result_key("j1a1", "w-1"),
+                     b'{"v":2,"kind":"result","body":' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    old.direct.write(result_key("j4a1", "w-1"), b"0" * (4 * 1024 * 1024 + 1))
+    said: list[str] = []
+    found = recover(tmp_path, state.new_run("r2"), said.append, adopt=False).harvested
+
+    assert "expocloud: harvested 2 results of run r1: 1 solved, 1 timeouts" in said, said
+    assert list(found) == ["solve-2"]
+    refused = [line for line in said if "does not verify" in line]
+    assert len(refused) == 2 and any("nested deeper" in line for line in refused) \
+        and any("exceeds the" in line for line in refused), said

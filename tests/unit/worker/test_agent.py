@@ -7,10 +7,13 @@ failed job failed."""
 
 from __future__ import annotations
 
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from expo_executor.core.hardness import Frontier, HardnessPoint
 from expo_executor.core.records import AttemptEnd, WorkerState
@@ -219,3 +222,62 @@ def test_the_pulse_is_read_only_after_a_heartbeat_without_contact(tmp_path: Path
 ])
 def test_a_failed_jobs_log_says_why_when_it_can(tail: str, why: str | None) -> None:
     assert explain_failure(tail) == why
+
+
+class _Answers(LocalBucket):
+    """The local bucket, keeping what each read answered (to see what was downloaded)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.answers: list[object] = []
+
+    def read(self, key: str, **bounds):  # type: ignore[no-untyped-def, override]
+        try:
+            blob = super().read(key, **bounds)
+        except messages.MessageError as exc:
+            self.answers.append(exc)
+            raise
+        self.answers.append(blob)
+        return blob
+
+
+@pytest.mark.parametrize("planted", [
+    b" " * (messages.MAX_BYTES + 1),
+    b'{"v":2,"kind":"inbox","body":' + b"[" * 100_000 + b"]" * 100_000 + b"}"])
+def test_a_planted_inbox_or_pulse_is_refused_in_one_line_and_not_downloaded_again(
+        tmp_path: Path, planted: bytes, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 30: a huge or deeply nested object at the worker's inbox or the pulse is said
+    once, in one line, and the worker goes on; polled again unchanged, it is compared by its
+    generation and not downloaded; a real inbox and pulse after it are taken."""
+    bucket = _Answers(tmp_path / "bucket")
+    worker = Worker(bucket, "w-1", 1, KEY, tmp_path / "vm", zygote=False, pulse=10.0)
+    bucket.write(inbox_key("w-1"), planted)
+    bucket.write(PULSE_KEY, planted)
+    worker._read_inbox()
+    assert not worker.pulses.read(100.0)
+    said = capsys.readouterr().err.splitlines()
+    assert len(said) == 2 and all("ignoring" in line for line in said), said
+    worker._read_inbox()
+    assert not worker.pulses.read(110.0)
+    assert [getattr(answer, "unchanged", None) for answer in bucket.answers[-2:]] == \
+        [True, True], "polled again: not downloaded"
+    assert capsys.readouterr().err == ""
+    _inbox(worker, 1, {"new": _job()})
+    worker._read_inbox()
+    bucket.write(PULSE_KEY, Pulse.make(1, {"w-1": KEY}).encode())
+    assert list(worker.pending) == ["new"] and worker.pulses.read(120.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seqs=st.lists(st.integers(min_value=0, max_value=50), min_size=1, max_size=8))
+def test_a_replayed_pulse_never_counts_as_contact(seqs: list[int]) -> None:
+    """Replays of old pulses (a bucket writer copying an earlier pulse object back, a new
+    generation of old bytes) count only when newer than every pulse accepted before."""
+    with tempfile.TemporaryDirectory() as root:
+        worker = Worker(LocalBucket(Path(root) / "bucket"), "w-1", 1, KEY, Path(root) / "vm",
+                        zygote=False, pulse=10.0)
+        best = -1
+        for step, seq in enumerate(seqs):
+            worker.bucket.write(PULSE_KEY, Pulse.make(seq, {"w-1": KEY}).encode())
+            assert worker.pulses.read(100.0 + 10 * step) == (seq > best)
+            best = max(best, seq)
