@@ -12,7 +12,8 @@ each: :mod:`.observe` (statuses and results taken in), :mod:`.vm_life` (what the
 boots, creates and deletes), :mod:`.decisions` (the meter, assignments, scaling, stranding, as
 ``core.one_round`` decides them, which the simulator calls too) and :mod:`.adopted_runs` (a
 crashed run's workers taken over); its collaborators: :mod:`.desk` (the hand-over between
-threads), :mod:`.channel` (the bucket: statuses, results, inboxes), :mod:`.vms` (the VMs
+threads), :mod:`.channel` (the bucket: statuses, results, inboxes), :mod:`.dropped_vms` (the
+objects of the VMs that ended), :mod:`.vms` (the VMs
 tracked and their records) and :mod:`.places` (where each job stands on each worker),
 :mod:`.pools` (pool health), :mod:`.meter` (the budget), :mod:`.reports` (scheduler events:
 reports, job records, cancels), :mod:`.progress` and :mod:`.snapshot` (the live status and the
@@ -32,6 +33,7 @@ from expo_executor.coordinator.channel import Channel
 from expo_executor.coordinator.config import CoordinatorConfig
 from expo_executor.coordinator.decisions import Decisions
 from expo_executor.coordinator.desk import JobDesk
+from expo_executor.coordinator.dropped_vms import DroppedVms
 from expo_executor.coordinator.meter import Meter
 from expo_executor.coordinator.observe import Observe
 from expo_executor.coordinator.outage import GIVE_UP_AFTER, Outage
@@ -92,6 +94,7 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
         self.run_key = run_key  # every worker's key derives from it (worker_keys)
         # a GCE engine answers its workers' key requests through the channel (key_channel.py)
         self.channel = Channel(bucket, run_key, log, getattr(engine, "key_grantor", None))
+        self.dropped = DroppedVms(self.channel, log)  # the objects of VMs the run dropped
         self.pools = PoolWatch(config, log)
         self.meter = Meter(config.hourly, config.budget, self.fleets, log,
                            config.price if config.shapes is not None else None)
@@ -228,6 +231,7 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
         self._read_results(set(self.vms.names()))
         if not self.persist.pending():  # every result read has its record on disk
             self.channel.delete_taken()
+            self.dropped.sweep(self.vms.names())
         adopted_error = self._adopted_round(now)
         engine_error = self._watch_engine(now)
         self.pools.check_capacity(self.vms.ready_by_shape(), now)
