@@ -61,6 +61,7 @@ from expo_executor.core.shapes import Shape
 from expo_executor.cost.cost_report import CostReport, summarize
 from expo_executor.engines.base import Engine
 from expo_executor.protocol.bucket import Bucket
+from expo_executor.protocol.bucket_purge import Purged, purge
 
 # What front ends, launch and settings import from here.
 __all__ = ["CAPACITY_TIMEOUT", "GIVE_UP_AFTER",
@@ -162,6 +163,7 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
                          f"themselves within their heartbeat grace, or: expocloud cleanup "
                          f"--run {adoption.run_id}")
         self.adopted = []
+        self._purge_bucket()
         if self.held_run is not None:
             self.held_run.end()  # nothing of the run lives on: a rerun has nothing to stop
         self.channel.close()
@@ -174,6 +176,23 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
             self.files.write_cost(report.to_dict())
             for line in report.lines():
                 self.log(f"expocloud: {line}")
+
+    def _purge_bucket(self) -> None:
+        """The run is over (a crashed one never gets here: its prefix is what a rerun adopts
+        or harvests), so its objects go, unless ``keep_bucket``. Never raises: a left-over
+        object must not fail a run at its end; ``expocloud cleanup`` removes it later."""
+        if self.config.keep_bucket:
+            self.log(f"expocloud: the run's objects stay in {self.bucket.url} "
+                     "(--expocloud-keep-bucket)")
+            return
+        try:
+            purged = purge(self.bucket)
+        except Exception as exc:  # noqa: BLE001 - see above
+            purged = Purged(0, 1, f"{type(exc).__name__}: {exc}")
+        if purged.left:
+            self.log(f"expocloud: could not delete the run's objects in {self.bucket.url} "
+                     f"({purged.left} left; {purged.error}); fix: expocloud cleanup --run "
+                     f"{self.config.run_id}")
 
     def _write_requests(self) -> None:
         """The run's storage operations and VM time: the inputs of the request budget."""

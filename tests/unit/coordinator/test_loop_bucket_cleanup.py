@@ -46,8 +46,9 @@ class CountingBucket(LocalBucket):
 
 
 def _coordinator(tmp_path: Path, bucket: LocalBucket, engine: ScriptedEngine,
-                 lines: list[str]) -> Coordinator:
-    config = CoordinatorConfig("run", 1, 1, poll=0.05, status_interval=3600)
+                 lines: list[str], keep_bucket: bool = False) -> Coordinator:
+    config = CoordinatorConfig("run", 1, 1, poll=0.05, status_interval=3600,
+                               keep_bucket=keep_bucket)
     return Coordinator(config, engine, bucket, KEY, tmp_path, StateDir(tmp_path / "s"),
                        lines.append)
 
@@ -146,3 +147,39 @@ def test_a_delete_that_fails_never_fails_the_run_and_is_tried_again(tmp_path: Pa
     assert coordinator.round(now + 1)
     assert "w-1" not in _workers_of(bucket)
     coordinator.stop()
+
+
+def test_the_runs_objects_go_when_it_ends_unless_it_keeps_them(tmp_path: Path) -> None:
+    """At its end the run deletes every object it and its workers wrote; with keep_bucket
+    (--expocloud-keep-bucket) they stay, and the log says where."""
+    for keep in (False, True):
+        bucket = LocalBucket(tmp_path / f"bucket-{keep}")
+        engine = ScriptedEngine()
+        lines: list[str] = []
+        coordinator = _coordinator(tmp_path / f"run-{keep}", bucket, engine, lines, keep)
+        _submit(coordinator, "job", tmp_path)
+        coordinator.tick(10_000.0)
+        _boot(bucket, "w-1")
+        coordinator.tick(10_000.1)
+        bucket.write("logs/job/w-1/0", b"a saved log")
+        assert len(bucket.list("")) >= 5
+        coordinator.stop()
+        left = bucket.list("")
+        assert (len(left) >= 5) if keep else left == {}, left
+        assert any("--expocloud-keep-bucket" in line for line in lines) is keep, lines
+
+
+def test_objects_a_failed_delete_leaves_at_the_end_are_said_not_raised(tmp_path: Path) -> None:
+    """Storage refuses the end's deletes: stop() still ends the run, and says how to remove
+    what is left."""
+    bucket = CountingBucket(tmp_path / "bucket")
+    engine = ScriptedEngine()
+    lines: list[str] = []
+    coordinator = _coordinator(tmp_path, bucket, engine, lines)
+    _submit(coordinator, "job", tmp_path)
+    coordinator.tick(10_000.0)
+    _boot(bucket, "w-1")
+    bucket.deletes_fail = True
+    coordinator.stop()
+    assert bucket.list("")
+    assert any("expocloud cleanup --run run" in line for line in lines), lines
