@@ -13,8 +13,9 @@ none), so they are not used, and the log says so, one line each, rather than los
 silently. This runs only when every result handed out has its record on disk (as
 ``Channel.delete_taken``), since a result object is what recovery reads after a crash.
 
-A delete that fails (storage down past its retries, gcp/retry.py) is logged and never fails the
-round: the object shows in the next listing and is deleted then.
+A delete that fails (storage down past its retries, gcp/retry.py) is logged (once while deletes
+keep failing) and never fails the round: the object shows in the next listing and is deleted
+then.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class DroppedVms:
         self.channel = channel
         self.log = log
         self.deleted = 0  # objects deleted so far
+        self._failing = False  # the last sweep's deletes failed (and that was said)
 
     def sweep(self, kept: Iterable[str]) -> None:
         """Delete every object of the last listing under a VM not in ``kept`` (the VMs the
@@ -64,10 +66,11 @@ class DroppedVms:
         failed = [key for key, (_, error) in zip(keys, deletes) if error is not None]
         self.deleted += len(keys) - len(failed)
         error = deletes.first_error()
-        if error is not None:
+        if error is not None and not self._failing:  # said once a streak, not every round
             self.log(f"expocloud: could not delete {len(failed)} objects of dropped VMs yet "
                      f"(first: {failed[0]}: {type(error).__name__}: {error}); tried again "
-                     "next round")
+                     "every round")
+        self._failing = error is not None
 
     def _say_late(self, result: WorkerResult) -> None:
         self.log(f"expocloud: worker {result.worker} reported job {result.key} "
