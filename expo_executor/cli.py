@@ -92,7 +92,8 @@ def _add_state_parsers(sub: Any) -> None:
 
 
 def _add_cleanup_parser(sub: Any) -> None:
-    clean = sub.add_parser("cleanup", help="list and delete GCE VMs of runs that are gone")
+    clean = sub.add_parser("cleanup", help="list and delete GCE VMs of runs that are gone, "
+                           "and the bucket objects of those no rerun can use")
     clean.add_argument("--project", required=True, help="GCE project id")
     clean.add_argument("--zones", required=True, help="zones to search, comma separated")
     clean.add_argument("--run", help="only this run (its id)")
@@ -279,49 +280,16 @@ def _runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _runs_here(state_dir: Path) -> tuple[set[str], set[str]]:
-    """Run labels this state directory knows, and those of them whose coordinator may still
-    be alive: on this host, one that holds its run's lock (coordinator/run_state.py), or
-    without a lock file (an older run) one whose pid lives; another host's: assumed alive."""
-    import os
-    import socket
-
-    from expo_executor.coordinator.run_state import LOCK, is_held
-    from expo_executor.engines.gce.launch import run_label
-
-    known, live = set(), set()
-    for path in (state_dir / "runs").glob("*/run.json"):
-        info = json.loads(path.read_text())
-        label = run_label(info["run_id"])
-        known.add(label)
-        if info.get("ended") or info.get("engine") != "gce":
-            continue
-        if info.get("host") != socket.gethostname():
-            live.add(label)
-            continue
-        if (path.parent / LOCK).exists():
-            if is_held(path.parent):
-                live.add(label)
-            continue
-        try:
-            os.kill(int(info.get("pid", 0)), 0)
-            live.add(label)
-        except (ProcessLookupError, ValueError, OverflowError):
-            pass
-        except PermissionError:
-            live.add(label)
-    return known, live
-
-
 def _cleanup(args: argparse.Namespace) -> int:
     from expo_executor.engines.gce.listing import find_instances
     from expo_executor.engines.gce.teardown import delete_instances
     from expo_executor.engines.gce.launch import run_label
+    from expo_executor.coordinator.dead_runs import clean_objects, runs_here
 
     zones = _csv(args.zones) or []
     wanted = run_label(args.run) if args.run else None
     found = find_instances(args.project, zones, endpoint=args.endpoint, run_label=wanted)
-    known, live = _runs_here(args.state_dir)
+    known, live = runs_here(args.state_dir)
     doomed, kept = [], []
     for item in found:
         run = item["labels"].get("expocloud-run", "")
@@ -340,6 +308,7 @@ def _cleanup(args: argparse.Namespace) -> int:
         delete_instances(args.project, doomed, endpoint=args.endpoint)
     if not found:
         print("no expocloud VMs found")
+    clean_objects(args.state_dir, live, wanted, args.dry_run, print)
     return 0
 
 

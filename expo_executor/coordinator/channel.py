@@ -56,7 +56,7 @@ R = TypeVar("R")
 
 
 class Outcomes(list):
-    """What :func:`Channel._each` returns: one ``(value, error)`` per item, in the items'
+    """What :meth:`Channel.each` returns: one ``(value, error)`` per item, in the items'
     order (``error`` None when the call succeeded)."""
 
     def first_error(self) -> Exception | None:
@@ -95,6 +95,7 @@ class Channel:
         self._results_unhanded: dict[tuple[str, str], WorkerResult] = {}
         self._results_handed: set[tuple[str, str]] = set()
         self._keys: dict[str, bytes] = {}  # worker -> its key (derived once)
+        self.listing: dict[str, int] = {}  # the last listing of workers/ (dropped_vms.py)
         self._pool: ThreadPoolExecutor | None = None
 
     def key(self, worker: str) -> bytes:
@@ -103,7 +104,7 @@ class Channel:
             self._keys[worker] = worker_key(self.run_key, worker)
         return self._keys[worker]
 
-    def _each(self, call: Callable[[T], R], items: Sequence[T]) -> Outcomes:
+    def each(self, call: Callable[[T], R], items: Sequence[T]) -> Outcomes:
         """``call`` on every item, up to ``IO_THREADS`` at once; waits for all of them."""
         if len(items) <= 1:  # nothing to overlap: no thread hop
             return Outcomes(_attempt(call, item) for item in items)
@@ -124,6 +125,7 @@ class Channel:
         (None: it did not decode). One listing for all of them."""
         listing = self.bucket.list(WORKERS_PREFIX)
         self.lists += 1
+        self.listing = listing
         self._results_listed = {pair for name in listing
                                 if (pair := parse_result_key(name)) is not None}
         vms = list(vms)
@@ -131,7 +133,7 @@ class Channel:
             self._answer_key_requests(vms, listing)
         due = [vm for vm in vms
                if listing.get(status_key(vm.name)) not in (None, vm.status_generation)]
-        reads = self._each(lambda vm: self.bucket.read(status_key(vm.name)), due)
+        reads = self.each(lambda vm: self.bucket.read(status_key(vm.name)), due)
         changed: list[tuple[Vm, WorkerStatus | None]] = []
         for vm, (blob, error) in zip(due, reads):
             if isinstance(error, ObjectTooLarge):  # not read: said as a malformed status
@@ -219,13 +221,7 @@ class Channel:
         objects = {pair for pair in self._results_listed if pair[1] in workers}
         if unlisted:
             objects |= wanted - self._results_handed
-        pending = sorted(objects - self._results_seen)
-        reads = self._each(lambda pair: self.bucket.read(result_key(*pair)), pending)
-        for pair, (blob, error) in zip(pending, reads):
-            if isinstance(error, ObjectTooLarge) and pair not in self._results_seen:
-                self._take_object(pair, error)  # not read: said as a malformed result
-            elif blob is not None and pair not in self._results_seen:
-                self._take_object(pair, blob.data)  # None: gone, or its read failed: later
+        error = self.read_objects(objects)
         for pair in sorted(wanted & self._results_unhanded.keys()):
             result = self._results_unhanded.pop(pair, None)
             if result is None:
@@ -234,7 +230,39 @@ class Channel:
             self._count_ops(pair[1], result.ops)
             yield result
         self._drop_stale(workers, wanted)
-        _raise(reads.first_error())
+        _raise(error)
+
+    def read_objects(self, pairs: Iterable[tuple[str, str]]) -> Exception | None:
+        """Read and take in the result objects of ``pairs`` ((job, worker) of their keys) not
+        read before, all at once; the first error (that object is read again next time)."""
+        pending = sorted(set(pairs) - self._results_seen)
+        reads = self.each(lambda pair: self.bucket.read(result_key(*pair)), pending)
+        for pair, (blob, error) in zip(pending, reads):
+            if isinstance(error, ObjectTooLarge) and pair not in self._results_seen:
+                self._take_object(pair, error)  # not read: said as a malformed result
+            elif blob is not None and pair not in self._results_seen:
+                self._take_object(pair, blob.data)  # None: gone, or its read failed: later
+        return reads.first_error()
+
+    def was_read(self, pair: tuple[str, str]) -> bool:
+        """The result object of ``pair`` ((job, worker) of its key) was read and is kept."""
+        return pair in self._results_seen
+
+    def forget(self, worker: str) -> list[WorkerResult]:
+        """Drop what is kept of ``worker``, a VM the run no longer has, once its objects are
+        to go: the results of it read and never handed out (too late to be used) return."""
+        late = [result for pair, result in sorted(self._results_unhanded.items())
+                if pair[1] == worker]
+        for table in (self._results_unhanded, self._results_in):
+            for pair in [p for p in table if p[1] == worker]:
+                del table[pair]
+        for pairs in (self._results_seen, self._results_handed):
+            pairs.difference_update([pair for pair in pairs if pair[1] == worker])
+        self._results_taken = [pair for pair in self._results_taken if pair[1] != worker]
+        self._key_requests.pop(worker, None)
+        self._granted.discard(worker)
+        self._keys.pop(worker, None)
+        return late
 
     def _drop_stale(self, workers: set[str], wanted: set[tuple[str, str]]) -> None:
         """Forget the unhanded results of ``workers`` that are not ``wanted``: the caller
@@ -277,7 +305,7 @@ class Channel:
         done = [name for name in taken if not self._results_in.get(name, set())
                 & self._results_unhanded.keys()]
         self._results_taken = [name for name in taken if name not in done]
-        deletes = self._each(lambda pair: self.bucket.delete(result_key(*pair)), done)
+        deletes = self.each(lambda pair: self.bucket.delete(result_key(*pair)), done)
         for name, (_, error) in zip(done, deletes):
             if error is not None:
                 self._results_taken.append(name)
@@ -312,7 +340,7 @@ class Channel:
             places = vm.places
             inbox = Inbox(self._seq, vm.name, places.jobs(), places.cancels(), places.releases())
             sealed.append(inbox.encode(self.key(vm.name)))
-        writes = self._each(lambda item: self.bucket.write(inbox_key(item[0].name), item[1]),
+        writes = self.each(lambda item: self.bucket.write(inbox_key(item[0].name), item[1]),
                             list(zip(due, sealed)))
         for vm, (_, error) in zip(due, writes):
             if error is not None:  # still due: written next round
@@ -356,7 +384,13 @@ class Channel:
         self._seq = max(self._seq, seq)
 
     def delete_inbox(self, name: str) -> None:
-        self.bucket.delete(inbox_key(name))
+        """Delete the inbox of a VM the run drops; a delete that fails is only logged: the
+        VM's objects go with the next sweep of dropped VMs (dropped_vms.py)."""
+        try:
+            self.bucket.delete(inbox_key(name))
+        except Exception as exc:  # noqa: BLE001 - a left-over object never fails the run
+            self.log(f"expocloud: could not delete the inbox of {name} yet "
+                     f"({type(exc).__name__}: {exc}); tried again later")
         self._keys.pop(name, None)
 
     def usage(self) -> dict[str, Any]:

@@ -50,6 +50,8 @@ class CoordinatorConfig:
     # A round failing for a reason that is not an outage (a bug, a refusal) this long fails
     # the run; an outage of the coordinator's own storage or compute is ridden out (.outage).
     give_up_after: float = GIVE_UP_AFTER
+    # the run's bucket objects stay when it ends (--expocloud-keep-bucket); else they go
+    keep_bucket: bool = False
     # Prefetch sized to the jobs' length (coordinator/prefetch_depth.py): a slot holds about
     # this many seconds of work. None: the scheduler's prefetch stays as it was given.
     prefetch_hold_s: float | None = None

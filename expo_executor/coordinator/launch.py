@@ -65,7 +65,7 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
         idle_timeout=settings.idle_timeout, poll=poll, heartbeat=heartbeat_interval(settings),
         status_interval=settings.status_interval, boot_timeout=boot_timeout(settings),
         capacity_timeout=capacity_timeout(settings), shapes=shapes,
-        prefetch_hold_s=prefetch_hold_s(settings))
+        prefetch_hold_s=prefetch_hold_s(settings), keep_bucket=settings.keep_bucket)
     if settings.engine == EngineName.GCE:
         bucket, engine = _gce(settings, config, run_key, run_dir, default_storage_prefix, log,
                               shapes.known() if shapes else [])

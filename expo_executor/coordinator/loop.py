@@ -12,7 +12,8 @@ each: :mod:`.observe` (statuses and results taken in), :mod:`.vm_life` (what the
 boots, creates and deletes), :mod:`.decisions` (the meter, assignments, scaling, stranding, as
 ``core.one_round`` decides them, which the simulator calls too) and :mod:`.adopted_runs` (a
 crashed run's workers taken over); its collaborators: :mod:`.desk` (the hand-over between
-threads), :mod:`.channel` (the bucket: statuses, results, inboxes), :mod:`.vms` (the VMs
+threads), :mod:`.channel` (the bucket: statuses, results, inboxes), :mod:`.dropped_vms` (the
+objects of the VMs that ended), :mod:`.vms` (the VMs
 tracked and their records) and :mod:`.places` (where each job stands on each worker),
 :mod:`.pools` (pool health), :mod:`.meter` (the budget), :mod:`.reports` (scheduler events:
 reports, job records, cancels), :mod:`.progress` and :mod:`.snapshot` (the live status and the
@@ -32,6 +33,7 @@ from expo_executor.coordinator.channel import Channel
 from expo_executor.coordinator.config import CoordinatorConfig
 from expo_executor.coordinator.decisions import Decisions
 from expo_executor.coordinator.desk import JobDesk
+from expo_executor.coordinator.dropped_vms import DroppedVms
 from expo_executor.coordinator.meter import Meter
 from expo_executor.coordinator.observe import Observe
 from expo_executor.coordinator.outage import GIVE_UP_AFTER, Outage
@@ -59,6 +61,7 @@ from expo_executor.core.shapes import Shape
 from expo_executor.cost.cost_report import CostReport, summarize
 from expo_executor.engines.base import Engine
 from expo_executor.protocol.bucket import Bucket
+from expo_executor.protocol.bucket_purge import Purged, purge
 from expo_executor.protocol.records import WorkerResult
 
 # What front ends, launch and settings import from here.
@@ -93,6 +96,7 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
         self.run_key = run_key  # every worker's key derives from it (worker_keys)
         # a GCE engine answers its workers' key requests through the channel (key_channel.py)
         self.channel = Channel(bucket, run_key, log, getattr(engine, "key_grantor", None))
+        self.dropped = DroppedVms(self.channel, log)  # the objects of VMs the run dropped
         self.pools = PoolWatch(config, log)
         self.meter = Meter(config.hourly, config.budget, self.fleets, log,
                            config.price if config.shapes is not None else None)
@@ -161,6 +165,7 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
                          f"themselves within their heartbeat grace, or: expocloud cleanup "
                          f"--run {adoption.run_id}")
         self.adopted = []
+        self._purge_bucket()
         if self.held_run is not None:
             self.held_run.end()  # nothing of the run lives on: a rerun has nothing to stop
         self.channel.close()
@@ -173,6 +178,23 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
             self.files.write_cost(report.to_dict())
             for line in report.lines():
                 self.log(f"expocloud: {line}")
+
+    def _purge_bucket(self) -> None:
+        """The run is over (a crashed one never gets here: its prefix is what a rerun adopts
+        or harvests), so its objects go, unless ``keep_bucket``. Never raises: a left-over
+        object must not fail a run at its end; ``expocloud cleanup`` removes it later."""
+        if self.config.keep_bucket:
+            self.log(f"expocloud: the run's objects stay in {self.bucket.url} "
+                     "(--expocloud-keep-bucket)")
+            return
+        try:
+            purged = purge(self.bucket)
+        except Exception as exc:  # noqa: BLE001 - see above
+            purged = Purged(0, 1, f"{type(exc).__name__}: {exc}")
+        if purged.left:
+            self.log(f"expocloud: could not delete the run's objects in {self.bucket.url} "
+                     f"({purged.left} left; {purged.error}); fix: expocloud cleanup --run "
+                     f"{self.config.run_id}")
 
     def _write_requests(self) -> None:
         """The run's storage operations and VM time: the inputs of the request budget."""
@@ -230,6 +252,7 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
         self._read_results(set(self.vms.names()))
         if not self.persist.pending():  # every result read has its record on disk
             self.channel.delete_taken()
+            self.dropped.sweep(self.vms.names())
         adopted_error = self._adopted_round(now)
         engine_error = self._watch_engine(now)
         self.pools.check_capacity(self.vms.ready_by_shape(), now)

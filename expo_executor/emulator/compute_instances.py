@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from expo_executor.emulator import catalogue
 from expo_executor.emulator.api_error import ApiError, int_field, not_found
 from expo_executor.emulator.compute_faults import (BULK_FAULTS, OP_FAULTS, Fault, FaultBook,
                                                    operation_error)
@@ -104,10 +105,11 @@ class InstanceApi:
             vm.boot_fault = self.faults.take_boot(vm.zone)
 
     def _check_offered(self, zone: str, body: dict, machine: str, bulk: bool) -> None:
-        """The real API's 400 for a machine type or GPU that ``zone`` does not offer."""
+        """The real API's 400 for a machine type or GPU that ``zone`` does not offer: one it
+        withholds, or one Compute Engine has in no zone (the same answer on the real API)."""
         withheld = self._withheld.get(zone, set())
         field = "instanceProperties" if bulk else "resource"
-        if machine in withheld:
+        if machine in withheld or catalogue.machine_type(machine) is None:
             raise ApiError(400, "invalid", f"Invalid value for field '{field}.machineType': "
                                            f"'{body['machineType']}'. Machine type with name "
                                            f"'{machine}' does not exist in zone '{zone}'.")

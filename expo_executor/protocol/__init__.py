@@ -1,5 +1,6 @@
 """The bucket channel between the coordinator and its workers: the bucket contract and its two
-backends (a local directory, a GCS prefix), the signed JSON messages, and every key of the layout.
+backends (a local directory, a GCS prefix), deleting a run's prefix, the signed JSON messages,
+and every key of the layout.
 
 The coordinator writes inboxes; each worker writes its own status and results; nothing else
 crosses. It may import the core's records, errors and hardness (a job's prune point is a

@@ -21,7 +21,8 @@ count storage operations cannot drift apart:
   listing of ``workers/`` a round shows new results as well as changed statuses: a worker
   need not rewrite its status to say a job ended (one class A write and one read less a job),
   and the coordinator deletes each object (deletes are free) once the records of its results
-  are on disk, so that listing stays the size of the fleet;
+  are on disk, and every object under a VM's prefix once the VM ends (coordinator/dropped_vms.py),
+  so that listing stays the size of the fleet;
 - ``stage/in/<sha256>`` and ``stage/out/<job>/``: a CWL job's staged files (content-addressed
   inputs; outputs written by the job's worker);
 - ``software/<digest>/<wheel>``: this package's wheel for GCE workers (content-addressed);

@@ -93,6 +93,10 @@ class Settings(ExecutorSettingsBase):
         "A rerun after a crash stops the crashed run's workers (their jobs in flight run "
         "again) instead of adopting them and using their results: for a rerun after changing "
         "a rule's code or inputs."))
+    keep_bucket: bool = field(default=False, metadata=option(
+        "Keep the run's objects in its coordination bucket (GCE) or run directory (local) "
+        "when it ends, for a look at what the workers wrote; by default they are deleted "
+        "(a crashed run's stay for the rerun either way; 'expocloud cleanup' removes them)."))
     run_id: Optional[str] = field(default=None, metadata=option(
         "Name of the run directory under .expocloud/runs (default: a time stamp)."))
     state_dir: str = field(default=".expocloud", metadata=option(

@@ -1,5 +1,6 @@
 """``expocloud cleanup``: deletes the VMs of runs whose coordinator is gone, keeps live runs'
-VMs, and keeps unknown runs' VMs unless asked (--all)."""
+VMs, and keeps unknown runs' VMs unless asked (--all); deletes the bucket objects of dead runs
+no rerun can use, and only theirs."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from expo_executor.emulator.compute import FakeCompute
 from expo_executor.engines.gce.engine import GceConfig, GceEngine
 from expo_executor.engines.gce.launch import run_label, vm_prefix
 from expo_executor.core.scheduler import Pool
+from expo_executor.protocol.bucket import open_bucket
+
+from tests.gcs_emulator import fresh_bucket, gcs_emulator  # noqa: F401
 
 ZONES = ["us-central1-a"]
 
@@ -100,3 +104,43 @@ def test_cleanup_trusts_the_runs_lock_over_its_pid(fake: FakeCompute, tmp_path: 
                  fake.endpoint, "--state-dir", str(state)]) == 0
     assert sorted(fake.instances()) == [_name("live-run")], capsys.readouterr().out
     held.end()
+
+
+def test_cleanup_deletes_the_objects_of_dead_runs_no_rerun_can_use(
+        fake: FakeCompute, tmp_path: Path, gcs_emulator: str,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """A dead run that ended without deleting its objects (storage down at its end, or kept)
+    loses them, and only them; a crashed run's stay for its rerun (its key is left), a live
+    run's stay; --dry-run only lists."""
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator)
+    state = tmp_path / ".expocloud"
+    name = fresh_bucket(gcs_emulator)
+    buckets = {}
+    for run in ("ended-run", "crashed-run", "live-run", "ended-run-2"):
+        url = f"gs://{name}/.expocloud/{run_label(run)}"
+        buckets[run] = open_bucket(url)
+        for key in ("pulse.json", "workers/w-1/status.json", "logs/j/w-1/0"):
+            buckets[run].write(key, b"x")
+        _run_record(state, run, os.getpid())
+        held = record(state / "runs" / run, RunState(run, "gce", url), b"k" * 32)
+        if run.startswith("ended"):
+            held.end()  # it ended: no key left
+        elif run == "crashed-run":
+            held.release()  # its coordinator died: the key stays, the lock is free
+        else:
+            live = held
+    args = ["cleanup", "--project", "p", "--zones", ",".join(ZONES), "--endpoint",
+            fake.endpoint, "--state-dir", str(state)]
+    assert main([*args, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would delete 3 objects of run ended-run in" in out, out
+    assert all(len(bucket.list("")) == 3 for bucket in buckets.values())
+    assert main([*args, "--run", "ended-run"]) == 0
+    assert buckets["ended-run"].list("") == {} and len(buckets["ended-run-2"].list("")) == 3
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "deleted 3 objects of run ended-run-2" in out and "keep   objects of run " \
+        "crashed-run" in out, out
+    assert {run: len(bucket.list("")) for run, bucket in buckets.items()} == {
+        "ended-run": 0, "crashed-run": 3, "live-run": 3, "ended-run-2": 0}
+    live.end()

@@ -170,6 +170,31 @@ def test_invalid_requests_are_refused_as_gce_does(clients):
         insert(instances, capped_without_action)
 
 
+def test_a_machine_type_no_zone_has_is_refused_as_gce_does(fake, clients):
+    """An insert or bulkInsert of a machine type Compute Engine does not have is the real
+    API's 400 naming the field, the type and the zone, and creates nothing."""
+    instances, _ = clients
+    imaginary = instance("vm-1")
+    imaginary.machine_type = f"zones/{ZONE}/machineTypes/e2-imaginary-7"
+    with pytest.raises(gexc.BadRequest) as refused:
+        insert(instances, imaginary)
+    assert refused.value.message.endswith(
+        f": Invalid value for field 'resource.machineType': 'zones/{ZONE}/machineTypes/"
+        f"e2-imaginary-7'. Machine type with name 'e2-imaginary-7' does not exist in zone "
+        f"'{ZONE}'.")
+    assert [e["reason"] for e in refused.value.errors] == ["invalid"]
+    props = compute_v1.InstanceProperties(
+        machine_type="e2-imaginary-7", disks=imaginary.disks,
+        network_interfaces=imaginary.network_interfaces)
+    with pytest.raises(gexc.BadRequest, match="Machine type with name 'e2-imaginary-7' does "
+                                              f"not exist in zone '{ZONE}'"):
+        instances.bulk_insert_unary(project=PROJECT, zone=ZONE,
+                                    bulk_insert_instance_resource_resource=compute_v1.
+                                    BulkInsertInstanceResource(count=1, name_pattern="vm-#",
+                                                               instance_properties=props))
+    assert fake.instances() == {}
+
+
 def test_list_filter_and_paging(fake, clients):
     instances, _ = clients
     for i in range(5):

@@ -77,6 +77,8 @@ def test_agent_assignment_sweep_survives_preemptions(tmp_path: Path, fake_comput
     assert results == expected
     assert "wf/results/table.tsv" in names
     assert len(names) == len(set(names))
+    # the run deleted its coordination prefix as it ended, its VMs gone first
+    assert not [n for n in names if n.startswith("wf/.expocloud/")], names
 
 
 SLEEPY = """

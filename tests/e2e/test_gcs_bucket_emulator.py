@@ -17,6 +17,7 @@ pytest.importorskip("gcp_storage_emulator")
 from expo_executor.emulator.faulty_proxy import FaultyProxy
 from expo_executor.gcp.errors import is_transient_storage
 from expo_executor.protocol.bucket import PreconditionFailed
+from expo_executor.protocol.bucket_purge import Purged, purge
 from expo_executor.protocol.gcs_bucket import GcsBucket
 
 from tests.gcs_emulator import EmulatorProcess, fresh_bucket, gcs_emulator  # noqa: F401
@@ -79,6 +80,26 @@ def test_keys_are_relative_to_the_prefix(gcs_emulator: str) -> None:  # noqa: F8
     for key in ("../x", "/etc/passwd", "a/../../x"):
         with pytest.raises(ValueError):
             one.write(key, b"")
+
+
+def test_a_run_purge_deletes_its_prefix_and_no_other_runs(gcs_emulator: str) -> None:  # noqa: F811
+    """A run's prefix goes whole at its end; a run whose label extends it (r1 and r10), a
+    sibling and the objects above it stay; the bucket's root is never purged."""
+    name = fresh_bucket(gcs_emulator)
+    runs = {label: GcsBucket(f"gs://{name}/runs/{label}", endpoint=gcs_emulator)
+            for label in ("r1", "r10", "r2")}
+    for bucket in runs.values():
+        for key in ("pulse.json", "workers/w-1/status.json", "logs/j/w-1/0"):
+            bucket.write(key, b"x")
+    root = GcsBucket(f"gs://{name}", endpoint=gcs_emulator)
+    root.write("runs/r1.json", b"beside the prefix")
+    assert purge(runs["r1"]) == Purged(3, 0)
+    assert runs["r1"].list("") == {}
+    assert len(runs["r10"].list("")) == 3 and len(runs["r2"].list("")) == 3
+    assert "runs/r1.json" in root.list("")
+    with pytest.raises(ValueError, match="whole bucket"):
+        purge(root)
+    assert len(root.list("")) == 7
 
 
 def test_412_has_gcs_error_body(gcs_emulator: str) -> None:  # noqa: F811
