@@ -265,3 +265,24 @@ def test_a_request_carries_one_spec_built_with_its_tasks_cpus() -> None:
     assert request.log_names == {"x/a.log": "a.log"} and request.meta == JobMeta("solve")
     with pytest.raises(ValueError, match="2 CPUs"):
         JobRequest(Task("j2", "solve", cpus=1), request.spec)
+
+
+def test_a_requests_spec_carries_its_tasks_prune_point() -> None:
+    """Where a job's timeout prunes travels in its spec, built once from its task (the worker
+    holding it prefetched starts none its own timeouts dominate); a spec that disagrees with
+    its task is refused, as for its CPUs."""
+    from dataclasses import replace
+
+    from expo_executor.coordinator.requests import JobRequest
+    from expo_executor.core.hardness import HardnessPoint
+    from expo_executor.core.scheduler import Task
+    from expo_executor.protocol.records import PrunePoint
+
+    point = HardnessPoint(("a",), (2.0,))
+    task = Task("j1", "solve", family="f", point=point)
+    request = job_request(task, ["true"], None, {}, 5.0)
+    assert request.spec.prune == PrunePoint("f", point)
+    assert job_request(Task("j2", "solve", point=point), ["true"], None, {}, 5.0).spec.prune \
+        is None, "no family: its timeout prunes nothing"
+    with pytest.raises(ValueError, match="prunes at None"):
+        JobRequest(task, replace(request.spec, prune=None))

@@ -24,7 +24,7 @@ from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed, Instance
 from expo_executor.frontends.base import job_request
 from expo_executor.protocol.bucket import LocalBucket
-from expo_executor.protocol.records import InboxJob, JobSpec, WorkerResult
+from expo_executor.protocol.records import JobSpec, WorkerResult
 from expo_executor.simulate.cloud import SimVm
 from expo_executor.simulate.policies import SimConfig
 from expo_executor.simulate.simulation import _Simulation
@@ -125,7 +125,7 @@ def _coordinator(situation: Situation, tmp_path: Path, scheduler: Scheduler | No
         vm = Vm(name, NOW - 100, pool, ready=True, ready_at=NOW - 90,
                 idle_since=None if job else NOW - situation.idle_s)
         if job is not None:
-            vm.places.assign(job, InboxJob(JobSpec(["true"], None, {}, None)))
+            vm.places.assign(job, JobSpec(["true"], None, {}, None))
         coordinator.vms.track(vm)
     _scheduler(coordinator.scheduler, situation)
     for key in situation.jobs():  # what the front end handed over
