@@ -287,7 +287,8 @@ class Fleet:
             job = agent.pending.pop(key)
             worker["seen"].add(key)
             # what the poll rule counts of a running job: its .cpus (an InboxJob's own in a
-            # tree before the typed JobSpec, its spec's since)
+            # tree before the typed JobSpec, its spec's while an InboxJob held one, the
+            # JobSpec's own since)
             spec = getattr(job, "spec", job)
             agent.running[key] = SimpleNamespace(cpus=spec.cpus)
             job_started = time.time()

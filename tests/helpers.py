@@ -29,7 +29,7 @@ from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed, Instance
 from expo_executor.protocol.bucket import Bucket, LocalBucket
 from expo_executor.protocol.keys import inbox_key, result_key, status_key
-from expo_executor.protocol.records import Inbox, InboxJob, WorkerResult, WorkerStatus
+from expo_executor.protocol.records import Inbox, JobSpec, WorkerResult, WorkerStatus
 from expo_executor.protocol.worker_keys import worker_key
 from expo_executor.runs.files import RunFiles
 from expo_executor.worker.agent import Worker
@@ -202,7 +202,7 @@ def write_result(bucket: Bucket, result: WorkerResult, *, key: bytes = KEY) -> N
                  result.encode(worker_key(key, result.worker)), if_generation_match=0)
 
 
-def write_inbox(bucket: Bucket, worker: str, seq: int, jobs: dict[str, InboxJob], *,
+def write_inbox(bucket: Bucket, worker: str, seq: int, jobs: dict[str, JobSpec], *,
                 key: bytes, cancel: Iterable[str] = (), release: Iterable[str] = ()) -> Inbox:
     """The coordinator's inbox for ``worker``, every job sealed and the whole signed with
     ``key``: the worker's own, the one it was started with (no default, so that a rig's worker

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from dataclasses import replace
 from typing import Callable
 
 from expo_executor.coordinator.config import CoordinatorConfig
@@ -25,7 +26,7 @@ from expo_executor.core.scaling import FleetSetup, ScalePlan
 from expo_executor.core.scheduler import Assignment, Release, Scheduler
 from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import Engine
-from expo_executor.protocol.records import InboxJob, PrunePoint, WorkerResult
+from expo_executor.protocol.records import WorkerResult
 
 
 class Decisions:
@@ -104,13 +105,19 @@ class Decisions:
             blind)
 
     def _place(self, assignment: Assignment, now: float) -> None:
-        """An assignment goes into its VM's inbox."""
+        """An assignment goes into its VM's inbox: the request's spec as its front end built
+        it (its prune point tells a worker holding prefetched jobs to start none its own
+        timeouts dominate: the coordinator's cancel could come after it started them)."""
         request = self._requests[assignment.key]
         vm = self.vms[assignment.worker_id]
         self.reporter.assigned(assignment.key, assignment.worker_id)
         if self.scheduler.state(assignment.key) == "running":
             self.starts.started(assignment.key, now)
-        vm.places.assign(assignment.key, InboxJob(request.spec, self._prune(request)))
+        spec = request.spec
+        if self.scheduler.confirm_timeouts and spec.prune is not None:
+            # its timeout prunes only once confirmed: its worker must not act on it alone
+            spec = replace(spec, prune=None)
+        vm.places.assign(assignment.key, spec)
 
     def _fleet(self) -> one_round.Fleet:
         """The VMs as the round's decisions see them (``core.one_round.Fleet``)."""
@@ -120,15 +127,6 @@ class Decisions:
                 booting[vm.shape] = booting.get(vm.shape, 0) + self.config.size(vm.shape).slots
         return one_round.Fleet(self.setups, self.pools.healths,
                                Counter(vm.pool for vm in self.vms), booting)
-
-    def _prune(self, request: JobRequest) -> PrunePoint | None:
-        """Where the job's timeout prunes at once, for a worker that holds prefetched jobs:
-        it starts none of them that its own timeouts dominate (the coordinator's cancel could
-        come after it started them). None when its timeout does not prune at once."""
-        task = request.task
-        if task.family is None or task.point is None or self.scheduler.confirm_timeouts:
-            return None
-        return PrunePoint(task.family, task.point)
 
     def _scale(self, acts: one_round.Acts, now: float) -> None:
         """The round's plan: its deletes and creates; then the queued work it found stranded

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from expo_executor.protocol.records import InboxJob
+from expo_executor.protocol.records import JobSpec
 
 
 @dataclass
@@ -22,7 +22,7 @@ class Place:
     """One job on one worker: its inbox entry (``job``; None: no longer listed there), whether
     the worker is asked to kill it (``cancel``) or to give it back unstarted (``release``)."""
 
-    job: InboxJob | None = None
+    job: JobSpec | None = None
     cancel: bool = False
     release: bool = False
 
@@ -34,14 +34,14 @@ class Places:
     """The places of one worker's jobs, in the order they were assigned (the inbox lists its
     jobs in that order), and ``dirty``: they changed since its inbox was last written."""
 
-    def __init__(self, jobs: Mapping[str, InboxJob] | None = None, cancel: Iterable[str] = ()) -> None:
+    def __init__(self, jobs: Mapping[str, JobSpec] | None = None, cancel: Iterable[str] = ()) -> None:
         self._places: dict[str, Place] = {key: Place(job) for key, job in (jobs or {}).items()}
         for key in cancel:
             self._places.setdefault(key, Place()).cancel = True
         self.dirty = True
 
     # -- moves -----------------------------------------------------------------------------------
-    def assign(self, key: str, job: InboxJob) -> None:
+    def assign(self, key: str, job: JobSpec) -> None:
         """The scheduler put ``key`` on this worker: into its inbox's jobs."""
         self._places.setdefault(key, Place()).job = job
         self.dirty = True
@@ -102,7 +102,7 @@ class Places:
             del self._places[key]
 
     # -- views -----------------------------------------------------------------------------------
-    def jobs(self) -> dict[str, InboxJob]:
+    def jobs(self) -> dict[str, JobSpec]:
         """The inbox's jobs: every job listed here, in assignment order."""
         return {key: p.job for key, p in self._places.items() if p.job is not None}
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from expo_executor.coordinator.state import FamilyRef
 from expo_executor.core.records import JobMeta
 from expo_executor.core.scheduler import Outcome, Task
-from expo_executor.protocol.records import JobSpec
+from expo_executor.protocol.records import JobSpec, PrunePoint
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class JobRequest:
     carried unchanged to its worker), and how it ranks (its ``task``)."""
 
     task: Task
-    spec: JobSpec  # what its worker needs to run it; its cpus are the task's
+    spec: JobSpec  # what its worker needs to run it; its cpus and prune point are the task's
     family: FamilyRef | None = None
     meta: JobMeta = field(default_factory=lambda: JobMeta(""))  # for the run record
     # the names users know the spec's log files by (a Snakemake rule's log:), for the copies
@@ -50,6 +50,9 @@ class JobRequest:
         if self.spec.cpus != self.task.cpus:
             raise ValueError(f"job {self.task.key}: its spec asks for {self.spec.cpus} CPUs, "
                              f"its task for {self.task.cpus}")
+        if self.spec.prune != PrunePoint.of(self.task.family, self.task.point):
+            raise ValueError(f"job {self.task.key}: its spec prunes at {self.spec.prune}, "
+                             f"its task at {self.task.family} {self.task.point}")
 
 
 @dataclass

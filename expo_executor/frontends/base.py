@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from expo_executor.coordinator.requests import JobRequest
 from expo_executor.core.scheduler import Task
-from expo_executor.protocol.records import JobSpec
+from expo_executor.protocol.records import JobSpec, PrunePoint
 from expo_executor.runs.files import RunFiles
 
 
@@ -51,11 +51,13 @@ def job_request(task: Task, argv: list[str], cwd: str | None, env: dict[str, str
                 logs: Mapping[str, str] | None = None, redact: Sequence[str] = (),
                 **more: Any) -> JobRequest:
     """The coordinator's request for one job, its :class:`JobSpec` (what its worker runs)
-    built here, once, with the task's CPUs: it travels unchanged to the worker. ``logs``: the
+    built here, once, with the task's CPUs and prune point: it travels unchanged to the
+    worker. ``logs``: the
     job's log files, {the path it writes: the name users know it by}; ``more``: the request's
     other fields (family, meta, identity, harvested)."""
     names = dict(logs or {})
-    spec = JobSpec(argv, cwd, env, deadline_s, task.cpus, stage, tuple(names), tuple(redact))
+    spec = JobSpec(argv, cwd, env, deadline_s, task.cpus, stage, tuple(names), tuple(redact),
+                   PrunePoint.of(task.family, task.point))
     return JobRequest(task, spec, log_names=names, **more)
 
 

@@ -1,5 +1,5 @@
-"""The messages of the bucket channel as typed records: an inbox and its jobs (each a front
-end's :class:`JobSpec`), the fleet's pulse, a worker's status, one attempt's result, a batch of
+"""The messages of the bucket channel as typed records: an inbox and its jobs (each its front
+end's :class:`JobSpec`, as it was built), the fleet's pulse, a worker's status, one attempt's result, a batch of
 one worker's results.
 
 Each record turns into a signed message (:mod:`messages` checks the schema, signs and seals)
@@ -33,6 +33,12 @@ class PrunePoint:
                 "vector": list(self.point.vector)}
 
     @classmethod
+    def of(cls, family: str | None, point: HardnessPoint | None) -> PrunePoint | None:
+        """A task's prune point (``core.scheduler.Task``'s family and point); None when its
+        timeout prunes nothing."""
+        return None if family is None or point is None else cls(family, point)
+
+    @classmethod
     def from_wire(cls, body: dict[str, Any]) -> PrunePoint:
         """From a body :func:`messages.check` has validated (the "prune" schema)."""
         return cls(body["family"], HardnessPoint(tuple(body["scope"]),
@@ -41,10 +47,17 @@ class PrunePoint:
 
 @dataclass(frozen=True)
 class JobSpec:
-    """What a worker needs to run one job, built once by its front end (``frontends/``) and
-    carried unchanged from the coordinator's ``JobRequest`` through the inbox to the worker,
-    which opens it once (``worker/job_starts.py``, through :meth:`InboxJob.unsealed`) and
-    keeps it for the job's life."""
+    """What a worker needs to run one job: the job's one shape from its front end to the
+    process its worker starts. Built once by its front end (``frontends.base.job_request``,
+    its prune point from its task's), carried unchanged in the coordinator's ``JobRequest``,
+    the job's place on its worker and its inbox, and opened once by the worker
+    (``worker/job_starts.py``, :meth:`opened`), which runs it and keeps it for the job's life
+    (``worker/running_jobs.py`` ``RunningJob.spec``).
+
+    On the wire the command, its environment and the secrets to blank out of its reports
+    (``redact``) travel only sealed for the worker: :meth:`to_wire` seals them (``argv`` then
+    says ``messages.SEALED_ARGV``, ``env`` is empty), and a spec read from the wire holds them
+    still sealed (``sealed``) until :meth:`opened`."""
 
     argv: list[str]
     cwd: str | None  # None: the worker's own disk (no shared file system)
@@ -56,54 +69,42 @@ class JobSpec:
     # saved with its output when it fails or times out
     logs: tuple[str, ...] = ()
     redact: tuple[str, ...] = ()  # secret values the worker blanks out of what it reports
-
-
-@dataclass(frozen=True)
-class InboxJob:
-    """One assignment: the front end's :class:`JobSpec`, and what the coordinator adds (where
-    its timeout prunes).
-
-    On the wire the command, its environment and the secrets to blank out of its reports
-    (``redact``) travel only sealed for the worker (``sealed``; the spec's ``argv`` then says
-    ``messages.SEALED_ARGV``, its ``env`` is empty and ``redact`` too): :meth:`Inbox.encode`
-    seals every job, the worker opens a job's spec once, when it first needs it."""
-
-    spec: JobSpec
     # where its timeout prunes at once (its family, hardness scope and vector); None: it
     # does not. A worker holding prefetched jobs starts none its own timeouts dominate.
     prune: PrunePoint | None = None
     sealed: str | None = None  # as read from the wire: argv, env and redact, still sealed
 
     def to_wire(self, key: bytes, job_key: str) -> dict[str, Any]:
-        spec = self.spec
+        """The inbox's "job" body: argv, env and redact sealed with ``key`` for ``job_key``
+        (a spec read from the wire keeps the sealed part it came with)."""
         sealed = self.sealed if self.sealed is not None else \
-            messages.seal(spec.argv, spec.env, key, job_key, spec.redact)
-        body: dict[str, Any] = {"argv": list(messages.SEALED_ARGV), "cwd": spec.cwd, "env": {},
-                                "deadline_s": spec.deadline_s, "cpus": spec.cpus,
+            messages.seal(self.argv, self.env, key, job_key, self.redact)
+        body: dict[str, Any] = {"argv": list(messages.SEALED_ARGV), "cwd": self.cwd, "env": {},
+                                "deadline_s": self.deadline_s, "cpus": self.cpus,
                                 "sealed": sealed}
-        if spec.stage is not None:
-            body["stage"] = spec.stage
-        if spec.logs:
-            body["logs"] = list(spec.logs)
+        if self.stage is not None:
+            body["stage"] = self.stage
+        if self.logs:
+            body["logs"] = list(self.logs)
         if self.prune is not None:
             body["prune"] = self.prune.to_wire()
         return body
 
     @classmethod
-    def from_wire(cls, body: dict[str, Any]) -> InboxJob:
-        spec = JobSpec(list(body["argv"]), body["cwd"], dict(body["env"]), body["deadline_s"],
-                       int(body["cpus"]), body.get("stage"), tuple(body.get("logs", ())))
-        return cls(spec, PrunePoint.from_wire(body["prune"]) if "prune" in body else None,
-                   body.get("sealed"))
+    def from_wire(cls, body: dict[str, Any]) -> JobSpec:
+        """From a "job" body :func:`messages.check` has validated; still sealed."""
+        return cls(list(body["argv"]), body["cwd"], dict(body["env"]), body["deadline_s"],
+                   int(body["cpus"]), body.get("stage"), tuple(body.get("logs", ())),
+                   prune=PrunePoint.from_wire(body["prune"]) if "prune" in body else None,
+                   sealed=body.get("sealed"))
 
-    def unsealed(self, key: bytes, job_key: str) -> JobSpec:
-        """The job's spec with its sealed command, environment and secrets opened with
-        ``key`` (the spec itself when nothing is sealed); raises MessageError when they do
-        not open."""
+    def opened(self, key: bytes, job_key: str) -> JobSpec:
+        """This spec with its sealed command, environment and secrets opened with ``key``
+        (itself when nothing is sealed); raises MessageError when they do not open."""
         if self.sealed is None:
-            return self.spec
+            return self
         argv, env, redact = messages.unseal(self.sealed, key, job_key)
-        return replace(self.spec, argv=argv, env=env, redact=tuple(redact))
+        return replace(self, argv=argv, env=env, redact=tuple(redact), sealed=None)
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ class Inbox:
 
     seq: int
     to: str  # the worker it is for, under the signature: a copied inbox is refused elsewhere
-    jobs: dict[str, InboxJob] = field(default_factory=dict)
+    jobs: dict[str, JobSpec] = field(default_factory=dict)
     cancel: list[str] = field(default_factory=list)
     release: list[str] = field(default_factory=list)
 
@@ -132,7 +133,7 @@ class Inbox:
     def decode(cls, data: bytes, key: bytes) -> Inbox:
         body = messages.decode("inbox", data, key)
         return cls(body["seq"], body.get("to", ""),
-                   {key: InboxJob.from_wire(job) for key, job in body["jobs"].items()},
+                   {key: JobSpec.from_wire(job) for key, job in body["jobs"].items()},
                    [str(key) for key in body["cancel"]],
                    [str(key) for key in body.get("release", [])])
 

@@ -7,7 +7,7 @@ promoted at the time the slot freed (the last job end seen on the VM). A held jo
 effect cancels, or that the coordinator asks back (``core.scheduler.Release``), is never
 started there: the worker answers ``dispatch_s`` later (when it reads its inbox), seen at the
 round after. Not modelled: a worker's own pruning of the held jobs its own timeouts dominate
-(``InboxJob.prune``; the coordinator's cancel does it a round later).
+(``JobSpec.prune``; the coordinator's cancel does it a round later).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from expo_executor.core.hardness import Frontier
 from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.protocol.bucket import Bucket
 from expo_executor.protocol.keys import WORKER_KEY_ENV
-from expo_executor.protocol.records import InboxJob, JobSpec, PrunePoint, WorkerResult
+from expo_executor.protocol.records import JobSpec, WorkerResult
 from expo_executor.worker.coordinator_contact import CoordinatorContact
 from expo_executor.worker.forked import Zygote, zygote_wanted
 from expo_executor.worker.job_starts import JobStarts
@@ -82,7 +82,7 @@ class Worker(CoordinatorContact, JobStarts, RunningJobs, ResultReports):
         self.last_status = 0.0
         self.stop_reason: str | None = None
         self.inbox_generation: int | None = None
-        self.pending: dict[str, InboxJob] = {}
+        self.pending: dict[str, JobSpec] = {}  # held jobs as the inbox has them (sealed)
         self.cancel: set[str] = set()
         self.released: set[str] = set()  # held jobs given back unstarted (the inbox's release)
         # results not in the bucket yet, each with when it was added (monotonic clock): held
@@ -98,7 +98,6 @@ class Worker(CoordinatorContact, JobStarts, RunningJobs, ResultReports):
         # secret values (its redact) its logs and report must not hold
         self.specs: dict[str, JobSpec] = {}
         self.allowance = allowance  # seconds of start-up and staging a job with a deadline gets
-        self.prunes: dict[str, PrunePoint] = {}  # running job -> where its timeout prunes
         # this worker's own timeouts that prune, one frontier per family (core.hardness)
         self.timeouts: dict[str, Frontier] = {}
         self.said_unstamped = False  # the fallback to timing whole jobs is said once
@@ -201,14 +200,14 @@ class Worker(CoordinatorContact, JobStarts, RunningJobs, ResultReports):
         slots are busy, each with its next job held or nothing asked for, so only a
         cancellation could come (every read is a billed request, paid per worker)."""
         quiet = time.monotonic() - self.last_change > FAST_WINDOW * self.poll
-        used = sum(r.cpus for r in self.running.values())
+        used = sum(r.spec.cpus for r in self.running.values())
         idle = used < self.slots and not self.pending
         asked = self.last_report > self.last_inbox
         if (asked or idle) and not quiet:
             return self.poll
         # every slot busy and holding its next job: only a cancel can come, and the held jobs
         # its own timeouts dominate it never starts (_dominated)
-        held = sum(job.spec.cpus for job in self.pending.values())
+        held = sum(job.cpus for job in self.pending.values())
         supplied = used >= self.slots and held >= self.slots
         return self.slow_poll * SUPPLIED_SLOWDOWN if supplied else self.slow_poll
 

@@ -4,8 +4,8 @@ this worker's own (``core.hardness``, the coordinator's rule), each in a session
 forked by the zygote when it can be (``worker/forked.py``), else a fresh process.
 
 A mixin of :class:`~expo_executor.worker.agent_loop.Worker`, whose ``__init__`` holds the
-state it reads and sets: ``pending``, ``seen``, ``cancel``, ``running``, ``prunes``,
-``timeouts``, ``specs``, ``zygote``.
+state it reads and sets: ``pending``, ``seen``, ``cancel``, ``running``, ``timeouts``,
+``specs``, ``zygote``.
 
 A job's spec travels sealed: :meth:`JobStarts._opened` opens it once, the first time the job's
 command matters (to know whether it waits for the zygote, or to start it), and the worker keeps
@@ -26,7 +26,7 @@ from expo_executor.core.held_jobs import starts_now
 from expo_executor.core.records import AttemptEnd
 from expo_executor.protocol import messages
 from expo_executor.protocol.keys import DEPLOY_DIR_ENV, WORKER_KEY_ENV
-from expo_executor.protocol.records import InboxJob, JobSpec
+from expo_executor.protocol.records import JobSpec
 from expo_executor.worker.command_clock import STAMPS_ENV
 from expo_executor.worker.forked import ForkedJob, job_chain
 from expo_executor.processes.sessions import vm_mark
@@ -49,8 +49,8 @@ class JobStarts:
             job = self.pending.get(key)
             if job is None or self._not_started(key, job):
                 continue  # gone from a fresh inbox, or cancelled
-            free = self.slots - sum(r.cpus for r in self.running.values())
-            if not starts_now(job.spec.cpus, free, bool(self.running)):
+            free = self.slots - sum(r.spec.cpus for r in self.running.values())
+            if not starts_now(job.cpus, free, bool(self.running)):
                 break  # wait for a slot: the coordinator's rule (Scheduler._promote)
             if self._waits_for_zygote(key, job):
                 break  # a fresh interpreter now would cost more than the wait (forked.py)
@@ -59,12 +59,10 @@ class JobStarts:
                 if key not in self.pending or self._not_started(key, job):
                     continue
             self.seen.add(key)
-            if job.prune is not None:
-                self.prunes[key] = job.prune
             self._start(key, job)
         self.pending = {k: v for k, v in self.pending.items() if k not in self.seen}
 
-    def _not_started(self, key: str, job: InboxJob) -> bool:
+    def _not_started(self, key: str, job: JobSpec) -> bool:
         """A held job cancelled, or dominated by a timeout of this worker's own, is reported
         cancelled instead of started."""
         if key not in self.cancel and not self._dominated(job):
@@ -75,7 +73,7 @@ class JobStarts:
         self._write_result(key, AttemptEnd.CANCELLED, None, time.time(), why, ran=False)
         return True
 
-    def _dominated(self, job: InboxJob) -> bool:
+    def _dominated(self, job: JobSpec) -> bool:
         """Whether a timeout of this worker's own is as easy as ``job`` (same family and
         scope, no coordinate harder: the coordinator's rule, ``core.hardness``): its domino
         effect will cancel the job, but its cancel could come after a prefetched job started."""
@@ -83,16 +81,16 @@ class JobStarts:
         frontier = self.timeouts.get(prune.family) if prune is not None else None
         return frontier is not None and frontier.dominator(prune.point) is not None
 
-    def _opened(self, key: str, job: InboxJob) -> JobSpec:
+    def _opened(self, key: str, job: JobSpec) -> JobSpec:
         """The job's spec, its sealed command, environment and secrets opened with this
-        worker's key: once, then kept in ``specs`` for the job's life; raises MessageError when
-        they do not open."""
+        worker's key: once, then kept in ``specs`` for the job's life (its ``RunningJob``
+        holds it once started); raises MessageError when they do not open."""
         spec = self.specs.get(key)
         if spec is None:
-            spec = self.specs[key] = job.unsealed(self.key, key)
+            spec = self.specs[key] = job.opened(self.key, key)
         return spec
 
-    def _start(self, key: str, held: InboxJob) -> None:
+    def _start(self, key: str, held: JobSpec) -> None:
         log = self.scratch / "jobs" / f"{key}.log"
         try:
             job = self._opened(key, held)
@@ -138,12 +136,12 @@ class JobStarts:
                                        f"could not start the job: {exc}")
                     remove_dir(workdir)
                     return
-        self.running[key] = RunningJob(key, proc, started, time.monotonic(),
-                                     float(deadline) if deadline is not None else None,
-                                     job.cpus, log, verdict, workdir, cwd, job.logs, stamps)
+        self.running[key] = RunningJob(key, job, proc, started, time.monotonic(),
+                                       float(deadline) if deadline is not None else None,
+                                       log, verdict, workdir, cwd, stamps)
         self._record_sessions()  # no status write: the coordinator knows what it assigned
 
-    def _waits_for_zygote(self, key: str, job: InboxJob) -> bool:
+    def _waits_for_zygote(self, key: str, job: JobSpec) -> bool:
         """The zygote is starting and would run this job: it waits (forked.py)."""
         if self._zygote_starting() is None:
             return False

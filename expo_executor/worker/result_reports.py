@@ -62,7 +62,7 @@ class ResultReports:
             return False
         if any(result.end is not AttemptEnd.SOLVED for result, _ in self.unsent.values()):
             return True
-        if runs_low(sum(job.spec.cpus for job in self.pending.values()), self.slots):
+        if runs_low(sum(job.cpus for job in self.pending.values()), self.slots):
             return True
         oldest = min(since for _, since in self.unsent.values())
         return time.monotonic() - oldest >= self.report_delay

@@ -3,7 +3,7 @@ its deadline or its start-up allowance (``worker/command_clock.py``), when cance
 the worker stops, and finished into a result with its logs saved when it failed.
 
 A mixin of :class:`~expo_executor.worker.agent_loop.Worker`, whose ``__init__`` holds the
-state it reads and sets: ``running``, ``cancel``, ``prunes``, ``timeouts`` (this worker's own
+state it reads and sets: ``running``, ``cancel``, ``timeouts`` (this worker's own
 timeouts that prune, one ``core.hardness.Frontier`` per family), ``allowance``,
 ``said_unstamped``, ``last_change``.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from expo_executor.core.hardness import Frontier
 from expo_executor.core.records import AttemptEnd
-from expo_executor.protocol.records import SavedLog
+from expo_executor.protocol.records import JobSpec, SavedLog
 from expo_executor.worker.command_clock import Stamps, judge, read_stamps
 from expo_executor.worker.failure_reason import DISK_FULL, disk_full, explain_failure, log_tail
 from expo_executor.worker.forked import ForkedJob
@@ -36,19 +36,22 @@ SAVE_LOGS_ON = (AttemptEnd.FAILED, AttemptEnd.TIMEOUT)
 
 @dataclass
 class RunningJob:
-    """A job running on this worker: its process, its clocks and what its report needs."""
+    """A job running on this worker: its opened spec (its CPUs, its own log files, its
+    secrets: no field of it copied here), its process, its clocks, and where this worker runs
+    it (which the spec cannot say: a staged job's limit and directory are the worker's)."""
 
     key: str
+    spec: JobSpec  # opened (job_starts.py), as its front end built it
     proc: subprocess.Popen | ForkedJob  # ForkedJob: forked by the zygote, our child too
     started: float  # wall clock, for reports
     started_mono: float
+    # the limit this worker enforces: the spec's deadline, or a staged job's own limit with
+    # slack (it kills its command itself, job_starts.STAGED_SLACK_S)
     deadline_s: float | None
-    cpus: int
     log: Path
     verdict: Path | None = None  # a staged job's own account of how it ended
     workdir: Path | None = None  # the directory made for it on this disk, removed after it
     cwd: str | None = None  # where it runs: its log files' paths are relative to it
-    logs: tuple[str, ...] = ()  # its own log files (a rule's log:)
     stamps: Path | None = None  # where it stamps its command's start and end
     # (size and mtime of the stamps file when last parsed, what it said): see Worker._stamps
     stamps_read: tuple[tuple[int, int] | None, Stamps] | None = None
@@ -139,7 +142,7 @@ class RunningJobs:
     def _finish(self, job: RunningJob, outcome: AttemptEnd, code: int | None, reason: str | None,
                 ended: float | None = None) -> None:
         del self.running[job.key]
-        prune = self.prunes.pop(job.key, None)
+        prune = job.spec.prune
         if outcome is AttemptEnd.TIMEOUT and prune is not None:
             self.timeouts.setdefault(prune.family, Frontier()).add(prune.point, job.key)
         self.last_change = time.monotonic()  # a slot is free (read fast once reported)
@@ -158,13 +161,8 @@ class RunningJobs:
         def write(key: str, data: bytes) -> bool:
             return self._storage(f"save a log of {job.key}", lambda: self.bucket.write(key, data))
 
-        return save_logs(job.key, self.worker_id, job.log, job.cwd, job.logs,
-                         self._secrets(job.key), write)
-
-    def _secrets(self, key: str) -> list[str]:
-        """The secret values a job's logs and report must not hold (its opened spec's)."""
-        spec = self.specs.get(key)
-        return list(spec.redact) if spec is not None else []
+        return save_logs(job.key, self.worker_id, job.log, job.cwd, job.spec.logs,
+                         list(job.spec.redact), write)
 
     def _explain(self, reason: str | None, log: Path) -> str | None:
         """A failed job's reason with why, when its log or this disk says: "exit code 1" alone

@@ -16,7 +16,7 @@ import pytest
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol.keys import LOGS_PREFIX, result_key
-from expo_executor.protocol.records import InboxJob, JobSpec
+from expo_executor.protocol.records import JobSpec
 from expo_executor.worker.agent import Worker
 from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
 from tests.gcs_emulator import gcs_emulator  # noqa: F401
@@ -108,8 +108,7 @@ def test_a_sealed_jobs_saved_log_has_its_secrets_blanked(
     agent, bucket = worker
     argv = ["/bin/sh", "-c", 'echo "token is $TOKEN"; echo "arg is $1" >&2; exit 3', "x",
             "s3cr3t-arg"]
-    job = InboxJob(JobSpec(argv, None, {"TOKEN": "hunter2"}, None,
-                           redact=("hunter2", "s3cr3t-arg")))
+    job = JobSpec(argv, None, {"TOKEN": "hunter2"}, None, redact=("hunter2", "s3cr3t-arg"))
     write_inbox(bucket, "w1", 1, {"s1": job}, key=KEY)  # sealed for w1, as the coordinator does
     assert wait_until(lambda: bucket.read(result_key("s1", "w1")) is not None, timeout=20)
     result = messages.decode("result", bucket.read(result_key("s1", "w1")).data, KEY)

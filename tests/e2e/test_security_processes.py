@@ -675,9 +675,9 @@ def test_a_metadata_and_bucket_reader_cannot_forge_an_assignment_a_gce_worker_ac
                               .count("bad signature") == seq - 9, timeout=20), \
                 (tmp_path / "worker.log").read_text()
         genuine = worker_keys.worker_key(run_key, name)
-        from expo_executor.protocol.records import Inbox, InboxJob, JobSpec
-        bucket.write(inbox_key(name), Inbox(99, name, {"g": InboxJob(JobSpec(
-            ["/bin/sh", "-c", f"touch '{markers['genuine']}'"], None, {}, None, 1))})
+        from expo_executor.protocol.records import Inbox, JobSpec
+        bucket.write(inbox_key(name), Inbox(99, name, {"g": JobSpec(
+            ["/bin/sh", "-c", f"touch '{markers['genuine']}'"], None, {}, None, 1)})
             .encode(genuine))
         assert wait_until(markers["genuine"].exists, timeout=20), \
             (tmp_path / "worker.log").read_text()

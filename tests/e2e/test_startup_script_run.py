@@ -31,7 +31,7 @@ from expo_executor.emulator.metadata import FakeMetadata
 from expo_executor.engines.gce import startup, worker_wheel
 from expo_executor.protocol import messages
 from expo_executor.protocol.keys import boot_log_key, key_request_key
-from expo_executor.protocol.records import InboxJob, JobSpec
+from expo_executor.protocol.records import JobSpec
 from expo_executor.protocol.worker_keys import grant_verify_key, worker_key
 from tests.helpers import require, write_inbox
 from tests.worker_software import PY_MINOR, software
@@ -635,11 +635,11 @@ def test_startup_script_installs_and_runs_the_worker_in_clean_debian(
         # Plain "python" must be the pinned venv's, as Snakemake's remote command expects.
         # cwd null: a directory of its own on the worker's disk (work/j1, removed after the
         # job), so the report goes one level up, where it outlives the job
-        job = InboxJob(JobSpec(
+        job = JobSpec(
             ["/bin/sh", "-c",
              ("{ id -un; python -c 'import snakemake, google.cloud.compute_v1; "
               "print(\"snakemake\", snakemake.__version__)'; pwd; } > ../out.txt")],
-            None, {}, 120))
+            None, {}, 120)
         write_inbox(bucket, name, 1, {"j1": job}, key=worker_key(run_key, name))
         blob = wait_for("job result", lambda: bucket.read(result_key("j1", name)), vm,
                         timeout=120)
@@ -742,9 +742,8 @@ def _run_snakemake_and_cwl_jobs(bucket, url: str, name: str, run_key: bytes,  # 
     stage.update(stdin=None, stdout=None, stderr=None, outdir=str(outdir), timelimit=None,
                  success_codes=[0], host_env=False)
     key = worker_key(run_key, name)
-    jobs = {"j2": InboxJob(JobSpec(["python", "-c", SNAKEMAKE_JOB, workflow], None, {}, 300)),
-            "c1": InboxJob(JobSpec(argv, str(outdir), env, 120, stage=stage,
-                                   redact=("hunter2",)))}
+    jobs = {"j2": JobSpec(["python", "-c", SNAKEMAKE_JOB, workflow], None, {}, 300),
+            "c1": JobSpec(argv, str(outdir), env, 120, stage=stage, redact=("hunter2",))}
     write_inbox(bucket, name, 2, jobs, key=key)  # sealed for the worker, as the coordinator does
     for key in jobs:
         blob = wait_for(f"result of {key}", lambda: bucket.read(result_key(key, name)), vm,
@@ -856,8 +855,8 @@ def test_worker_requirements_are_installed_once_and_imported_by_a_job(
 
         vm.boot(startup.render(staged))
         wait_for("worker status", lambda: bucket.read(status_key(name)), vm, timeout=420)
-        job = InboxJob(JobSpec(["/bin/sh", "-c", "python -c 'import expocloud_testpkg as t; "
-                                "print(t.greet(\"the job\"))' > ../out.txt"], None, {}, 120))
+        job = JobSpec(["/bin/sh", "-c", "python -c 'import expocloud_testpkg as t; "
+                       "print(t.greet(\"the job\"))' > ../out.txt"], None, {}, 120)
         write_inbox(bucket, name, 1, {"j1": job}, key=worker_key(run_key, name))
         blob = wait_for("job result", lambda: bucket.read(result_key("j1", name)), vm,
                         timeout=120)

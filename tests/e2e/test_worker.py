@@ -16,7 +16,7 @@ from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol.keys import (WORKER_KEY_ENV, inbox_key, parse_result_key,
                                          result_key, status_key)
-from expo_executor.protocol.records import InboxJob, ResultBatch, WorkerResult, WorkerStatus
+from expo_executor.protocol.records import JobSpec, ResultBatch, WorkerResult, WorkerStatus
 from expo_executor.worker.agent import Worker
 from expo_executor.processes.sessions import session_members
 
@@ -29,9 +29,9 @@ def _job(argv: list[str], deadline: float | None = None, cwd: str = "/") -> dict
     return {"argv": argv, "cwd": cwd, "env": {}, "deadline_s": deadline, "cpus": 1}
 
 
-def _inbox_jobs(jobs: dict[str, dict]) -> dict[str, InboxJob]:
+def _inbox_jobs(jobs: dict[str, dict]) -> dict[str, JobSpec]:
     """The jobs of ``_job`` (and its variants) as the inbox's records: sealed when sent."""
-    return {name: InboxJob.from_wire(job) for name, job in jobs.items()}
+    return {name: JobSpec.from_wire(job) for name, job in jobs.items()}
 
 
 class Rig:
@@ -98,7 +98,11 @@ def test_ignores_an_inbox_not_signed_with_its_key(rig: Rig, tmp_path: Path) -> N
 def test_deadline_kills_the_whole_session(rig: Rig) -> None:
     rig.send({"slow": _job(["sh", "-c", "sleep 100 & sleep 100; wait"], deadline=1.0)})
     assert wait_until(lambda: "slow" in rig.worker.running, 10)
-    sid = rig.worker.running["slow"].proc.pid
+    running = rig.worker.running["slow"]
+    sid = running.proc.pid
+    # it holds the spec opened once (its limit, CPUs and log files read from it, not copied)
+    assert running.spec.argv == ["sh", "-c", "sleep 100 & sleep 100; wait"]
+    assert running.spec.deadline_s == running.deadline_s == 1.0 and running.spec.sealed is None
     assert wait_until(lambda: len(session_members(sid)) >= 3, 5)
     assert wait_until(lambda: rig.result("slow") is not None, 10)
     result = rig.result("slow")

@@ -16,7 +16,7 @@ import pytest
 
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol.keys import result_key
-from expo_executor.protocol.records import InboxJob, ResultBatch
+from expo_executor.protocol.records import JobSpec, ResultBatch
 from expo_executor.worker import command_clock
 from expo_executor.worker.agent import Worker
 from expo_executor.worker.forked import ForkedJob
@@ -70,7 +70,7 @@ class Rig:
     def send(self, jobs: dict, cancel: list[str] = ()) -> None:
         self.seq += 1
         write_inbox(self.bucket, self.worker.worker_id, self.seq,
-                    {name: InboxJob.from_wire(job) for name, job in jobs.items()},
+                    {name: JobSpec.from_wire(job) for name, job in jobs.items()},
                     cancel=cancel, key=KEY)
 
     def result(self, job_key: str) -> dict | None:

@@ -138,7 +138,7 @@ def test_staged_job_whose_upload_outlasts_its_allowance_is_no_timeout(
     from expo_executor.protocol import messages
     from expo_executor.protocol.gcs_bucket import GcsBucket
     from expo_executor.protocol.keys import result_key
-    from expo_executor.protocol.records import InboxJob
+    from expo_executor.protocol.records import JobSpec
     from expo_executor.worker.agent import Worker
 
     key = b"k" * 32
@@ -162,7 +162,7 @@ def test_staged_job_whose_upload_outlasts_its_allowance_is_no_timeout(
         thread = threading.Thread(target=worker.run, daemon=True)
         thread.start()
         try:
-            write_inbox(bucket, "w-1", 1, {"c1": InboxJob.from_wire(job)}, key=key)
+            write_inbox(bucket, "w-1", 1, {"c1": JobSpec.from_wire(job)}, key=key)
             assert wait_until(lambda: bucket.read(result_key("c1", "w-1")) is not None, 60)
         finally:
             worker.request_stop("terminated")
@@ -219,11 +219,11 @@ class SmallDiskWorker:
             stderr=subprocess.STDOUT, start_new_session=True)
 
     def send(self, jobs: dict) -> None:
-        from expo_executor.protocol.records import InboxJob
+        from expo_executor.protocol.records import JobSpec
 
         self.seq += 1
         write_inbox(self.bucket, "w-1", self.seq,
-                    {name: InboxJob.from_wire(job) for name, job in jobs.items()}, key=self.key)
+                    {name: JobSpec.from_wire(job) for name, job in jobs.items()}, key=self.key)
 
     def result(self, key: str) -> dict | None:
         from expo_executor.protocol import messages

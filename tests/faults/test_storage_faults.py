@@ -285,7 +285,7 @@ def test_worker_outlives_a_storage_outage_and_reports_afterwards(
 
     from expo_executor.protocol import messages
     from expo_executor.protocol.keys import result_key
-    from expo_executor.protocol.records import InboxJob
+    from expo_executor.protocol.records import JobSpec
     from expo_executor.worker.agent import Worker
 
     key = b"k" * 32
@@ -300,7 +300,7 @@ def test_worker_outlives_a_storage_outage_and_reports_afterwards(
 
     def send(seq: int, jobs: dict) -> None:
         write_inbox(direct, "w-1", seq,
-                    {name: InboxJob.from_wire(job) for name, job in jobs.items()}, key=key)
+                    {name: JobSpec.from_wire(job) for name, job in jobs.items()}, key=key)
 
     try:
         send(1, {"j": {"argv": ["sh", "-c", "sleep 1; echo done"], "cwd": str(tmp_path),

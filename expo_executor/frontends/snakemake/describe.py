@@ -1,4 +1,5 @@
-"""From a Snakemake job to what the core needs: key, hardness point, deadline, CPUs.
+"""From a Snakemake job to its ``JobRequest``: what the core needs (key, hardness point,
+deadline, CPUs), and the command the executor gives it, in one spec.
 
 Hardness and deadlines come from the job's resources, so a profile can add them to an existing
 pipeline (``set-resources: {solve: {hardness: "...", deadline: "5m"}}``) without touching the
@@ -14,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from expo_executor.coordinator.shapes import GPU_MODEL, GPU_TYPE, MACHINE_TYPE, ShapeBook
 from expo_executor.coordinator.state import FamilyRef
@@ -23,7 +24,8 @@ from expo_executor.core.hardness import HardnessSpec, parse_duration
 from expo_executor.core.records import HardnessMeta, JobMeta
 from expo_executor.core.scheduler import Task
 from expo_executor.core.shapes import Shape
-from expo_executor.frontends.base import find_misfit
+from expo_executor.coordinator.requests import JobRequest
+from expo_executor.frontends.base import find_misfit, job_request
 
 HARDNESS = "hardness"
 DEADLINE = "deadline"
@@ -37,14 +39,6 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 # what a bare word means to Snakemake's evaluation instead of itself
 _NAMES = frozenset({"wildcards", "input", "attempt", "threads", "system_tmpdir", "shutil",
                     "async_run", *dir(builtins)})
-
-
-@dataclass(frozen=True)
-class JobDescription:
-    task: Task
-    deadline_s: float | None
-    family: FamilyRef | None
-    meta: JobMeta
 
 
 @lru_cache(maxsize=256)
@@ -117,9 +111,12 @@ class JobDescriber:
         threads = values.get(THREADS, 1)
         self._annotations(rule, values.get, threads if isinstance(threads, int) else 1)
 
-    def describe(self, job) -> JobDescription:
-        """Raises ExpoError (naming the rule's resource and the fix) on bad annotations, or on
-        a job no worker can hold."""
+    def describe(self, job, argv: list[str], cwd: str | None, env: dict[str, str],
+                 **more: Any) -> JobRequest:
+        """The job's request, built here once (``frontends.base.job_request``: its task, its
+        spec with the command ``argv`` run in ``cwd`` with ``env``, its family and meta;
+        ``more``: the spec's and request's other fields). Raises ExpoError (naming the rule's
+        resource and the fix) on bad annotations, or on a job no worker can hold."""
         rule = self.rule(job)
         wildcards = self.wildcards(job)
         resources = job.resources
@@ -143,7 +140,8 @@ class JobDescriber:
             tuple(point.vector), tuple(point.scope))
         meta = JobMeta(rule, wildcards, tuple(str(o) for o in job.output), hardness,
                        attempt=int(job.attempt))
-        return JobDescription(task, notes.deadline_s, family, meta)
+        return job_request(task, argv, cwd, env, notes.deadline_s, family=family, meta=meta,
+                           **more)
 
     def _annotations(self, rule: str, get: Callable[[str], object],
                      threads: int) -> _Annotations:

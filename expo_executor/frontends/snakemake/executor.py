@@ -37,7 +37,7 @@ from expo_executor.coordinator.state import StateDir
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import EngineName
 from expo_executor.core.scheduler import Outcome
-from expo_executor.frontends.base import FrontEnd, job_request
+from expo_executor.frontends.base import FrontEnd
 from expo_executor.frontends.snakemake.describe import Fleet, JobDescriber, identity
 from expo_executor.frontends.snakemake import workflow_profile
 from expo_executor.frontends.snakemake.planned_rules import (Planned, auto_rules, check_software,
@@ -143,17 +143,15 @@ class Executor(RemoteExecutor, FrontEnd):
     def describe(self, job: JobExecutorInterface) -> JobRequest:
         """The command Snakemake would run remotely, with hardness, deadline and CPUs from the
         job's resources; raises ExpoError on a bad annotation or a job no worker holds."""
-        description = self.describer.describe(job)
         env = dict(self.envvars())  # the Snakefile's envvars: and storage plugins' secrets
         stable = identity(job)
         command = f"{command_clock.ANNOUNCE}; {self._job_command(job)}"
-        return job_request(description.task, ["/bin/sh", "-c", command],
-                           None if self.settings.engine == EngineName.GCE else os.getcwd(),
-                           env, description.deadline_s, redact=_secret_values(env),
-                           logs=_log_files(job, self.workflow.storage_settings
-                                           .default_storage_prefix),
-                           identity=stable, harvested=self._harvested(job, stable),
-                           family=description.family, meta=description.meta)
+        return self.describer.describe(
+            job, ["/bin/sh", "-c", command],
+            None if self.settings.engine == EngineName.GCE else os.getcwd(), env,
+            redact=_secret_values(env),
+            logs=_log_files(job, self.workflow.storage_settings.default_storage_prefix),
+            identity=stable, harvested=self._harvested(job, stable))
 
     def _harvested(self, job: JobExecutorInterface, stable: str) -> Harvested | None:
         """What a crashed run's worker solved of this very job after its coordinator died

@@ -19,7 +19,7 @@ from expo_executor.core.scheduler import Pool
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol import messages
 from expo_executor.protocol.keys import PULSE_KEY, inbox_key, result_key, status_key
-from expo_executor.protocol.records import (InboxJob, JobSpec, Pulse, ResultBatch, WorkerResult,
+from expo_executor.protocol.records import (JobSpec, Pulse, ResultBatch, WorkerResult,
                                             WorkerStatus)
 from expo_executor.protocol.worker_keys import worker_key
 
@@ -264,7 +264,7 @@ def test_a_failing_status_read_loses_none_of_the_others(bucket: HeldBucket) -> N
 def test_a_failing_inbox_write_leaves_only_that_inbox_due(bucket: HeldBucket) -> None:
     vms = [_vm("w1"), _vm("w2"), _vm("w3")]
     for vm in vms:
-        vm.places.assign("j", InboxJob(JobSpec(["true"], None, {}, None)))
+        vm.places.assign("j", JobSpec(["true"], None, {}, None))
     bucket.fail = {inbox_key("w2")}
     channel = Channel(bucket, KEY, print)
     now = time.time()

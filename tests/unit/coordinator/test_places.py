@@ -4,9 +4,9 @@ inbox's lists derived from it, as the coordinator's round and an adopted run use
 from __future__ import annotations
 
 from expo_executor.coordinator.places import Places
-from expo_executor.protocol.records import InboxJob, JobSpec
+from expo_executor.protocol.records import JobSpec
 
-JOB = InboxJob(JobSpec(["true"], None, {}, None))
+JOB = JobSpec(["true"], None, {}, None)
 
 
 def _lists(places: Places) -> tuple[list[str], list[str], list[str]]:

@@ -43,14 +43,16 @@ class SnakemakeJob:
         return False
 
 
+COMMAND = (["true"], None, {})  # the command a describer is given (argv, cwd, env)
+
 def test_a_snakemake_job_becomes_a_task_with_its_hardness_and_typed_metadata() -> None:
     job = SnakemakeJob(resources={"hardness": "n, m", "deadline": "90s", "mem_mb": 512},
                        wildcards_dict={"n": "3", "m": 5},
                        output=["results/3/5.json"], threads=2)
-    description = JobDescriber("/wf/Snakefile", Fleet(2, 1024)).describe(job)
+    description = JobDescriber("/wf/Snakefile", Fleet(2, 1024)).describe(job, *COMMAND)
     task = description.task
     assert (task.key, task.cpus, task.mem_mb, task.preemptible) == ("j7a1", 2, 512, True)
-    assert description.deadline_s == 90.0
+    assert description.spec.deadline_s == 90.0 and description.spec.cpus == 2
     assert task.point is not None and tuple(task.point.vector) == (3, 5)
     assert description.family is not None and description.family.rule == "solve"
     assert description.meta == JobMeta(
@@ -69,16 +71,18 @@ def test_a_snakemake_job_becomes_a_task_with_its_hardness_and_typed_metadata() -
 def test_a_snakemake_job_no_worker_holds_is_refused_naming_the_rule(job: SnakemakeJob,
                                                                      words: str) -> None:
     with pytest.raises(ExpoError, match=words.replace("(", r"\(")):
-        JobDescriber("/wf/Snakefile", Fleet(2, 1024)).describe(job)
+        JobDescriber("/wf/Snakefile", Fleet(2, 1024)).describe(job, *COMMAND)
 
 
 def test_locally_a_job_asking_more_than_a_worker_has_runs_with_what_it_has() -> None:
     lines: list[str] = []
     describer = JobDescriber("/wf/Snakefile", Fleet(2, 1024, shrink_to_fit=True), lines.append)
-    tasks = [describer.describe(SnakemakeJob(jobid=i, threads=16)).task for i in range(3)]
+    tasks = [describer.describe(SnakemakeJob(jobid=i, threads=16), *COMMAND).task
+             for i in range(3)]
     assert [t.cpus for t in tasks] == [2, 2, 2]
-    assert describer.describe(SnakemakeJob(name="small", threads=1)).task.cpus == 1
-    big = describer.describe(SnakemakeJob(name="big", resources={"mem_mb": 4096})).task
+    assert describer.describe(SnakemakeJob(name="small", threads=1), *COMMAND).task.cpus == 1
+    big = describer.describe(SnakemakeJob(name="big", resources={"mem_mb": 4096}),
+                            *COMMAND).task
     assert big.mem_mb == 1024  # a whole worker: it runs alone, as plain Snakemake would run it
     assert lines == [  # once per rule
         "expocloud: rule 'solve' asks for 16 threads; local workers have 2: its jobs run with "
@@ -196,7 +200,8 @@ def test_a_jobs_family_names_the_engine_and_machine_it_is_timed_on() -> None:
         return ("gce", shape.machine_type if shape else "e2-standard-2")
 
     job = SnakemakeJob(resources={"hardness": "n", "deadline": "90s"}, wildcards_dict={"n": 3})
-    family = JobDescriber("/wf/Snakefile", Fleet(2, 1024), measured_on=where).describe(job).family
+    family = JobDescriber("/wf/Snakefile", Fleet(2, 1024),
+                          measured_on=where).describe(job, *COMMAND).family
     assert family is not None and (family.engine, family.machine) == ("gce", "e2-standard-2")
     assert "on gce e2-standard-2" in family.key
 
@@ -265,3 +270,24 @@ def test_a_request_carries_one_spec_built_with_its_tasks_cpus() -> None:
     assert request.log_names == {"x/a.log": "a.log"} and request.meta == JobMeta("solve")
     with pytest.raises(ValueError, match="2 CPUs"):
         JobRequest(Task("j2", "solve", cpus=1), request.spec)
+
+
+def test_a_requests_spec_carries_its_tasks_prune_point() -> None:
+    """Where a job's timeout prunes travels in its spec, built once from its task (the worker
+    holding it prefetched starts none its own timeouts dominate); a spec that disagrees with
+    its task is refused, as for its CPUs."""
+    from dataclasses import replace
+
+    from expo_executor.coordinator.requests import JobRequest
+    from expo_executor.core.hardness import HardnessPoint
+    from expo_executor.core.scheduler import Task
+    from expo_executor.protocol.records import PrunePoint
+
+    point = HardnessPoint(("a",), (2.0,))
+    task = Task("j1", "solve", family="f", point=point)
+    request = job_request(task, ["true"], None, {}, 5.0)
+    assert request.spec.prune == PrunePoint("f", point)
+    assert job_request(Task("j2", "solve", point=point), ["true"], None, {}, 5.0).spec.prune \
+        is None, "no family: its timeout prunes nothing"
+    with pytest.raises(ValueError, match="prunes at None"):
+        JobRequest(task, replace(request.spec, prune=None))

@@ -90,20 +90,20 @@ def test_redaction_blanks_every_secret_longest_first() -> None:
 def test_records_round_trip_through_signed_messages() -> None:
     """The typed records are the only way the package builds or reads these messages."""
     from expo_executor.core.records import AttemptEnd, Outcome, WorkerState
-    from expo_executor.protocol.records import Inbox, InboxJob, JobSpec, WorkerResult, WorkerStatus
+    from expo_executor.protocol.records import Inbox, JobSpec, WorkerResult, WorkerStatus
 
-    inbox = Inbox(3, "w-1", {"j": InboxJob(JobSpec(["true"], None, {"A": "secret"}, 5.0, 2,
-                                                   {"outdir": "/o"}, redact=("secret",)))},
+    inbox = Inbox(3, "w-1", {"j": JobSpec(["true"], None, {"A": "secret"}, 5.0, 2,
+                                          {"outdir": "/o"}, redact=("secret",))},
                   ["k"])
     data = inbox.encode(KEY)
     assert b"secret" not in data and b'"true"' not in data  # command and environment sealed
     back = Inbox.decode(data, KEY)
-    wire = back.jobs["j"].spec
+    wire = back.jobs["j"]
     assert wire.argv == messages.SEALED_ARGV and wire.env == {} and wire.redact == ()
     assert (back.seq, back.to, back.cancel) == (inbox.seq, inbox.to, inbox.cancel)
-    assert back.jobs["j"].unsealed(KEY, "j") == inbox.jobs["j"].spec  # the spec, unchanged
+    assert back.jobs["j"].opened(KEY, "j") == inbox.jobs["j"]  # the spec, unchanged
     with pytest.raises(messages.MessageError, match="does not open"):
-        back.jobs["j"].unsealed(b"o" * 32, "j")
+        back.jobs["j"].opened(b"o" * 32, "j")
     status = WorkerStatus("w-1", 3, 1.5, ["j"], 2, WorkerState.READY, {"read": 4})
     assert WorkerStatus.decode(status.encode(KEY), KEY) == status
     result = WorkerResult("j", "w-1", AttemptEnd.TIMEOUT, None, 1.0, 4.5, "killed", "tail")
@@ -125,13 +125,13 @@ def test_a_prune_point_travels_typed_and_is_checked_like_the_other_fields() -> N
     """A job's prune point is a core hardness point on both sides: the wire form is checked
     (family text, scope values text, coordinates finite numbers) before it becomes one."""
     from expo_executor.core.hardness import HardnessPoint
-    from expo_executor.protocol.records import Inbox, InboxJob, JobSpec, PrunePoint
+    from expo_executor.protocol.records import Inbox, JobSpec, PrunePoint
 
     prune = PrunePoint("solve", HardnessPoint(("d1",), (2.0, 5.0)))
-    inbox = Inbox(1, "w-1", {"j": InboxJob(JobSpec(["true"], None, {}, 5.0), prune=prune)})
+    inbox = Inbox(1, "w-1", {"j": JobSpec(["true"], None, {}, 5.0, prune=prune)})
     back = Inbox.decode(inbox.encode(KEY), KEY).jobs["j"].prune
     assert back == prune and isinstance(back.point, HardnessPoint)
-    assert Inbox.decode(Inbox(2, "w-1", {"j": InboxJob(JobSpec(["true"], None, {}, None))})
+    assert Inbox.decode(Inbox(2, "w-1", {"j": JobSpec(["true"], None, {}, None)})
                         .encode(KEY), KEY).jobs["j"].prune is None
     wire = prune.to_wire()
     for bad in ({**wire, "family": 3}, {k: v for k, v in wire.items() if k != "vector"},
@@ -162,16 +162,16 @@ def test_words_outside_the_vocabulary_are_rejected(kind: str, body: dict, error:
 def test_every_job_of_an_inbox_is_sealed_for_its_worker_only() -> None:
     """Issue 16 C6: a Snakemake job's environment (envvars:, storage secrets) never reaches the
     bucket in the clear, and opens only with the key of the worker the inbox is for."""
-    from expo_executor.protocol.records import Inbox, InboxJob, JobSpec
+    from expo_executor.protocol.records import Inbox, JobSpec
     from expo_executor.protocol.worker_keys import worker_key
 
     run_key = b"r" * 32
     w1, w2 = worker_key(run_key, "w-1"), worker_key(run_key, "w-2")
-    job = InboxJob(JobSpec(["/bin/sh", "-c", "snakemake ..."], None,
-                           {"AWS_SECRET": "hunter2-xyz"}, None, 1))
+    job = JobSpec(["/bin/sh", "-c", "snakemake ..."], None, {"AWS_SECRET": "hunter2-xyz"},
+                  None, 1)
     data = Inbox(1, "w-1", {"j": job}).encode(w1)
     assert b"hunter2-xyz" not in data and b"AWS_SECRET" not in data
-    assert Inbox.decode(data, w1).jobs["j"].unsealed(w1, "j").env == {"AWS_SECRET": "hunter2-xyz"}
+    assert Inbox.decode(data, w1).jobs["j"].opened(w1, "j").env == {"AWS_SECRET": "hunter2-xyz"}
     for key in (w2, run_key):  # another worker, or the run key itself
         with pytest.raises(messages.MessageError, match="bad signature"):
             Inbox.decode(data, key)

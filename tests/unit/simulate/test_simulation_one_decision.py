@@ -25,7 +25,7 @@ from expo_executor.core.scheduler import Outcome, Pool, Scheduler, Task
 from expo_executor.core.shapes import Shape
 from expo_executor.frontends.base import job_request
 from expo_executor.protocol.bucket import LocalBucket
-from expo_executor.protocol.records import InboxJob, JobSpec, WorkerResult
+from expo_executor.protocol.records import JobSpec, WorkerResult
 from expo_executor.simulate.cloud import SimVm
 from expo_executor.simulate.policies import SimConfig
 from expo_executor.simulate.simulation import _Simulation
@@ -133,7 +133,7 @@ def _coordinator(situation: Situation, tmp_path: Path, scheduler: Scheduler | No
         vm = Vm(name, NOW - 100, pool, situation.shape(name), ready=True, ready_at=NOW - 90,
                 idle_since=None if job else NOW - situation.idle_s)
         if job is not None:
-            vm.places.assign(job, InboxJob(JobSpec(["true"], None, {}, None)))
+            vm.places.assign(job, JobSpec(["true"], None, {}, None))
         coordinator.vms.track(vm)
     _scheduler(coordinator.scheduler, situation)
     for key in situation.jobs():  # what the front end handed over

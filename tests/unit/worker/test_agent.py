@@ -20,7 +20,7 @@ from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.protocol import messages
 from expo_executor.protocol.keys import PULSE_KEY, inbox_key, status_key
 from expo_executor.protocol.local_bucket import LocalBucket
-from expo_executor.protocol.records import (Inbox, InboxJob, JobSpec, PrunePoint, Pulse,
+from expo_executor.protocol.records import (Inbox, JobSpec, PrunePoint, Pulse,
                                             ResultBatch, WorkerResult, WorkerStatus)
 from expo_executor.worker.agent import Worker
 from expo_executor.worker.agent_loop import SUPPLIED_SLOWDOWN
@@ -36,9 +36,9 @@ def _worker(tmp_path: Path, slots: int = 2, report_delay: float = 60.0) -> Worke
 
 
 def _job(family: str | None = None, *vector: float, scope: tuple[str, ...] = (),
-         cpus: int = 1) -> InboxJob:
+         cpus: int = 1) -> JobSpec:
     prune = PrunePoint(family, HardnessPoint(scope, vector)) if family is not None else None
-    return InboxJob(JobSpec(["true"], None, {}, 30.0, cpus), prune=prune)
+    return JobSpec(["true"], None, {}, 30.0, cpus, prune=prune)
 
 
 def _results(worker: Worker) -> dict[str, WorkerResult]:
@@ -59,8 +59,8 @@ def _busy(worker: Worker, *keys: str) -> None:
     """Slots taken by running jobs, as the loop's decisions see them (their CPUs); no process
     behind them: these tests never reap."""
     for key in keys:
-        worker.running[key] = RunningJob(key, None, 1.0, time.monotonic(), None, 1,
-                                         worker.scratch / f"{key}.log")
+        worker.running[key] = RunningJob(key, JobSpec(["true"], None, {}, None), None, 1.0,
+                                         time.monotonic(), None, worker.scratch / f"{key}.log")
 
 
 def test_a_held_job_its_own_timeout_dominates_is_reported_not_started(tmp_path: Path) -> None:
@@ -126,7 +126,7 @@ def test_every_unsent_result_goes_in_one_object_and_leaves_unsent(tmp_path: Path
     assert worker.next_read <= worker.last_report + worker.poll, "an answer is likely: read soon"
 
 
-def _inbox(worker: Worker, seq: int, jobs: dict[str, InboxJob], to: str = "w-1",
+def _inbox(worker: Worker, seq: int, jobs: dict[str, JobSpec], to: str = "w-1",
            cancel: tuple[str, ...] = (), release: tuple[str, ...] = ()) -> None:
     worker.bucket.write(inbox_key("w-1"),
                         Inbox(seq, to, jobs, list(cancel), list(release)).encode(KEY))
@@ -155,14 +155,14 @@ def test_a_held_job_is_opened_once_and_its_spec_kept_until_its_result(tmp_path: 
     until a fresh inbox no longer holds it."""
     worker = _worker(tmp_path)
     spec = JobSpec(["sh", "-c", "echo $T"], None, {"T": "hunter2"}, 30.0, redact=("hunter2",))
-    _inbox(worker, 1, {"j": InboxJob(spec), "k": InboxJob(spec)})
+    _inbox(worker, 1, {"j": spec, "k": spec})
     worker._read_inbox()
     held = worker.pending["j"]
-    assert held.sealed is not None and held.spec.argv == messages.SEALED_ARGV
+    assert held.sealed is not None and held.argv == messages.SEALED_ARGV
     opened = worker._opened("j", held)
     assert opened == spec and worker._opened("j", held) is opened
     worker._opened("k", worker.pending["k"])
-    _inbox(worker, 2, {"j": InboxJob(spec)})  # k is held no longer
+    _inbox(worker, 2, {"j": spec})  # k is held no longer
     worker._read_inbox()
     assert list(worker.specs) == ["j"] and worker.specs["j"] is opened
     worker.cancel = {"j"}

@@ -15,7 +15,7 @@ from expo_executor.core.records import AttemptEnd, JobMeta
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import LocalBucket
 from expo_executor.protocol.keys import saved_log_key
-from expo_executor.protocol.records import Inbox, InboxJob, JobSpec, SavedLog, WorkerResult
+from expo_executor.protocol.records import Inbox, JobSpec, SavedLog, WorkerResult
 from expo_executor.report import saved_logs as report_logs
 from expo_executor.report.run_reader import ReportError
 from expo_executor.worker.saved_logs import capped, read_log, save_logs
@@ -128,10 +128,10 @@ def test_the_saved_logs_and_the_log_paths_cross_the_bucket_signed() -> None:
     result = WorkerResult("j1a1", "w-1", AttemptEnd.FAILED, 1, 1.0, 2.0, "exit code 1", "t",
                           (SavedLog(None, "logs/j1a1/w-1/0", 3, "cd" * 32), log))
     assert WorkerResult.decode(result.encode(KEY), KEY) == result
-    inbox = Inbox(1, "w-1", {"j1a1": InboxJob(JobSpec(["true"], None, {}, None, 1, None,
-                                                      ("logs/a.log",)))})
-    assert Inbox.decode(inbox.encode(KEY), KEY).jobs["j1a1"].unsealed(KEY, "j1a1") \
-        == inbox.jobs["j1a1"].spec
+    inbox = Inbox(1, "w-1", {"j1a1": JobSpec(["true"], None, {}, None, 1, None,
+                                             ("logs/a.log",))})
+    assert Inbox.decode(inbox.encode(KEY), KEY).jobs["j1a1"].opened(KEY, "j1a1") \
+        == inbox.jobs["j1a1"]
     plain = WorkerResult("j2a1", "w-1", AttemptEnd.SOLVED, 0, 1.0, 2.0)
     assert b'"logs"' not in plain.encode(KEY)  # nothing saved: nothing said
     assert WorkerResult.decode(plain.encode(KEY), KEY).logs == ()
