@@ -144,7 +144,9 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
         self._index(worker)
 
     def remove_worker(self, worker_id: str, preempted: bool = False) -> list[Event]:
-        """A worker is gone: its unfinished tasks go back to the front of the queue."""
+        """A worker is gone: its unfinished tasks go back to the front of the queue. Compute
+        Engine ``preempted`` it (not a crash): on Spot, each task it ran counts a preemption;
+        one it only held never started there, and is charged none."""
         worker = self._workers.pop(worker_id, None)
         if worker is None:
             return []
@@ -157,7 +159,7 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
                 self.outcomes[key] = Outcome.SKIPPED
                 events.append(Skipped(key, entry.cancelling, killed=True))
                 continue
-            if preempted and worker.pool is Pool.SPOT:
+            if preempted and worker.pool is Pool.SPOT and key in worker.running:
                 entry.preemptions += 1
             entry.requeued = True
             self._push(entry)

@@ -613,6 +613,25 @@ def test_on_demand_only_after_spot_attempts_preemptions():
     assert sched.remove_worker("od", preempted=True) == [Requeued("t", "od", 2, True)]
 
 
+def test_a_held_task_its_preempted_worker_never_started_is_not_charged_a_preemption():
+    """Issue 30 item 8: a preemption is charged to the job that ran on the preempted VM, not
+    to the one it only held; two such VMs made a never-started job on-demand only."""
+    sched = Scheduler(spot_attempts=2, prefetch=1)
+    for name in ("s1", "s2"):
+        sched.add_worker(name, 1, pool=Pool.SPOT)
+        sched.submit(task(f"run-{name}", 0, family=None, priority=1))
+    sched.submit(task("held", 5, family=None))
+    assert sched.assign() == [Assignment("run-s1", "s1"), Assignment("run-s2", "s2"),
+                              Assignment("held", "s1")]
+    assert sched.remove_worker("s1", preempted=True) == [
+        Requeued("run-s1", "s1", 1, False), Requeued("held", "s1", 0, False)]
+    sched.withdraw("run-s1")
+    assert sched.assign() == [Assignment("held", "s2")]  # held again, by the busy s2
+    assert sched.remove_worker("s2", preempted=True) == [
+        Requeued("run-s2", "s2", 1, False), Requeued("held", "s2", 0, False)]
+    assert sched.preemptions("held") == 0 and sched.demand_pool("held") is Pool.SPOT
+
+
 def test_non_preemptible_tasks_never_run_on_spot():
     sched = Scheduler(spot_attempts=5)
     sched.add_worker("spot", 8, pool=Pool.SPOT)
