@@ -70,6 +70,7 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
         self._open: dict[tuple[str, tuple[str, ...]], list[str]] = {}
         self.unconfirmed: list[Event] = []  # see take_unconfirmed
         self.releases: list[Release] = []  # see take_releases
+        self._requests = itertools.count(1)  # Release.request: each one new
         self._kept: dict[str, int] = {}  # worker -> CPUs the last round kept for held tasks
 
     # -- events in ---------------------------------------------------------------------------
@@ -154,7 +155,7 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
         events: list[Event] = []
         for key in sorted(worker.running | set(worker.held), key=lambda k: self._entries[k].seq):
             entry = self._entries[key]
-            entry.worker_id, entry.releasing = None, False
+            entry.worker_id, entry.releasing = None, 0
             if entry.cancelling is not None:  # it was being killed anyway
                 self.outcomes[key] = Outcome.SKIPPED
                 events.append(Skipped(key, entry.cancelling, killed=True))
@@ -387,4 +388,4 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
             worker.held.remove(key)
             worker.held_free += task.cpus
             self._resize(worker, 0, task.mem_mb if worker.mem_mb else 0)
-        entry.worker_id, entry.releasing = None, False
+        entry.worker_id, entry.releasing = None, 0

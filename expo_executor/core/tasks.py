@@ -50,10 +50,14 @@ class Assignment:
 class Release:
     """A held task another worker's free slot should start (``Scheduler.assign``): its
     worker is asked to give it back. It answers that it never started it
-    (``Scheduler.released``), or reports it as any job it started first."""
+    (``Scheduler.released``), or reports it as any job it started first. ``request``
+    numbers the request (every one of the run is new): the answer names it, so that a task
+    given back, held there again and asked back again gets an answer of its own, and a
+    stale answer is never taken for a newer request's."""
 
     key: str
     worker_id: str
+    request: int
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,7 @@ class TaskEntry:
     worker_id: str | None = None
     cancelling: FrontierPoint | None = None
     first_timeout_on: str | None = None  # set while (and after) its timeout is re-run
-    releasing: bool = False  # held, and its worker asked to give it back (Release)
+    releasing: int = 0  # held, and its worker asked to give it back: the Release's request
 
     def order(self) -> tuple:
         hardness = self.task.point.sort_key() if self.task.point else (0.0, ())

@@ -1047,10 +1047,10 @@ def test_a_new_worker_asks_back_an_easier_held_task_instead_of_starting_a_harder
     sched = held_on_a(task("x1", 1), task("x2", 2), task("x3", 3))
     sched.add_worker("b", 1)
     assert sched.assign() == [], "x3 would start before x2, whose timeout prunes it"
-    assert sched.take_releases() == [Release("x2", "a")]
+    assert sched.take_releases() == [Release("x2", "a", 1)]
     assert sched.workers()["b"] == (1, 0), "b's slot waits for x2: b is not idle"
     assert sched.assign() == [] and sched.take_releases() == [], "asked once, still waiting"
-    assert sched.released("x2", "a")
+    assert sched.released("x2", "a", 1)
     assert sched.assign()[0] == Assignment("x2", "b")
     assert sched.running_on("b") == {"x2"} and sched.running_on("a") == {"x1"}
 
@@ -1058,8 +1058,8 @@ def test_a_new_worker_asks_back_an_easier_held_task_instead_of_starting_a_harder
 def test_an_idle_worker_asks_back_a_held_task_when_the_queue_has_none_for_it():
     sched = held_on_a(task("n0", 0, family=None), task("n1", 1, family=None))
     sched.add_worker("b", 1)
-    assert sched.assign() == [] and sched.take_releases() == [Release("n1", "a")]
-    assert sched.released("n1", "a")
+    assert sched.assign() == [] and sched.take_releases() == [Release("n1", "a", 1)]
+    assert sched.released("n1", "a", 1)
     assert sched.assign() == [Assignment("n1", "b")]
 
 
@@ -1079,16 +1079,17 @@ def test_a_held_task_asked_back_that_its_worker_started_first_ends_as_usual():
     sched.finish("x1", Outcome.SOLVED)  # a's slot freed before it read the request
     assert sched.running_on("a") == {"x2"}
     assert sched.finish("x2", Outcome.SOLVED) == [Finished("x2", Outcome.SOLVED)]
-    assert not sched.released("x2", "a"), "no answer can undo a result"
+    assert not sched.released("x2", "a", 1), "no answer can undo a result"
     assert [x.key for x in sched.assign()] == ["x3"], "nothing waits for x2 any more"
 
 
 def test_an_answer_from_another_worker_or_to_no_request_changes_nothing():
     sched = held_on_a(task("x1", 1), task("x2", 2), task("x3", 3))
-    assert not sched.released("x2", "a"), "never asked back"
+    assert not sched.released("x2", "a", 1), "never asked back"
     sched.add_worker("b", 1)
     sched.assign()
-    assert not sched.released("x2", "b")
+    assert not sched.released("x2", "b", 1)
+    assert not sched.released("x2", "a", 2), "an answer to no request made"
     assert sched.state("x2") == "running" and sched.counts()["queued"] == 2
 
 
@@ -1101,7 +1102,7 @@ def test_a_held_task_asked_back_and_then_dominated_is_cancelled_not_requeued():
     assert sched.state("x2") == "cancelling"  # the coordinator asks this before ``released``
     skipped = sched.cancelled("x2", ran=False)
     assert [(type(e), e.key, e.killed) for e in skipped] == [(Skipped, "x2", False)]
-    assert not sched.released("x2", "a")
+    assert not sched.released("x2", "a", 1)
     assert sched.assign() == [] and sched.workers()["b"] == (1, 1), "b waits no more"
 
 
@@ -1110,9 +1111,27 @@ def test_a_worker_lost_while_its_held_task_is_asked_back_requeues_it_once():
     sched.add_worker("b", 1)
     sched.assign()
     sched.remove_worker("a")
-    assert not sched.released("x2", "a"), "its answer comes too late: x2 is queued again"
+    assert not sched.released("x2", "a", 1), "its answer comes too late: x2 is queued again"
     assert [x.key for x in sched.assign()] == ["x1", "x2"], "x1 runs on b, x2 held there"
     assert sched.running_on("b") == {"x1"} and sched.counts()["queued"] == 2
+
+
+def test_a_task_asked_back_again_is_given_back_only_by_an_answer_to_the_new_request():
+    """Issue 30 item 1: x2 is given back, held on a again (b, that asked, is gone) and asked
+    back again for c: the answer to the first request, replayed, is no answer to the second."""
+    sched = held_on_a(task("x1", 1), task("x2", 2), task("x3", 3))
+    sched.add_worker("b", 1)
+    sched.assign()
+    assert sched.take_releases() == [Release("x2", "a", 1)]
+    assert sched.released("x2", "a", 1)
+    sched.remove_worker("b")
+    assert sched.assign() == [Assignment("x2", "a")], "held on a again"
+    sched.add_worker("c", 1)
+    assert sched.assign() == [] and sched.take_releases() == [Release("x2", "a", 2)]
+    assert not sched.released("x2", "a", 1), "a stale answer"
+    assert sched.state("x2") == "running" and sched.workers()["c"] == (1, 0)
+    assert sched.released("x2", "a", 2)
+    assert sched.assign()[0] == Assignment("x2", "c")
 
 
 def test_set_prefetch_deepens_and_shallows_what_a_worker_holds():
