@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from expo_executor.core.scheduler import Outcome
-from expo_executor.protocol.keys import inbox_key
+from expo_executor.protocol.keys import inbox_key, status_key
 from expo_executor.protocol.records import Inbox
 from expo_executor.protocol.worker_keys import worker_key
 from expo_executor.worker.agent import Worker
@@ -87,3 +87,33 @@ def test_a_job_asked_back_twice_before_its_worker_read_between_is_answered_twice
     worker._read_inbox()  # w-1 reads the second request
     rig.round()
     assert "j1" in rig.assigned(new), rig.lines
+
+
+def test_a_replayed_answer_does_not_give_back_a_job_its_worker_holds_again(
+        tmp_path: Path) -> None:
+    """Issue 30, a suspicion confirmed and fixed by the request numbers: w-1's status that
+    gave j1 back, replayed (a bucket writer can copy a signed object, not forge one) once j1
+    is held on w-1 again, read and asked back again, must not requeue j1, which w-1 holds
+    and may start: only an answer to the new request does."""
+    rig = _asked_back(tmp_path)
+    worker = Worker(rig.direct, "w-1", 1, worker_key(KEY, "w-1"), tmp_path / "vm",
+                    poll=0.1, slow_poll=5.0, zygote=False)
+    worker.seen.add("j0")
+    worker._read_inbox()  # it gives j1 back
+    answer = rig.direct.read(status_key("w-1")).data
+    rig.engine.status["w-2"] = "TERMINATED"
+    rig.round()
+    assert rig.assigned("w-1") == {"j0", "j1"}
+    worker._read_inbox()  # w-1 holds j1 again
+    assert "j1" in worker.pending
+    rig.round()
+    new = next(name for name in rig.engine.status if name not in ("w-1", "w-2"))
+    rig.ready(new)
+    rig.round()  # j1 asked back again
+    rig.direct.write(status_key("w-1"), answer)  # the old answer, replayed
+    rig.round()
+    assert rig.assigned(new) == set() and rig.coordinator.scheduler.state("j1") == "running", \
+        "taken for the new request's answer, j1 would run on two workers"
+    worker._read_inbox()
+    rig.round()
+    assert "j1" in rig.assigned(new) and "j1" not in worker.pending
