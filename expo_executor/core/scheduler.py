@@ -71,7 +71,8 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
         self.unconfirmed: list[Event] = []  # see take_unconfirmed
         self.releases: list[Release] = []  # see take_releases
         self._requests = itertools.count(1)  # Release.request: each one new
-        self._kept: dict[str, int] = {}  # worker -> CPUs the last round kept for held tasks
+        # held task asked back -> the worker whose room the last round kept for it
+        self._kept: dict[str, str] = {}
 
     # -- events in ---------------------------------------------------------------------------
     def submit(self, task: Task) -> list[Event]:
@@ -273,7 +274,7 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
         for key, worker in kept.items():
             task = self._entries[key].task
             self._resize(worker, task.cpus, task.mem_mb if worker.mem_mb else 0)
-            self._kept[worker.worker_id] = self._kept.get(worker.worker_id, 0) + task.cpus
+            self._kept[key] = worker.worker_id
         self.unconfirmed.extend(unconfirmed)
         return assignments
 
@@ -343,9 +344,16 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
         return set(worker.running) if worker else set()
 
     def workers(self) -> dict[str, tuple[int, int]]:
-        """worker id -> (cpus, free cpus); CPUs kept for a held task asked back are not free
-        (the worker waits for it: it is not idle)."""
-        return {w.worker_id: (w.cpus, w.free_cpus - self._kept.get(w.worker_id, 0))
+        """worker id -> (cpus, free cpus); CPUs kept for a held task still asked back are not
+        free (the worker waits for it: it is not idle). Once it is given back (or ended, or
+        withdrawn) nothing is waited for, whether or not a round assigns again (at the
+        budget's drain none does)."""
+        kept: dict[str, int] = {}
+        for key, worker_id in self._kept.items():
+            entry = self._entries[key]
+            if entry.releasing and key not in self.outcomes:
+                kept[worker_id] = kept.get(worker_id, 0) + entry.task.cpus
+        return {w.worker_id: (w.cpus, w.free_cpus - kept.get(w.worker_id, 0))
                 for w in self._workers.values()}
 
     def task(self, key: str) -> Task:
