@@ -76,7 +76,7 @@ class HeldTasks:
         kept[entry.task.key] = worker
         self._resize(worker, -entry.task.cpus, -entry.task.mem_mb if worker.mem_mb else 0)
         if not entry.releasing:
-            entry.releasing = next(self._requests)
+            self._ask_back(entry, next(self._requests))
             self.releases.append(Release(entry.task.key, entry.worker_id or "",
                                          entry.releasing))
 
@@ -89,7 +89,7 @@ class HeldTasks:
         if entry is None or key in self.outcomes or not entry.releasing \
                 or entry.releasing != request or entry.worker_id != worker_id:
             return False
-        self._release(entry)
+        self._unplace(entry)
         self._push(entry)
         return True
 
@@ -143,10 +143,7 @@ class HeldTasks:
                 continue
             worker = min(fits, key=lambda w: (len(w.held), w.worker_id))
             self._dequeue(key)
-            entry.worker_id = worker.worker_id
-            worker.held.append(key)
-            worker.held_free -= task.cpus
-            self._resize(worker, 0, -task.mem_mb if worker.mem_mb else 0)
+            self._hold_on(entry, worker)
             taken[worker.worker_id] = taken.get(worker.worker_id, 0) + 1
             if worker.held_free <= 0 or taken[worker.worker_id] >= share:
                 holders[task.shape].remove(worker)

@@ -21,11 +21,13 @@ from expo_executor.core.scheduler import (
     Confirming,
     Finished,
     Outcome,
+    Place,
     Pool,
     Release,
     Requeued,
     Scheduler,
     Skipped,
+    Stage,
     Task,
     Unconfirmed,
 )
@@ -345,6 +347,19 @@ class SchedulerMachine(RuleBasedStateMachine):
             else:
                 expected = "cancelling" if self.cancels[key] else "running"
             assert self.sched.state(key) == expected, key
+
+    @invariant()
+    def each_task_has_one_place_that_matches_the_model(self):
+        """The one record of where a task stands (core/placing.py), read directly."""
+        for key, phase in self.phase.items():
+            place = self.sched.place(key)
+            if phase != "running":
+                assert place == Place(), (key, place)
+            elif self.cancels[key]:
+                assert place == Place(Stage.CANCELLING, self.where[key],
+                                      dominator=self.cancel_dominator[key]), (key, place)
+            else:
+                assert place == Place(Stage.RUNNING, self.where[key]), (key, place)
 
     @invariant()
     def counts_add_up(self):
@@ -1132,6 +1147,19 @@ def test_a_task_asked_back_again_is_given_back_only_by_an_answer_to_the_new_requ
     assert sched.state("x2") == "running" and sched.workers()["c"] == (1, 0)
     assert sched.released("x2", "a", 2)
     assert sched.assign()[0] == Assignment("x2", "c")
+
+
+def test_a_held_tasks_place_moves_held_releasing_and_back_to_queued_on_one_record():
+    sched = held_on_a(task("x1", 1), task("x2", 2), task("x3", 3))
+    assert sched.place("x1") == Place(Stage.RUNNING, "a")
+    assert sched.place("x2") == Place(Stage.HELD, "a") and sched.state("x2") == "running"
+    sched.add_worker("b", 1)
+    sched.assign()
+    assert sched.place("x2") == Place(Stage.RELEASING, "a", request=1)
+    sched.finish("x1", Outcome.SOLVED)  # a's slot frees: it may have started x2
+    assert sched.running_on("a") == {"x2"} and sched.place("x2").stage is Stage.RELEASING
+    assert sched.released("x2", "a", 1) and sched.place("x2") == Place()
+    assert sched.running_on("a") == set() and sched.workers()["a"] == (1, 1)
 
 
 def test_set_prefetch_deepens_and_shallows_what_a_worker_holds():
