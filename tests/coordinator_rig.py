@@ -105,8 +105,9 @@ class Rig:
         return going
 
     def ready(self, worker: str, running: tuple[str, ...] = (),
-              released: tuple[str, ...] = ()) -> None:
-        """``worker``'s status: ready, running ``running``, having given ``released`` back."""
+              released: dict[str, int] | None = None) -> None:
+        """``worker``'s status: ready, running ``running``, having given ``released`` back
+        (job -> the release request it answers)."""
         write_status(self.direct, worker, running, slots=self.config.slots_per_worker,
                      released=released)
 

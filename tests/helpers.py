@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -177,12 +177,13 @@ class ScriptedEngine:
 
 
 def write_status(bucket: Bucket, worker: str, running: Iterable[str] = (), *, slots: int = 1,
-                 released: Iterable[str] = (), seq_seen: int = 0,
+                 released: Mapping[str, int] | None = None, seq_seen: int = 0,
                  state: WorkerState = WorkerState.READY, key: bytes = KEY) -> WorkerStatus:
     """``worker``'s status, as its heartbeat writes it: ``state``, running ``running``, having
-    given ``released`` back; signed with ``worker``'s key under ``key``."""
+    given ``released`` back (job -> the release request it answers); signed with ``worker``'s
+    key under ``key``."""
     status = WorkerStatus(worker, seq_seen, time.time(), list(running), slots, state,
-                          released=list(released))
+                          released=dict(released or {}))
     bucket.write(status_key(worker), status.encode(worker_key(key, worker)))
     return status
 
@@ -203,10 +204,11 @@ def write_result(bucket: Bucket, result: WorkerResult, *, key: bytes = KEY) -> N
 
 
 def write_inbox(bucket: Bucket, worker: str, seq: int, jobs: dict[str, JobSpec], *,
-                key: bytes, cancel: Iterable[str] = (), release: Iterable[str] = ()) -> Inbox:
+                key: bytes, cancel: Iterable[str] = (),
+                release: Mapping[str, int] | None = None) -> Inbox:
     """The coordinator's inbox for ``worker``, every job sealed and the whole signed with
     ``key``: the worker's own, the one it was started with (no default, so that a rig's worker
     and its inbox cannot silently disagree)."""
-    inbox = Inbox(seq, worker, dict(jobs), list(cancel), list(release))
+    inbox = Inbox(seq, worker, dict(jobs), list(cancel), dict(release or {}))
     bucket.write(inbox_key(worker), inbox.encode(key))
     return inbox

@@ -48,20 +48,21 @@ class Observe:
                 self.scheduler.add_worker(vm.name, size.slots, size.mem_mb, pool=vm.pool,
                                           shape=vm.shape)
 
-    def _take_released(self, vm: Vm, keys: list[str]) -> None:
-        """Held jobs its worker says it gave back unstarted: queued again (or skipped, when
-        the domino effect cancelled one meanwhile), and gone from its inbox."""
-        for key in vm.places.given_back(keys):
+    def _take_released(self, vm: Vm, answers: dict[str, int]) -> None:
+        """Held jobs its worker says it gave back unstarted, answering the requests it names:
+        queued again (or skipped, when the domino effect cancelled one meanwhile), and gone
+        from its inbox."""
+        for key, request in vm.places.given_back(answers):
             if self.scheduler.state(key) == "cancelling":
                 self.reporter.handle(self.scheduler.cancelled(key, ran=False))
             else:
-                self.scheduler.released(key, vm.name)
+                self.scheduler.released(key, vm.name, request)
 
     def _give_back(self, release: Release) -> None:
         """Ask a held job back from its worker: out of its inbox's jobs, into its release."""
         vm = self.vms.get(release.worker_id)
         if vm is not None:
-            vm.places.ask_back(release.key)
+            vm.places.ask_back(release.key, release.request)
 
     def _read_results(self, workers: set[str], unlisted: bool = False) -> None:
         """Take in the results the round's listing showed (``unlisted``: or not, see

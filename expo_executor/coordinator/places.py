@@ -20,11 +20,12 @@ from expo_executor.protocol.records import JobSpec
 @dataclass
 class Place:
     """One job on one worker: its inbox entry (``job``; None: no longer listed there), whether
-    the worker is asked to kill it (``cancel``) or to give it back unstarted (``release``)."""
+    the worker is asked to kill it (``cancel``) or to give it back unstarted (``release``: the
+    request's number, ``core.scheduler.Release.request``; 0: not asked)."""
 
     job: JobSpec | None = None
     cancel: bool = False
-    release: bool = False
+    release: int = 0
 
     def empty(self) -> bool:
         return self.job is None and not self.cancel and not self.release
@@ -46,13 +47,13 @@ class Places:
         self._places.setdefault(key, Place()).job = job
         self.dirty = True
 
-    def ask_back(self, key: str) -> bool:
-        """Ask a held job back (``core.scheduler.Release``): out of the jobs, into the
-        releases. False when it is not listed here (nothing changes)."""
+    def ask_back(self, key: str, request: int) -> bool:
+        """Ask a held job back (``core.scheduler.Release`` number ``request``): out of the
+        jobs, into the releases. False when it is not listed here (nothing changes)."""
         place = self._places.get(key)
         if place is None or place.job is None:
             return False
-        place.job, place.release = None, True
+        place.job, place.release = None, request
         self.dirty = True
         return True
 
@@ -61,13 +62,16 @@ class Places:
         self._places.setdefault(key, Place()).cancel = True
         self.dirty = True
 
-    def given_back(self, keys: Iterable[str]) -> list[str]:
-        """The worker says it gave ``keys`` back unstarted: those asked back leave its
-        releases and cancels (returned, sorted); the scheduler queues them again."""
-        back = sorted(k for k in set(keys) if k in self._places and self._places[k].release)
-        for key in back:
+    def given_back(self, answers: Mapping[str, int]) -> list[tuple[str, int]]:
+        """The worker says it gave jobs back unstarted, answering the requests of
+        ``answers`` (job -> request): those whose request stands leave its releases and
+        cancels (returned with it, sorted); the scheduler queues them again. An answer to
+        another request (an older one, replayed by a heartbeat) is no answer to this one."""
+        back = sorted((k, n) for k, n in answers.items()
+                      if k in self._places and n and self._places[k].release == n)
+        for key, _request in back:
             place = self._places[key]
-            place.release = place.cancel = False
+            place.release, place.cancel = 0, False
             self._drop_if_empty(key)
             self.dirty = True
         return back
@@ -109,8 +113,9 @@ class Places:
     def cancels(self) -> list[str]:
         return sorted(key for key, p in self._places.items() if p.cancel)
 
-    def releases(self) -> list[str]:
-        return sorted(key for key, p in self._places.items() if p.release)
+    def releases(self) -> dict[str, int]:
+        """The inbox's releases: job -> its request's number."""
+        return {key: p.release for key, p in sorted(self._places.items()) if p.release}
 
     def asked_to_cancel(self, key: str) -> bool:
         place = self._places.get(key)

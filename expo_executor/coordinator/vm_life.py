@@ -85,7 +85,8 @@ class VmLife:
 
     def _lose(self, name: str, end: VmEnd, how: str) -> None:
         """A VM went away under us (preempted, crashed, deleted): its jobs go back to the queue,
-        first in line; on Spot that counts as a preemption of each of them."""
+        first in line; on Spot, a preemption (not a crash: LOST) counts as one of each job
+        it ran."""
         if name not in self.vms:
             return
         # What it reported before it went stands: a job whose result object was written just
@@ -95,7 +96,8 @@ class VmLife:
         if name not in self.vms:  # its last breath said "preempted": handled already
             return
         self.log(f"expocloud: worker {name} {how}; its jobs go back to the queue first")
-        self.reporter.handle(self.scheduler.remove_worker(name, preempted=True))
+        self.reporter.handle(self.scheduler.remove_worker(
+            name, preempted=end is VmEnd.PREEMPTED))
         self._end_vm(name, end)
         self.engine.delete(name)
 

@@ -1,5 +1,5 @@
 """The pure core: hardness, the scheduler (``scheduler``, with its parts ``tasks``,
-``free_slots``, ``held_tasks``, ``pruning``), prefetch's rules for a worker's held jobs
+``placing``, ``free_slots``, ``held_tasks``, ``pruning``), prefetch's rules for a worker's held jobs
 (``held_jobs``, which the worker agent follows too), the fleet policy, pool health, one scaling
 round, a coordinator round's decisions (``one_round``, for the coordinator and the simulator
 alike), budget phases, the grammar of the user's pinned worker requirements, and the typed

@@ -12,7 +12,7 @@ table it reads and changes.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from expo_executor.core.records import Outcome
 from expo_executor.core.shapes import Shape
@@ -29,6 +29,7 @@ class HeldTasks:
     _queued: set[str]
     _confirming: set[str]
     releases: list[Release]
+    _requests: Iterator[int]
     prefetch: int
     outcomes: dict[str, Outcome]
 
@@ -75,18 +76,20 @@ class HeldTasks:
         kept[entry.task.key] = worker
         self._resize(worker, -entry.task.cpus, -entry.task.mem_mb if worker.mem_mb else 0)
         if not entry.releasing:
-            entry.releasing = True
-            self.releases.append(Release(entry.task.key, entry.worker_id or ""))
+            self._ask_back(entry, next(self._requests))
+            self.releases.append(Release(entry.task.key, entry.worker_id or "",
+                                         entry.releasing))
 
-    def released(self, key: str, worker_id: str) -> bool:
-        """``worker_id`` gave a held task back unstarted (:class:`Release`): it is queued
-        again, in its own place, for the next free slot. False: no such request stands (the
-        task ended, or moved on), and nothing changes."""
+    def released(self, key: str, worker_id: str, request: int) -> bool:
+        """``worker_id`` gave a held task back unstarted, answering :class:`Release`
+        ``request``: it is queued again, in its own place, for the next free slot. False: no
+        such request stands (the task ended or moved on, or the answer is to an older
+        request), and nothing changes."""
         entry = self._entries.get(key)
         if entry is None or key in self.outcomes or not entry.releasing \
-                or entry.worker_id != worker_id:
+                or entry.releasing != request or entry.worker_id != worker_id:
             return False
-        self._release(entry)
+        self._unplace(entry)
         self._push(entry)
         return True
 
@@ -140,10 +143,7 @@ class HeldTasks:
                 continue
             worker = min(fits, key=lambda w: (len(w.held), w.worker_id))
             self._dequeue(key)
-            entry.worker_id = worker.worker_id
-            worker.held.append(key)
-            worker.held_free -= task.cpus
-            self._resize(worker, 0, -task.mem_mb if worker.mem_mb else 0)
+            self._hold_on(entry, worker)
             taken[worker.worker_id] = taken.get(worker.worker_id, 0) + 1
             if worker.held_free <= 0 or taken[worker.worker_id] >= share:
                 holders[task.shape].remove(worker)

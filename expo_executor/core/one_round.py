@@ -67,14 +67,18 @@ class Withdrawn:
     worker: str | None
 
 
-def withdrawn(scheduler: Scheduler, keys: Iterable[str],
-              change: PhaseChange | None) -> list[Withdrawn]:
+def withdrawn(scheduler: Scheduler, keys: Iterable[str], change: PhaseChange | None,
+              phase: Phase = Phase.OK) -> list[Withdrawn]:
     """What a budget phase change takes back, of the run's ``keys`` (in that order): the
     queued tasks (drain; a held one is its worker's), or every unfinished one; each withdrawn
-    from the scheduler."""
-    if change is None or change.withdraw is None:
+    from the scheduler. Past the limit (``phase``), what became queued since (a held job
+    given back, a lost VM's job) is taken back too: no slot will ever start it."""
+    withdraw = change.withdraw if change is not None else None
+    if withdraw is None and phase >= Phase.LIMIT and sum(scheduler.queued_demand().values()):
+        withdraw = Withdraw.QUEUED
+    if withdraw is None:
         return []
-    queued_only = change.withdraw is Withdraw.QUEUED
+    queued_only = withdraw is Withdraw.QUEUED
     taken = [k for k in keys if (scheduler.state(k) == "queued" if queued_only
                                  else k not in scheduler.outcomes)]
     return [Withdrawn(key, scheduler.withdraw(key)) for key in taken]
@@ -132,7 +136,7 @@ def decide(scheduler: Scheduler, keys: Collection[str], change: PhaseChange | No
     assignments: ``prefetch`` (None: unchanged) tasks per CPU held, none of a shape's queue
     that VMs ``coming`` will start; Spot refused to ``spot_held`` shapes (their straggler
     rule, from the last round's plan)."""
-    taken = tuple(withdrawn(scheduler, keys, change))
+    taken = tuple(withdrawn(scheduler, keys, change, phase))
     if phase >= Phase.LIMIT:
         return Decided(taken, (), (), ())
     if prefetch is not None:

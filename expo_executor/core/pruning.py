@@ -110,7 +110,7 @@ class Pruning:
                 events.append(Skipped(key, dominator))
                 still_open.pop()
             elif entry.worker_id is not None and entry.cancelling is None:
-                entry.cancelling = dominator
+                self._cancel_place(entry, dominator)
                 events.append(Cancel(key, entry.worker_id, dominator))
         self._open[(family, newest.scope)] = still_open
         return events

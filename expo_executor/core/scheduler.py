@@ -7,7 +7,8 @@ under Snakemake, under cwltool and inside a simulator.
 
 This module keeps the task table, the queue and the events in; its parts, each one idea, are
 mixed in: :mod:`.free_slots` (which worker a task fits), :mod:`.held_tasks` (prefetch's held
-tasks, and taking them back), :mod:`.pruning` (the domino effect, confirming timeouts); the
+tasks, and taking them back), :mod:`.pruning` (the domino effect, confirming timeouts),
+:mod:`.placing` (a task's place, the one record of where it stands, and its every move); the
 records it answers with are :mod:`.tasks`'.
 """
 
@@ -19,21 +20,22 @@ from collections.abc import Mapping
 
 from expo_executor.core.free_slots import FreeSlots
 from expo_executor.core.hardness import Frontier
-from expo_executor.core.held_jobs import starts_now, wants_refill
+from expo_executor.core.held_jobs import wants_refill
 from expo_executor.core.held_tasks import HeldTasks
+from expo_executor.core.placing import Placing
 from expo_executor.core.pruning import Pruning
 from expo_executor.core.records import Outcome
 from expo_executor.core.shapes import Shape
-from expo_executor.core.tasks import (Assignment, Cancel, Confirming, Event, Finished, Pool,
-                                      Release, Requeued, Skipped, Task, TaskEntry, Unconfirmed,
-                                      WorkerSlots)
+from expo_executor.core.tasks import (Assignment, Cancel, Confirming, Event, Finished, Place,
+                                      Pool, Release, Requeued, Skipped, Stage, Task, TaskEntry,
+                                      Unconfirmed, WorkerSlots)
 
 # The scheduler's records live in .tasks; callers import them from here, with the scheduler.
-__all__ = ["Assignment", "Cancel", "Confirming", "Event", "Finished", "Outcome", "Pool",
-           "Release", "Requeued", "Scheduler", "Skipped", "Task", "Unconfirmed"]
+__all__ = ["Assignment", "Cancel", "Confirming", "Event", "Finished", "Outcome", "Place", "Pool",
+           "Release", "Requeued", "Scheduler", "Skipped", "Stage", "Task", "Unconfirmed"]
 
 
-class Scheduler(FreeSlots, HeldTasks, Pruning):
+class Scheduler(FreeSlots, HeldTasks, Pruning, Placing):
     """Task table and dispatch policy. ``spot_attempts``: preemptions before on-demand only.
     ``confirm_timeouts``: a timeout of a family whose timeouts are not trusted yet runs once
     more on an idle other worker before it prunes (a confirmed one makes the family trusted).
@@ -70,7 +72,9 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
         self._open: dict[tuple[str, tuple[str, ...]], list[str]] = {}
         self.unconfirmed: list[Event] = []  # see take_unconfirmed
         self.releases: list[Release] = []  # see take_releases
-        self._kept: dict[str, int] = {}  # worker -> CPUs the last round kept for held tasks
+        self._requests = itertools.count(1)  # Release.request: each one new
+        # held task asked back -> the worker whose room the last round kept for it
+        self._kept: dict[str, str] = {}
 
     # -- events in ---------------------------------------------------------------------------
     def submit(self, task: Task) -> list[Event]:
@@ -100,16 +104,15 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
         worker = self._workers.get(worker_id)
         if worker is None:  # no CPUs of its own: never indexed as free, never placed on
             worker = self._workers[worker_id] = WorkerSlots(worker_id, 0, 0, Pool.ON_DEMAND)
-        entry = TaskEntry(task, next(self._seq), worker_id=worker_id)
+        entry = TaskEntry(task, next(self._seq))
         self._entries[task.key] = entry
-        worker.running.add(task.key)
-        worker.free_cpus -= task.cpus  # back to 0 as its tasks end (_release)
+        self._run_on(entry, worker)  # its free CPUs below 0, back to 0 as its tasks end
         if task.family is not None and task.point is not None:
             self._open.setdefault((task.family, task.point.scope), []).append(task.key)
         dominator = self._dominator(task)
         if dominator is None:
             return []
-        entry.cancelling = dominator
+        self._cancel_place(entry, dominator)
         return [Cancel(task.key, worker_id, dominator)]
 
     def set_prefetch(self, prefetch: int) -> None:
@@ -144,7 +147,9 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
         self._index(worker)
 
     def remove_worker(self, worker_id: str, preempted: bool = False) -> list[Event]:
-        """A worker is gone: its unfinished tasks go back to the front of the queue."""
+        """A worker is gone: its unfinished tasks go back to the front of the queue. Compute
+        Engine ``preempted`` it (not a crash): on Spot, each task it ran counts a preemption;
+        one it only held never started there, and is charged none."""
         worker = self._workers.pop(worker_id, None)
         if worker is None:
             return []
@@ -152,12 +157,12 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
         events: list[Event] = []
         for key in sorted(worker.running | set(worker.held), key=lambda k: self._entries[k].seq):
             entry = self._entries[key]
-            entry.worker_id, entry.releasing = None, False
-            if entry.cancelling is not None:  # it was being killed anyway
+            dominator, entry.place = entry.cancelling, Place()  # its indexes left with it
+            if dominator is not None:  # it was being killed anyway
                 self.outcomes[key] = Outcome.SKIPPED
-                events.append(Skipped(key, entry.cancelling, killed=True))
+                events.append(Skipped(key, dominator, killed=True))
                 continue
-            if preempted and worker.pool is Pool.SPOT:
+            if preempted and worker.pool is Pool.SPOT and key in worker.running:
                 entry.preemptions += 1
             entry.requeued = True
             self._push(entry)
@@ -169,11 +174,11 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
         entry = self._entries[key]
         if key in self.outcomes or entry.worker_id is None:
             return []  # a late or duplicate report: the first one stands
-        worker_id = entry.worker_id
-        self._release(entry)
-        if entry.cancelling is not None and outcome is not Outcome.SOLVED:
+        worker_id, dominator = entry.worker_id, entry.cancelling
+        self._unplace(entry)
+        if dominator is not None and outcome is not Outcome.SOLVED:
             self.outcomes[key] = Outcome.SKIPPED  # killed by the domino effect on the way
-            return [Skipped(key, entry.cancelling, killed=True)]
+            return [Skipped(key, dominator, killed=True)]
         family = entry.task.family
         prunes = outcome is Outcome.TIMEOUT and family is not None \
             and entry.task.point is not None
@@ -195,11 +200,12 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
         """The worker confirmed that it killed a task we cancelled (``ran``), or that it
         never started it (a held one)."""
         entry = self._entries[key]
-        if key in self.outcomes or entry.cancelling is None:
+        dominator = entry.cancelling
+        if key in self.outcomes or dominator is None:
             return []
-        self._release(entry)
+        self._unplace(entry)
         self.outcomes[key] = Outcome.SKIPPED
-        return [Skipped(key, entry.cancelling, killed=ran)]
+        return [Skipped(key, dominator, killed=ran)]
 
     def withdraw(self, key: str) -> str | None:
         """Forget a task the front end cancelled; returns the worker still running it, if any."""
@@ -211,7 +217,7 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
         self.outcomes[key] = Outcome.FAILED
         worker_id = entry.worker_id
         if worker_id is not None:
-            self._release(entry)
+            self._unplace(entry)
         return worker_id
 
     # -- decisions out -----------------------------------------------------------------------
@@ -254,9 +260,7 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
                 deferred.append((order, key))
                 continue
             self._dequeue(key)
-            entry.worker_id = worker.worker_id
-            worker.running.add(key)
-            self._resize(worker, -entry.task.cpus, -entry.task.mem_mb if worker.mem_mb else 0)
+            self._run_on(entry, worker)
             assignments.append(Assignment(key, worker.worker_id))
         for item in deferred:
             heapq.heappush(self._queue, item)
@@ -270,7 +274,7 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
         for key, worker in kept.items():
             task = self._entries[key].task
             self._resize(worker, task.cpus, task.mem_mb if worker.mem_mb else 0)
-            self._kept[worker.worker_id] = self._kept.get(worker.worker_id, 0) + task.cpus
+            self._kept[key] = worker.worker_id
         self.unconfirmed.extend(unconfirmed)
         return assignments
 
@@ -280,27 +284,16 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
         follow)."""
         return wants_refill(self.prefetch, worker.held_cpus(self.prefetch), worker.cpus)
 
-    def _promote(self, worker: WorkerSlots) -> None:
-        """What the worker does as a slot frees: start its held tasks, in order, while the
-        next one fits (or nothing runs): ``core.held_jobs.starts_now``, the worker's rule."""
-        while worker.held:
-            entry = self._entries[worker.held[0]]
-            if not starts_now(entry.task.cpus, worker.free_cpus, bool(worker.running)):
-                return
-            worker.held.pop(0)
-            worker.held_free += entry.task.cpus
-            worker.running.add(entry.task.key)
-            self._resize(worker, -entry.task.cpus, 0)  # its memory was taken when held
-
     # -- queries -----------------------------------------------------------------------------
     def state(self, key: str) -> str:
-        """``queued``, ``running``, ``cancelling`` or the outcome's value."""
+        """``queued``, ``running`` (held, asked back or running: on a worker that may start
+        it), ``cancelling`` or the outcome's value; from the task's :class:`Place`."""
         if key in self.outcomes:
             return self.outcomes[key].value
-        entry = self._entries[key]
-        if entry.worker_id is None:
-            return "queued"
-        return "cancelling" if entry.cancelling else "running"
+        stage = self._entries[key].place.stage
+        if stage is Stage.QUEUED or stage is Stage.CANCELLING:
+            return stage.value
+        return "running"
 
     def counts(self) -> dict[str, int]:
         """Tasks per state, for the progress line and the fleet."""
@@ -340,9 +333,16 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
         return set(worker.running) if worker else set()
 
     def workers(self) -> dict[str, tuple[int, int]]:
-        """worker id -> (cpus, free cpus); CPUs kept for a held task asked back are not free
-        (the worker waits for it: it is not idle)."""
-        return {w.worker_id: (w.cpus, w.free_cpus - self._kept.get(w.worker_id, 0))
+        """worker id -> (cpus, free cpus); CPUs kept for a held task still asked back are not
+        free (the worker waits for it: it is not idle). Once it is given back (or ended, or
+        withdrawn) nothing is waited for, whether or not a round assigns again (at the
+        budget's drain none does)."""
+        kept: dict[str, int] = {}
+        for key, worker_id in self._kept.items():
+            entry = self._entries[key]
+            if entry.releasing and key not in self.outcomes:
+                kept[worker_id] = kept.get(worker_id, 0) + entry.task.cpus
+        return {w.worker_id: (w.cpus, w.free_cpus - kept.get(w.worker_id, 0))
                 for w in self._workers.values()}
 
     def task(self, key: str) -> Task:
@@ -373,16 +373,3 @@ class Scheduler(FreeSlots, HeldTasks, Pruning):
         attempts = entry.task.spot_attempts
         return not entry.task.preemptible or entry.preemptions >= (
             self.spot_attempts if attempts is None else attempts)
-
-    def _release(self, entry: TaskEntry) -> None:
-        worker = self._workers.get(entry.worker_id or "")
-        key, task = entry.task.key, entry.task
-        if worker is not None and key in worker.running:
-            worker.running.discard(key)
-            self._resize(worker, task.cpus, task.mem_mb if worker.mem_mb else 0)
-            self._promote(worker)
-        elif worker is not None and key in worker.held:
-            worker.held.remove(key)
-            worker.held_free += task.cpus
-            self._resize(worker, 0, task.mem_mb if worker.mem_mb else 0)
-        entry.worker_id, entry.releasing = None, False

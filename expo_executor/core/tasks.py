@@ -1,6 +1,7 @@
 """The scheduler's records: a worker's pool, a task, what the scheduler answers (an
 ``Assignment``, a ``Release`` and the ``Event``s: skipped, cancel, finished, confirming,
-requeued, unconfirmed), and its own table rows (``WorkerSlots``, ``TaskEntry``).
+requeued, unconfirmed), and its own table rows (``WorkerSlots``, ``TaskEntry`` with its
+``Place``: where the task stands, the one record of it).
 
 Pure data: the decisions are :mod:`.scheduler`'s; callers import these names from there too.
 """
@@ -50,10 +51,14 @@ class Assignment:
 class Release:
     """A held task another worker's free slot should start (``Scheduler.assign``): its
     worker is asked to give it back. It answers that it never started it
-    (``Scheduler.released``), or reports it as any job it started first."""
+    (``Scheduler.released``), or reports it as any job it started first. ``request``
+    numbers the request (every one of the run is new): the answer names it, so that a task
+    given back, held there again and asked back again gets an answer of its own, and a
+    stale answer is never taken for a newer request's."""
 
     key: str
     worker_id: str
+    request: int
 
 
 @dataclass(frozen=True)
@@ -120,10 +125,36 @@ class Unconfirmed:
 Event = Skipped | Cancel | Finished | Requeued | Confirming | Unconfirmed
 
 
+class Stage(str, Enum):
+    """Where a task stands (:class:`Place`)."""
+
+    QUEUED = "queued"  # on no worker: queued, waiting for its re-run, or decided (outcomes)
+    HELD = "held"  # on a worker, not started: it starts there as a slot frees (prefetch)
+    RUNNING = "running"
+    RELEASING = "releasing"  # held, and its worker asked to give it back (Release)
+    CANCELLING = "cancelling"  # held or running, and its worker told to kill it (Cancel)
+
+
+@dataclass
+class Place:
+    """A task's place: the one record of where it stands, which only the scheduler's moves
+    change (:mod:`.placing`). Every other view is derived from it: the workers' running and
+    held indexes (:class:`WorkerSlots`), the task's state, and the coordinator's inbox
+    lists. ``worker_id``: the worker it is on (None when QUEUED); ``dominator``: the timeout
+    it is cancelled for (CANCELLING); ``request``: the number of the Release that asks it
+    back (RELEASING)."""
+
+    stage: Stage = Stage.QUEUED
+    worker_id: str | None = None
+    dominator: FrontierPoint | None = None
+    request: int = 0
+
+
 @dataclass
 class WorkerSlots:
-    """A worker as the scheduler places on it: its capacity, what is free, the tasks it runs
-    and those it holds (prefetch)."""
+    """A worker as the scheduler places on it: its capacity, what is free, and the indexes
+    of the tasks placed on it (only :mod:`.placing`'s moves keep them): those that take its
+    CPUs (``running``: started, as its worker decides) and those it holds (prefetch)."""
 
     worker_id: str
     cpus: int
@@ -144,18 +175,28 @@ class WorkerSlots:
 
 @dataclass
 class TaskEntry:
-    """A task's row in the scheduler's table: its place in the queue, its preemptions, the
-    worker it is on (None: queued or decided), and whether it is being cancelled, re-run to
-    confirm its timeout, or asked back from its holder."""
+    """A task's row in the scheduler's table: its order in the queue, its preemptions, its
+    :class:`Place` (and, read from it, the worker it is on, the timeout it is cancelled for,
+    the request that asks it back), and whether it is re-run to confirm its timeout."""
 
     task: Task
     seq: int
     requeued: bool = False
     preemptions: int = 0
-    worker_id: str | None = None
-    cancelling: FrontierPoint | None = None
     first_timeout_on: str | None = None  # set while (and after) its timeout is re-run
-    releasing: bool = False  # held, and its worker asked to give it back (Release)
+    place: Place = field(default_factory=Place)
+
+    @property
+    def worker_id(self) -> str | None:
+        return self.place.worker_id
+
+    @property
+    def cancelling(self) -> FrontierPoint | None:
+        return self.place.dominator if self.place.stage is Stage.CANCELLING else None
+
+    @property
+    def releasing(self) -> int:
+        return self.place.request if self.place.stage is Stage.RELEASING else 0
 
     def order(self) -> tuple:
         hardness = self.task.point.sort_key() if self.task.point else (0.0, ())

@@ -87,10 +87,10 @@ def check(kind: str, body: Any) -> dict:
                 _check_prune(job["prune"])
     if kind == "inbox" and not all(isinstance(key, str) for key in body["cancel"]):
         raise MessageError("inbox: field 'cancel' must list job keys")
-    if kind == "inbox":  # optional: held jobs to give back unstarted
-        _check_optional_list("inbox", body, "release", lambda key: isinstance(key, str))
-    if kind == "status":  # optional: the held jobs it gave back
-        _check_optional_list("status", body, "released", lambda key: isinstance(key, str))
+    if kind == "inbox":  # optional: held jobs to give back unstarted, with their requests
+        _check_requests("inbox", body, "release")
+    if kind == "status":  # optional: the held jobs it gave back, with the requests answered
+        _check_requests("status", body, "released")
     if kind == "result" and body["outcome"] not in RESULT_OUTCOMES:
         raise MessageError(f"result: unknown outcome {body['outcome']!r}")
     if kind == "result":
@@ -133,6 +133,15 @@ def _check_optional_list(kind: str, body: dict, name: str, valid: Any) -> None:
     items = body.get(name, [])
     if not isinstance(items, list) or not all(valid(item) for item in items):
         raise MessageError(f"{kind}: field {name!r} has the wrong type")
+
+
+def _check_requests(kind: str, body: dict, name: str) -> None:
+    """An optional field that, when present, maps job keys to release request numbers
+    (positive integers: ``core.scheduler.Release.request``)."""
+    requests = body.get(name, {})
+    if not isinstance(requests, dict) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in requests.values()):
+        raise MessageError(f"{kind}: field {name!r} must map job keys to request numbers")
 
 
 def _canonical(body: dict) -> bytes:

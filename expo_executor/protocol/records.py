@@ -111,14 +111,16 @@ class JobSpec:
 class Inbox:
     """What the coordinator wants of one worker now: its jobs (running or to start), the
     keys to cancel, and the held jobs to give back unstarted (``release``: another worker's
-    free slot runs them; the worker says which it gave back in its status). ``seq`` grows
-    with every write, so a worker can tell a new inbox."""
+    free slot runs them; each with its request's number, ``core.scheduler.Release``: the
+    worker's status answers that number, so a job asked back again is answered again, and a
+    stale answer is never taken for a newer request's). ``seq`` grows with every write, so a
+    worker can tell a new inbox."""
 
     seq: int
     to: str  # the worker it is for, under the signature: a copied inbox is refused elsewhere
     jobs: dict[str, JobSpec] = field(default_factory=dict)
     cancel: list[str] = field(default_factory=list)
-    release: list[str] = field(default_factory=list)
+    release: dict[str, int] = field(default_factory=dict)
 
     def encode(self, key: bytes) -> bytes:
         """Signed and every job sealed with ``key``, the receiving worker's own."""
@@ -126,7 +128,7 @@ class Inbox:
             "seq": self.seq, "to": self.to, "cancel": list(self.cancel),
             "jobs": {name: job.to_wire(key, name) for name, job in self.jobs.items()}}
         if self.release:  # optional: absent in most inboxes
-            body["release"] = list(self.release)
+            body["release"] = dict(self.release)
         return messages.encode("inbox", body, key)
 
     @classmethod
@@ -135,7 +137,7 @@ class Inbox:
         return cls(body["seq"], body.get("to", ""),
                    {key: JobSpec.from_wire(job) for key, job in body["jobs"].items()},
                    [str(key) for key in body["cancel"]],
-                   [str(key) for key in body.get("release", [])])
+                   dict(body.get("release", {})))
 
 
 @dataclass(frozen=True)
@@ -173,7 +175,8 @@ class Pulse:
 class WorkerStatus:
     """A worker's heartbeat: its state, the inbox it has seen, its running jobs, the
     storage operations it has made (for the run's request budget), and the jobs of its
-    inbox's ``release`` it gave back unstarted (they will never start there)."""
+    inbox's ``release`` it gave back unstarted (they will never start there), each with the
+    number of the request it answers."""
 
     worker: str
     seq_seen: int
@@ -182,7 +185,7 @@ class WorkerStatus:
     slots: int
     state: WorkerState
     ops: dict[str, int] = field(default_factory=dict)
-    released: list[str] = field(default_factory=list)
+    released: dict[str, int] = field(default_factory=dict)
 
     def encode(self, key: bytes) -> bytes:
         body: dict[str, Any] = {
@@ -190,7 +193,7 @@ class WorkerStatus:
             "running": list(self.running), "slots": self.slots, "state": self.state.value,
             "ops": dict(self.ops)}
         if self.released:  # optional
-            body["released"] = list(self.released)
+            body["released"] = dict(self.released)
         return messages.encode("status", body, key)
 
     @classmethod
@@ -199,7 +202,7 @@ class WorkerStatus:
         return cls(body["worker"], body["seq_seen"], float(body["time"]),
                    [str(k) for k in body["running"]], body["slots"],
                    WorkerState(body["state"]), _ops(body),
-                   [str(k) for k in body.get("released", [])])
+                   dict(body.get("released", {})))
 
 
 def _ops(body: dict[str, Any]) -> dict[str, int]:

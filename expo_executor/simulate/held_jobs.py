@@ -22,12 +22,12 @@ from expo_executor.simulate.workload import SimJob
 
 @dataclass(frozen=True)
 class Answer:
-    """A worker's answer about a held job it never started: given back (``released``), or
-    dropped on a cancel."""
+    """A worker's answer about a held job it never started: given back (answering
+    ``release``, the request's number), or dropped on a cancel (``release`` None)."""
 
     key: str
     worker: str
-    released: bool
+    release: int | None
 
 
 class HeldJobs:
@@ -54,13 +54,13 @@ class HeldJobs:
         else:
             self.known[key] = now + self.dispatch_s
 
-    def unstarted(self, key: str, vm: SimVm, now: float, released: bool) -> bool:
-        """A cancel or a release of ``key`` on ``vm``: False when it runs there, as the
-        scheduler sees it (a cancel kills it); else it is held, and the worker's answer is
-        due."""
+    def unstarted(self, key: str, vm: SimVm, now: float, release: int | None) -> bool:
+        """A cancel (``release`` None) or a release request (its number) of ``key`` on
+        ``vm``: False when it runs there, as the scheduler sees it (a cancel kills it); else
+        it is held, and the worker's answer is due."""
         if key in vm.runs or key in self.scheduler.running_on(vm.name):
             return False
-        self._answer(Answer(key, vm.name, released), now)
+        self._answer(Answer(key, vm.name, release), now)
         return True
 
     def _answer(self, answer: Answer, now: float) -> None:
@@ -77,8 +77,8 @@ class HeldJobs:
             vm = vms.get(answer.worker)
             if vm is None or answer.key in vm.runs:
                 continue  # its worker is gone (it was re-queued), or it started it first
-            if answer.released:
-                self.scheduler.released(answer.key, answer.worker)
+            if answer.release is not None:
+                self.scheduler.released(answer.key, answer.worker, answer.release)
             else:
                 handle(self.scheduler.cancelled(answer.key, ran=False))
             touched.add(answer.worker)
@@ -94,7 +94,7 @@ class HeldJobs:
                 continue
             for key in sorted(self.scheduler.running_on(name) - vm.runs.keys()):
                 if self.scheduler.state(key) == "cancelling":  # dropped, never started
-                    self._answer(Answer(key, name, False), now)
+                    self._answer(Answer(key, name, None), now)
                     continue
                 freed = vm.freed_at if vm.freed_at is not None else now
                 self.start(key, vm, max(freed, self.known.pop(key, freed)))

@@ -231,7 +231,7 @@ class _Simulation:
             if isinstance(event, Cancel):
                 vm = self.vms.get(event.worker_id)
                 # the worker kills it when it next reads its inbox (or drops it, if held)
-                if vm is not None and not self.held.unstarted(event.key, vm, now, False):
+                if vm is not None and not self.held.unstarted(event.key, vm, now, None):
                     self.cloud.kill(vm, event.key, now + self.config.dispatch_s)
             elif isinstance(event, (Skipped, Finished)):
                 self.done[event.key] = now
@@ -274,7 +274,7 @@ class _Simulation:
         # what a cancelled result's freed slot starts (after the assignments: started already)
         self.held.promote(self.vms, {c.worker for c in cancels}, now)
         for release in decided.releases:  # a held job asked back for a free slot elsewhere
-            self.held.unstarted(release.key, self.vms[release.worker_id], now, True)
+            self.held.unstarted(release.key, self.vms[release.worker_id], now, release.request)
         return acts
 
     def _withdrawn(self, key: str, worker: str | None, now: float) -> None:

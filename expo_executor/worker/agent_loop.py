@@ -84,7 +84,8 @@ class Worker(CoordinatorContact, JobStarts, RunningJobs, ResultReports):
         self.inbox_generation: int | None = None
         self.pending: dict[str, JobSpec] = {}  # held jobs as the inbox has them (sealed)
         self.cancel: set[str] = set()
-        self.released: set[str] = set()  # held jobs given back unstarted (the inbox's release)
+        # held jobs given back unstarted (the inbox's release): job -> the request answered
+        self.released: dict[str, int] = {}
         # results not in the bucket yet, each with when it was added (monotonic clock): held
         # back to go several in one object (_report_due), or not taken by the bucket (its
         # retries ran out; sent again every poll, never dropped, so that a storage outage

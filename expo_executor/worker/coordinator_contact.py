@@ -56,15 +56,19 @@ class CoordinatorContact:
         # an opened spec is kept while its job is held or has started (until its result)
         self.specs = {k: v for k, v in self.specs.items() if k in self.pending or k in self.seen}
         self.cancel = set(inbox.cancel)
-        self._give_back({key for key in inbox.release if key not in self.seen})
+        self._give_back({key: request for key, request in inbox.release.items()
+                         if key not in self.seen})
 
-    def _give_back(self, keys: set[str]) -> None:
-        """Held jobs the coordinator asks back (another worker's free slot will run them):
-        they left ``pending`` with this inbox, and the status says so at once when a new one
-        is among them. One this worker started already is not given back: its result comes
-        as any other's."""
-        new = keys - self.released
-        self.released = keys
+    def _give_back(self, requests: dict[str, int]) -> None:
+        """Held jobs the coordinator asks back (another worker's free slot will run them),
+        each with its request's number: they left ``pending`` with this inbox, and the
+        status answers at once when a new request is among them. New by its number, not by
+        its job: a job given back, held here again and asked back again before this worker
+        read an inbox in between is a new request, and its answer is what the coordinator
+        waits for. One this worker started already is not given back: its result comes as
+        any other's."""
+        new = requests.items() - self.released.items()
+        self.released = requests
         if new:
             self._write_status(WorkerState.READY)
 

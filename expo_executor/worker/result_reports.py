@@ -124,7 +124,7 @@ class ResultReports:
         # request budget
         status = WorkerStatus(self.worker_id, self.seq, time.time(), sorted(self.running),
                               self.slots, state, ops_after_write(self.bucket),
-                              sorted(self.released))
+                              dict(sorted(self.released.items())))
         # signed like assignments: a bucket writer can delete a report but not forge one
         written = self._storage("write its status", lambda: self.bucket.write(
             status_key(self.worker_id), status.encode(self.key)))

@@ -48,7 +48,7 @@ class Rig:
         self.exit_code = self.worker.run()
 
     def send(self, jobs: dict, cancel: list[str] = (), key: bytes = KEY,
-             release: list[str] = ()) -> None:
+             release: dict[str, int] | None = None) -> None:
         self.seq += 1
         write_inbox(self.bucket, "w-1", self.seq, _inbox_jobs(jobs), cancel=cancel,
                     release=release, key=key)
@@ -375,8 +375,8 @@ def test_a_held_job_asked_back_is_given_back_unstarted_and_can_come_back(
     worker = rig.worker
     try:
         assert wait_until(lambda: "run" in worker.running and "held" in worker.pending, 5)
-        rig.send({"run": running}, release=["held", "never-seen", "run"])
-        assert wait_until(lambda: _status(rig).released == ["held", "never-seen"], 5), \
+        rig.send({"run": running}, release={"held": 1, "never-seen": 2, "run": 3})
+        assert wait_until(lambda: _status(rig).released == {"held": 1, "never-seen": 2}, 5), \
             "given back: the held job and the unknown key, not the running one"
         gate.touch()
         assert wait_until(lambda: rig.result("run") is not None, 10)

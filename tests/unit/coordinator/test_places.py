@@ -10,7 +10,7 @@ JOB = JobSpec(["true"], None, {}, None)
 
 
 def _lists(places: Places) -> tuple[list[str], list[str], list[str]]:
-    return list(places.jobs()), places.cancels(), places.releases()
+    return list(places.jobs()), places.cancels(), list(places.releases())
 
 
 def test_an_assigned_job_is_listed_in_assignment_order_and_marks_the_inbox_due() -> None:
@@ -25,11 +25,13 @@ def test_an_assigned_job_is_listed_in_assignment_order_and_marks_the_inbox_due()
 def test_a_held_job_asked_back_leaves_the_jobs_for_the_releases_until_the_answer() -> None:
     places = Places({"a": JOB, "b": JOB})
     places.dirty = False
-    assert places.ask_back("b") and not places.ask_back("zz")
+    assert places.ask_back("b", 7) and not places.ask_back("zz", 8)
     assert _lists(places) == (["a"], [], ["b"]) and places.dirty
+    assert places.releases() == {"b": 7}
     assert "b" in places  # its result, should the worker have started it, is still read
     places.cancel("b")  # the domino effect meanwhile
-    assert places.given_back(["b", "a", "zz"]) == ["b"]
+    assert places.given_back({"b": 3}) == [], "an answer to an older request"
+    assert places.given_back({"b": 7, "a": 7, "zz": 8}) == [("b", 7)]
     assert _lists(places) == (["a"], [], []) and "b" not in places
 
 

@@ -21,11 +21,13 @@ from expo_executor.core.scheduler import (
     Confirming,
     Finished,
     Outcome,
+    Place,
     Pool,
     Release,
     Requeued,
     Scheduler,
     Skipped,
+    Stage,
     Task,
     Unconfirmed,
 )
@@ -347,6 +349,19 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert self.sched.state(key) == expected, key
 
     @invariant()
+    def each_task_has_one_place_that_matches_the_model(self):
+        """The one record of where a task stands (core/placing.py), read directly."""
+        for key, phase in self.phase.items():
+            place = self.sched.place(key)
+            if phase != "running":
+                assert place == Place(), (key, place)
+            elif self.cancels[key]:
+                assert place == Place(Stage.CANCELLING, self.where[key],
+                                      dominator=self.cancel_dominator[key]), (key, place)
+            else:
+                assert place == Place(Stage.RUNNING, self.where[key]), (key, place)
+
+    @invariant()
     def counts_add_up(self):
         counts = self.sched.counts()
         assert sum(counts.values()) == len(self.tasks)
@@ -611,6 +626,25 @@ def test_on_demand_only_after_spot_attempts_preemptions():
     assert sched.assign() == [Assignment("t", "od")]
     # A preemption reported for an on-demand or local worker is not a Spot attempt.
     assert sched.remove_worker("od", preempted=True) == [Requeued("t", "od", 2, True)]
+
+
+def test_a_held_task_its_preempted_worker_never_started_is_not_charged_a_preemption():
+    """Issue 30 item 8: a preemption is charged to the job that ran on the preempted VM, not
+    to the one it only held; two such VMs made a never-started job on-demand only."""
+    sched = Scheduler(spot_attempts=2, prefetch=1)
+    for name in ("s1", "s2"):
+        sched.add_worker(name, 1, pool=Pool.SPOT)
+        sched.submit(task(f"run-{name}", 0, family=None, priority=1))
+    sched.submit(task("held", 5, family=None))
+    assert sched.assign() == [Assignment("run-s1", "s1"), Assignment("run-s2", "s2"),
+                              Assignment("held", "s1")]
+    assert sched.remove_worker("s1", preempted=True) == [
+        Requeued("run-s1", "s1", 1, False), Requeued("held", "s1", 0, False)]
+    sched.withdraw("run-s1")
+    assert sched.assign() == [Assignment("held", "s2")]  # held again, by the busy s2
+    assert sched.remove_worker("s2", preempted=True) == [
+        Requeued("run-s2", "s2", 1, False), Requeued("held", "s2", 0, False)]
+    assert sched.preemptions("held") == 0 and sched.demand_pool("held") is Pool.SPOT
 
 
 def test_non_preemptible_tasks_never_run_on_spot():
@@ -1028,10 +1062,10 @@ def test_a_new_worker_asks_back_an_easier_held_task_instead_of_starting_a_harder
     sched = held_on_a(task("x1", 1), task("x2", 2), task("x3", 3))
     sched.add_worker("b", 1)
     assert sched.assign() == [], "x3 would start before x2, whose timeout prunes it"
-    assert sched.take_releases() == [Release("x2", "a")]
+    assert sched.take_releases() == [Release("x2", "a", 1)]
     assert sched.workers()["b"] == (1, 0), "b's slot waits for x2: b is not idle"
     assert sched.assign() == [] and sched.take_releases() == [], "asked once, still waiting"
-    assert sched.released("x2", "a")
+    assert sched.released("x2", "a", 1)
     assert sched.assign()[0] == Assignment("x2", "b")
     assert sched.running_on("b") == {"x2"} and sched.running_on("a") == {"x1"}
 
@@ -1039,8 +1073,8 @@ def test_a_new_worker_asks_back_an_easier_held_task_instead_of_starting_a_harder
 def test_an_idle_worker_asks_back_a_held_task_when_the_queue_has_none_for_it():
     sched = held_on_a(task("n0", 0, family=None), task("n1", 1, family=None))
     sched.add_worker("b", 1)
-    assert sched.assign() == [] and sched.take_releases() == [Release("n1", "a")]
-    assert sched.released("n1", "a")
+    assert sched.assign() == [] and sched.take_releases() == [Release("n1", "a", 1)]
+    assert sched.released("n1", "a", 1)
     assert sched.assign() == [Assignment("n1", "b")]
 
 
@@ -1060,16 +1094,17 @@ def test_a_held_task_asked_back_that_its_worker_started_first_ends_as_usual():
     sched.finish("x1", Outcome.SOLVED)  # a's slot freed before it read the request
     assert sched.running_on("a") == {"x2"}
     assert sched.finish("x2", Outcome.SOLVED) == [Finished("x2", Outcome.SOLVED)]
-    assert not sched.released("x2", "a"), "no answer can undo a result"
+    assert not sched.released("x2", "a", 1), "no answer can undo a result"
     assert [x.key for x in sched.assign()] == ["x3"], "nothing waits for x2 any more"
 
 
 def test_an_answer_from_another_worker_or_to_no_request_changes_nothing():
     sched = held_on_a(task("x1", 1), task("x2", 2), task("x3", 3))
-    assert not sched.released("x2", "a"), "never asked back"
+    assert not sched.released("x2", "a", 1), "never asked back"
     sched.add_worker("b", 1)
     sched.assign()
-    assert not sched.released("x2", "b")
+    assert not sched.released("x2", "b", 1)
+    assert not sched.released("x2", "a", 2), "an answer to no request made"
     assert sched.state("x2") == "running" and sched.counts()["queued"] == 2
 
 
@@ -1082,7 +1117,7 @@ def test_a_held_task_asked_back_and_then_dominated_is_cancelled_not_requeued():
     assert sched.state("x2") == "cancelling"  # the coordinator asks this before ``released``
     skipped = sched.cancelled("x2", ran=False)
     assert [(type(e), e.key, e.killed) for e in skipped] == [(Skipped, "x2", False)]
-    assert not sched.released("x2", "a")
+    assert not sched.released("x2", "a", 1)
     assert sched.assign() == [] and sched.workers()["b"] == (1, 1), "b waits no more"
 
 
@@ -1091,9 +1126,40 @@ def test_a_worker_lost_while_its_held_task_is_asked_back_requeues_it_once():
     sched.add_worker("b", 1)
     sched.assign()
     sched.remove_worker("a")
-    assert not sched.released("x2", "a"), "its answer comes too late: x2 is queued again"
+    assert not sched.released("x2", "a", 1), "its answer comes too late: x2 is queued again"
     assert [x.key for x in sched.assign()] == ["x1", "x2"], "x1 runs on b, x2 held there"
     assert sched.running_on("b") == {"x1"} and sched.counts()["queued"] == 2
+
+
+def test_a_task_asked_back_again_is_given_back_only_by_an_answer_to_the_new_request():
+    """Issue 30 item 1: x2 is given back, held on a again (b, that asked, is gone) and asked
+    back again for c: the answer to the first request, replayed, is no answer to the second."""
+    sched = held_on_a(task("x1", 1), task("x2", 2), task("x3", 3))
+    sched.add_worker("b", 1)
+    sched.assign()
+    assert sched.take_releases() == [Release("x2", "a", 1)]
+    assert sched.released("x2", "a", 1)
+    sched.remove_worker("b")
+    assert sched.assign() == [Assignment("x2", "a")], "held on a again"
+    sched.add_worker("c", 1)
+    assert sched.assign() == [] and sched.take_releases() == [Release("x2", "a", 2)]
+    assert not sched.released("x2", "a", 1), "a stale answer"
+    assert sched.state("x2") == "running" and sched.workers()["c"] == (1, 0)
+    assert sched.released("x2", "a", 2)
+    assert sched.assign()[0] == Assignment("x2", "c")
+
+
+def test_a_held_tasks_place_moves_held_releasing_and_back_to_queued_on_one_record():
+    sched = held_on_a(task("x1", 1), task("x2", 2), task("x3", 3))
+    assert sched.place("x1") == Place(Stage.RUNNING, "a")
+    assert sched.place("x2") == Place(Stage.HELD, "a") and sched.state("x2") == "running"
+    sched.add_worker("b", 1)
+    sched.assign()
+    assert sched.place("x2") == Place(Stage.RELEASING, "a", request=1)
+    sched.finish("x1", Outcome.SOLVED)  # a's slot frees: it may have started x2
+    assert sched.running_on("a") == {"x2"} and sched.place("x2").stage is Stage.RELEASING
+    assert sched.released("x2", "a", 1) and sched.place("x2") == Place()
+    assert sched.running_on("a") == set() and sched.workers()["a"] == (1, 1)
 
 
 def test_set_prefetch_deepens_and_shallows_what_a_worker_holds():

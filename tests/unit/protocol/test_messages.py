@@ -112,9 +112,9 @@ def test_records_round_trip_through_signed_messages() -> None:
     unstarted = WorkerResult("h", "w-1", AttemptEnd.CANCELLED, None, 5.0, 5.0, "held", ran=False)
     assert WorkerResult.decode(unstarted.encode(KEY), KEY) == unstarted
     assert "ran" not in result.to_wire(), "a job that ran says nothing more than before"
-    gave_back = WorkerStatus("w-1", 4, 2.0, [], 2, WorkerState.READY, {}, ["h"])
+    gave_back = WorkerStatus("w-1", 4, 2.0, [], 2, WorkerState.READY, {}, {"h": 3})
     assert WorkerStatus.decode(gave_back.encode(KEY), KEY) == gave_back
-    asking = Inbox(7, "w-1", {}, [], ["h"])
+    asking = Inbox(7, "w-1", {}, [], {"h": 3})
     assert Inbox.decode(asking.encode(KEY), KEY) == asking
     assert "release" not in messages.decode("inbox", Inbox(8, "w-1").encode(KEY), KEY)
     assert "released" not in messages.decode("status", status.encode(KEY), KEY)
@@ -150,9 +150,12 @@ def test_a_prune_point_travels_typed_and_is_checked_like_the_other_fields() -> N
     ("result", {"key": "j", "worker": "w", "outcome": "cancelled", "returncode": None,
                 "started": 1.0, "ended": 2.0, "reason": None, "log_tail": "", "ran": "no"},
      "'ran' has the wrong type"),
-    ("inbox", {"seq": 1, "jobs": {}, "cancel": [], "release": "j"}, "'release' has the wrong"),
+    ("inbox", {"seq": 1, "jobs": {}, "cancel": [], "release": ["j"]},
+     "'release' must map job keys to request numbers"),
+    ("inbox", {"seq": 1, "jobs": {}, "cancel": [], "release": {"j": 0}}, "'release' must map"),
+    ("inbox", {"seq": 1, "jobs": {}, "cancel": [], "release": {"j": True}}, "'release' must map"),
     ("status", {"worker": "w", "seq_seen": 1, "time": 1.0, "running": [], "slots": 1,
-                "state": "ready", "released": [3]}, "'released' has the wrong type"),
+                "state": "ready", "released": {"j": "3"}}, "'released' must map"),
 ])
 def test_words_outside_the_vocabulary_are_rejected(kind: str, body: dict, error: str) -> None:
     with pytest.raises(messages.MessageError, match=error):

@@ -127,9 +127,9 @@ def test_every_unsent_result_goes_in_one_object_and_leaves_unsent(tmp_path: Path
 
 
 def _inbox(worker: Worker, seq: int, jobs: dict[str, JobSpec], to: str = "w-1",
-           cancel: tuple[str, ...] = (), release: tuple[str, ...] = ()) -> None:
+           cancel: tuple[str, ...] = (), release: dict[str, int] | None = None) -> None:
     worker.bucket.write(inbox_key("w-1"),
-                        Inbox(seq, to, jobs, list(cancel), list(release)).encode(KEY))
+                        Inbox(seq, to, jobs, list(cancel), dict(release or {})).encode(KEY))
 
 
 def test_the_inbox_read_keeps_new_assignments_and_refuses_replays_and_strangers(
@@ -172,11 +172,27 @@ def test_a_held_job_is_opened_once_and_its_spec_kept_until_its_result(tmp_path: 
 
 def test_held_jobs_asked_back_are_given_back_and_the_status_says_so(tmp_path: Path) -> None:
     worker = _worker(tmp_path)
-    _inbox(worker, 1, {"keep": _job()}, release=("h1", "h2"))
+    _inbox(worker, 1, {"keep": _job()}, release={"h1": 1, "h2": 2})
     worker._read_inbox()
-    assert worker.released == {"h1", "h2"} and list(worker.pending) == ["keep"]
+    assert worker.released == {"h1": 1, "h2": 2} and list(worker.pending) == ["keep"]
     status = WorkerStatus.decode(worker.bucket.read(status_key("w-1")).data, KEY)
-    assert status.state is WorkerState.READY and sorted(status.released) == ["h1", "h2"]
+    assert status.state is WorkerState.READY and status.released == {"h1": 1, "h2": 2}
+
+
+def test_a_job_asked_back_again_is_answered_again(tmp_path: Path) -> None:
+    """Issue 30 item 1: h was given back, held here again and asked back again before this
+    worker read an inbox in between: the new request gets its own answer at once."""
+    worker = _worker(tmp_path)
+    _inbox(worker, 1, {"keep": _job()}, release={"h": 1})
+    worker._read_inbox()
+    first = worker.bucket.read(status_key("w-1")).generation
+    _inbox(worker, 2, {"keep": _job()}, release={"h": 1})
+    worker._read_inbox()
+    assert worker.bucket.read(status_key("w-1")).generation == first, "answered already"
+    _inbox(worker, 3, {"keep": _job()}, release={"h": 4})
+    worker._read_inbox()
+    status = WorkerStatus.decode(worker.bucket.read(status_key("w-1")).data, KEY)
+    assert status.released == {"h": 4}
 
 
 def test_the_inbox_is_read_fast_only_while_an_answer_is_likely(tmp_path: Path) -> None:
