@@ -38,11 +38,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, TypeVar
 
+from expo_executor.coordinator.key_requests import KeyRequests
 from expo_executor.coordinator.vms import Vm
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket, ObjectTooLarge
 from expo_executor.protocol.keys import (PULSE_KEY, WORKERS_PREFIX, boot_log_key, inbox_key,
-                                         key_grant_key, key_request_key, parse_result_key,
+                                         parse_result_key,
                                          result_key, status_key)
 from expo_executor.protocol.records import Inbox, Pulse, ResultBatch, WorkerResult, WorkerStatus
 from expo_executor.protocol.worker_keys import worker_key
@@ -74,11 +75,8 @@ class Channel:
         self.bucket = bucket
         self.run_key = run_key
         self.log = log
-        # answers GCE workers' key requests (engines/gce/key_channel.KeyGrantor); None: the
-        # engine hands workers their keys itself (local workers: in their environment)
-        self.grantor = grantor
-        self._key_requests: dict[str, int] = {}  # VM -> generation of the request answered
-        self._granted: set[str] = set()  # VMs whose worker has its key: never a second one
+        # answers GCE workers' key requests; None: the engine hands workers their keys itself
+        self.key_requests = KeyRequests(bucket, grantor, log) if grantor is not None else None
         self.lists = 0  # the coordinator's listings, for the request budget
         self.heartbeats = 0  # pulses written: one write a heartbeat for the whole fleet
         self.worker_ops: dict[str, dict[str, int]] = {}  # storage operations workers reported
@@ -129,8 +127,8 @@ class Channel:
         self._results_listed = {pair for name in listing
                                 if (pair := parse_result_key(name)) is not None}
         vms = list(vms)
-        if self.grantor is not None:
-            self._answer_key_requests(vms, listing)
+        if self.key_requests is not None:
+            self.key_requests.answer(vms, listing)
         due = [vm for vm in vms
                if listing.get(status_key(vm.name)) not in (None, vm.status_generation)]
         reads = self.each(lambda vm: self.bucket.read(status_key(vm.name)), due)
@@ -147,43 +145,6 @@ class Channel:
             changed.append((vm, self._status(vm.name, blob.data)))
         _raise(reads.first_error())
         return changed
-
-    def _answer_key_requests(self, vms: list[Vm], listing: dict[str, int]) -> None:
-        """Grant each of the run's VMs that asked (a new request object) its key, encrypted to
-        the public key its identity token vouches for; a refusal is one line, and no key.
-
-        A VM gets its key once: its worker asks before anything else runs there, so a later
-        request comes from something else on the VM (a job can obtain that VM's identity
-        token too) and is refused."""
-        from expo_executor.engines.gce.key_channel import MAX_REQUEST_BYTES, KeyRefused
-
-        for vm in vms:
-            generation = listing.get(key_request_key(vm.name))
-            if generation is None or generation == self._key_requests.get(vm.name):
-                continue
-            try:
-                blob = self.bucket.read(key_request_key(vm.name), limit=MAX_REQUEST_BYTES)
-            except ObjectTooLarge as exc:
-                self._key_requests[vm.name] = exc.generation
-                self.log(f"expocloud: refusing the key request of {vm.name}: {exc}")
-                continue
-            if blob is None:
-                continue
-            try:
-                if vm.name in self._granted:
-                    raise KeyRefused("its worker has its key already")
-                answer = self.grantor.answer(vm.name, blob.data)
-            except KeyRefused as exc:
-                self._key_requests[vm.name] = blob.generation
-                self.log(f"expocloud: refusing the key request of {vm.name}: {exc}")
-                continue
-            except Exception as exc:  # noqa: BLE001 - certificates out of reach: next round
-                self.log(f"expocloud: cannot check the key request of {vm.name} yet: "
-                         f"{type(exc).__name__}: {exc}")
-                continue
-            self.bucket.write(key_grant_key(vm.name), answer)
-            self._key_requests[vm.name] = blob.generation
-            self._granted.add(vm.name)
 
     def _status(self, name: str, data: bytes) -> WorkerStatus | None:
         try:
@@ -259,8 +220,8 @@ class Channel:
         for pairs in (self._results_seen, self._results_handed):
             pairs.difference_update([pair for pair in pairs if pair[1] == worker])
         self._results_taken = [pair for pair in self._results_taken if pair[1] != worker]
-        self._key_requests.pop(worker, None)
-        self._granted.discard(worker)
+        if self.key_requests is not None:
+            self.key_requests.forget(worker)
         self._keys.pop(worker, None)
         return late
 

@@ -245,7 +245,9 @@ def test_emulated_gce_run_listens_on_no_port_and_puts_no_key_in_metadata(
         (tmp_path / "Snakefile").write_text(SNAKEFILE)
         args = emulated_args(fake_compute, emulator.endpoint)
         bucket = args[args.index("--default-storage-prefix") + 1].split("/")[2]
-        result, watch = _watch_run([SNAKEMAKE, *args, "--expocloud-run-id", "sec"], tmp_path,
+        # the bucket is kept, to see how the workers got their keys
+        result, watch = _watch_run([SNAKEMAKE, *args, "--expocloud-run-id", "sec",
+                                    "--expocloud-keep-bucket"], tmp_path,
                                    emulated_env(emulator.endpoint), {emulator.proc.pid}, 600)
         assert result.returncode == 0, result.stdout[-3000:]
         objects = _bucket_objects(emulator.endpoint, bucket)
