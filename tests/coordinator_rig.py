@@ -105,10 +105,11 @@ class Rig:
         return going
 
     def ready(self, worker: str, running: tuple[str, ...] = (),
-              released: tuple[str, ...] = ()) -> None:
-        """``worker``'s status: ready, running ``running``, having given ``released`` back."""
+              released: tuple[str, ...] = (), seq_seen: int = 0) -> None:
+        """``worker``'s status: ready, running ``running``, having given ``released`` back,
+        having seen the inbox of ``seq_seen``."""
         write_status(self.direct, worker, running, slots=self.config.slots_per_worker,
-                     released=released)
+                     released=released, seq_seen=seq_seen)
 
     def result(self, key: str, worker: str, outcome: str, reason: str | None = None,
                ran: bool = True) -> None:
