@@ -212,12 +212,18 @@ class Adoption:
         """Write the inboxes that changed (a job done, a cancel), and the pulse when it is
         ``heartbeat`` s old; stop the old workers left with nothing."""
         self.channel.write_inboxes(self.vms.values(), now)
-        self.channel.write_pulse(self.vms.values(), now, heartbeat)
+        self.keep_alive(now, heartbeat)
         done = [name for name, vm in self.vms.items() if not vm.places]
         if done:
             self.workers.stop(done)
             for name in done:
                 self._forget(name)
+
+    def keep_alive(self, now: float, heartbeat: float) -> None:
+        """The pulse, when the last is ``heartbeat`` s old: each round (:meth:`settle`), and
+        while the rerun, before it starts, waits for another crashed run's VMs to go
+        (recover.py), which may take longer than these workers' grace."""
+        self.channel.write_pulse(self.vms.values(), now, heartbeat)
 
     def _given_back(self, vm: Vm, status: WorkerStatus | None) -> list[Ended]:
         """Held jobs asked back that the worker says it gave back unstarted: they end there

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from expo_executor.coordinator import adopt
+from expo_executor.coordinator import recover as recovery
 from expo_executor.coordinator.adopt import Adoption
 from expo_executor.coordinator.harvest import harvest
 from expo_executor.coordinator.loop import JobRequest
@@ -25,7 +26,7 @@ from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.records import JobMeta
 from expo_executor.core.scheduler import Outcome, Task
 from expo_executor.frontends.base import job_request
-from expo_executor.protocol.keys import inbox_key, result_key
+from expo_executor.protocol.keys import PULSE_KEY, inbox_key, result_key
 from expo_executor.protocol.records import Inbox
 from expo_executor.protocol.worker_keys import worker_key
 
@@ -317,3 +318,39 @@ def test_a_status_older_than_the_rerun_does_not_give_a_job_back(tmp_path: Path) 
     assert new.coordinator.scheduler.state("r2-j5") == "running"
     assert "r1-j5" in adoption.jobs and _inbox(old).release == ["r1-j5"]
 
+
+def test_the_adopted_workers_hear_the_pulse_while_another_crashed_run_is_stopped(
+        tmp_path: Path, monkeypatch) -> None:
+    """Two crashed runs: r1's worker has jobs in flight (adopted), r2's workers have none
+    (stopped, and the rerun waits until they are gone: on GCE, up to minutes). While it
+    waits, r1's worker keeps hearing the pulse: a wait for one run's VMs to go never
+    outlasts the grace of another run's adopted workers (issue 30)."""
+    old = _crashed(tmp_path, (1, 2))
+    (tmp_path / "runs" / "r2").mkdir()
+    record(tmp_path / "runs" / "r2", RunState("r2", "local", str(tmp_path / "r2-bucket")),
+           KEY).release()  # killed too
+    pulse_during_the_wait: list[bool] = []
+
+    class Engine(OldWorkers):
+        """Each crashed run's workers: r1's w-1 lives; r2's VMs take a while to go."""
+
+        def __init__(self, state: RunState, run_dir: Path) -> None:
+            super().__init__(*(("w-1",) if state.run_id == "r1" else ()))
+            self.run = state.run_id
+
+        def stop(self, names=None, gone_timeout: float = 0.0,  # type: ignore[no-untyped-def]
+                 waiting=None) -> int:
+            if self.run == "r2":
+                before = old.direct.read(PULSE_KEY).generation
+                if waiting is not None:
+                    waiting()  # one look at r2's VMs: still listed
+                pulse_during_the_wait.append(old.direct.read(PULSE_KEY).generation != before)
+            return super().stop(names)
+
+    monkeypatch.setattr(recovery, "CrashedWorkers", Engine)
+    found = recovery.recover(tmp_path, tmp_path / "runs" / "r3", lambda line: None,
+                             heartbeat=0.0)  # (a pulse is due at every look)
+    [adoption] = found.adopted
+    adoption.channel.close()
+    assert adoption.run_id == "r1" and set(adoption.jobs) == {"r1-j1", "r1-j2"}
+    assert pulse_during_the_wait == [True]
