@@ -105,11 +105,11 @@ class Rig:
         return going
 
     def ready(self, worker: str, running: tuple[str, ...] = (),
-              released: dict[str, int] | None = None) -> None:
+              released: dict[str, int] | None = None, seq_seen: int = 0) -> None:
         """``worker``'s status: ready, running ``running``, having given ``released`` back
-        (job -> the release request it answers)."""
+        (job -> the release request it answers), having seen the inbox of ``seq_seen``."""
         write_status(self.direct, worker, running, slots=self.config.slots_per_worker,
-                     released=released)
+                     released=released, seq_seen=seq_seen)
 
     def result(self, key: str, worker: str, outcome: str, reason: str | None = None,
                ran: bool = True) -> None:

@@ -8,15 +8,26 @@ workers' grace, the new coordinator adopts the old run instead of stopping it:
 - with the run key the crash left on the host (run_state.py) it reads each live worker's last
   inbox: the jobs the worker holds (running, or waiting for a slot) are *in flight*, unless a
   result of theirs is in the bucket already (the harvest, harvest.py: a solved one is used, a
-  timeout joins its frontier, before anything new starts);
+  timeout joins its frontier, before anything new starts). So is a held job the dead
+  coordinator asked back (its inbox's ``release``): its worker may have started it before it
+  read the request, and then runs it to its end. It is still asked back, and stays in flight
+  until the worker answers: its result, or a status that answers the rerun's own inbox
+  (``seq_seen``) saying it gave the job back unstarted; an older status (written before the
+  take-over, or replayed) proves nothing about what the worker does next;
 - it keeps those workers alive: their inboxes are written again at once (same jobs, the next
   sequence number, signed with each worker's key), then the old run's pulse every heartbeat
   (numbered after the crashed coordinator's last, a tag per adopted worker made with its key),
   so no worker deletes itself;
 - a job the rerun's front end submits with the stable identity of an in-flight job is not run
-  again: the new scheduler holds it as running on that old worker (``Scheduler.adopt``), and
-  the old worker's result ends it as any result would (a timeout prunes, a cancel from the
-  domino effect reaches the old worker's inbox, a lost worker re-queues it here);
+  again: the new scheduler holds it as running in a place of its own on that old worker
+  (``Scheduler.adopt``; :meth:`Adoption.place`), and the old worker's result ends it as any
+  result would (a timeout prunes, a cancel from the domino effect reaches the old worker's
+  inbox, a lost worker re-queues it here). A job that ends there without a result (given
+  back, not started) re-queues that job alone;
+- a held job the old worker does not start because a timeout of its own dominates it is
+  reported cancelled, not run: that job ends there (skipped here when the rerun's frontier
+  prunes it too, else run again here); the worker goes on with its other jobs. Only a cancel
+  of a job it *started* that nobody asked for means the worker is stopping;
 - an in-flight job nobody claims still runs to its end: a solved one is there for a later
   submission of it (the harvest path), a timeout joins the frontier;
 - each old worker is stopped as soon as it holds nothing more; whatever is left of the old
@@ -46,7 +57,7 @@ from expo_executor.core.scheduler import Cancel, Pool
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket
 from expo_executor.protocol.keys import inbox_key
-from expo_executor.protocol.records import Inbox, WorkerResult
+from expo_executor.protocol.records import Inbox, WorkerResult, WorkerStatus
 
 #: Seconds between looks at which old workers are still alive (a listing of the engine).
 ALIVE_EVERY = 30.0
@@ -70,7 +81,8 @@ class AdoptedJob:
 @dataclass(frozen=True)
 class Ended:
     """An adopted job's end: its worker's result (with the rerun's key when claimed), or
-    None when its worker went away before it reported."""
+    None when it ended there without one (its worker went away before it reported, or gave
+    it back unstarted): a job of the rerun that stands for it runs again here."""
 
     job: AdoptedJob
     result: WorkerResult | None
@@ -91,6 +103,7 @@ class Adoption:
         self._by_identity: dict[str, AdoptedJob] = {}
         self._claims: dict[str, AdoptedJob] = {}  # the rerun's key -> job
         self._last_alive = 0.0
+        self._answers_after = 0  # set at the take-over: see _given_back
 
     # -- taking over ---------------------------------------------------------------------------
     def take_over(self, found: Harvest, now: float) -> int:
@@ -101,26 +114,31 @@ class Adoption:
         # an inbox is signed with its worker's key, which the worker holds: only the jobs the
         # coordinator recorded giving it count (as for the harvest)
         given = {(r.get("key"), r.get("worker")) for r in files.assigned()}
+        inboxes = {name: self._inbox(name) for name in sorted(self.workers.alive())}
+        # a job asked back from one worker and given to another: in flight on the other
+        listed = {key for inbox in inboxes.values() if inbox for key in inbox.jobs}
         idle, seq = [], 0
-        for name in sorted(self.workers.alive()):
-            inbox = self._inbox(name)
-            jobs = {k: job for k, job in (inbox.jobs if inbox else {}).items()
-                    if k not in found.ended and (k, name) in given}
+        for name, inbox in inboxes.items():
             seq = max(seq, inbox.seq if inbox else 0)
+            held = set(inbox.jobs) | {k for k in inbox.release if k not in listed} \
+                if inbox else set()
+            mine = {k for k in held if k not in found.ended and (k, name) in given}
             # a job with no stable identity (cwltool's) can never be claimed: killed, not
             # left to run for nobody
-            nameless = {k for k in jobs if not submitted.get(k, {}).get("identity")}
-            if not jobs.keys() - nameless:
+            nameless = {k for k in mine if not submitted.get(k, {}).get("identity")}
+            if inbox is None or not mine - nameless:
                 idle.append(name)
                 continue
-            cancel = set(inbox.cancel) | nameless if inbox else set()
+            jobs = {k: job for k, job in inbox.jobs.items() if k in mine}
+            release = {k: n for k, n in inbox.release.items() if k in mine - nameless}
             self.vms[name] = Vm(name, now, Pool.SPOT, ready=True, listed=True,
-                                places=Places(jobs, cancel))
-            for key in jobs.keys() - nameless:
+                                places=Places(jobs, set(inbox.cancel) | nameless, release))
+            for key in sorted(mine - nameless):
                 job = AdoptedJob(key, name, submitted[key])
                 self.jobs[key] = job
                 self._by_identity[job.identity] = job
         self.channel.continue_after(seq)
+        self._answers_after = seq  # a status answers the rerun's inboxes past this
         self.channel.continue_pulse(self.vms)
         if idle:
             self.workers.stop(idle)
@@ -140,9 +158,12 @@ class Adoption:
             return None
         return inbox if inbox.to in ("", name) else None
 
-    def worker_id(self, name: str) -> str:
-        """The scheduler's name of an old worker: apart from every worker of the rerun."""
-        return f"{self.run_id}/{name}"
+    def place(self, job: AdoptedJob) -> str:
+        """The scheduler's worker id for an adopted job: its old worker's name in the old run,
+        and the job's own key, apart from every worker of the rerun and from each other. The
+        rerun places nothing there, and each adopted job leaves its old worker on its own
+        (ended, given back, not started), so that one can be re-queued without the others."""
+        return f"{self.run_id}/{job.worker}/{job.key}"
 
     def claim(self, identity: str | None, key: str) -> str | None:
         """The rerun's job ``key`` stands for the in-flight job of this ``identity``, if there
@@ -152,7 +173,7 @@ class Adoption:
             return None
         job.claimed_by = key
         self._claims[key] = job
-        return self.worker_id(job.worker)
+        return self.place(job)
 
     def cancel(self, event: Cancel) -> bool:
         """A claimed job the domino effect cancels: into its old worker's inbox. False when
@@ -167,13 +188,14 @@ class Adoption:
     # -- each round ----------------------------------------------------------------------------
     def round(self, now: float) -> list[Ended]:
         """Read what the old workers reported: returns the adopted jobs that ended (a result,
-        or a worker gone). The caller acts on them, then :meth:`settle`."""
+        a job given back, or a worker gone). The caller acts on them, then :meth:`settle`."""
         ended: list[Ended] = []
         gone: set[str] = set()
         if now - self._last_alive >= ALIVE_EVERY:
             self._last_alive = now
             gone = set(self.vms) - self.workers.alive()
-        self.channel.statuses(self.vms.values())  # the listing shows the new results
+        for vm, status in self.channel.statuses(self.vms.values()):  # and the new results
+            ended.extend(self._given_back(vm, status))
         wanted = {(key, vm.name) for vm in self.vms.values() for key in vm.places}
         # a worker's "preempted", "lost" or "stopping" result ends what it still holds: its
         # other results (read in key order) are taken first
@@ -190,14 +212,38 @@ class Adoption:
         """Write the inboxes that changed (a job done, a cancel), and the pulse when it is
         ``heartbeat`` s old; stop the old workers left with nothing."""
         self.channel.write_inboxes(self.vms.values(), now)
-        self.channel.write_pulse(self.vms.values(), now, heartbeat)
+        self.keep_alive(now, heartbeat)
         done = [name for name, vm in self.vms.items() if not vm.places]
         if done:
             self.workers.stop(done)
             for name in done:
                 self._forget(name)
 
+    def keep_alive(self, now: float, heartbeat: float) -> None:
+        """The pulse, when the last is ``heartbeat`` s old: each round (:meth:`settle`), and
+        while the rerun, before it starts, waits for another crashed run's VMs to go
+        (recover.py), which may take longer than these workers' grace."""
+        self.channel.write_pulse(self.vms.values(), now, heartbeat)
+
+    def _given_back(self, vm: Vm, status: WorkerStatus | None) -> list[Ended]:
+        """Held jobs asked back that the worker says it gave back unstarted: they end there
+        without a result. Only a status that answers an inbox of this run counts (its
+        ``seq_seen`` past the take-over): one older than that (the worker's last before, or a
+        replay) was written before the worker read what it is asked now."""
+        if status is None or status.seq_seen <= self._answers_after:
+            return []
+        ended = []
+        for key, _request in vm.places.given_back(status.released):
+            job = self.jobs.get(key)
+            if job is not None and job.worker == vm.name:
+                ended.append(Ended(self.jobs.pop(key), None))
+        return ended
+
     def _take(self, result: WorkerResult) -> list[Ended]:
+        """One result of an old worker. A cancel of a job it had started (``ran``) that
+        nobody asked for is the worker stopping (``Worker._kill_all``): everything it holds
+        ends. A cancel of one it never started (its own timeout dominates it) ends that job
+        only: the worker goes on."""
         vm = self.vms.get(result.worker)
         if vm is None:
             return []
@@ -207,7 +253,7 @@ class Adoption:
         if job is None or job.worker != result.worker:  # one killed at the take-over
             return []
         if result.end in (AttemptEnd.PREEMPTED, AttemptEnd.LOST) \
-                or (result.end is AttemptEnd.CANCELLED and not asked):  # it is stopping
+                or (result.end is AttemptEnd.CANCELLED and result.ran and not asked):
             return self._gone(result.worker, f"ended ({result.end.value})", result)
         del self.jobs[result.key]
         if job.claimed_by is not None:

@@ -16,6 +16,7 @@ from expo_executor.coordinator.reports import Reporter
 from expo_executor.coordinator.requests import Harvested, JobRequest
 from expo_executor.runs.files import RunFiles
 from expo_executor.coordinator.state import FamilyRef, StateDir
+from expo_executor.core import one_round
 from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.records import AttemptEnd
 from expo_executor.core.scheduler import Cancel, Scheduler
@@ -71,19 +72,25 @@ class AdoptedRuns:
         return error
 
     def _adopted_end(self, adoption: Adoption, end: Ended) -> None:
-        """An adopted job ended: as any result, when a job of this run stands for it."""
+        """An adopted job ended: as any result, when a job of this run stands for it. Its
+        place in the scheduler (:meth:`Adoption.place`, its alone) goes with it."""
         key, result = end.job.claimed_by, end.result
         if key is None:
             self._unclaimed_end(adoption, end)
-        elif result is None:  # its worker went away: what it ran there runs again here
-            self.reporter.handle(self.scheduler.remove_worker(
-                adoption.worker_id(end.job.worker), preempted=True))
-        elif result.end is AttemptEnd.CANCELLED:
-            self.reporter.handle(self.scheduler.cancelled(key, result.ran), result)
+            return
+        place = adoption.place(end.job)
+        if result is None:  # its worker went away, or gave it back: it runs again here
+            self.reporter.handle(self.scheduler.remove_worker(place, preempted=True))
+        elif result.end is AttemptEnd.CANCELLED:  # a cancel this run did not ask for (one
+            # not started for a timeout of the old worker's own that does not prune here)
+            # runs it again here: the core's rule for any worker (one_round.take_cancelled)
+            self.reporter.handle(one_round.take_cancelled(self.scheduler, key, place,
+                                                          result.ran), result)
         else:
             outcome = result.end.outcome
             assert outcome is not None
             self.reporter.handle(self.scheduler.finish(key, outcome), result)
+        self.reporter.handle(self.scheduler.remove_worker(place))  # nothing left there
 
     def _unclaimed_end(self, adoption: Adoption, end: Ended) -> None:
         """An adopted job no job of this run stands for (yet): its solution waits for a

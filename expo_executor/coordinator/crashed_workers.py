@@ -11,7 +11,7 @@ under the run's ``vms/`` directory; stopping one powers it off (its job sessions
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from expo_executor.coordinator.run_state import RunState
@@ -36,11 +36,14 @@ class CrashedWorkers:
 
         return set(live_workers(self.run_dir / "vms"))
 
-    def stop(self, names: Collection[str] | None = None, gone_timeout: float = 0.0) -> int:
+    def stop(self, names: Collection[str] | None = None, gone_timeout: float = 0.0,
+             waiting: Callable[[], None] | None = None) -> int:
         """Stop the workers of ``names`` (None: every one of the run); returns how many there
         were. GCE: with ``gone_timeout``, waits until none of them is listed and raises
         ExpoError if one still is after that many seconds; without, only starts the deletes
-        (a coordinator round must not block on them). Local: waits for the processes."""
+        (a coordinator round must not block on them). ``waiting`` is called at each look
+        while it waits (every few seconds): a rerun keeps the runs it adopted alive meanwhile
+        (recover.py). Local: waits for the processes (a few seconds at most)."""
         if self.state.engine != EngineName.GCE:
             from expo_executor.engines.local import stop_workers
 
@@ -48,11 +51,11 @@ class CrashedWorkers:
         from expo_executor.engines.gce.teardown import delete_instances
 
         found = [item for item in self._listed() if names is None or item["name"] in names]
-        if found:
+        if found:  # with ``waiting``, the deletes' end is waited for by looking (_wait_gone)
             delete_instances(self.state.project, found, endpoint=self.state.endpoint,
-                             timeout_s=gone_timeout)
+                             timeout_s=0.0 if waiting is not None else gone_timeout)
         if gone_timeout:
-            self._wait_gone({item["name"] for item in found}, gone_timeout)
+            self._wait_gone({item["name"] for item in found}, gone_timeout, waiting)
         return len(found)
 
     def _listed(self) -> list[dict]:
@@ -62,7 +65,10 @@ class CrashedWorkers:
         return find_instances(state.project, list(state.zones), endpoint=state.endpoint,
                               run_label=state.label)
 
-    def _wait_gone(self, names: set[str], gone_timeout: float) -> None:
+    def _wait_gone(self, names: set[str], gone_timeout: float,
+                   waiting: Callable[[], None] | None = None) -> None:
+        from expo_executor.engines.gce.teardown import delete_instances
+
         deadline = time.monotonic() + gone_timeout
         while (left := [i for i in self._listed() if i["name"] in names]):
             if time.monotonic() > deadline:
@@ -70,4 +76,11 @@ class CrashedWorkers:
                                 f"{self.state.run_id} (label {self.state.label}) are still "
                                 "listed", f"delete them (expocloud cleanup --run "
                                 f"{self.state.run_id}) and rerun")
+            if waiting is not None:
+                waiting()
+                # a VM whose delete did not take (the call failed) is still up: again
+                stuck = [i for i in left if i["status"] in ALIVE]
+                if stuck:
+                    delete_instances(self.state.project, stuck, endpoint=self.state.endpoint,
+                                     timeout_s=0.0)
             time.sleep(2.0)

@@ -79,7 +79,8 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
             boot_delay=settings.boot_delay))
     # before this run can touch their outputs: crashed runs' jobs in flight are adopted (or
     # their workers stopped), what they solved after the crash is not rerun
-    recovery = recover(state.root, run_dir, log, adopt=not settings.no_adopt)
+    recovery = recover(state.root, run_dir, log, adopt=not settings.no_adopt,
+                       heartbeat=heartbeat_interval(settings))
     held = record(run_dir, _run_state(settings, config.run_id, bucket, default_storage_prefix),
                   run_key)
     coordinator = Coordinator(config, engine, bucket, run_key, run_dir, state, log,

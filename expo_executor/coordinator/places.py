@@ -35,10 +35,13 @@ class Places:
     """The places of one worker's jobs, in the order they were assigned (the inbox lists its
     jobs in that order), and ``dirty``: they changed since its inbox was last written."""
 
-    def __init__(self, jobs: Mapping[str, JobSpec] | None = None, cancel: Iterable[str] = ()) -> None:
+    def __init__(self, jobs: Mapping[str, JobSpec] | None = None, cancel: Iterable[str] = (),
+                 release: Mapping[str, int] | None = None) -> None:
         self._places: dict[str, Place] = {key: Place(job) for key, job in (jobs or {}).items()}
         for key in cancel:
             self._places.setdefault(key, Place()).cancel = True
+        for key, request in (release or {}).items():  # asked back already (an adopted
+            self._places.setdefault(key, Place()).release = request  # worker's last inbox)
         self.dirty = True
 
     # -- moves -----------------------------------------------------------------------------------

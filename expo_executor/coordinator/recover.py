@@ -16,6 +16,12 @@ Then, while some of its workers live with jobs in flight, the run is adopted (:m
 those jobs' results are used, not recomputed. Otherwise (nothing in flight, or the adoption
 failed: its bucket or engine does not answer) its workers are stopped, and the rerun waits
 until they are gone: no job of the old run can then write an output the rerun writes too.
+
+Every run with jobs in flight is taken over first (its workers hear from the rerun at once),
+then the others are stopped. That wait can be long (deleting VMs on GCE: up to
+``GONE_TIMEOUT_S`` a run) and the coordinator's loop, which keeps the adopted workers alive
+every round, has not started: so the wait writes their pulse itself, every half
+``heartbeat`` (as the loop does), and no wait outlasts their grace.
 """
 
 from __future__ import annotations
@@ -47,38 +53,73 @@ class Recovery:
 
 #: How long a rerun waits for a crashed run's VMs to be gone before it refuses to start.
 GONE_TIMEOUT_S = 300.0
+#: The pulse interval when the caller gives none (launch.py gives the run's own).
+HEARTBEAT_S = 10.0
 
 
 def recover(state_root: Path, run_dir: Path, log: Callable[[str], None],
-            gone_timeout: float = GONE_TIMEOUT_S, adopt: bool = True) -> Recovery:
+            gone_timeout: float = GONE_TIMEOUT_S, adopt: bool = True,
+            heartbeat: float = HEARTBEAT_S) -> Recovery:
     """Adopt every crashed run of this host (not ``run_dir``, the new run) that has jobs in
-    flight, or else stop its workers; harvest each one's results either way (one line each). Raises ExpoError when a crashed run's VMs are still
+    flight, then stop the others' workers, keeping the adopted ones alive meanwhile (their
+    pulse every half ``heartbeat``, the coordinator's pulse interval); harvest each one's
+    results either way (one line each). Raises ExpoError when a crashed run's VMs are still
     there after ``gone_timeout`` seconds."""
     recovery = Recovery()
-    for held in crashed_runs(state_root, skip=run_dir):
-        adoption = None
-        state = StateDir(state_root)
-        try:
-            if adopt:
-                found = _harvest(held, state, run_dir.name, log)
-                adoption = _adopt(held, found, log)
-            if adoption is None:
-                _stop(held, run_dir, gone_timeout, log)
-                found = _harvest(held, state, run_dir.name, log)  # no result can come now
-                held.end()
+    state = StateDir(state_root)
+    to_stop = crashed_runs(state_root, skip=run_dir)
+    try:
+        for held in list(to_stop):
+            found = _harvest(held, state, run_dir.name, log) if adopt else None
+            adoption = _adopt(held, found, log) if found is not None else None
+            if adoption is not None:
+                to_stop.remove(held)
+                recovery.adopted.append(adoption)
+                recovery.harvested.update(found.solved)
+        keep = _keeper(recovery.adopted, heartbeat, log)
+        while to_stop:
+            held = to_stop[0]
+            _stop(held, run_dir, gone_timeout, log, keep)
+            found = _harvest(held, state, run_dir.name, log)  # no result can come now
+            held.end()
             recovery.harvested.update(found.solved)
-        finally:
-            if adoption is None:
-                held.release()
-        if adoption is not None:
-            recovery.adopted.append(adoption)
+            held.release()
+            to_stop.pop(0)
+    except BaseException:
+        for adoption in recovery.adopted:  # the rerun does not start: a later one adopts
+            adoption.channel.close()
+            adoption.held.release()
+        raise
+    finally:
+        for held in to_stop:
+            held.release()
     return recovery
 
 
-def _stop(held: HeldRun, run_dir: Path, gone_timeout: float, log: Callable[[str], None]) -> None:
+def _keeper(adopted: list[Adoption], heartbeat: float,
+            log: Callable[[str], None]) -> Callable[[], None]:
+    """What a wait for a crashed run's VMs to go calls at each look: the adopted runs' pulse
+    when due. A write that fails is said once, and tried again at the next look."""
+    said: set[str] = set()
+
+    def keep() -> None:
+        for adoption in adopted:
+            try:
+                adoption.keep_alive(time.time(), heartbeat / 2)
+            except Exception as exc:  # noqa: BLE001 - the bucket: the next look tries again
+                if adoption.run_id not in said:
+                    said.add(adoption.run_id)
+                    log(f"expocloud: cannot write the pulse of adopted run {adoption.run_id} "
+                        f"yet ({type(exc).__name__}: {exc}); trying again")
+    return keep
+
+
+def _stop(held: HeldRun, run_dir: Path, gone_timeout: float, log: Callable[[str], None],
+          waiting: Callable[[], None] | None = None) -> None:
     state = held.state
     try:
-        stopped = CrashedWorkers(state, held.dir).stop(gone_timeout=gone_timeout)
+        stopped = CrashedWorkers(state, held.dir).stop(gone_timeout=gone_timeout,
+                                                       waiting=waiting)
     except ExpoError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure: the same one line and fix

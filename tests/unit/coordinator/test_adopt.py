@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from expo_executor.coordinator import adopt
+from expo_executor.coordinator import recover as recovery
 from expo_executor.coordinator.adopt import Adoption
 from expo_executor.coordinator.harvest import harvest
 from expo_executor.coordinator.loop import JobRequest
@@ -25,7 +26,7 @@ from expo_executor.core.hardness import HardnessPoint
 from expo_executor.core.records import JobMeta
 from expo_executor.core.scheduler import Outcome, Task
 from expo_executor.frontends.base import job_request
-from expo_executor.protocol.keys import inbox_key, result_key
+from expo_executor.protocol.keys import PULSE_KEY, inbox_key, result_key
 from expo_executor.protocol.records import Inbox
 from expo_executor.protocol.worker_keys import worker_key
 
@@ -215,3 +216,141 @@ def test_a_job_with_no_stable_identity_is_killed_not_adopted(tmp_path: Path) -> 
     old.ready("w-1")
     new.round()
     assert workers.stopped == ["w-1"] and adoption.done
+
+
+def test_a_held_job_its_workers_own_timeout_dominates_ends_there_alone(tmp_path: Path) -> None:
+    """The old worker does not start a held job that its own timeout dominates, and says so
+    (cancelled, not run): that job ends there; the worker is not taken for stopping, and its
+    other jobs in flight go on (issue 30, defect 2)."""
+    old = _crashed(tmp_path, (1, 2, 3, 5))
+    workers = OldWorkers("w-1")
+    new, adoption = _rerun(tmp_path, old, workers)
+    old.result("r1-j3", "w-1", "timeout")
+    old.result("r1-j5", "w-1", "cancelled",
+               reason="not started: a timeout on this worker dominates it", ran=False)
+    old.ready("w-1")
+    new.round()
+    assert new.reports["r2-j3"].outcome is Outcome.TIMEOUT
+    assert new.reports["r2-j5"].outcome is Outcome.SKIPPED
+    assert workers.stopped == [] and not adoption.done
+    scheduler = new.coordinator.scheduler
+    assert {scheduler.state(k) for k in ("r2-j1", "r2-j2")} == {"running"}  # still there
+    assert set(_inbox(old).jobs) == {"r1-j1", "r1-j2"}
+    old.result("r1-j1", "w-1", "solved")
+    old.result("r1-j2", "w-1", "solved")
+    old.ready("w-1")
+    new.round()
+    assert {new.reports[k].outcome for k in ("r2-j1", "r2-j2")} == {Outcome.SOLVED}
+    assert workers.stopped == ["w-1"] and adoption.done
+
+
+def test_a_held_job_not_started_for_an_unconfirmed_timeout_runs_again_alone(
+        tmp_path: Path) -> None:
+    """The rerun confirms timeouts on a second worker: the old worker's own timeout does not
+    prune here, so the held job it did not start runs again here, and only that job."""
+    old = _crashed(tmp_path, (1, 2, 3, 5))
+    workers = OldWorkers("w-1")
+    new, adoption = _rerun(tmp_path, old, workers)
+    new.coordinator.scheduler.confirm_timeouts = True
+    old.result("r1-j5", "w-1", "cancelled",
+               reason="not started: a timeout on this worker dominates it", ran=False)
+    old.ready("w-1")
+    new.round()
+    scheduler = new.coordinator.scheduler
+    assert scheduler.state("r2-j5") == "queued"
+    assert {scheduler.state(k) for k in ("r2-j1", "r2-j2", "r2-j3")} == {"running"}
+    assert workers.stopped == [] and set(adoption.jobs) == {"r1-j1", "r1-j2", "r1-j3"}
+
+
+def _asked_back(old: Rig, key: str) -> int:
+    """The dead coordinator's last inbox for w-1 asks held job ``key`` back (another worker's
+    free slot was to run it), as its release protocol writes it; returns its sequence number."""
+    inbox = _inbox(old)
+    last = Inbox(inbox.seq + 1, "w-1", {k: j for k, j in inbox.jobs.items() if k != key},
+                 list(inbox.cancel), [key])
+    old.direct.write(inbox_key("w-1"), last.encode(worker_key(KEY, "w-1")))
+    return last.seq
+
+
+def test_a_job_asked_back_that_its_worker_started_is_adopted(tmp_path: Path) -> None:
+    """The dead coordinator asked r1-j5 back, and its worker had started it already (it then
+    runs to its end there): it is in flight, not run a second time by the rerun."""
+    old = _crashed(tmp_path, (1, 2, 3, 5))
+    _asked_back(old, "r1-j5")
+    workers = OldWorkers("w-1")
+    new, adoption = _rerun(tmp_path, old, workers)  # (it checks: 4 in flight)
+    assert new.coordinator.scheduler.state("r2-j5") == "running"
+    assert _inbox(old).release == ["r1-j5"] and "r1-j5" not in _inbox(old).jobs
+    old.result("r1-j5", "w-1", "solved")
+    old.ready("w-1", running=("r1-j1", "r1-j2", "r1-j3"), seq_seen=_inbox(old).seq)
+    new.round()
+    assert new.reports["r2-j5"].outcome is Outcome.SOLVED
+    assert _inbox(old).release == [] and workers.stopped == []
+
+
+def test_a_job_asked_back_that_its_worker_gave_back_runs_here(tmp_path: Path) -> None:
+    """Its worker says it gave r1-j5 back unstarted, in a status that answers the rerun's
+    inbox: the rerun runs it, and only it; its other jobs stay in flight there."""
+    old = _crashed(tmp_path, (1, 2, 3, 5))
+    _asked_back(old, "r1-j5")
+    workers = OldWorkers("w-1")
+    new, adoption = _rerun(tmp_path, old, workers)
+    old.ready("w-1", running=("r1-j1", "r1-j2", "r1-j3"), released=("r1-j5",),
+              seq_seen=_inbox(old).seq)
+    new.round()
+    scheduler = new.coordinator.scheduler
+    assert scheduler.state("r2-j5") == "queued"
+    assert {scheduler.state(k) for k in ("r2-j1", "r2-j2", "r2-j3")} == {"running"}
+    assert _inbox(old).release == [] and set(adoption.jobs) == {"r1-j1", "r1-j2", "r1-j3"}
+    assert workers.stopped == []
+
+
+def test_a_status_older_than_the_rerun_does_not_give_a_job_back(tmp_path: Path) -> None:
+    """A status that says r1-j5 was given back but answers an inbox of the dead coordinator
+    (its ``seq_seen``; a late write, or a replay) does not prove that the worker will never
+    start it: r1-j5 stays in flight there until an answer to the rerun's own inbox (issue 30:
+    a replayed ``released`` is not trusted)."""
+    old = _crashed(tmp_path, (1, 2, 3, 5))
+    seq = _asked_back(old, "r1-j5")
+    new, adoption = _rerun(tmp_path, old, OldWorkers("w-1"))
+    old.ready("w-1", released=("r1-j5",), seq_seen=seq)
+    new.round()
+    assert new.coordinator.scheduler.state("r2-j5") == "running"
+    assert "r1-j5" in adoption.jobs and _inbox(old).release == ["r1-j5"]
+
+
+def test_the_adopted_workers_hear_the_pulse_while_another_crashed_run_is_stopped(
+        tmp_path: Path, monkeypatch) -> None:
+    """Two crashed runs: r1's worker has jobs in flight (adopted), r2's workers have none
+    (stopped, and the rerun waits until they are gone: on GCE, up to minutes). While it
+    waits, r1's worker keeps hearing the pulse: a wait for one run's VMs to go never
+    outlasts the grace of another run's adopted workers (issue 30)."""
+    old = _crashed(tmp_path, (1, 2))
+    (tmp_path / "runs" / "r2").mkdir()
+    record(tmp_path / "runs" / "r2", RunState("r2", "local", str(tmp_path / "r2-bucket")),
+           KEY).release()  # killed too
+    pulse_during_the_wait: list[bool] = []
+
+    class Engine(OldWorkers):
+        """Each crashed run's workers: r1's w-1 lives; r2's VMs take a while to go."""
+
+        def __init__(self, state: RunState, run_dir: Path) -> None:
+            super().__init__(*(("w-1",) if state.run_id == "r1" else ()))
+            self.run = state.run_id
+
+        def stop(self, names=None, gone_timeout: float = 0.0,  # type: ignore[no-untyped-def]
+                 waiting=None) -> int:
+            if self.run == "r2":
+                before = old.direct.read(PULSE_KEY).generation
+                if waiting is not None:
+                    waiting()  # one look at r2's VMs: still listed
+                pulse_during_the_wait.append(old.direct.read(PULSE_KEY).generation != before)
+            return super().stop(names)
+
+    monkeypatch.setattr(recovery, "CrashedWorkers", Engine)
+    found = recovery.recover(tmp_path, tmp_path / "runs" / "r3", lambda line: None,
+                             heartbeat=0.0)  # (a pulse is due at every look)
+    [adoption] = found.adopted
+    adoption.channel.close()
+    assert adoption.run_id == "r1" and set(adoption.jobs) == {"r1-j1", "r1-j2"}
+    assert pulse_during_the_wait == [True]
