@@ -84,8 +84,8 @@ class AdoptedRuns:
         elif result.end is AttemptEnd.CANCELLED:  # a cancel this run did not ask for (one
             # not started for a timeout of the old worker's own that does not prune here)
             # runs it again here: the core's rule for any worker (one_round.take_cancelled)
-            self.reporter.handle(one_round.take_cancelled(self.scheduler, key, place,
-                                                          result.ran), result)
+            cancelled = one_round.Cancelled(key, place, result.ran)
+            self.reporter.handle(one_round.take_cancelled(self.scheduler, cancelled), result)
         else:
             outcome = result.end.outcome
             assert outcome is not None

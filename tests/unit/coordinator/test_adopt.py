@@ -262,12 +262,15 @@ def test_a_held_job_not_started_for_an_unconfirmed_timeout_runs_again_alone(
     assert workers.stopped == [] and set(adoption.jobs) == {"r1-j1", "r1-j2", "r1-j3"}
 
 
+ASKED = 7  # the number of the dead coordinator's release request
+
+
 def _asked_back(old: Rig, key: str) -> int:
     """The dead coordinator's last inbox for w-1 asks held job ``key`` back (another worker's
     free slot was to run it), as its release protocol writes it; returns its sequence number."""
     inbox = _inbox(old)
     last = Inbox(inbox.seq + 1, "w-1", {k: j for k, j in inbox.jobs.items() if k != key},
-                 list(inbox.cancel), [key])
+                 list(inbox.cancel), {key: ASKED})
     old.direct.write(inbox_key("w-1"), last.encode(worker_key(KEY, "w-1")))
     return last.seq
 
@@ -280,12 +283,12 @@ def test_a_job_asked_back_that_its_worker_started_is_adopted(tmp_path: Path) -> 
     workers = OldWorkers("w-1")
     new, adoption = _rerun(tmp_path, old, workers)  # (it checks: 4 in flight)
     assert new.coordinator.scheduler.state("r2-j5") == "running"
-    assert _inbox(old).release == ["r1-j5"] and "r1-j5" not in _inbox(old).jobs
+    assert _inbox(old).release == {"r1-j5": ASKED} and "r1-j5" not in _inbox(old).jobs
     old.result("r1-j5", "w-1", "solved")
     old.ready("w-1", running=("r1-j1", "r1-j2", "r1-j3"), seq_seen=_inbox(old).seq)
     new.round()
     assert new.reports["r2-j5"].outcome is Outcome.SOLVED
-    assert _inbox(old).release == [] and workers.stopped == []
+    assert _inbox(old).release == {} and workers.stopped == []
 
 
 def test_a_job_asked_back_that_its_worker_gave_back_runs_here(tmp_path: Path) -> None:
@@ -295,13 +298,13 @@ def test_a_job_asked_back_that_its_worker_gave_back_runs_here(tmp_path: Path) ->
     _asked_back(old, "r1-j5")
     workers = OldWorkers("w-1")
     new, adoption = _rerun(tmp_path, old, workers)
-    old.ready("w-1", running=("r1-j1", "r1-j2", "r1-j3"), released=("r1-j5",),
+    old.ready("w-1", running=("r1-j1", "r1-j2", "r1-j3"), released={"r1-j5": ASKED},
               seq_seen=_inbox(old).seq)
     new.round()
     scheduler = new.coordinator.scheduler
     assert scheduler.state("r2-j5") == "queued"
     assert {scheduler.state(k) for k in ("r2-j1", "r2-j2", "r2-j3")} == {"running"}
-    assert _inbox(old).release == [] and set(adoption.jobs) == {"r1-j1", "r1-j2", "r1-j3"}
+    assert _inbox(old).release == {} and set(adoption.jobs) == {"r1-j1", "r1-j2", "r1-j3"}
     assert workers.stopped == []
 
 
@@ -313,10 +316,10 @@ def test_a_status_older_than_the_rerun_does_not_give_a_job_back(tmp_path: Path) 
     old = _crashed(tmp_path, (1, 2, 3, 5))
     seq = _asked_back(old, "r1-j5")
     new, adoption = _rerun(tmp_path, old, OldWorkers("w-1"))
-    old.ready("w-1", released=("r1-j5",), seq_seen=seq)
+    old.ready("w-1", released={"r1-j5": ASKED}, seq_seen=seq)
     new.round()
     assert new.coordinator.scheduler.state("r2-j5") == "running"
-    assert "r1-j5" in adoption.jobs and _inbox(old).release == ["r1-j5"]
+    assert "r1-j5" in adoption.jobs and _inbox(old).release == {"r1-j5": ASKED}
 
 
 def test_the_adopted_workers_hear_the_pulse_while_another_crashed_run_is_stopped(
