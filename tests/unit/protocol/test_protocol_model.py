@@ -304,6 +304,7 @@ class ProtocolModel(RuleBasedStateMachine):
                     self.booted.add(name)
                 worker._read_inbox_now()
                 worker.tick()
+                worker._write_status(WorkerState.READY)  # its heartbeat
                 for job in worker.running.values():
                     job.proc.end(0)  # type: ignore[union-attr]
                 worker.tick()
@@ -314,9 +315,43 @@ class ProtocolModel(RuleBasedStateMachine):
             f"({ {k: self.coordinator.scheduler.state(k) for k in missing} })"
 
 
-def test_protocol_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The machine, ``EXAMPLES`` x up to ``STEPS`` steps (the module says how to run more)."""
+@pytest.fixture
+def paper_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A paper job's "session" is killed by ending it (tests/model_worker.PaperJob.wait)."""
     monkeypatch.setattr(running_jobs, "kill_session", lambda pid, grace=2.0: None)
+
+
+def test_protocol_model(paper_jobs: None) -> None:
+    """The machine, ``EXAMPLES`` x up to ``STEPS`` steps (the module says how to run more)."""
     run_state_machine_as_test(ProtocolModel, settings=settings(
         max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+
+
+def test_a_stale_answer_to_a_release_is_not_the_answer_to_a_newer_one(paper_jobs: None) -> None:
+    """Issue 30's defect (1), as the machine's steps (4 jobs, 1 slot, 2 workers, prefetch
+    1): a job asked back twice from one worker, and the worker's heartbeat that answered the
+    first request read by the coordinator after the second. Taken as the second answer, the
+    job runs on another worker while the first, which never read the second request, starts
+    it too. Random search finds this only in deep runs; this is its shortest known form."""
+    state = ProtocolModel()
+    state.start(jobs=4, slots=1, workers=2, prefetch=1)
+    state.boot(index=0)  # w-1 up: runs j0, holds j1
+    state.tick()
+    state.act(index=0, read=True)
+    state.boot(index=0)  # w-2 up: j1 is asked back from w-1 for it
+    state.tick()
+    state.act(index=0, read=True)  # w-1 gives j1 back (its status says so)
+    state.preempt(index=1, last_breath=False)  # w-2 goes (it held nothing)
+    state.tick()  # j1 queued again, and held on w-1 again while w-3 comes
+    state.slow_read(index=0, which=0)  # the coordinator's reads of w-1's status lag
+    state.heartbeat(index=0)  # w-1 has read no inbox since: j1 is still "released"
+    state.act(index=0, read=True)  # w-1 holds j1 again
+    state.boot(index=0)  # w-3 up: j1 is asked back from w-1 again
+    state.tick()
+    state.catch_up(index=0)  # the coordinator reads w-1's heartbeat: "released j1"
+    state.tick()
+    state.act(index=1, read=True)  # w-3 starts j1
+    state.job_ends(index=0, end="solved")  # j0
+    state.act(index=0, read=False)  # w-1 has not read the second request: it starts j1
+    state.teardown()
