@@ -65,9 +65,9 @@ class BucketView:
         """Show everything as it is now."""
         self._held.clear()
 
-    @property
-    def lagging(self) -> bool:
-        return bool(self._held)
+    def lags_on(self, key: str) -> bool:
+        """Whether ``key`` is under a prefix this view holds."""
+        return self._frozen(key) is not None
 
     def _frozen(self, key: str) -> dict[str, Blob] | None:
         return next((snap for prefix, snap in self._held.items() if key.startswith(prefix)),

@@ -19,7 +19,8 @@ dominates every ``jm`` with ``m >= k``), on Spot VMs with prefetch 0 to 2.
 Invariants, checked as the run goes:
 
 - no job runs twice at once, and none starts again after one of its attempts ended with a
-  result (a released job runs at most once: where it was given back it never starts);
+  result the coordinator can hear of (one its worker wrote before it vanished, and not where
+  the coordinator's reads lag): a released job runs at most once;
 - every kill and skip is justified: a job is cancelled (killed, or not started) by a worker,
   or reported skipped, only once a job at least as easy has really timed out;
 - a job is charged a Spot preemption only if it was running on a VM that was preempted;
@@ -104,7 +105,7 @@ class ProtocolModel(RuleBasedStateMachine):
         self.booted: set[str] = set()
         self.gone: set[str] = set()
         self.running_on: dict[str, str] = {}  # the truth: job -> the worker running it
-        self.ended: set[str] = set()  # jobs an attempt of which ended with a result
+        self.ended: dict[str, str] = {}  # job -> the worker where an attempt of it ended
         self.timeouts: set[int] = set()  # points of the jobs that really timed out
         self.preempted_running: Counter[str] = Counter()  # job -> times its VM was preempted
         self.reports: dict = {}
@@ -122,7 +123,7 @@ class ProtocolModel(RuleBasedStateMachine):
         if self.running_on.get(key) == worker:
             del self.running_on[key]
         if end in FINAL:
-            self.ended.add(key)
+            self.ended[key] = worker
         if end is AttemptEnd.TIMEOUT:
             self.timeouts.add(int(key[1:]))
         if end is AttemptEnd.CANCELLED and not (reason or "").startswith("worker stopping"):
@@ -173,6 +174,13 @@ class ProtocolModel(RuleBasedStateMachine):
                 del self.running_on[key]
             if preempted:
                 self.preempted_running[key] += 1
+        # An end it never wrote (a solved result waiting for company), or wrote where the
+        # coordinator's reads lag (it reads a lost VM's results once, when it loses it), may
+        # go unheard: that job may run again (never twice at once).
+        lagging = self.view.lags_on(f"{WORKERS_PREFIX}{name}/results/")
+        for key in [k for k, where in self.ended.items() if where == name]:
+            if key in worker.unsent or lagging:
+                del self.ended[key]
 
     # -- the workers --------------------------------------------------------------------------
     def worker(self, index: int, booted: bool = True) -> PaperWorker | None:
