@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from expo_executor.protocol.bucket_contract import Blob, PreconditionFailed
+from expo_executor.protocol.bucket_contract import (MAX_READ_BYTES, Blob, ObjectTooLarge,
+                                                  PreconditionFailed)
 
 
 class MemoryBucket:
@@ -74,10 +75,20 @@ class BucketView:
                     None)
 
     # -- the bucket contract ---------------------------------------------------------------
-    def read(self, key: str) -> Blob | None:
+    def read(self, key: str, limit: int | None = MAX_READ_BYTES,
+             if_generation_not_match: int | None = None) -> Blob | None:
+        """As the bucket contract: an unchanged generation is not read again, and an object
+        over ``limit`` is refused (``ObjectTooLarge``) rather than handed out."""
         self.ops["B"] += 1
         frozen = self._frozen(key)
-        return frozen.get(key) if frozen is not None else self.store.objects.get(key)
+        blob = frozen.get(key) if frozen is not None else self.store.objects.get(key)
+        if blob is None:
+            return None
+        if blob.generation == if_generation_not_match:
+            return Blob(b"", blob.generation, unchanged=True)
+        if limit is not None and len(blob.data) > limit:
+            raise ObjectTooLarge(key, len(blob.data), limit, blob.generation)
+        return blob
 
     def write(self, key: str, data: bytes, if_generation_match: int | None = None) -> int:
         self.ops["A"] += 1

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.protocol.bucket import Bucket
-from expo_executor.protocol.records import InboxJob, SavedLog
+from expo_executor.protocol.records import JobSpec, SavedLog
 from expo_executor.protocol.worker_keys import worker_key
 from expo_executor.worker.agent import Worker
 from expo_executor.worker.running_jobs import RunningJob
@@ -94,11 +94,11 @@ class PaperWorker(Worker):
         self._write_status(WorkerState.PREEMPTED)
 
     # -- what touches the machine, replaced -------------------------------------------------
-    def _start(self, key: str, held: InboxJob) -> None:
+    def _start(self, key: str, held: JobSpec) -> None:
         spec = self._opened(key, held)
         self.on_start(key, self.worker_id)
-        self.running[key] = RunningJob(key, PaperJob(), time.time(),  # type: ignore[arg-type]
-                                       time.monotonic(), spec.deadline_s, spec.cpus,
+        self.running[key] = RunningJob(key, spec, PaperJob(),  # type: ignore[arg-type]
+                                       time.time(), time.monotonic(), spec.deadline_s,
                                        Path(os.devnull))
 
     def _write_result(self, key: str, outcome: AttemptEnd, code: int | None, started: float,

@@ -23,7 +23,9 @@ Invariants, checked as the run goes:
   the coordinator's reads lag): a released job runs at most once;
 - every kill and skip is justified: a job is cancelled (killed, or not started) by a worker,
   or reported skipped, only once a job at least as easy has really timed out;
-- a job is charged a Spot preemption only if it was running on a VM that was preempted;
+- a job is charged a Spot preemption only if it was running on a VM that was preempted, or
+  given a free slot there that its worker had not read yet (the coordinator cannot tell the
+  two apart: both were to run there); a held job, never started, is never charged;
 
 and, when the machine stops (teardown: every view catches up, the workers that are left run
 their jobs to their end, the coordinator ticks), the run ends: every job is reported, none is
@@ -54,6 +56,7 @@ from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.core.scheduler import Outcome, Pool
+from expo_executor.core.tasks import Stage
 from expo_executor.protocol.keys import inbox_key, status_key, WORKERS_PREFIX
 from expo_executor.worker import running_jobs
 
@@ -164,6 +167,16 @@ class ProtocolModel(RuleBasedStateMachine):
         for name in sorted(set(self.workers) - set(self.engine.status)):
             self.vanish(name)
 
+    def given_a_slot(self, name: str) -> set[str]:
+        """The jobs the scheduler gave a free slot of VM ``name`` (RUNNING there), started or
+        not: its worker starts them at its next read of its inbox, so the coordinator cannot
+        tell one not read yet from one started, and both were to run there. A held job
+        (prefetch) is not among them: it waits for a slot."""
+        scheduler = self.coordinator.scheduler
+        return {key for key in self.keys if key not in scheduler.outcomes
+                and scheduler.place(key).worker_id == name
+                and scheduler.place(key).stage is Stage.RUNNING}
+
     def vanish(self, name: str, preempted: bool = False) -> None:
         """The VM ``name`` is gone, and its jobs' processes with it."""
         worker = self.workers.pop(name)
@@ -172,7 +185,8 @@ class ProtocolModel(RuleBasedStateMachine):
         for key in list(worker.running):
             if self.running_on.get(key) == name:
                 del self.running_on[key]
-            if preempted:
+        if preempted:
+            for key in set(worker.running) | self.given_a_slot(name):
                 self.preempted_running[key] += 1
         # An end it never wrote (a solved result waiting for company), or wrote where the
         # coordinator's reads lag (it reads a lost VM's results once, when it loses it), may
