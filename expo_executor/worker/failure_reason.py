@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
+
+from expo_executor.worker.log_end import read_end
 
 
 LOG_TAIL_BYTES = 4000
@@ -52,12 +55,8 @@ def disk_full(paths: tuple[Path, ...]) -> str | None:
     return None
 
 
-def log_tail(path: Path) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - LOG_TAIL_BYTES))
-            return handle.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
+def log_tail(path: Path, secrets: Sequence[str]) -> str:
+    """The last :data:`LOG_TAIL_BYTES` of a job's log, from a line start, with the job's
+    secrets blanked before the cut (``worker/log_end.py``); "" when there is none."""
+    end = read_end(path, secrets, LOG_TAIL_BYTES)
+    return end.data.decode("utf-8", "replace") if end is not None else ""

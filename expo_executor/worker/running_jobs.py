@@ -67,7 +67,7 @@ class RunningJobs:
                 if job.verdict is not None:
                     outcome, code, reason = _read_verdict(job.verdict, outcome, code, reason)
                 if outcome is AttemptEnd.FAILED:
-                    reason = self._explain(reason, job.log)
+                    reason = self._explain(reason, job)
                 self._finish(job, outcome, code, reason)
             elif job.deadline_s is not None:
                 self._enforce(job, now)
@@ -166,12 +166,13 @@ class RunningJobs:
         spec = self.specs.get(key)
         return list(spec.redact) if spec is not None else []
 
-    def _explain(self, reason: str | None, log: Path) -> str | None:
+    def _explain(self, reason: str | None, job: RunningJob) -> str | None:
         """A failed job's reason with why, when its log or this disk says: "exit code 1" alone
-        does not tell a full disk or a refused upload from a bug in the job."""
-        why = explain_failure(log_tail(log))
+        does not tell a full disk or a refused upload from a bug in the job. The log's secrets
+        are blanked before the line is clipped (a clipped secret no longer matches)."""
+        why = explain_failure(log_tail(job.log, self._secrets(job.key)))
         if why is None and DISK_FULL not in (reason or ""):
-            why = disk_full((log.parent, self.scratch / "work"))
+            why = disk_full((job.log.parent, self.scratch / "work"))
         if why is None or why in (reason or ""):
             return reason
         return f"{reason}: {why}" if reason else why
