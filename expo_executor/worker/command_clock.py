@@ -41,11 +41,13 @@ ANNOUNCE = f'[ -z "${STAMPS_ENV}" ] || echo \'{{"hooked": true}}\' >> "${STAMPS_
 
 
 def stamp(path: str | None, **fields: Any) -> None:
-    """Append one stamp; best effort (a full disk must not fail the job itself)."""
+    """Append one stamp; best effort (a full disk must not fail the job itself). The file is
+    created 0600, as everything of a job's on the worker's disk (processes/private_files.py)."""
     if not path:
         return
     try:
-        with open(path, "a", encoding="utf-8") as handle:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(fields) + "\n")
     except OSError:
         pass

@@ -46,7 +46,9 @@ class RunningJob:
     cpus: int
     log: Path
     verdict: Path | None = None  # a staged job's own account of how it ended
-    workdir: Path | None = None  # the directory made for it on this disk, removed after it
+    # the directory made for it on this disk (a staged job's: its spec, verdict and files),
+    # removed after it
+    workdir: Path | None = None
     cwd: str | None = None  # where it runs: its log files' paths are relative to it
     logs: tuple[str, ...] = ()  # its own log files (a rule's log:)
     stamps: Path | None = None  # where it stamps its command's start and end
@@ -148,9 +150,14 @@ class RunningJobs:
         saved = self._save_logs(job) if outcome in SAVE_LOGS_ON else ()
         self._write_result(job.key, outcome, code, job.started, reason, job.log, ended, saved,
                            command_s)
-        remove_dir(job.workdir)  # its outputs went to the bucket; its inputs were copies
-        if job.stamps is not None:
-            job.stamps.unlink(missing_ok=True)
+        # What it left on this disk goes with it: a long-lived VM's disk must not fill with
+        # ended jobs (later jobs would fail for it), and a staged job's spec and its log hold
+        # its secrets unblanked. Its outputs went to the bucket, its inputs were copies, its
+        # log's tail and saved logs are in its report.
+        remove_dir(job.workdir)
+        for path in (job.log, job.stamps):
+            if path is not None:
+                path.unlink(missing_ok=True)
 
     def _save_logs(self, job: RunningJob) -> tuple[SavedLog, ...]:
         """The job's whole output and its log files, to the bucket before its directory (and,
