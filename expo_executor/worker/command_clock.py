@@ -153,13 +153,21 @@ def judge(stamps: Stamps, spawned: float, now: float, deadline_s: float | None,
     """Whether a running job must be killed now (monotonic times). Without a deadline nothing
     limits a job. A hooked job's deadline counts its commands' time; the rest (start-up,
     staging in and out) has ``allowance_s`` of its own and ends in a failure, never a timeout.
-    An unhooked job's deadline counts from its spawn, as before command stamps existed."""
+    An unhooked job's deadline counts from its spawn: a timeout for a job that never spoke of
+    stamps (a command with no staging around it, as before command stamps existed), a failure
+    for one whose hook failed (its staging is in that time: a timeout would prune on it)."""
     if deadline_s is None:
         return None
     if not stamps.hooked:
-        if now - spawned >= deadline_s:
-            return Overrun(True, f"killed at its deadline of {deadline_s:g} s")
-        return None
+        if now - spawned < deadline_s:
+            return None
+        if stamps.hooked is False:  # it said it stages around its command, then that its
+            # hook failed: the time is start-up and staging too, and proves no hardness
+            return Overrun(False, f"killed at its deadline of {deadline_s:g} s, counted from "
+                           f"its start: its command could not be timed ({stamps.why}), so "
+                           "slow start-up or file staging may have taken it: not a timeout, "
+                           "nothing pruned")
+        return Overrun(True, f"killed at its deadline of {deadline_s:g} s")
     command = stamps.command_s(now)
     if command >= deadline_s:
         return Overrun(True, f"killed at its deadline of {deadline_s:g} s (its command's time)")
