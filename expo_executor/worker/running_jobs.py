@@ -150,14 +150,13 @@ class RunningJobs:
         saved = self._save_logs(job) if outcome in SAVE_LOGS_ON else ()
         self._write_result(job.key, outcome, code, job.started, reason, job.log, ended, saved,
                            command_s)
-        # What it left on this disk goes with it: a long-lived VM's disk must not fill with
-        # ended jobs (later jobs would fail for it), and a staged job's spec and its log hold
-        # its secrets unblanked. Its outputs went to the bucket, its inputs were copies, its
-        # log's tail and saved logs are in its report.
+        # Its directory goes with it: a long-lived VM's disk must not fill with ended jobs
+        # (later jobs would fail for it), and a staged job's spec holds its secrets unblanked.
+        # Its outputs went to the bucket, its inputs were copies. Its log stays (0600, in a
+        # 0700 directory), for whoever looks at this disk.
         remove_dir(job.workdir)
-        for path in (job.log, job.stamps):
-            if path is not None:
-                path.unlink(missing_ok=True)
+        if job.stamps is not None:
+            job.stamps.unlink(missing_ok=True)
 
     def _save_logs(self, job: RunningJob) -> tuple[SavedLog, ...]:
         """The job's whole output and its log files, to the bucket before its directory (and,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -557,10 +558,12 @@ def test_a_report_whose_answer_was_lost_is_not_sent_twice(tmp_path: Path) -> Non
         rig.stop()
 
 
-def test_a_staged_jobs_spec_and_log_are_private_and_go_when_it_ends(tmp_path: Path) -> None:
+def test_a_staged_jobs_spec_and_log_are_private_and_its_directory_goes_when_it_ends(
+        tmp_path: Path) -> None:
     """Issue 30, defect 6: the staged spec holds the job's opened environment (its secrets),
-    its log the job's unblanked output; both were left on the disk, readable by others (the
-    local engine's run directory), and a long-lived VM's disk filled with ended jobs. Under
+    its log the job's unblanked output; both were readable by others (the local engine's run
+    directory), and the spec and the job's directory were left: a long-lived VM's disk filled
+    with ended jobs. Under
     umask 0, what the worker creates is still 0600 (files) and 0700 (directories): made so,
     and seen so by the job itself while it runs."""
     secret = "s3cr3t-staged-0123456789"
@@ -581,9 +584,10 @@ def test_a_staged_jobs_spec_and_log_are_private_and_go_when_it_ends(tmp_path: Pa
     assert {"st1.log", "st1/job.json"} <= set(seen), seen  # its log, its spec (and stamps)
     assert {name: mode for name, mode in seen.items() if mode not in ("600", "700")} == {}
     jobs = tmp_path / "vm" / "jobs"
-    assert not (jobs / "st1").exists() and not (jobs / "st1.log").exists()
+    assert not (jobs / "st1").exists()  # its directory, its spec and verdict in it
     assert [p for p in (tmp_path / "vm").rglob("*")
             if p.is_file() and secret.encode() in p.read_bytes()] == []
+    assert stat.S_IMODE((jobs / "st1.log").stat().st_mode) == 0o600  # the log stays, private
 
 
 def _forks_fail() -> None:
