@@ -9,6 +9,7 @@ this worker's own, made by an earlier start (with this mode) or by whoever laid 
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -17,7 +18,9 @@ DIR_MODE = 0o700
 
 
 def private_dir(path: Path) -> Path:
-    """``path`` and any missing parent, each made 0700 (an existing one is left as it is)."""
+    """``path`` and any missing parent, each made 0700 (an existing one is left as it is); a
+    file in the way raises as ``mkdir -p`` would: FileExistsError for ``path`` itself,
+    NotADirectoryError for a parent."""
     missing = []
     for part in (path, *path.parents):
         if part.is_dir():
@@ -27,8 +30,12 @@ def private_dir(path: Path) -> Path:
         try:
             part.mkdir(mode=DIR_MODE)
         except FileExistsError:
-            if not part.is_dir():
-                raise
+            if part.is_dir():
+                continue
+            if part != path:
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR),
+                                         str(part)) from None
+            raise
     return path
 
 

@@ -31,10 +31,12 @@ def test_directories_and_their_missing_parents_are_made_0700(tmp_path: Path,
     assert private_dir(made) == made  # again: nothing to do
 
 
-def test_a_file_in_the_way_of_a_directory_is_an_error(tmp_path: Path) -> None:
+def test_a_file_in_the_way_of_a_directory_is_an_error_as_for_mkdir_p(tmp_path: Path) -> None:
     (tmp_path / "x").write_text("in the way")
     with pytest.raises(FileExistsError):
         private_dir(tmp_path / "x")
+    with pytest.raises(NotADirectoryError):
+        private_dir(tmp_path / "x" / "y")
 
 
 def test_files_are_created_0600_and_rewritten_from_their_start(tmp_path: Path,
