@@ -25,6 +25,7 @@ from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed, Instance
 from expo_executor.protocol.keys import WORKER_KEY_ENV
 from expo_executor.protocol.worker_keys import worker_key
+from expo_executor.processes.private_files import private_dir
 from expo_executor.processes.sessions import power_off, power_off_pid, session_members
 
 #: In each "VM"'s scratch directory: the worker's pid, so that a rerun can stop the workers
@@ -78,8 +79,8 @@ class LocalEngine:
     def _create(self, name: str, pool: Pool, slots: int) -> None:
         if self._closed:
             raise RuntimeError("the engine is closed: the run is ending")
-        scratch = self.config.scratch_root / name
-        scratch.mkdir(parents=True, exist_ok=True)
+        # its "local disk": its jobs' logs and staged specs are only this user's to read
+        scratch = private_dir(self.config.scratch_root / name)
         log = scratch / "worker.log"
         argv = [
             sys.executable, "-m", "expo_executor.worker.agent",
@@ -91,12 +92,17 @@ class LocalEngine:
         ]
         if self.config.report_delay is not None:
             argv += ["--report-delay", str(self.config.report_delay)]
-        env = {**os.environ, WORKER_KEY_ENV: worker_key(self.config.run_key, name).hex()}
+        env = {k: v for k, v in os.environ.items() if k != WORKER_KEY_ENV}
         delay = self.config.preempt.get(name)
         created = time.monotonic()
-        with open(log, "ab") as out:
-            proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        key_fd = _key_pipe(worker_key(self.config.run_key, name))
+        try:
+            with open(log, "ab") as out:
+                proc = subprocess.Popen([*argv, "--key-fd", str(key_fd)], env=env, stdout=out,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True, pass_fds=(key_fd,))
+        finally:
+            os.close(key_fd)
         (scratch / PID_FILE).write_text(str(proc.pid))  # for a rerun, should we die first
         with self._lock:
             self._vms[name] = _Vm(name, pool, slots, proc, scratch, log,
@@ -160,6 +166,21 @@ class LocalEngine:
         for vm in vms:
             self.delete(vm.name)
 
+
+
+def _key_pipe(key: bytes) -> int:
+    """The read end of a pipe holding the worker's key (hex), its write end closed: the worker
+    reads it once (``--key-fd``). An environment variable would stay in the worker's
+    ``/proc/<pid>/environ`` for its whole life, whatever the worker unsets."""
+    read, write = os.pipe()
+    try:
+        os.write(write, key.hex().encode())  # far below a pipe's buffer: it never blocks
+    except OSError:
+        os.close(read)
+        raise
+    finally:
+        os.close(write)
+    return read
 
 
 def live_workers(scratch_root: Path) -> dict[str, int]:

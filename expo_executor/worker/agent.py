@@ -43,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pulse", type=float, default=None,
                         help="the coordinator's heartbeat: with no new inbox for this long, "
                         "read its pulse (default: the inbox alone keeps the worker alive)")
+    parser.add_argument("--key-fd", type=int, default=None,
+                        help="read this worker's key (hex) from this inherited descriptor, "
+                        f"then close it (the local engine's way: {WORKER_KEY_ENV} would stay "
+                        "in /proc/<pid>/environ); without it, from " + WORKER_KEY_ENV)
     parser.add_argument("--boot-delay", type=float, default=0.0,
                         help="seconds to wait before reporting ready (emulates a VM booting)")
     parser.add_argument("--staging-allowance", type=float, default=_allowance(),
@@ -58,18 +62,37 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{', '.join(missing)} required without --from-metadata")
     if args.pulse is not None and args.pulse <= 0:
         parser.error(f"--pulse {args.pulse:g}: give the coordinator's heartbeat in seconds (> 0)")
-    key = os.environ.pop(WORKER_KEY_ENV, "")
-    if not key:
-        print(f"expocloud-worker: {WORKER_KEY_ENV} is not set; fix: start workers through the "
-              "coordinator, which hands each one its key", file=sys.stderr)
+    key = _read_key(args.key_fd) if args.key_fd is not None else \
+        _hex_key(os.environ.pop(WORKER_KEY_ENV, ""))
+    if key is None:
+        print(f"expocloud-worker: no key ({WORKER_KEY_ENV} is not set, or --key-fd gave no "
+              "64 hex digits); fix: start workers through the coordinator, which hands each "
+              "one its key", file=sys.stderr)
         return 2
     worker = Worker(open_bucket(args.bucket), args.worker_id, args.slots,
-                    bytes.fromhex(key), args.scratch, args.poll, args.grace, args.heartbeat,
+                    key, args.scratch, args.poll, args.grace, args.heartbeat,
                     allowance=args.staging_allowance, report_delay=args.report_delay,
                     pulse=args.pulse)
     _stop_on_signals(worker, on_vm=False)
     time.sleep(args.boot_delay)
     return _run(worker)
+
+
+def _read_key(fd: int) -> bytes | None:
+    """The key the local engine wrote to an inherited pipe (``engines/local.py``), once."""
+    try:
+        with os.fdopen(fd, "rb") as pipe:
+            return _hex_key(pipe.read(1024).decode("ascii", "replace"))
+    except OSError:
+        return None
+
+
+def _hex_key(text: str) -> bytes | None:
+    try:
+        key = bytes.fromhex(text.strip())
+    except ValueError:
+        return None
+    return key if len(key) == 32 else None
 
 
 def _main_on_vm(scratch: Path) -> int:

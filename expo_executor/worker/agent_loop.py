@@ -28,6 +28,7 @@ from expo_executor.protocol.records import JobSpec, WorkerResult
 from expo_executor.worker.coordinator_contact import CoordinatorContact
 from expo_executor.worker.forked import Zygote, zygote_wanted
 from expo_executor.worker.job_starts import JobStarts
+from expo_executor.processes.private_files import private_dir
 from expo_executor.processes.sessions import vm_mark
 from expo_executor.worker.pulse_reader import PulseReader
 from expo_executor.worker.result_reports import ResultReports
@@ -126,8 +127,9 @@ class Worker(CoordinatorContact, JobStarts, RunningJobs, ResultReports):
                 self.zygote.close()
 
     def _loop(self) -> int:
-        (self.scratch / "jobs").mkdir(parents=True, exist_ok=True)
-        (self.scratch / "work").mkdir(parents=True, exist_ok=True)
+        # jobs' logs, staged specs and directories: only this user reads them (0700)
+        private_dir(self.scratch / "jobs")
+        private_dir(self.scratch / "work")
         self._write_status(WorkerState.READY)
         while self.stop_reason is None:
             # Reading the inbox is a billed request, looking at our own processes is free:

@@ -41,11 +41,13 @@ ANNOUNCE = f'[ -z "${STAMPS_ENV}" ] || echo \'{{"hooked": true}}\' >> "${STAMPS_
 
 
 def stamp(path: str | None, **fields: Any) -> None:
-    """Append one stamp; best effort (a full disk must not fail the job itself)."""
+    """Append one stamp; best effort (a full disk must not fail the job itself). The file is
+    created 0600, as everything of a job's on the worker's disk (processes/private_files.py)."""
     if not path:
         return
     try:
-        with open(path, "a", encoding="utf-8") as handle:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(fields) + "\n")
     except OSError:
         pass
@@ -151,13 +153,21 @@ def judge(stamps: Stamps, spawned: float, now: float, deadline_s: float | None,
     """Whether a running job must be killed now (monotonic times). Without a deadline nothing
     limits a job. A hooked job's deadline counts its commands' time; the rest (start-up,
     staging in and out) has ``allowance_s`` of its own and ends in a failure, never a timeout.
-    An unhooked job's deadline counts from its spawn, as before command stamps existed."""
+    An unhooked job's deadline counts from its spawn: a timeout for a job that never spoke of
+    stamps (a command with no staging around it, as before command stamps existed), a failure
+    for one whose hook failed (its staging is in that time: a timeout would prune on it)."""
     if deadline_s is None:
         return None
     if not stamps.hooked:
-        if now - spawned >= deadline_s:
-            return Overrun(True, f"killed at its deadline of {deadline_s:g} s")
-        return None
+        if now - spawned < deadline_s:
+            return None
+        if stamps.hooked is False:  # it said it stages around its command, then that its
+            # hook failed: the time is start-up and staging too, and proves no hardness
+            return Overrun(False, f"killed at its deadline of {deadline_s:g} s, counted from "
+                           f"its start: its command could not be timed ({stamps.why}), so "
+                           "slow start-up or file staging may have taken it: not a timeout, "
+                           "nothing pruned")
+        return Overrun(True, f"killed at its deadline of {deadline_s:g} s")
     command = stamps.command_s(now)
     if command >= deadline_s:
         return Overrun(True, f"killed at its deadline of {deadline_s:g} s (its command's time)")

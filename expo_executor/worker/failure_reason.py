@@ -6,9 +6,13 @@ not store (with the cause it was given), read from the tail of its log or from t
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
+
+from expo_executor.worker.log_end import read_end
 
 
 LOG_TAIL_BYTES = 4000
@@ -21,6 +25,18 @@ STORE_FAILED = re.compile(r"^Failed to (store output in|retrieve input from) sto
 def _clip(line: str) -> str:
     line = " ".join(line.split())
     return line if len(line) <= REASON_DETAIL_CHARS else line[:REASON_DETAIL_CHARS - 3] + "..."
+
+
+# What a process start fails with when the machine lacks processes, memory, descriptors or disk
+# (fork's EAGAIN and ENOMEM, a full descriptor table, an I/O error): the worker's failure, never
+# the job's. A missing or unrunnable command (ENOENT, EACCES, ENOEXEC, E2BIG) is the job's.
+WORKER_ERRNOS = frozenset({errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE,
+                           errno.ENOSPC, errno.EDQUOT, errno.EIO})
+
+
+def worker_fault(exc: OSError) -> bool:
+    """Whether a job's process could not start for this machine's want, not the job's."""
+    return exc.errno in WORKER_ERRNOS
 
 
 def explain_failure(tail: str) -> str | None:
@@ -52,12 +68,8 @@ def disk_full(paths: tuple[Path, ...]) -> str | None:
     return None
 
 
-def log_tail(path: Path) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - LOG_TAIL_BYTES))
-            return handle.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
+def log_tail(path: Path, secrets: Sequence[str]) -> str:
+    """The last :data:`LOG_TAIL_BYTES` of a job's log, from a line start, with the job's
+    secrets blanked before the cut (``worker/log_end.py``); "" when there is none."""
+    end = read_end(path, secrets, LOG_TAIL_BYTES)
+    return end.data.decode("utf-8", "replace") if end is not None else ""

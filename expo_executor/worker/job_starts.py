@@ -28,10 +28,12 @@ from expo_executor.protocol import messages
 from expo_executor.protocol.keys import DEPLOY_DIR_ENV, WORKER_KEY_ENV
 from expo_executor.protocol.records import JobSpec
 from expo_executor.worker.command_clock import STAMPS_ENV
+from expo_executor.worker.failure_reason import worker_fault
 from expo_executor.worker.forked import ForkedJob, job_chain
+from expo_executor.processes.private_files import private_dir, private_output, write_private
 from expo_executor.processes.sessions import vm_mark
 from expo_executor.worker.running_jobs import RunningJob, remove_dir
-from expo_executor.worker.staged_job import GRACE_S, verdict_path
+from expo_executor.worker.staged_job import GRACE_S, STAGED_SPEC, verdict_path
 
 
 # A staged job kills its command at its limit itself (SIGTERM, then SIGKILL): this much later
@@ -101,7 +103,7 @@ class JobStarts:
         env = job_env(job)
         argv, deadline, verdict = job.argv, job.deadline_s, None
         if job.stage is not None:  # a fully evaluated command whose files travel with it (CWL)
-            argv, deadline, verdict = self._staged(key, job)
+            argv, deadline, verdict, workdir = self._staged(key, job)
             env, cwd = {k: v for k, v in os.environ.items() if k != WORKER_KEY_ENV}, None
         elif cwd is None:
             # No shared file system: a directory of its own on this disk, removed once the job
@@ -120,18 +122,22 @@ class JobStarts:
         started = time.time()
         stamps.unlink(missing_ok=True)  # a restarted agent's leftovers are not this job's
         # This disk is the worker's own: a failure to write on it (as to write a staged job's
-        # spec) is not the job's, and ends the worker (its jobs are lost: ``crashed``).
+        # spec) is not the job's, and ends the worker (its jobs are lost: ``crashed``). What a
+        # job leaves here (its directory, its log: its secrets unblanked) only we may read.
         if workdir is not None:
-            workdir.mkdir(parents=True, exist_ok=True)
+            private_dir(workdir)
         chain = self._chain(argv, env)
         proc = self._fork(chain, cwd, env, log) if chain is not None else None
         if proc is None:
-            with open(log, "wb") as out:
+            with os.fdopen(private_output(log), "wb") as out:
                 try:
                     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                             start_new_session=True)
-                except OSError as exc:  # its command cannot be run (not found, not executable)
+                except OSError as exc:
+                    if worker_fault(exc):  # this machine cannot fork: ours, not the job's
+                        raise  # the worker fails and its jobs are lost (``crashed``)
+                    # its command cannot be run (not found, not executable)
                     self._write_result(key, AttemptEnd.FAILED, None, started,
                                        f"could not start the job: {exc}")
                     remove_dir(workdir)
@@ -168,19 +174,20 @@ class JobStarts:
             return None
         return self.zygote.spawn(chain, cwd or os.getcwd(), env, log)
 
-    def _staged(self, key: str, job: JobSpec) -> tuple[list[str], float | None, Path]:
-        """Hand a staged job to ``staged_job`` in a directory of its own on this disk."""
-        home = self.scratch / "jobs" / key
-        home.mkdir(parents=True, exist_ok=True)
-        spec = home.with_suffix(".json")
+    def _staged(self, key: str, job: JobSpec) -> tuple[list[str], float | None, Path, Path]:
+        """Hand a staged job to ``staged_job`` in a directory of its own on this disk (0700,
+        removed when the job ends: its spec holds the job's opened command and environment,
+        secrets and all); the wrapper's command, its deadline, its verdict and its home."""
+        home = private_dir(self.scratch / "jobs" / key)
+        spec = home / STAGED_SPEC
         stage = job.stage or {}
-        spec.write_text(json.dumps({"argv": job.argv, "cwd": job.cwd, "env": job.env,
-                                    "stage": stage, "bucket": self.bucket.url,
-                                    "worker": self.worker_id}))
+        write_private(spec, json.dumps({"argv": job.argv, "cwd": job.cwd, "env": job.env,
+                                        "stage": stage, "bucket": self.bucket.url,
+                                        "worker": self.worker_id}).encode())
         limit = stage.get("timelimit")
         deadline = float(limit) + STAGED_SLACK_S if limit else None
         return [sys.executable, "-m", "expo_executor.worker.staged_job", str(spec)], deadline, \
-            verdict_path(spec)
+            verdict_path(spec), home
 
 
 def job_env(job: JobSpec) -> dict[str, str]:

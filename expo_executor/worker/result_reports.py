@@ -40,10 +40,10 @@ class ResultReports:
         stops, all go together at its end."""
         spec = self.specs.pop(key, None)  # its secrets are blanked out of its report
         secrets = list(spec.redact) if spec is not None else []
-        tail = log_tail(log) if log and outcome is not AttemptEnd.SOLVED else ""
+        # blanked before it is cut: a secret the cut ran through would keep its end
+        tail = log_tail(log, secrets) if log and outcome is not AttemptEnd.SOLVED else ""
         result = WorkerResult(key, self.worker_id, outcome, code, started, ended or time.time(),
-                              messages.redacted(reason, secrets),
-                              messages.redacted(tail, secrets) or "", logs, command_s,
+                              messages.redacted(reason, secrets), tail, logs, command_s,
                               ran=ran)
         self.unsent[key] = (result, time.monotonic())
         # no status write: the coordinator's listing of the workers' prefix shows the result

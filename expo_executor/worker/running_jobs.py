@@ -50,7 +50,9 @@ class RunningJob:
     deadline_s: float | None
     log: Path
     verdict: Path | None = None  # a staged job's own account of how it ended
-    workdir: Path | None = None  # the directory made for it on this disk, removed after it
+    # the directory made for it on this disk (a staged job's: its spec, verdict and files),
+    # removed after it
+    workdir: Path | None = None
     cwd: str | None = None  # where it runs: its log files' paths are relative to it
     stamps: Path | None = None  # where it stamps its command's start and end
     # (size and mtime of the stamps file when last parsed, what it said): see Worker._stamps
@@ -70,7 +72,7 @@ class RunningJobs:
                 if job.verdict is not None:
                     outcome, code, reason = _read_verdict(job.verdict, outcome, code, reason)
                 if outcome is AttemptEnd.FAILED:
-                    reason = self._explain(reason, job.log)
+                    reason = self._explain(reason, job)
                 self._finish(job, outcome, code, reason)
             elif job.deadline_s is not None:
                 self._enforce(job, now)
@@ -151,7 +153,11 @@ class RunningJobs:
         saved = self._save_logs(job) if outcome in SAVE_LOGS_ON else ()
         self._write_result(job.key, outcome, code, job.started, reason, job.log, ended, saved,
                            command_s)
-        remove_dir(job.workdir)  # its outputs went to the bucket; its inputs were copies
+        # Its directory goes with it: a long-lived VM's disk must not fill with ended jobs
+        # (later jobs would fail for it), and a staged job's spec holds its secrets unblanked.
+        # Its outputs went to the bucket, its inputs were copies. Its log stays (0600, in a
+        # 0700 directory), for whoever looks at this disk.
+        remove_dir(job.workdir)
         if job.stamps is not None:
             job.stamps.unlink(missing_ok=True)
 
@@ -164,12 +170,13 @@ class RunningJobs:
         return save_logs(job.key, self.worker_id, job.log, job.cwd, job.spec.logs,
                          list(job.spec.redact), write)
 
-    def _explain(self, reason: str | None, log: Path) -> str | None:
+    def _explain(self, reason: str | None, job: RunningJob) -> str | None:
         """A failed job's reason with why, when its log or this disk says: "exit code 1" alone
-        does not tell a full disk or a refused upload from a bug in the job."""
-        why = explain_failure(log_tail(log))
+        does not tell a full disk or a refused upload from a bug in the job. The log's secrets
+        are blanked before the line is clipped (a clipped secret no longer matches)."""
+        why = explain_failure(log_tail(job.log, self._secrets(job.key)))
         if why is None and DISK_FULL not in (reason or ""):
-            why = disk_full((log.parent, self.scratch / "work"))
+            why = disk_full((job.log.parent, self.scratch / "work"))
         if why is None or why in (reason or ""):
             return reason
         return f"{reason}: {why}" if reason else why

@@ -25,10 +25,14 @@ from pathlib import Path, PurePosixPath
 from expo_executor.core.records import AttemptEnd
 from expo_executor.protocol.bucket import Bucket, PreconditionFailed, open_bucket
 from expo_executor.worker.command_clock import STAMPS_ENV, stamp
+from expo_executor.worker.failure_reason import worker_fault
 
 GRACE_S = 2.0  # seconds between SIGTERM and SIGKILL at the time limit
 EXIT_TIMEOUT = 124  # our own exit code when the command was killed at its limit
 CWL_OUTPUT = "cwl.output.json"  # a tool's own account of its outputs, with paths in it
+# The spec's name in the job's own directory, which holds all the job leaves on this disk (its
+# verdict, its files under ``root``) and goes with it when the job ends
+STAGED_SPEC = "job.json"
 
 
 def safe_relative(path: str) -> str:
@@ -137,7 +141,7 @@ def run(spec: dict, here: Path) -> tuple[AttemptEnd, int | None, str | None]:
                 os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             streams[name] = open(path, mode)
     outcome, code, reason = _run_command(argv, cwd, env, streams, stage.get("timelimit"))
-    if outcome is AttemptEnd.FAILED and code is None:
+    if outcome in (AttemptEnd.FAILED, AttemptEnd.LOST) and code is None:
         return outcome, code, reason  # it did not start
     if outcome is AttemptEnd.SOLVED and code not in stage.get("success_codes", [0]):
         outcome = AttemptEnd.FAILED
@@ -167,7 +171,10 @@ def _run_command(argv: list[str], cwd: str, env: dict[str, str], streams: dict,
                                 stdout=streams.get("stdout"), stderr=streams.get("stderr"))
     except OSError as exc:
         stamp(stamps, end=time.monotonic())
-        return AttemptEnd.FAILED, None, f"could not start {argv[0]!r}: {exc}"
+        # this machine could not fork (EAGAIN, ENOMEM...): the worker's failure, which the
+        # worker reports lost; a command not found or not executable is the job's
+        outcome = AttemptEnd.LOST if worker_fault(exc) else AttemptEnd.FAILED
+        return outcome, None, f"could not start {argv[0]!r}: {exc}"
     finally:
         for handle in streams.values():
             handle.close()
@@ -211,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     stamp(os.environ.get(STAMPS_ENV), hooked=True)  # it times its command itself, below
     try:
-        outcome, code, reason = run(spec, spec_path.parent / spec_path.stem)
+        outcome, code, reason = run(spec, spec_path.parent)
     except Exception as exc:  # the worker reports the reason; the log has the rest
         print(f"staged job: {exc}", file=sys.stderr, flush=True)
         outcome, code, reason = AttemptEnd.FAILED, None, f"staging failed: {exc}"

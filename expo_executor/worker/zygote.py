@@ -39,8 +39,10 @@ import tempfile
 import threading
 import tokenize
 import traceback
+from pathlib import Path
 from typing import IO, Any, Callable
 
+from expo_executor.processes.private_files import private_output
 from expo_executor.worker import command_clock, staged_job
 
 CLONE_PARENT = 0x00008000
@@ -239,9 +241,9 @@ def _shutdown() -> None:
 
 
 def _redirect(log: str) -> None:
-    """stdin from /dev/null, stdout and stderr to the job's log (created or emptied), as the
-    agent's ``Popen`` of a job does."""
-    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    """stdin from /dev/null, stdout and stderr to the job's log (created 0600 or emptied), as
+    the agent's ``Popen`` of a job does."""
+    out = private_output(Path(log))
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(out, 1)

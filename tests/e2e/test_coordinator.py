@@ -17,6 +17,7 @@ from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRe
 from expo_executor.engines.local import LocalEngine, LocalEngineConfig
 from expo_executor.core.scheduler import Outcome, Scheduler, Task
 from expo_executor.coordinator.state import StateDir
+from expo_executor.worker.staged_job import STAGED_SPEC
 
 from tests.coordinator_rig import FlakyBucket
 from tests.helpers import processes_under, wait_until
@@ -206,9 +207,9 @@ def test_a_worker_whose_own_disk_fails_loses_its_jobs_to_another(tmp_path: Path)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     bucket = LocalBucket(run_dir / "bucket")
-    jobs = run_dir / "vms" / "w-1" / "jobs"  # w-1's disk, before it boots
-    jobs.mkdir(parents=True)
-    (jobs / "staged.json").symlink_to("/dev/full")
+    home = run_dir / "vms" / "w-1" / "jobs" / "staged"  # w-1's disk, before it boots
+    home.mkdir(parents=True)
+    (home / STAGED_SPEC).symlink_to("/dev/full")
     engine = LocalEngine(LocalEngineConfig(bucket.root, run_dir / "vms", KEY, poll=0.05,
                                            grace=30, heartbeat=1))
     lines: list[str] = []

@@ -143,10 +143,16 @@ class SocketWatch:
         self.exclude = exclude | {os.getpid()}
         self.seen: dict[int, str] = {}
         self.problems: list[str] = []
-        self.run_keys: set[str] = set()
+        self.run_keys: set[str] = set()  # worker keys seen in a process's environment
         self.job_envs_with_key: list[int] = []
+        self.run_key: bytes | None = None  # the run's, while its coordinator keeps it
 
     def sample(self) -> None:
+        for path in self.root.glob(".expocloud/runs/*/run.key"):
+            try:
+                self.run_key = bytes.fromhex(path.read_text())
+            except (OSError, ValueError):
+                pass
         workers = {pid for pid, _ in processes_under(self.root)
                    if "expo_executor.worker.agent" in _cmdline(pid)}
         workers |= {pid for pid in _descendants({os.getpid()})
@@ -219,9 +225,16 @@ def test_local_run_listens_on_no_port_and_leaks_no_worker_key(tmp_path: Path) ->
     assert result.returncode == 0, result.stdout[-3000:]
     assert {"coordinator", "worker", "job"} <= watch.kinds(), watch.seen
     assert watch.problems == [], watch.problems
-    assert watch.run_keys, "no worker's key was seen"
-    assert watch.job_envs_with_key == [], "a job saw its worker's key"
-    needles = [n for key in watch.run_keys for n in _key_needles(key)]
+    # issue 30: no process shows a worker's key in /proc/<pid>/environ (the local engine
+    # hands it over a pipe), let alone a job
+    assert watch.run_keys == set() and watch.job_envs_with_key == []
+    assert watch.run_key is not None, "the run's key was never seen"
+    from expo_executor.protocol.worker_keys import worker_key
+
+    vms = tmp_path / ".expocloud" / "runs" / "sec" / "vms"
+    keys = [worker_key(watch.run_key, vm.name).hex() for vm in vms.iterdir()]
+    assert keys, "no worker ran"
+    needles = [n for key in keys for n in _key_needles(key)]
     assert (tmp_path / ".expocloud" / "runs" / "sec" / "bucket").is_dir()
     assert _holding(needles, tmp_path) == []  # logs, run dir, bucket, scratch
 
@@ -346,6 +359,37 @@ def test_bucket_write_access_alone_cannot_make_a_worker_run_a_command(
     ran = sorted(name for name, path in markers.items() if path.exists())
     assert ran == ["genuine", "later"], ran
     assert agent.seq == 6
+
+
+def test_a_local_worker_gets_its_key_through_a_pipe_never_its_environment(tmp_path: Path) -> None:
+    """Issue 30: the local engine handed each worker its key in an environment variable; the
+    worker unset it, but ``/proc/<pid>/environ`` shows a process's environment as it started,
+    for its whole life. The key now comes through an inherited pipe, read once."""
+    from expo_executor.core.scheduler import Pool
+    from expo_executor.engines.local import LocalEngine, LocalEngineConfig, live_workers
+    from expo_executor.protocol.keys import status_key
+    from expo_executor.protocol.records import WorkerStatus
+    from expo_executor.protocol.worker_keys import worker_key
+
+    bucket = LocalBucket(tmp_path / "bucket")
+    engine = LocalEngine(LocalEngineConfig(bucket.root, tmp_path / "vms", KEY, poll=0.05,
+                                           grace=30, heartbeat=1))
+    key = worker_key(KEY, "w-1")
+    engine.create(["w-1"], Pool.SPOT, 1)
+    try:
+        def signed_status() -> bool:  # the worker has its key: it signs with it
+            blob = bucket.read(status_key("w-1"))
+            return blob is not None and WorkerStatus.decode(blob.data, key).worker == "w-1"
+
+        assert wait_until(signed_status, timeout=30), (tmp_path / "vms" / "w-1" /
+                                                         "worker.log").read_text()
+        pid = live_workers(tmp_path / "vms")["w-1"]
+        for name in ("environ", "cmdline"):
+            shown = Path(f"/proc/{pid}/{name}").read_bytes()
+            assert not any(needle in shown for needle in _key_needles(key.hex())), name
+    finally:
+        engine.close()
+    assert not processes_under(tmp_path)
 
 
 def test_a_real_worker_process_ignores_an_inbox_signed_with_another_key(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from expo_executor.worker.staged_job import main as staged_main
-from expo_executor.worker.staged_job import run, verdict_path
+from expo_executor.worker.staged_job import STAGED_SPEC, run, verdict_path
 
 from tests.cwl_job import laid_out_job
 from tests.helpers import processes_under
@@ -47,7 +47,7 @@ def test_time_limit_kills_the_whole_process_group(tmp_path: Path) -> None:
     _, spec, _, _ = laid_out_job(tmp_path)
     spec["argv"] = ["/bin/sh", "-c", "sleep 60 & sleep 60; wait"]
     spec["stage"]["timelimit"] = 0.5
-    spec_path = tmp_path / "worker" / "jobs" / "c1.json"
+    spec_path = tmp_path / "worker" / "jobs" / "c1" / STAGED_SPEC
     spec_path.parent.mkdir(parents=True)
     spec_path.write_text(json.dumps(spec))
     assert staged_main([str(spec_path)]) == 124

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -559,3 +560,91 @@ def test_a_report_whose_answer_was_lost_is_not_sent_twice(tmp_path: Path) -> Non
             {"s1": ["s1", "f1"], "f2": ["f2"]}
     finally:
         rig.stop()
+
+
+def test_a_staged_jobs_spec_and_log_are_private_and_its_directory_goes_when_it_ends(
+        tmp_path: Path) -> None:
+    """Issue 30, defect 6: the staged spec holds the job's opened environment (its secrets),
+    its log the job's unblanked output; both were readable by others (the local engine's run
+    directory), and the spec and the job's directory were left: a long-lived VM's disk filled
+    with ended jobs. Under
+    umask 0, what the worker creates is still 0600 (files) and 0700 (directories): made so,
+    and seen so by the job itself while it runs."""
+    secret = "s3cr3t-staged-0123456789"
+    modes = tmp_path / "modes.txt"
+    probe = f'cd "$EXPOCLOUD_VM/jobs" && stat -c "%n %a" . st1* st1/* > {modes}; true'
+    old = os.umask(0)
+    try:
+        rig = Rig(tmp_path)
+        rig.thread.start()
+        rig.send({"st1": {**_job(["/bin/sh", "-c", probe], cwd=str(tmp_path)),
+                          "env": {"TOKEN": secret}, "stage": {"host_env": True}}})
+        assert wait_until(lambda: rig.result("st1") is not None, 30)
+        rig.stop()
+    finally:
+        os.umask(old)
+    assert rig.result("st1")["outcome"] == "solved", rig.result("st1")
+    seen = dict(line.split() for line in modes.read_text().splitlines())
+    assert {"st1.log", "st1/job.json"} <= set(seen), seen  # its log, its spec (and stamps)
+    assert {name: mode for name, mode in seen.items() if mode not in ("600", "700")} == {}
+    jobs = tmp_path / "vm" / "jobs"
+    assert not (jobs / "st1").exists()  # its directory, its spec and verdict in it
+    assert [p for p in (tmp_path / "vm").rglob("*")
+            if p.is_file() and secret.encode() in p.read_bytes()] == []
+    assert stat.S_IMODE((jobs / "st1.log").stat().st_mode) == 0o600  # the log stays, private
+
+
+def _forks_fail() -> None:
+    """In the worker process before it runs (x86-64 Linux): a seccomp filter makes every
+    process creation fail with EAGAIN, as a machine out of processes does; threads are still
+    made (clone with CLONE_THREAD; clone3 says ENOSYS, and the C library falls back to clone)."""
+    import ctypes
+
+    allow, eagain, enosys = 0x7FFF0000, 0x00050000 | 11, 0x00050000 | 38
+    program = [  # (code, jt, jf, k): classic BPF over struct seccomp_data
+        (0x20, 0, 0, 0),  # 0: load the syscall number
+        (0x15, 8, 0, 435),  # 1: clone3 -> 10
+        (0x15, 6, 0, 57),  # 2: fork -> 9
+        (0x15, 5, 0, 58),  # 3: vfork -> 9
+        (0x15, 1, 0, 56),  # 4: clone -> 6
+        (0x06, 0, 0, allow),  # 5
+        (0x20, 0, 0, 16),  # 6: load clone's flags (its first argument's low half)
+        (0x45, 0, 1, 0x10000),  # 7: CLONE_THREAD -> 8, else 9
+        (0x06, 0, 0, allow),  # 8
+        (0x06, 0, 0, eagain),  # 9
+        (0x06, 0, 0, enosys),  # 10
+    ]
+
+    class Filter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
+                    ("k", ctypes.c_uint)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+
+    filters = (Filter * len(program))(*[Filter(*ins) for ins in program])
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(
+            22, 2, ctypes.byref(Program(len(program), filters)), 0, 0) != 0:
+        os._exit(99)
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the filter knows x86-64 only")
+def test_a_worker_that_cannot_fork_loses_its_job_and_never_fails_it(tmp_path: Path) -> None:
+    """Issue 30, a suspicion confirmed: a fork that fails for the machine's want of processes
+    or memory (EAGAIN, ENOMEM) reported the job FAILED ("could not start the job"), a worker
+    fault counted against the job. Now the worker fails as when its own disk fails: its jobs
+    are reported LOST, to run again elsewhere."""
+    bucket = LocalBucket(tmp_path / "bucket")
+    write_inbox(bucket, "w1", 1, _inbox_jobs({"j1": _job(["true"])}), key=KEY)
+    env = {**os.environ, WORKER_KEY_ENV: KEY.hex(), "EXPOCLOUD_JOB_ZYGOTE": "0"}
+    done = subprocess.run(
+        [sys.executable, "-m", "expo_executor.worker.agent", "--bucket", str(bucket.root),
+         "--worker-id", "w1", "--slots", "1", "--scratch", str(tmp_path / "scratch"),
+         "--poll", "0.05", "--grace", "30"],
+        env=env, capture_output=True, text=True, timeout=60, preexec_fn=_forks_fail)
+    results = [r for name in bucket.list("workers/w1/results/")
+               for r in ResultBatch.decode(bucket.read(name).data, KEY).results]
+    assert [(r.key, r.end.value) for r in results] == [("j1", "lost")], done.stderr[-2000:]
+    assert "Resource temporarily unavailable" in results[0].reason, results[0].reason
+    assert done.returncode != 0  # it crashed, loudly

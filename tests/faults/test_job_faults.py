@@ -91,7 +91,7 @@ def test_staged_job_whose_outputs_are_refused_says_why(
     from expo_executor.frontends.cwl.staging import Staging
     from expo_executor.protocol.gcs_bucket import GcsBucket
     from expo_executor.worker.staged_job import main as staged_main
-    from expo_executor.worker.staged_job import verdict_path
+    from expo_executor.worker.staged_job import STAGED_SPEC, verdict_path
 
     url = f"gs://{fresh_bucket(gcs_emulator)}/run"
     root = tmp_path / "runner"
@@ -105,9 +105,9 @@ def test_staged_job_whose_outputs_are_refused_says_why(
             "stage": {**stage, "stdin": None, "stdout": None, "stderr": None,
                       "outdir": str(outdir), "timelimit": None, "success_codes": [0]},
             "bucket": url, "worker": "w-1"}
-    here = tmp_path / "worker" / "jobs"
+    here = tmp_path / "worker" / "jobs" / "c1"
     here.mkdir(parents=True)
-    spec_path = here / "c1.json"
+    spec_path = here / STAGED_SPEC
     spec_path.write_text(json.dumps(spec))
     with FaultyProxy(gcs_emulator, rate=0.0) as proxy:
         proxy.refuse_uploads("run/stage/out/")
@@ -117,7 +117,7 @@ def test_staged_job_whose_outputs_are_refused_says_why(
     verdict = json.loads(verdict_path(spec_path).read_text())
     assert verdict["outcome"] == "failed" and verdict["returncode"] == 0
     assert verdict["reason"].startswith("uploading outputs to the bucket failed: Forbidden: 403")
-    assert (here / "c1" / "root" / "out1" / "answer.txt").read_text() == "result\n"
+    assert (here / "root" / "out1" / "answer.txt").read_text() == "result\n"
     assert GcsBucket(url, endpoint=gcs_emulator).list("stage/out/") == {}
     fault_figures("staged (CWL) job's output upload refused (403)", injected=refused,
                   survived=refused, jobs=1,

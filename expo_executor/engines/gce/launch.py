@@ -26,7 +26,7 @@ from expo_executor.engines.gce.key_channel import KeyGrantor
 from expo_executor.engines.gce.quota_plan import FleetPlan, Machine
 from expo_executor.engines.gce.settings import (AUTO_MACHINE, GceSettings, labels, needs_credentials,
                                                 pool_machine_types, zones)
-from expo_executor.engines.gce.settings_checks import check_bucket_url
+from expo_executor.engines.gce.settings_checks import check_bucket_url, pip_index_url
 from expo_executor.engines.gce.startup import render, stage
 from expo_executor.protocol.bucket import Bucket
 from expo_executor.protocol.keys import WORKER_ATTRIBUTE
@@ -112,7 +112,7 @@ def build_engine(settings: GceSettings, run_id: str, run_key: bytes, bucket: Buc
                  bucket_url: str, work_dir: Path) -> GceEngine:
     """Stage the worker software if needed, and configure the engine for this run."""
     software = stage(bucket, work_dir / "software", mode=settings.gce_worker_software,
-                     index_url=settings.gce_pip_index_url,
+                     index_url=pip_index_url(settings),
                      requirements=worker_requirements(settings))
     metadata = {
         "startup-script": render(software),
@@ -170,7 +170,7 @@ def doctor_plan(settings: GceSettings, shapes: Iterable[Shape],
         worker=settings.gce_service_account or "default", machine_types=types, gpus=gpus,
         fleet=fleet, network=settings.gce_network, subnetwork=settings.gce_subnetwork,
         images=images, worker_software=settings.gce_worker_software,
-        pip_index_url=settings.gce_pip_index_url, endpoint=settings.gce_endpoint,
+        pip_index_url=pip_index_url(settings), endpoint=settings.gce_endpoint,
         storage_endpoint=doctor.storage_endpoint(), emulated=not needs_credentials(settings),
         auto=AUTO_MACHINE in (spot, on_demand))
 

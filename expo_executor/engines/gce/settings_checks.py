@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from urllib.parse import urlsplit
 
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import parse_duration
@@ -17,6 +18,7 @@ from expo_executor.settings.values import (heartbeat_grace, max_on_demand, slow_
 
 DEFAULT_SERVICE_ACCOUNT = "default"  # the Compute Engine default account, asked for by name
 SERVICE_ACCOUNT_SETTING = "--expocloud-gce-service-account"
+PIP_INDEX_SETTING = "--expocloud-gce-pip-index-url"
 _ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
 _LABEL = re.compile(r"[a-z][a-z0-9_-]{0,62}=[a-z0-9_-]{0,63}")
 
@@ -31,6 +33,29 @@ def check_run(settings: GceSettings) -> None:
     _check_placement(settings)
     _check_vms(settings)
     _check_service_account(settings)
+    pip_index_url(settings)
+
+
+def pip_index_url(settings: GceSettings) -> str | None:
+    """The package index the workers install from (None: PyPI), refused when it holds
+    credentials (``https://user:token@host/``): the URL is rendered into the startup script,
+    which is instance metadata every process on the VM and every viewer of the instance can
+    read, and ``expocloud doctor`` prints it. The error does not repeat the URL."""
+    url = settings.gce_pip_index_url
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        held = parts.username is not None or parts.password is not None
+    except ValueError:
+        held = "@" in url
+    if held:
+        raise ExpoError(PIP_INDEX_SETTING, "the URL holds credentials (user:password@), which "
+                        "would land in the VMs' instance metadata and in doctor's output",
+                        "give the URL without them: an index the workers' service account "
+                        "may read (Artifact Registry, its keyring on a worker image), or "
+                        "--expocloud-gce-worker-software image")
+    return url
 
 
 def _check_placement(settings: GceSettings) -> None:

@@ -51,12 +51,27 @@ def test_start_up_or_staging_past_the_allowance_is_a_failure_not_a_timeout() -> 
 
 
 def test_without_stamps_the_deadline_times_the_whole_job_as_before() -> None:
-    unhooked = Stamps(False, "no rule runner")
-    for stamps in (Stamps(), unhooked):
-        assert judge(stamps, spawned=0.0, now=4.9, deadline_s=5.0, allowance_s=1.0) is None
-        overrun = judge(stamps, spawned=0.0, now=5.0, deadline_s=5.0, allowance_s=1.0)
-        assert overrun is not None and overrun.timeout
+    stamps = Stamps()  # a command that never spoke of stamps: nothing is staged around it
+    assert judge(stamps, spawned=0.0, now=4.9, deadline_s=5.0, allowance_s=1.0) is None
+    overrun = judge(stamps, spawned=0.0, now=5.0, deadline_s=5.0, allowance_s=1.0)
+    assert overrun is not None and overrun.timeout
     assert judge(Stamps(True), spawned=0.0, now=1e6, deadline_s=None, allowance_s=1.0) is None
+
+
+def test_a_job_whose_hook_failed_is_killed_at_its_deadline_as_a_failure_not_a_timeout(
+        tmp_path: Path) -> None:
+    """Issue 30, a suspicion confirmed: a Snakemake job announces its stamps (its staging
+    starts), then its hook fails to install; its deadline then timed the whole job, so slow
+    staging (an input's download) ended in a TIMEOUT that pruned harder jobs. It is killed
+    at the same time, as a failure that says why: the time proves no hardness."""
+    path = tmp_path / "s"
+    stamp(str(path), hooked=True)  # the shell's announcement
+    stamp(str(path), hooked=False, why="no rule runner")  # the hook's later word
+    stamps = read_stamps(path)
+    assert judge(stamps, spawned=0.0, now=4.9, deadline_s=5.0, allowance_s=1.0) is None
+    overrun = judge(stamps, spawned=0.0, now=5.0, deadline_s=5.0, allowance_s=600.0)
+    assert overrun is not None and not overrun.timeout
+    assert "no rule runner" in overrun.reason and "not a timeout" in overrun.reason
 
 
 def test_the_hook_wraps_snakemakes_own_rule_runner(tmp_path: Path,
