@@ -174,7 +174,7 @@ class RunningJobs:
         """A failed job's reason with why, when its log or this disk says: "exit code 1" alone
         does not tell a full disk or a refused upload from a bug in the job. The log's secrets
         are blanked before the line is clipped (a clipped secret no longer matches)."""
-        why = explain_failure(log_tail(job.log, self._secrets(job.key)))
+        why = explain_failure(log_tail(job.log, job.spec.redact))
         if why is None and DISK_FULL not in (reason or ""):
             why = disk_full((job.log.parent, self.scratch / "work"))
         if why is None or why in (reason or ""):

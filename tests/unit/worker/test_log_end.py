@@ -45,8 +45,8 @@ def _report(worker: Worker, key: str, log: Path, secret: str,
             explained: bool = False) -> tuple[str, str | None]:
     """The tail and the reason of the report of a job that wrote ``log`` and exited 1, as
     the coordinator reads them (``explained``: the reason says why, from the log)."""
-    worker.specs[key] = JobSpec(["false"], None, {}, None, 1, redact=(secret,))
-    job = worker.running[key] = RunningJob(key, None, 1.0, 0.0, None, 1, log)
+    spec = worker.specs[key] = JobSpec(["false"], None, {}, None, 1, redact=(secret,))
+    job = worker.running[key] = RunningJob(key, spec, None, 1.0, 0.0, 1, log)
     reason = worker._explain("exit code 1", job) if explained else "exit code 1"
     worker._finish(job, AttemptEnd.FAILED, 1, reason)
     name, = worker.bucket.list("workers/w-1/results/")
