@@ -288,9 +288,9 @@ class Fleet:
             worker["seen"].add(key)
             # what the poll rule counts of a running job: its .cpus (an InboxJob's own in a
             # tree before the typed JobSpec, its spec's while an InboxJob held one, the
-            # JobSpec's own since)
+            # JobSpec's own since), or its .spec.cpus (a RunningJob holds its opened spec)
             spec = getattr(job, "spec", job)
-            agent.running[key] = SimpleNamespace(cpus=spec.cpus)
+            agent.running[key] = SimpleNamespace(cpus=spec.cpus, spec=spec)
             job_started = time.time()
             worker.setdefault("started", {})[key] = job_started
             self.push(job_started + self.job_s * self.random.uniform(0.8, 1.2), "end", name, key)

@@ -144,7 +144,9 @@ def test_a_docker_requirement_runs_with_its_files_through_the_bucket(
     (tmp_path / "staged.cwl").write_text(STAGED_TOOL)
     result = subprocess.run(
         [EXPOCLOUD_CWL, "--outdir", str(tmp_path / "out"), "--expocloud-state-dir",
-         str(tmp_path / "state"), "--expocloud-staging", "bucket", "staged.cwl", "--data",
+         str(tmp_path / "state"), "--expocloud-staging", "bucket",
+         "--expocloud-keep-bucket",  # kept, to see what was staged through it
+         "staged.cwl", "--data",
          str(elsewhere / "in.txt")],
         cwd=tmp_path, capture_output=True, text=True, timeout=300, env=podman_env)
     assert result.returncode == 0, result.stderr[-3000:]
