@@ -5,7 +5,8 @@ create call that names it to the line in ``vms.jsonl`` that records how it ended
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import functools
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,8 +43,11 @@ class VmFleet:
     """The run's VMs alive (in creation order), the pool of every VM it ever had, and the record
     of each one that ended."""
 
-    def __init__(self, config: CoordinatorConfig, files: RunFiles, persist: Persister) -> None:
+    def __init__(self, config: CoordinatorConfig, files: RunFiles, persist: Persister,
+                 asked_back: Callable[[str, str], int] = lambda key, worker: 0) -> None:
         self.config = config
+        # the scheduler's releases (``Scheduler.asked_back``): what each VM's inbox lists
+        self.asked_back = asked_back
         self.files = files
         self._vms: dict[str, Vm] = {}
         self._counter = 0
@@ -78,7 +82,12 @@ class VmFleet:
             names.append(name)
         return names
 
+    def _asked_back(self, key: str, worker: str) -> int:
+        return self.asked_back(key, worker)
+
     def track(self, vm: Vm) -> None:
+        """Track ``vm``: its inbox's releases are the scheduler's requests to it."""
+        vm.places.asked = functools.partial(self._asked_back, worker=vm.name)
         self._vms[vm.name] = vm
         self.pool_of[vm.name] = vm.pool
 

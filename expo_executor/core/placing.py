@@ -52,8 +52,11 @@ class Placing:
                 entry.place.stage = Stage.RUNNING
 
     def _cancel_place(self, entry: TaskEntry, dominator: FrontierPoint) -> None:
-        """Held or running -> CANCELLING (its worker is told to kill it)."""
-        entry.place = Place(Stage.CANCELLING, entry.place.worker_id, dominator=dominator)
+        """Held, running or asked back -> CANCELLING (its worker is told to kill it). One
+        asked back keeps its request: its worker may still answer it (it gave the task back
+        unstarted), and its inbox lists the request until then (:meth:`asked_back`)."""
+        entry.place = Place(Stage.CANCELLING, entry.place.worker_id, dominator=dominator,
+                            request=entry.place.request)
 
     def _ask_back(self, entry: TaskEntry, request: int) -> None:
         """HELD -> RELEASING (its worker is asked to give it back, by Release ``request``)."""
@@ -79,3 +82,12 @@ class Placing:
         """Where ``key`` stands (a copy: it changes only by the scheduler's moves)."""
         place = self._entries[key].place
         return Place(place.stage, place.worker_id, place.dominator, place.request)
+
+    def asked_back(self, key: str, worker_id: str) -> int:
+        """The number of the request that asks ``key`` back from ``worker_id`` and waits for
+        its answer (RELEASING, or CANCELLING since), 0: none. The coordinator's inbox lists
+        its releases from this (``coordinator.places``), and takes an answer only to it."""
+        entry = self._entries.get(key)
+        if entry is None or entry.place.worker_id != worker_id:
+            return 0
+        return entry.place.request

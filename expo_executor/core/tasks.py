@@ -140,9 +140,11 @@ class Place:
     """A task's place: the one record of where it stands, which only the scheduler's moves
     change (:mod:`.placing`). Every other view is derived from it: the workers' running and
     held indexes (:class:`WorkerSlots`), the task's state, and the coordinator's inbox
-    lists. ``worker_id``: the worker it is on (None when QUEUED); ``dominator``: the timeout
-    it is cancelled for (CANCELLING); ``request``: the number of the Release that asks it
-    back (RELEASING)."""
+    lists' releases (``coordinator.places``: its cancels and jobs are partly facts the
+    scheduler does not model, kept there). ``worker_id``: the worker it is on (None when
+    QUEUED); ``dominator``: the timeout it is cancelled for (CANCELLING); ``request``: the
+    number of the Release that asks it back (RELEASING; kept when CANCELLING follows, as
+    its worker may still answer it)."""
 
     stage: Stage = Stage.QUEUED
     worker_id: str | None = None
