@@ -60,7 +60,7 @@ class Observe:
 
     def _give_back(self, release: Release) -> None:
         """Ask a held job back from its worker: out of its inbox's jobs (its release is listed
-        from the scheduler's record of it, ``Scheduler.asked_back``)."""
+        from the scheduler's record of it, ``Scheduler.place_on``)."""
         vm = self.vms.get(release.worker_id)
         if vm is not None:
             vm.places.ask_back(release.key)

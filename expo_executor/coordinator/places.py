@@ -10,18 +10,20 @@ its cancels; also in its jobs while the worker may not have read them), or a str
 (a re-queued copy whose first result came from another worker: only in its cancels). The
 scheduler decides those moves (``core.scheduler``); this record is how they reach the worker.
 
-The releases are the scheduler's alone: a job is asked back while the scheduler's Place of it
-on this worker holds a request (``Scheduler.asked_back``), and an answer counts only if it
-names that request. What the scheduler does not model stays here, named for it:
+What the scheduler knows is read from it (``Scheduler.place_on`` for this worker, wired by
+``VmFleet.track``): a job with a place here is in the releases while the scheduler's Place of
+it here holds a request (an answer counts only if it names that request), and in the cancels
+while it is CANCELLING here. What the scheduler does not model stays here, named for it:
 
 - ``Place.job``: the payload, each listed job's ``JobSpec`` (the scheduler knows a task, not
   what its worker runs); and when it leaves the list: a finished or withdrawn job is listed
-  until the next write, as every write is billed;
-- ``Place.cancel``: a cancel stays listed until the worker reports the job, also after the
-  scheduler decided it (``Scheduler.cancelled`` is called once its result is read, or never
-  for a withdrawn one); a stray copy to kill is not the scheduler's task on this worker at
-  all; and an adopted crashed run's jobs (``coordinator.adopt``) are no scheduler task until
-  claimed;
+  until the next write, as every write is billed; and that the job has a place here at all
+  (its result is read until the worker reports it, whatever the scheduler decided);
+- ``Place.cancel``, a cancel of the coordinator's own: a stray copy to kill (not the
+  scheduler's task on this worker), an adopted crashed run's job (``coordinator.adopt``: no
+  scheduler task until claimed), and a cancel the scheduler asked for after the job's result
+  was read here (a cancelled result waits for the round before the scheduler hears of it), kept
+  listed as the scheduler decides the task;
 - an adopted worker's releases: the old coordinator's requests (its last inbox), which this
   scheduler never made (``Places(release=...)``).
 """
@@ -30,22 +32,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+
+from expo_executor.core.scheduler import Place as TaskPlace, Stage
 from expo_executor.protocol.records import JobSpec
 
-AskedBack = Callable[[str], int]
-"""The request that asks a job back from this worker, 0: none (``Scheduler.asked_back`` for
-this worker's name, or an adopted worker's old requests)."""
+PlaceOn = Callable[[str], TaskPlace]
+"""The scheduler's Place of a job on this worker (a QUEUED one: not placed here)."""
 
 
-def _never(key: str) -> int:
-    return 0
+def _unplaced(key: str) -> TaskPlace:
+    return TaskPlace()
 
 
 @dataclass
 class Place:
     """One job on one worker, as far as the scheduler does not know it (see the module): its
-    inbox entry (``job``; None: no longer listed there) and whether the worker is asked to kill
-    it (``cancel``). Whether it is asked back is the scheduler's (:class:`Places`' ``asked``)."""
+    inbox entry (``job``; None: no longer listed there) and a cancel of the coordinator's own
+    (``cancel``). Whether it is asked back or cancelled by the scheduler is the scheduler's
+    (:class:`Places`' ``placed``)."""
 
     job: JobSpec | None = None
     cancel: bool = False
@@ -54,11 +58,11 @@ class Place:
 class Places:
     """The places of one worker's jobs, in the order they were assigned (the inbox lists its
     jobs in that order), and ``dirty``: they changed since its inbox was last written.
-    ``asked``: the request that asks a job back (the scheduler's, see the module; set by
+    ``placed``: the scheduler's Place of a job here (see the module; set by
     ``VmFleet.track``); ``release``: an adopted worker's, the old coordinator's requests."""
 
     def __init__(self, jobs: Mapping[str, JobSpec] | None = None, cancel: Iterable[str] = (),
-                 release: Mapping[str, int] | None = None, asked: AskedBack = _never) -> None:
+                 release: Mapping[str, int] | None = None) -> None:
         self._places: dict[str, Place] = {key: Place(job) for key, job in (jobs or {}).items()}
         for key in cancel:
             self._places.setdefault(key, Place()).cancel = True
@@ -66,7 +70,7 @@ class Places:
         self._adopted: dict[str, int] = dict(release or {})
         for key in self._adopted:
             self._places.setdefault(key, Place())
-        self.asked = asked
+        self.placed: PlaceOn = _unplaced
         self.dirty = True
 
     # -- moves -----------------------------------------------------------------------------------
@@ -87,8 +91,17 @@ class Places:
         return True
 
     def cancel(self, key: str) -> None:
-        """Ask the worker to kill ``key`` (the domino effect, or an adopted run's job)."""
+        """Ask the worker to kill ``key``, a cancel of the coordinator's own (an adopted
+        run's job)."""
         self._places.setdefault(key, Place()).cancel = True
+        self.dirty = True
+
+    def scheduler_cancels(self, key: str) -> None:
+        """The scheduler cancels ``key`` here (``core.scheduler.Cancel``, the domino effect):
+        listed from its Place while the job has a place here; one whose result was read
+        here already gets a cancel of its own (see the module)."""
+        if key not in self._places:
+            self._places[key] = Place(cancel=True)
         self.dirty = True
 
     def given_back(self, answers: Mapping[str, int]) -> list[tuple[str, int]]:
@@ -136,11 +149,15 @@ class Places:
         self.dirty = True
 
     def _asked(self, key: str) -> int:
-        return self._adopted.get(key) or self.asked(key)
+        return self._adopted.get(key) or self.placed(key).request
+
+    def _cancelling(self, key: str) -> bool:
+        return self.placed(key).stage is Stage.CANCELLING
 
     def _drop_if_empty(self, key: str) -> None:
         place = self._places[key]
-        if place.job is None and not place.cancel and not self._asked(key):
+        if place.job is None and not place.cancel and not self._asked(key) \
+                and not self._cancelling(key):
             del self._places[key]
 
     # -- views -----------------------------------------------------------------------------------
@@ -149,7 +166,9 @@ class Places:
         return {key: p.job for key, p in self._places.items() if p.job is not None}
 
     def cancels(self) -> list[str]:
-        return sorted(key for key, p in self._places.items() if p.cancel)
+        """The inbox's cancels: its own, and the scheduler's (see the module)."""
+        return sorted(key for key, p in self._places.items()
+                      if p.cancel or self._cancelling(key))
 
     def releases(self) -> dict[str, int]:
         """The inbox's releases: job -> its request's number, the scheduler's (see the module)
@@ -159,7 +178,7 @@ class Places:
 
     def asked_to_cancel(self, key: str) -> bool:
         place = self._places.get(key)
-        return place is not None and place.cancel
+        return place is not None and (place.cancel or self._cancelling(key))
 
     def has_jobs(self) -> bool:
         """Any job listed here (the worker has work, or will)."""

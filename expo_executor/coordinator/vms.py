@@ -17,7 +17,7 @@ from expo_executor.runs.files import RunFiles
 from expo_executor.core.fleet import Booting, WorkerView
 from expo_executor.core.records import VmEnd
 from expo_executor.core.scaling import Load
-from expo_executor.core.scheduler import Pool
+from expo_executor.core.scheduler import Place, Pool
 from expo_executor.core.shapes import Shape, ShapeSize
 
 
@@ -44,10 +44,11 @@ class VmFleet:
     of each one that ended."""
 
     def __init__(self, config: CoordinatorConfig, files: RunFiles, persist: Persister,
-                 asked_back: Callable[[str, str], int] = lambda key, worker: 0) -> None:
+                 place_on: Callable[[str, str], Place] = lambda key, worker: Place()) -> None:
         self.config = config
-        # the scheduler's releases (``Scheduler.asked_back``): what each VM's inbox lists
-        self.asked_back = asked_back
+        # the scheduler's Place of a job on a VM (``Scheduler.place_on``): its inbox's
+        # releases and cancels are read from it (places.py)
+        self.place_on = place_on
         self.files = files
         self._vms: dict[str, Vm] = {}
         self._counter = 0
@@ -82,12 +83,12 @@ class VmFleet:
             names.append(name)
         return names
 
-    def _asked_back(self, key: str, worker: str) -> int:
-        return self.asked_back(key, worker)
+    def _place_on(self, key: str, worker: str) -> Place:
+        return self.place_on(key, worker)
 
     def track(self, vm: Vm) -> None:
-        """Track ``vm``: its inbox's releases are the scheduler's requests to it."""
-        vm.places.asked = functools.partial(self._asked_back, worker=vm.name)
+        """Track ``vm``: its inbox's releases and cancels are read from the scheduler."""
+        vm.places.placed = functools.partial(self._place_on, worker=vm.name)
         self._vms[vm.name] = vm
         self.pool_of[vm.name] = vm.pool
 

@@ -54,7 +54,7 @@ class Placing:
     def _cancel_place(self, entry: TaskEntry, dominator: FrontierPoint) -> None:
         """Held, running or asked back -> CANCELLING (its worker is told to kill it). One
         asked back keeps its request: its worker may still answer it (it gave the task back
-        unstarted), and its inbox lists the request until then (:meth:`asked_back`)."""
+        unstarted), and its inbox lists the request until then (:meth:`place_on`)."""
         entry.place = Place(Stage.CANCELLING, entry.place.worker_id, dominator=dominator,
                             request=entry.place.request)
 
@@ -83,11 +83,12 @@ class Placing:
         place = self._entries[key].place
         return Place(place.stage, place.worker_id, place.dominator, place.request)
 
-    def asked_back(self, key: str, worker_id: str) -> int:
-        """The number of the request that asks ``key`` back from ``worker_id`` and waits for
-        its answer (RELEASING, or CANCELLING since), 0: none. The coordinator's inbox lists
-        its releases from this (``coordinator.places``), and takes an answer only to it."""
+    def place_on(self, key: str, worker_id: str) -> Place:
+        """Where ``key`` stands on ``worker_id``: a copy of its Place if it is placed there,
+        else a QUEUED one (also for a key the scheduler never had). The coordinator's inbox
+        lists read from this which of a worker's jobs are asked back (by which request) and
+        which are being cancelled (``coordinator.places``)."""
         entry = self._entries.get(key)
         if entry is None or entry.place.worker_id != worker_id:
-            return 0
-        return entry.place.request
+            return Place()
+        return self.place(key)

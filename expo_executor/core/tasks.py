@@ -139,10 +139,10 @@ class Stage(str, Enum):
 class Place:
     """A task's place: the one record of where it stands, which only the scheduler's moves
     change (:mod:`.placing`). Every other view is derived from it: the workers' running and
-    held indexes (:class:`WorkerSlots`), the task's state, and the releases of the
-    coordinator's inboxes (``coordinator.places``). Not its inboxes' jobs and cancels: they
-    hold what the scheduler does not model (the payload, a cancel listed until its worker
-    reports, a stray copy to kill, an adopted run's jobs), moved by its answers. ``worker_id``: the worker it is on (None when
+    held indexes (:class:`WorkerSlots`), the task's state, and the coordinator's inboxes'
+    releases and its cancels (``coordinator.places``, by ``Scheduler.place_on``). The inboxes
+    also hold what the scheduler does not model, kept there: the payload, a job listed until
+    its worker reports it, a stray copy to kill, an adopted run's jobs. ``worker_id``: the worker it is on (None when
     QUEUED); ``dominator``: the timeout it is cancelled for (CANCELLING); ``request``: the
     number of the Release that asks it back (RELEASING; kept when CANCELLING follows, as
     its worker may still answer it)."""

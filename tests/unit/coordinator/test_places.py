@@ -7,7 +7,7 @@ from functools import partial
 
 from expo_executor.coordinator.places import Places
 from expo_executor.core.hardness import HardnessPoint
-from expo_executor.core.scheduler import Cancel, Outcome, Release, Scheduler, Task
+from expo_executor.core.scheduler import Cancel, Outcome, Release, Scheduler, Stage, Task
 from expo_executor.protocol.records import JobSpec
 
 JOB = JobSpec(["true"], None, {}, None)
@@ -34,7 +34,9 @@ def _held_on_a() -> tuple[Scheduler, Places]:
     for key, hardness in (("x1", 1.0), ("x2", 2.0), ("x3", 3.0)):
         sched.submit(Task(key, key, "f", HardnessPoint((), (hardness,))))
     assert [x.key for x in sched.assign()] == ["x1", "x2"]
-    return sched, Places({"x1": JOB, "x2": JOB}, asked=partial(sched.asked_back, worker_id="a"))
+    places = Places({"x1": JOB, "x2": JOB})
+    places.placed = partial(sched.place_on, worker_id="a")
+    return sched, places
 
 
 def test_a_held_job_asked_back_leaves_the_jobs_for_the_scheduler_s_release_until_the_answer() -> None:
@@ -62,12 +64,38 @@ def test_a_job_asked_back_then_cancelled_keeps_its_release_listed_until_the_answ
     places.ask_back("x2")
     for event in sched.finish("x1", Outcome.TIMEOUT):  # the domino effect meanwhile
         if isinstance(event, Cancel):
-            places.cancel(event.key)
+            places.scheduler_cancels(event.key)
     places.ended("x1", here=True)
     assert sched.state("x2") == "cancelling"
     assert _lists(places) == ([], ["x2"], ["x2"]) and places.releases() == {"x2": 1}
     assert places.given_back({"x2": 1}) == [("x2", 1)]
     assert _lists(places) == ([], [], []) and len(places) == 0
+
+
+def test_the_scheduler_s_cancel_is_listed_from_its_place_until_the_worker_reports() -> None:
+    sched, places = _held_on_a()
+    places.dirty = False
+    events = sched.finish("x1", Outcome.TIMEOUT)  # x2, held behind it, is as hard or harder
+    places.ended("x1", here=True)
+    assert [e.key for e in events if isinstance(e, Cancel)] == ["x2"]
+    places.scheduler_cancels("x2")
+    assert _lists(places) == (["x2"], ["x2"], []) and places.dirty
+    assert places.asked_to_cancel("x2") and sched.place("x2").stage is Stage.CANCELLING
+    places.ended("x2", here=True)  # the worker reports it (the round then tells the scheduler)
+    assert _lists(places) == ([], [], []) and len(places) == 0
+    sched.cancelled("x2", ran=False)
+    assert _lists(places) == ([], [], [])
+
+
+def test_a_cancel_after_the_job_s_result_was_read_here_stays_listed() -> None:
+    """A cancelled result waits for the round: the scheduler may cancel the job meanwhile."""
+    sched, places = _held_on_a()
+    places.ended("x2", here=True)  # x2's result, cancelled by its worker, read
+    sched.finish("x1", Outcome.TIMEOUT)
+    places.ended("x1", here=True)
+    places.scheduler_cancels("x2")
+    sched.cancelled("x2", ran=False)  # the round takes x2's result in
+    assert _lists(places) == ([], ["x2"], [])
 
 
 def test_an_adopted_worker_lists_the_old_coordinator_s_releases_until_answered() -> None:
