@@ -1,5 +1,6 @@
 """One record per job per worker (coordinator/places.py): every move of a job's place, and the
-inbox's lists derived from it, as the coordinator's round and an adopted run use them."""
+inbox's lists derived from it and from the scheduler's Place of the job (core/placing.py), as
+the coordinator's round and an adopted run use them."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def _held_on_a() -> tuple[Scheduler, Places]:
     return sched, places
 
 
-def test_a_held_job_asked_back_leaves_the_jobs_for_the_scheduler_s_release_until_the_answer() -> None:
+def test_a_held_job_asked_back_leaves_the_jobs_for_the_scheduler_s_release_until_answered() -> None:
     sched, places = _held_on_a()
     sched.add_worker("b", 1)
     sched.assign()  # b's free slot asks x2 back: its place in the scheduler holds the request
