@@ -92,7 +92,7 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
         self.files = RunFiles(run_dir)
         # the run's local records (jobs.jsonl, vms.jsonl, frontiers), written with retries
         self.persist = Persister(log)
-        self.vms = VmFleet(config, self.files, self.persist)
+        self.vms = VmFleet(config, self.files, self.persist, self.scheduler.place_on)
         self.run_key = run_key  # every worker's key derives from it (worker_keys)
         # a GCE engine answers its workers' key requests through the channel (key_channel.py)
         self.channel = Channel(bucket, run_key, log, getattr(engine, "key_grantor", None))

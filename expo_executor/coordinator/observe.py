@@ -59,10 +59,11 @@ class Observe:
                 self.scheduler.released(key, vm.name, request)
 
     def _give_back(self, release: Release) -> None:
-        """Ask a held job back from its worker: out of its inbox's jobs, into its release."""
+        """Ask a held job back from its worker: out of its inbox's jobs (its release is listed
+        from the scheduler's record of it, ``Scheduler.place_on``)."""
         vm = self.vms.get(release.worker_id)
         if vm is not None:
-            vm.places.ask_back(release.key, release.request)
+            vm.places.ask_back(release.key)
 
     def _read_results(self, workers: set[str], unlisted: bool = False) -> None:
         """Take in the results the round's listing showed (``unlisted``: or not, see

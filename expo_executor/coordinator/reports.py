@@ -66,7 +66,7 @@ class Reporter:
                 if vm is None:  # a worker of an adopted run's (adopt.py)
                     self.elsewhere(event)
                 else:
-                    vm.places.cancel(event.key)
+                    vm.places.scheduler_cancels(event.key)
             elif isinstance(event, Skipped):
                 mine = result if result and result.key == event.key else None
                 self.report(outcomes.skipped(event, mine), mine, event.dominator)

@@ -5,7 +5,8 @@ create call that names it to the line in ``vms.jsonl`` that records how it ended
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import functools
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,7 @@ from expo_executor.runs.files import RunFiles
 from expo_executor.core.fleet import Booting, WorkerView
 from expo_executor.core.records import VmEnd
 from expo_executor.core.scaling import Load
-from expo_executor.core.scheduler import Pool
+from expo_executor.core.scheduler import Place, Pool
 from expo_executor.core.shapes import Shape, ShapeSize
 
 
@@ -42,8 +43,12 @@ class VmFleet:
     """The run's VMs alive (in creation order), the pool of every VM it ever had, and the record
     of each one that ended."""
 
-    def __init__(self, config: CoordinatorConfig, files: RunFiles, persist: Persister) -> None:
+    def __init__(self, config: CoordinatorConfig, files: RunFiles, persist: Persister,
+                 place_on: Callable[[str, str], Place] = lambda key, worker: Place()) -> None:
         self.config = config
+        # the scheduler's Place of a job on a VM (``Scheduler.place_on``): its inbox's
+        # releases and cancels are read from it (places.py)
+        self.place_on = place_on
         self.files = files
         self._vms: dict[str, Vm] = {}
         self._counter = 0
@@ -78,7 +83,12 @@ class VmFleet:
             names.append(name)
         return names
 
+    def _place_on(self, key: str, worker: str) -> Place:
+        return self.place_on(key, worker)
+
     def track(self, vm: Vm) -> None:
+        """Track ``vm``: its inbox's releases and cancels are read from the scheduler."""
+        vm.places.placed = functools.partial(self._place_on, worker=vm.name)
         self._vms[vm.name] = vm
         self.pool_of[vm.name] = vm.pool
 

@@ -52,8 +52,11 @@ class Placing:
                 entry.place.stage = Stage.RUNNING
 
     def _cancel_place(self, entry: TaskEntry, dominator: FrontierPoint) -> None:
-        """Held or running -> CANCELLING (its worker is told to kill it)."""
-        entry.place = Place(Stage.CANCELLING, entry.place.worker_id, dominator=dominator)
+        """Held, running or asked back -> CANCELLING (its worker is told to kill it). One
+        asked back keeps its request: its worker may still answer it (it gave the task back
+        unstarted), and its inbox lists the request until then (:meth:`place_on`)."""
+        entry.place = Place(Stage.CANCELLING, entry.place.worker_id, dominator=dominator,
+                            request=entry.place.request)
 
     def _ask_back(self, entry: TaskEntry, request: int) -> None:
         """HELD -> RELEASING (its worker is asked to give it back, by Release ``request``)."""
@@ -79,3 +82,13 @@ class Placing:
         """Where ``key`` stands (a copy: it changes only by the scheduler's moves)."""
         place = self._entries[key].place
         return Place(place.stage, place.worker_id, place.dominator, place.request)
+
+    def place_on(self, key: str, worker_id: str) -> Place:
+        """Where ``key`` stands on ``worker_id``: a copy of its Place if it is placed there,
+        else a QUEUED one (also for a key the scheduler never had). The coordinator's inbox
+        lists read from this which of a worker's jobs are asked back (by which request) and
+        which are being cancelled (``coordinator.places``)."""
+        entry = self._entries.get(key)
+        if entry is None or entry.place.worker_id != worker_id:
+            return Place()
+        return self.place(key)
