@@ -52,11 +52,13 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
-from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig
-from expo_executor.coordinator.state import StateDir
+from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig, JobRequest
+from expo_executor.coordinator.run_state import RunState, record
+from expo_executor.coordinator.state import FamilyRef, StateDir
 from expo_executor.core.records import AttemptEnd, WorkerState
-from expo_executor.core.scheduler import Outcome, Pool
+from expo_executor.core.scheduler import Outcome, Pool, Task
 from expo_executor.core.tasks import Stage
+from expo_executor.frontends.base import job_request
 from expo_executor.protocol.keys import inbox_key, status_key, WORKERS_PREFIX
 from expo_executor.worker import running_jobs
 
@@ -70,6 +72,22 @@ STEPS = int(os.environ.get("EXPOCLOUD_MODEL_STEPS", "40"))
 DRAIN_ROUNDS = 300  # coordinator rounds the run has to end in, once nothing goes wrong
 FINAL = (AttemptEnd.SOLVED, AttemptEnd.FAILED, AttemptEnd.TIMEOUT)
 pick = st.integers(0, 7)  # an index into whatever is there (taken modulo its size)
+FAMILY = FamilyRef("Snakefile", "work", "n", 30.0)  # one frontier, kept in the state dir
+
+
+def model_request(n: int, run: str) -> JobRequest:
+    """Job ``n`` of run ``run`` (its key ``j{n}`` in the first run, ``r2-j{n}`` in a rerun),
+    with the stable identity and frontier a rerun finds it by (as a Snakemake job's)."""
+    base = work_request(n)
+    task = Task(base.task.key if run == "r1" else f"{run}-j{n}", base.task.label,
+                family=FAMILY.key, point=base.task.point)
+    return job_request(task, ["true"], "/", {}, 30.0, meta=base.meta, family=FAMILY,
+                       identity=f"work-{n}")
+
+
+def job(key: str) -> str:
+    """The job a key of either run stands for (``j{n}``): the truth is kept by job."""
+    return key.rsplit("-", 1)[-1]
 
 
 class CloudEngine(ScriptedEngine):
@@ -92,23 +110,28 @@ class ProtocolModel(RuleBasedStateMachine):
                 prefetch=st.integers(0, 2))
     def start(self, jobs: int, slots: int, workers: int, prefetch: int) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="protocol-model-"))
+        self.state = StateDir(self.dir)  # the host's state: frontiers, runs/<run>/
         self.store = MemoryBucket()
         self.view = self.store.view()
         self.engine = CloudEngine()
-        config = CoordinatorConfig("model", slots, workers, poll=0.05, heartbeat=10.0,
-                                   status_interval=3600, pool=Pool.SPOT, straggler_rule=False)
-        self.coordinator = Coordinator(config, self.engine, self.view, KEY, self.dir,
-                                       StateDir(self.dir / "state"), lambda line: None)
+        self.config = CoordinatorConfig("model", slots, workers, poll=0.05, heartbeat=10.0,
+                                        status_interval=3600, pool=Pool.SPOT,
+                                        straggler_rule=False)
+        self.run, self.prefetch, self.lines = "r1", prefetch, []
+        run_dir = self.state.new_run(self.run)
+        self.held = record(run_dir, RunState(self.run, "local", self.store.url), KEY)
+        self.coordinator: Coordinator | None = Coordinator(
+            self.config, self.engine, self.view, KEY, run_dir, self.state, self.lines.append)
         self.coordinator.scheduler.set_prefetch(prefetch)
         self.slots = slots
         self.keys = [f"j{n}" for n in range(jobs)]
-        self.coordinator.submit([work_request(n) for n in range(jobs)])
+        self.coordinator.submit([model_request(n, self.run) for n in range(jobs)])
         self.now = 10_000.0
-        self.workers: dict[str, PaperWorker] = {}  # the VMs up, each with its worker
+        self.workers: dict[str, PaperWorker] = {}  # "<run>/<vm>" -> the VM's worker
         self.booted: set[str] = set()
         self.gone: set[str] = set()
         self.running_on: dict[str, str] = {}  # the truth: job -> the worker running it
-        self.ended: dict[str, str] = {}  # job -> the worker where an attempt of it ended
+        self.ended: dict[str, tuple[str, AttemptEnd]] = {}  # job -> where and how it ended
         self.timeouts: set[int] = set()  # points of the jobs that really timed out
         self.preempted_running: Counter[str] = Counter()  # job -> times its VM was preempted
         self.reports: dict = {}
@@ -116,6 +139,7 @@ class ProtocolModel(RuleBasedStateMachine):
 
     # -- the truth, as the parties act --------------------------------------------------------
     def started(self, key: str, worker: str) -> None:
+        key = job(key)
         assert key not in self.running_on, \
             f"{key} starts on {worker} while it runs on {self.running_on.get(key)}"
         assert key not in self.ended, f"{key} starts on {worker} after an attempt of it ended"
@@ -123,25 +147,29 @@ class ProtocolModel(RuleBasedStateMachine):
 
     def result(self, key: str, worker: str, end: AttemptEnd, reason: str | None,
                ran: bool) -> None:
+        key = job(key)
         if self.running_on.get(key) == worker:
             del self.running_on[key]
         if end in FINAL:
-            self.ended[key] = worker
+            self.ended[key] = (worker, end)
         if end is AttemptEnd.TIMEOUT:
             self.timeouts.add(int(key[1:]))
         if end is AttemptEnd.CANCELLED and not (reason or "").startswith("worker stopping"):
             self.justified(key, f"{worker} cancelled it ({reason}; ran: {ran})")
 
     def justified(self, key: str, what: str) -> None:
-        point = int(key[1:])
+        point = int(job(key)[1:])
         assert any(t <= point for t in self.timeouts), \
             f"{key}: {what}, and no job as easy has timed out (timeouts: {sorted(self.timeouts)})"
 
     # -- the coordinator ----------------------------------------------------------------------
     @rule()
     def tick(self) -> None:
-        """One coordinator round (raised, not ridden out: the bucket here never fails)."""
+        """One coordinator round (raised, not ridden out: the bucket here never fails); none
+        while no coordinator lives."""
         self.now += 0.1
+        if self.coordinator is None:
+            return
         self.coordinator.tick(self.now)
         for key in self.keys:
             report = self.coordinator.take_report(key)
@@ -153,18 +181,22 @@ class ProtocolModel(RuleBasedStateMachine):
                 self.justified(key, f"reported skipped ({report.message})")
         for key in self.keys:
             charged = self.coordinator.scheduler.preemptions(key)
-            assert charged <= self.preempted_running[key], \
+            assert charged <= self.preempted_running[job(key)], \
                 f"{key} charged {charged} preemption(s), preempted while running " \
-                f"{self.preempted_running[key]} time(s)"
+                f"{self.preempted_running[job(key)]} time(s)"
         self.follow_engine()
 
     def follow_engine(self) -> None:
         """VMs the coordinator created get a worker; the ones it deleted take theirs away."""
-        for name in sorted(self.engine.status):
+        run = self.run
+        for name in sorted(f"{run}/{vm}" for vm in self.engine.status):
             if name not in self.workers and name not in self.gone:
-                self.workers[name] = PaperWorker(self.store.view(), name, self.slots, KEY,
-                                                 self.started, self.result)
-        for name in sorted(set(self.workers) - set(self.engine.status)):
+                self.workers[name] = PaperWorker(
+                    self.store.view(), name.split("/")[1], self.slots, KEY,
+                    lambda key, vm: self.started(key, f"{run}/{vm}"),
+                    lambda key, vm, *end: self.result(key, f"{run}/{vm}", *end))
+        for name in sorted(n for n in self.workers if n.startswith(f"{run}/")
+                           and n.split("/")[1] not in self.engine.status):
             self.vanish(name)
 
     def given_a_slot(self, name: str) -> set[str]:
@@ -172,28 +204,33 @@ class ProtocolModel(RuleBasedStateMachine):
         not: its worker starts them at its next read of its inbox, so the coordinator cannot
         tell one not read yet from one started, and both were to run there. A held job
         (prefetch) is not among them: it waits for a slot."""
+        if self.coordinator is None:
+            return set()
         scheduler = self.coordinator.scheduler
-        return {key for key in self.keys if key not in scheduler.outcomes
+        return {job(key) for key in self.keys if key not in scheduler.outcomes
                 and scheduler.place(key).worker_id == name
                 and scheduler.place(key).stage is Stage.RUNNING}
 
     def vanish(self, name: str, preempted: bool = False) -> None:
-        """The VM ``name`` is gone, and its jobs' processes with it."""
+        """The VM ``name`` ("<run>/<vm>") is gone, and its jobs' processes with it."""
         worker = self.workers.pop(name)
         self.gone.add(name)
         self.booted.discard(name)
         for key in list(worker.running):
-            if self.running_on.get(key) == name:
-                del self.running_on[key]
+            if self.running_on.get(job(key)) == name:
+                del self.running_on[job(key)]
         if preempted:
-            for key in set(worker.running) | self.given_a_slot(name):
+            slot = self.given_a_slot(worker.worker_id) if name.startswith(self.run) else set()
+            for key in {job(k) for k in worker.running} | slot:
                 self.preempted_running[key] += 1
         # An end it never wrote (a solved result waiting for company), or wrote where the
         # coordinator's reads lag (it reads a lost VM's results once, when it loses it), may
         # go unheard: that job may run again (never twice at once).
-        lagging = self.view.lags_on(f"{WORKERS_PREFIX}{name}/results/")
-        for key in [k for k, where in self.ended.items() if where == name]:
-            if key in worker.unsent or lagging:
+        lagging = name.startswith(self.run) and \
+            self.view.lags_on(f"{WORKERS_PREFIX}{worker.worker_id}/results/")
+        unsent = {job(k) for k in worker.unsent}
+        for key in [k for k, (where, _) in self.ended.items() if where == name]:
+            if key in unsent or lagging:
                 del self.ended[key]
 
     # -- the workers --------------------------------------------------------------------------
@@ -201,13 +238,16 @@ class ProtocolModel(RuleBasedStateMachine):
         names = sorted(n for n in self.workers if (n in self.booted) == booted)
         return self.workers[names[index % len(names)]] if names else None
 
+    def name_of(self, worker: PaperWorker) -> str:
+        return next(n for n, w in self.workers.items() if w is worker)
+
     @rule(index=pick)
     def boot(self, index: int) -> None:
         """A VM's worker comes up: its first status says ready."""
         worker = self.worker(index, booted=False)
         if worker is not None:
             worker._write_status(WorkerState.READY)
-            self.booted.add(worker.worker_id)
+            self.booted.add(self.name_of(worker))
 
     @rule(index=pick, read=st.booleans())
     def act(self, index: int, read: bool) -> None:
@@ -259,11 +299,12 @@ class ProtocolModel(RuleBasedStateMachine):
         worker = self.worker(index) or self.worker(index, booted=False)
         if worker is None:
             return
-        name = worker.worker_id
+        name = self.name_of(worker)
         if last_breath and name in self.booted:
             worker.stop_preempted()
-        self.engine.notices.add(name)
-        self.engine.status[name] = "TERMINATED"
+        if name.startswith(self.run):  # (a dead coordinator's engine hears nothing)
+            self.engine.notices.add(worker.worker_id)
+            self.engine.status[worker.worker_id] = "TERMINATED"
         self.vanish(name, preempted=True)
 
     @rule(index=pick, last_word=st.booleans())
@@ -275,19 +316,22 @@ class ProtocolModel(RuleBasedStateMachine):
             return
         if last_word:
             worker.crashed(RuntimeError("the model's crash"))
-        self.engine.status[worker.worker_id] = "TERMINATED"  # its VM powers off
-        self.vanish(worker.worker_id)
+        name = self.name_of(worker)
+        if name.startswith(self.run):
+            self.engine.status[worker.worker_id] = "TERMINATED"  # its VM powers off
+        self.vanish(name)
 
     # -- the bucket's readers -----------------------------------------------------------------
     def reader(self, index: int) -> tuple[BucketView, list[str]]:
         """A party's view and the prefixes it may lag on."""
         names = sorted(self.workers)
         if index % (len(names) + 1) == 0 or not names:
-            prefixes = [status_key(n) for n in names] + \
-                [f"{WORKERS_PREFIX}{n}/results/" for n in names]
+            vms = [self.workers[n].worker_id for n in names if n.startswith(self.run)]
+            prefixes = [status_key(n) for n in vms] + \
+                [f"{WORKERS_PREFIX}{n}/results/" for n in vms]
             return self.view, prefixes
-        name = names[index % (len(names) + 1) - 1]
-        return self.workers[name].bucket, [inbox_key(name)]  # type: ignore[return-value]
+        worker = self.workers[names[index % (len(names) + 1) - 1]]
+        return worker.bucket, [inbox_key(worker.worker_id)]  # type: ignore[return-value]
 
     @rule(index=pick, which=pick)
     def slow_read(self, index: int, which: int) -> None:
@@ -307,8 +351,13 @@ class ProtocolModel(RuleBasedStateMachine):
                 self.run_to_end()
         finally:
             if hasattr(self, "coordinator"):
-                self.coordinator.channel.close()
-                shutil.rmtree(self.dir, ignore_errors=True)
+                self.close()
+
+    def close(self) -> None:
+        if self.coordinator is not None:
+            self.coordinator.channel.close()
+        self.held.release()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def run_to_end(self) -> None:
         """Nothing goes wrong any more: every reader catches up, every worker comes up, acts
