@@ -31,7 +31,9 @@ and, when the machine stops (teardown: every view catches up, the workers that a
 their jobs to their end, the coordinator ticks), the run ends: every job is reported, none is
 lost.
 
-Not modelled yet: a coordinator crash and the rerun's adoption of its workers.
+A coordinator crash and the rerun's adoption of its workers: test_protocol_crash.py, this
+machine with two more rules (workers are known as ``<run>/<vm>``, the truth is kept by job,
+``j{n}``, across both runs).
 
 Run count: ``EXPOCLOUD_MODEL_EXAMPLES`` examples (default 100) of up to
 ``EXPOCLOUD_MODEL_STEPS`` steps (default 40); for a deep search, e.g.
@@ -286,8 +288,8 @@ class ProtocolModel(RuleBasedStateMachine):
         running = sorted(self.running_on)
         if not running:
             return
-        key = running[index % len(running)]
-        worker = self.workers[self.running_on[key]]
+        worker = self.workers[self.running_on[running[index % len(running)]]]
+        key = next(k for k in worker.running if job(k) == running[index % len(running)])
         if end == "timeout":
             worker.time_out(key)
         else:
