@@ -137,6 +137,7 @@ class ProtocolModel(RuleBasedStateMachine):
         self.timeouts: set[int] = set()  # points of the jobs that really timed out
         self.preempted_running: Counter[str] = Counter()  # job -> times its VM was preempted
         self.reports: dict = {}
+        self.unscheduled: set[str] = set()  # jobs submitted solved (a rerun's harvested ones)
         self.tick()
 
     # -- the truth, as the parties act --------------------------------------------------------
@@ -181,7 +182,7 @@ class ProtocolModel(RuleBasedStateMachine):
             self.reports[key] = report
             if report.outcome is Outcome.SKIPPED:
                 self.justified(key, f"reported skipped ({report.message})")
-        for key in self.keys:
+        for key in set(self.keys) - self.unscheduled:
             charged = self.coordinator.scheduler.preemptions(key)
             assert charged <= self.preempted_running[job(key)], \
                 f"{key} charged {charged} preemption(s), preempted while running " \

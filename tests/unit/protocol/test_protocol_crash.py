@@ -30,6 +30,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import precondition, rule, run_state_machine_as_test
 
+from expo_executor.coordinator import adopt
 from expo_executor.coordinator.adopt import Adoption
 from expo_executor.coordinator.harvest import harvest
 from expo_executor.coordinator.loop import Coordinator
@@ -67,7 +68,14 @@ class CrashModel(ProtocolModel):
     crashed = False
     dead: list[Coordinator]
 
-    @precondition(lambda self: not self.crashed)
+    def in_flight(self) -> bool:
+        """Some job is held or running on a worker: a crash then leaves work to adopt (an
+        earlier one is the plain restart, which the machine would otherwise mostly try)."""
+        scheduler = self.coordinator.scheduler  # type: ignore[union-attr]
+        return any(k not in scheduler.outcomes and scheduler.state(k) == "running"
+                   for k in self.keys)
+
+    @precondition(lambda self: not self.crashed and self.in_flight())
     @rule()
     def crash(self) -> None:
         assert self.coordinator is not None
@@ -75,17 +83,17 @@ class CrashModel(ProtocolModel):
         self.dead = [self.coordinator]  # dropped: only its channel is closed, at the end
         self.coordinator = None
         self.held.release()  # the process is gone: the kernel frees its lock
-        # a failure the dead coordinator did not report is one the rerun may run again
-        # (Snakemake submits it again); a solved or timed-out one the harvest hears of
-        for key, (_where, end) in list(self.ended.items()):
-            if end is AttemptEnd.FAILED and key not in self.reports:
-                del self.ended[key]
 
     @precondition(lambda self: self.crashed and self.run == "r1")
     @rule()
     def rerun(self) -> None:
         old_store, old = self.store, self.run
         [held] = crashed_runs(self.dir)
+        # a failure the dead coordinator did not report is one the rerun runs again
+        # (Snakemake submits it again; the harvest takes solved jobs and timeouts only)
+        for key, (_where, end) in list(self.ended.items()):
+            if end is AttemptEnd.FAILED and key not in self.reports:
+                del self.ended[key]
         self.held = held
         workers = OldWorkers(self, old)
         adoption = Adoption(held, workers, old_store.view(), KEY, self.lines.append)
@@ -109,6 +117,7 @@ class CrashModel(ProtocolModel):
         for request in requests:  # the front end: a harvested job whose outputs exist
             request.harvested = self.coordinator.harvested.get(request.identity)
         self.keys = [r.task.key for r in requests]
+        self.unscheduled = {r.task.key for r in requests if r.harvested is not None}
         self.reports = {}
         self.coordinator.submit(requests)
         self.tick()
@@ -127,8 +136,48 @@ class CrashModel(ProtocolModel):
         super().close()
 
 
-def test_protocol_model_with_a_crash(paper_jobs: None) -> None:
+@pytest.fixture
+def listing_each_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rerun looks at which old workers live every round, not every 30 s of its clock
+    (which the machine moves 0.1 s a round): a worker gone silently is seen at once."""
+    monkeypatch.setattr(adopt, "ALIVE_EVERY", 0.0)
+
+
+def test_protocol_model_with_a_crash(paper_jobs: None, listing_each_round: None) -> None:
     """The machine with the crash and the rerun, ``EXAMPLES`` x up to ``STEPS`` steps."""
     run_state_machine_as_test(CrashModel, settings=settings(
         max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+
+
+def test_jobs_adopted_in_flight_are_not_run_again_and_a_lost_ones_are(
+        paper_jobs: None, listing_each_round: None) -> None:
+    """The machine's steps through adoption (3 jobs, 1 slot, 1 worker, prefetch 1): the
+    coordinator dies with j0 running and j1 held on w-1; the rerun claims both (not run
+    again) and gives its own worker j2 only; j0 solved there ends r2-j0; w-1 starts j1, and is
+    lost silently: j1 goes to the rerun's own worker, and runs there (once at a time)."""
+    state = CrashModel()
+    state.start(jobs=3, slots=1, workers=1, prefetch=1)
+    state.boot(index=0)
+    state.tick()
+    state.act(index=0, read=True)  # w-1 runs j0, holds j1
+    state.crash()
+    state.rerun()
+    assert state.coordinator is not None
+    scheduler = state.coordinator.scheduler
+    assert [scheduler.state(k) for k in ("r2-j0", "r2-j1")] == ["running", "running"]
+    state.boot(index=0)  # the rerun's w-1 up
+    state.everyone_acts()
+    state.everyone_acts()
+    assert state.running_on == {"j0": "r1/w-1", "j2": "r2/w-1"}
+    state.job_ends(index=0, end="solved")  # j0, on the old worker
+    state.act(index=0, read=False)  # w-1 reports j0 (in its next batch), starts j1
+    state.report_delay_passes(index=0)
+    state.tick()
+    assert state.reports["r2-j0"].outcome is Outcome.SOLVED
+    assert state.running_on["j1"] == "r1/w-1"
+    state.lose(index=0, last_word=False)  # r1/w-1 goes with j1
+    state.tick()
+    assert scheduler.place("r2-j1").worker_id == "w-1"  # the rerun's own w-1
+    state.teardown()
+    assert set(state.reports) == {"r2-j0", "r2-j1", "r2-j2"}
