@@ -1,4 +1,4 @@
-"""The protocol's model (test_protocol.py) with a coordinator crash and the rerun's adoption
+"""The protocol's model (tests/protocol_model.py) with a coordinator crash and the rerun's adoption
 (issue 30): the machine's rules, and two more.
 
 - ``crash``: the coordinator's object is dropped mid-run, with no teardown: its VMs and
@@ -19,18 +19,12 @@ The invariants hold across both runs, kept by job: a job adopted in flight does 
 second time at once, one its old worker gives back, does not start, or loses runs here, and
 the rerun ends with every job it submitted reported. When the machine ends after a crash with
 no rerun, the rerun comes first.
-
-Run count: as test_protocol.py (``EXPOCLOUD_MODEL_EXAMPLES``, default 100, of up to
-``EXPOCLOUD_MODEL_STEPS``, default 40).
 """
 
 from __future__ import annotations
 
-import pytest
-from hypothesis import HealthCheck, settings
-from hypothesis.stateful import precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import precondition, rule
 
-from expo_executor.coordinator import adopt
 from expo_executor.coordinator.adopt import Adoption
 from expo_executor.coordinator.harvest import harvest
 from expo_executor.coordinator.loop import Coordinator
@@ -40,10 +34,7 @@ from expo_executor.core.scheduler import Outcome
 
 from tests.helpers import KEY
 from tests.memory_bucket import MemoryBucket
-from tests.unit.protocol.test_protocol import (EXAMPLES, STEPS, CloudEngine, ProtocolModel,
-                                               model_request, paper_jobs)
-
-__all__ = ["paper_jobs"]  # the fixture, used here too
+from tests.protocol_model import CloudEngine, ProtocolModel, model_request
 
 
 class OldWorkers:
@@ -134,50 +125,3 @@ class CrashModel(ProtocolModel):
             for adoption in self.coordinator.adopted:
                 adoption.channel.close()
         super().close()
-
-
-@pytest.fixture
-def listing_each_round(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The rerun looks at which old workers live every round, not every 30 s of its clock
-    (which the machine moves 0.1 s a round): a worker gone silently is seen at once."""
-    monkeypatch.setattr(adopt, "ALIVE_EVERY", 0.0)
-
-
-def test_protocol_model_with_a_crash(paper_jobs: None, listing_each_round: None) -> None:
-    """The machine with the crash and the rerun, ``EXAMPLES`` x up to ``STEPS`` steps."""
-    run_state_machine_as_test(CrashModel, settings=settings(
-        max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
-
-
-def test_jobs_adopted_in_flight_are_not_run_again_and_a_lost_ones_are(
-        paper_jobs: None, listing_each_round: None) -> None:
-    """The machine's steps through adoption (3 jobs, 1 slot, 1 worker, prefetch 1): the
-    coordinator dies with j0 running and j1 held on w-1; the rerun claims both (not run
-    again) and gives its own worker j2 only; j0 solved there ends r2-j0; w-1 starts j1, and is
-    lost silently: j1 goes to the rerun's own worker, and runs there (once at a time)."""
-    state = CrashModel()
-    state.start(jobs=3, slots=1, workers=1, prefetch=1)
-    state.boot(index=0)
-    state.tick()
-    state.act(index=0, read=True)  # w-1 runs j0, holds j1
-    state.crash()
-    state.rerun()
-    assert state.coordinator is not None
-    scheduler = state.coordinator.scheduler
-    assert [scheduler.state(k) for k in ("r2-j0", "r2-j1")] == ["running", "running"]
-    state.boot(index=0)  # the rerun's w-1 up
-    state.everyone_acts()
-    state.everyone_acts()
-    assert state.running_on == {"j0": "r1/w-1", "j2": "r2/w-1"}
-    state.job_ends(index=0, end="solved")  # j0, on the old worker
-    state.act(index=0, read=False)  # w-1 reports j0 (in its next batch), starts j1
-    state.report_delay_passes(index=0)
-    state.tick()
-    assert state.reports["r2-j0"].outcome is Outcome.SOLVED
-    assert state.running_on["j1"] == "r1/w-1"
-    state.lose(index=0, last_word=False)  # r1/w-1 goes with j1
-    state.tick()
-    assert scheduler.place("r2-j1").worker_id == "w-1"  # the rerun's own w-1
-    state.teardown()
-    assert set(state.reports) == {"r2-j0", "r2-j1", "r2-j2"}
