@@ -3,14 +3,16 @@
 
 - ``crash``: the coordinator's object is dropped mid-run, with no teardown: its VMs and
   workers stay and go on (the other rules still act on them), its run's key and records stay
-  on the host, its lock is freed (run_state.py), as when ``snakemake`` is killed;
+  on the host, its lock is freed (run_state.py), as when ``snakemake`` is killed; once a run,
+  and only while a job is held or running on a worker (an earlier crash is a plain restart);
 - ``rerun``: a new run starts as recover.py starts it: it finds the crashed run
   (``crashed_runs``), harvests its results (``harvest``), and adopts its live workers
   (``Adoption.take_over``; or, nothing being in flight, stops them), then the new coordinator
   (its own bucket prefix, engine and workers) is given the adoption and the harvest, and the
   rerun submits again, with the same stable identities, every job the dead run had not
   reported solved (as Snakemake's ``--rerun-incomplete``); a job the harvest found solved is
-  submitted as solved (the front end's part: its outputs exist).
+  submitted as solved (the front end's part: its outputs exist). A failure the dead run did not
+  report may run again (the harvest takes solved jobs and timeouts only).
 
 The engine's side of the old workers (``CrashedWorkers``: which live, stop these) is the
 model's: a stop deletes the VM and its worker (``OldWorkers``).

@@ -1,5 +1,6 @@
 """The protocol's model (issue 30), for its model-based test (tests/unit/protocol/
-test_protocol.py): a Hypothesis state machine over the real parts, interleaving what a run's parties do and what befalls them.
+test_protocol.py): a Hypothesis state machine over the real parts, interleaving what a run's
+parties do and what befalls them.
 
 The real parts: the coordinator (``coordinator.loop.Coordinator``, one ``tick`` a step, on a
 ``tests.helpers.ScriptedEngine``), with its scheduler (``core.scheduler``), channel and the
