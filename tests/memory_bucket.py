@@ -1,5 +1,6 @@
 """An in-memory bucket whose readers can be made to see the past, for tests that drive the
-protocol's real parts in one process (tests/unit/protocol/test_protocol.py).
+protocol's real parts in one process (tests/protocol_model.py, run by
+tests/unit/protocol/test_protocol.py).
 
 :class:`MemoryBucket` keeps the objects and the truth: every write gets the next generation,
 preconditions (``if_generation_match``, 0: create only) are checked against the newest

@@ -1,5 +1,5 @@
 """The real worker agent with its job processes on paper, for the protocol's model-based test
-(tests/unit/protocol/test_protocol.py).
+(tests/protocol_model.py, run by tests/unit/protocol/test_protocol.py).
 
 :class:`PaperWorker` is ``expo_executor.worker.agent.Worker`` itself: its inbox reading and
 what it makes of it (``coordinator_contact``: assignments, cancels, the held jobs it gives back

@@ -1,340 +1,32 @@
-"""A model-based test of the bucket protocol (issue 30): a Hypothesis state machine over the
-real parts, interleaving what a run's parties do and what befalls them.
-
-The real parts: the coordinator (``coordinator.loop.Coordinator``, one ``tick`` a step, on a
-``tests.helpers.ScriptedEngine``), with its scheduler (``core.scheduler``), channel and the
-jobs' places; and each worker, the real agent class with its job processes on paper
-(``tests/model_worker.PaperWorker``: its inbox reading, releases, starts, domino skips
-through ``core.held_jobs`` and ``core.hardness``, kills, reports and last words are the real
-code; only processes, log files and its loop's timing are the test's). The bucket between them
-is ``tests/memory_bucket``: each party reads through a view of its own that the machine can
-make lag (a reader sees older generations, or no object yet, for a while: slow and reordered
-reads). Simulated: the jobs (one runs until the machine ends it: solved, failed, or past its
-deadline) and the cloud (a preemption: the VM and its worker vanish, with or without its last
-breath; a lost worker: it stops, crashed with its last word or silently with its VM down).
-
-The jobs: ``j0 .. j{n-1}``, one hardness family, job ``jk`` at point ``k`` (a timeout of ``jk``
-dominates every ``jm`` with ``m >= k``), on Spot VMs with prefetch 0 to 2.
-
-Invariants, checked as the run goes:
-
-- no job runs twice at once, and none starts again after one of its attempts ended with a
-  result the coordinator can hear of (one its worker wrote before it vanished, and not where
-  the coordinator's reads lag): a released job runs at most once;
-- every kill and skip is justified: a job is cancelled (killed, or not started) by a worker,
-  or reported skipped, only once a job at least as easy has really timed out;
-- a job is charged a Spot preemption only if it was running on a VM that was preempted, or
-  given a free slot there that its worker had not read yet (the coordinator cannot tell the
-  two apart: both were to run there); a held job, never started, is never charged;
-
-and, when the machine stops (teardown: every view catches up, the workers that are left run
-their jobs to their end, the coordinator ticks), the run ends: every job is reported, none is
-lost.
-
-Not modelled yet: a coordinator crash and the rerun's adoption of its workers.
+"""The model-based test of the bucket protocol (issue 30): the machines of tests/protocol_model.py
+(a run: its coordinator, workers and bucket, and what befalls them) and tests/crash_model.py
+(that run, whose coordinator may crash, and the rerun that adopts its workers), over the real
+parts, with their invariants; and the shortest known forms of what they found, as tests.
 
 Run count: ``EXPOCLOUD_MODEL_EXAMPLES`` examples (default 100) of up to
-``EXPOCLOUD_MODEL_STEPS`` steps (default 40); for a deep search, e.g.
-``EXPOCLOUD_MODEL_EXAMPLES=5000 EXPOCLOUD_MODEL_STEPS=80``.
+``EXPOCLOUD_MODEL_STEPS`` steps (default 40) for each machine (together ~15 s); for a deep
+search, e.g. ``EXPOCLOUD_MODEL_EXAMPLES=5000 EXPOCLOUD_MODEL_STEPS=80``.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import sys
-import tempfile
-from collections import Counter
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
+from hypothesis.stateful import run_state_machine_as_test
 
-from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig
-from expo_executor.coordinator.state import StateDir
-from expo_executor.core.records import AttemptEnd, WorkerState
-from expo_executor.core.scheduler import Outcome, Pool
-from expo_executor.core.tasks import Stage
-from expo_executor.protocol.keys import inbox_key, status_key, WORKERS_PREFIX
+from expo_executor.coordinator import adopt
+from expo_executor.core.scheduler import Outcome
 from expo_executor.worker import running_jobs
 
-from tests.coordinator_rig import work_request
-from tests.helpers import KEY, ScriptedEngine
-from tests.memory_bucket import BucketView, MemoryBucket
-from tests.model_worker import PaperWorker
+from tests.crash_model import CrashModel
+from tests.protocol_model import ProtocolModel
 
 EXAMPLES = int(os.environ.get("EXPOCLOUD_MODEL_EXAMPLES", "100"))
 STEPS = int(os.environ.get("EXPOCLOUD_MODEL_STEPS", "40"))
-DRAIN_ROUNDS = 300  # coordinator rounds the run has to end in, once nothing goes wrong
-FINAL = (AttemptEnd.SOLVED, AttemptEnd.FAILED, AttemptEnd.TIMEOUT)
-pick = st.integers(0, 7)  # an index into whatever is there (taken modulo its size)
-
-
-class CloudEngine(ScriptedEngine):
-    """The scripted engine, and the preemptions it has seen (said once, as GCE's operations
-    say them)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.notices: set[str] = set()
-
-    def preempted(self) -> set[str]:
-        notices, self.notices = self.notices, set()
-        return notices
-
-
-class ProtocolModel(RuleBasedStateMachine):
-    """One run: its coordinator, its workers as the engine brings them up, the bucket."""
-
-    @initialize(jobs=st.integers(2, 6), slots=st.integers(1, 2), workers=st.integers(1, 3),
-                prefetch=st.integers(0, 2))
-    def start(self, jobs: int, slots: int, workers: int, prefetch: int) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="protocol-model-"))
-        self.store = MemoryBucket()
-        self.view = self.store.view()
-        self.engine = CloudEngine()
-        config = CoordinatorConfig("model", slots, workers, poll=0.05, heartbeat=10.0,
-                                   status_interval=3600, pool=Pool.SPOT, straggler_rule=False)
-        self.coordinator = Coordinator(config, self.engine, self.view, KEY, self.dir,
-                                       StateDir(self.dir / "state"), lambda line: None)
-        self.coordinator.scheduler.set_prefetch(prefetch)
-        self.slots = slots
-        self.keys = [f"j{n}" for n in range(jobs)]
-        self.coordinator.submit([work_request(n) for n in range(jobs)])
-        self.now = 10_000.0
-        self.workers: dict[str, PaperWorker] = {}  # the VMs up, each with its worker
-        self.booted: set[str] = set()
-        self.gone: set[str] = set()
-        self.running_on: dict[str, str] = {}  # the truth: job -> the worker running it
-        self.ended: dict[str, str] = {}  # job -> the worker where an attempt of it ended
-        self.timeouts: set[int] = set()  # points of the jobs that really timed out
-        self.preempted_running: Counter[str] = Counter()  # job -> times its VM was preempted
-        self.reports: dict = {}
-        self.tick()
-
-    # -- the truth, as the parties act --------------------------------------------------------
-    def started(self, key: str, worker: str) -> None:
-        assert key not in self.running_on, \
-            f"{key} starts on {worker} while it runs on {self.running_on.get(key)}"
-        assert key not in self.ended, f"{key} starts on {worker} after an attempt of it ended"
-        self.running_on[key] = worker
-
-    def result(self, key: str, worker: str, end: AttemptEnd, reason: str | None,
-               ran: bool) -> None:
-        if self.running_on.get(key) == worker:
-            del self.running_on[key]
-        if end in FINAL:
-            self.ended[key] = worker
-        if end is AttemptEnd.TIMEOUT:
-            self.timeouts.add(int(key[1:]))
-        if end is AttemptEnd.CANCELLED and not (reason or "").startswith("worker stopping"):
-            self.justified(key, f"{worker} cancelled it ({reason}; ran: {ran})")
-
-    def justified(self, key: str, what: str) -> None:
-        point = int(key[1:])
-        assert any(t <= point for t in self.timeouts), \
-            f"{key}: {what}, and no job as easy has timed out (timeouts: {sorted(self.timeouts)})"
-
-    # -- the coordinator ----------------------------------------------------------------------
-    @rule()
-    def tick(self) -> None:
-        """One coordinator round (raised, not ridden out: the bucket here never fails)."""
-        self.now += 0.1
-        self.coordinator.tick(self.now)
-        for key in self.keys:
-            report = self.coordinator.take_report(key)
-            if report is None:
-                continue
-            assert key not in self.reports, f"{key} reported twice"
-            self.reports[key] = report
-            if report.outcome is Outcome.SKIPPED:
-                self.justified(key, f"reported skipped ({report.message})")
-        for key in self.keys:
-            charged = self.coordinator.scheduler.preemptions(key)
-            assert charged <= self.preempted_running[key], \
-                f"{key} charged {charged} preemption(s), preempted while running " \
-                f"{self.preempted_running[key]} time(s)"
-        self.follow_engine()
-
-    def follow_engine(self) -> None:
-        """VMs the coordinator created get a worker; the ones it deleted take theirs away."""
-        for name in sorted(self.engine.status):
-            if name not in self.workers and name not in self.gone:
-                self.workers[name] = PaperWorker(self.store.view(), name, self.slots, KEY,
-                                                 self.started, self.result)
-        for name in sorted(set(self.workers) - set(self.engine.status)):
-            self.vanish(name)
-
-    def given_a_slot(self, name: str) -> set[str]:
-        """The jobs the scheduler gave a free slot of VM ``name`` (RUNNING there), started or
-        not: its worker starts them at its next read of its inbox, so the coordinator cannot
-        tell one not read yet from one started, and both were to run there. A held job
-        (prefetch) is not among them: it waits for a slot."""
-        scheduler = self.coordinator.scheduler
-        return {key for key in self.keys if key not in scheduler.outcomes
-                and scheduler.place(key).worker_id == name
-                and scheduler.place(key).stage is Stage.RUNNING}
-
-    def vanish(self, name: str, preempted: bool = False) -> None:
-        """The VM ``name`` is gone, and its jobs' processes with it."""
-        worker = self.workers.pop(name)
-        self.gone.add(name)
-        self.booted.discard(name)
-        for key in list(worker.running):
-            if self.running_on.get(key) == name:
-                del self.running_on[key]
-        if preempted:
-            for key in set(worker.running) | self.given_a_slot(name):
-                self.preempted_running[key] += 1
-        # An end it never wrote (a solved result waiting for company), or wrote where the
-        # coordinator's reads lag (it reads a lost VM's results once, when it loses it), may
-        # go unheard: that job may run again (never twice at once).
-        lagging = self.view.lags_on(f"{WORKERS_PREFIX}{name}/results/")
-        for key in [k for k, where in self.ended.items() if where == name]:
-            if key in worker.unsent or lagging:
-                del self.ended[key]
-
-    # -- the workers --------------------------------------------------------------------------
-    def worker(self, index: int, booted: bool = True) -> PaperWorker | None:
-        names = sorted(n for n in self.workers if (n in self.booted) == booted)
-        return self.workers[names[index % len(names)]] if names else None
-
-    @rule(index=pick)
-    def boot(self, index: int) -> None:
-        """A VM's worker comes up: its first status says ready."""
-        worker = self.worker(index, booted=False)
-        if worker is not None:
-            worker._write_status(WorkerState.READY)
-            self.booted.add(worker.worker_id)
-
-    @rule(index=pick, read=st.booleans())
-    def act(self, index: int, read: bool) -> None:
-        """A worker's loop goes round once, reading its inbox first or not."""
-        worker = self.worker(index)
-        if worker is not None:
-            if read:
-                worker._read_inbox_now()
-            worker.tick()
-
-    @rule()
-    def everyone_acts(self) -> None:
-        """Every worker up reads its inbox and goes round once, then the coordinator: a round
-        of a run where nothing races (the other rules take it apart)."""
-        for name in sorted(self.booted):
-            worker = self.workers[name]
-            worker._read_inbox_now()
-            worker.tick()
-        self.tick()
-
-    @rule(index=pick)
-    def heartbeat(self, index: int) -> None:
-        worker = self.worker(index)
-        if worker is not None:
-            worker._write_status(WorkerState.READY)
-
-    @rule(index=pick)
-    def report_delay_passes(self, index: int) -> None:
-        worker = self.worker(index)
-        if worker is not None:
-            worker._send_results()
-
-    @rule(index=pick, end=st.sampled_from(["solved", "failed", "timeout"]))
-    def job_ends(self, index: int, end: str) -> None:
-        """A running job ends; its worker notices at its next pass."""
-        running = sorted(self.running_on)
-        if not running:
-            return
-        key = running[index % len(running)]
-        worker = self.workers[self.running_on[key]]
-        if end == "timeout":
-            worker.time_out(key)
-        else:
-            worker.running[key].proc.end(0 if end == "solved" else 1)  # type: ignore[union-attr]
-
-    # -- the cloud ----------------------------------------------------------------------------
-    @rule(index=pick, last_breath=st.booleans())
-    def preempt(self, index: int, last_breath: bool) -> None:
-        worker = self.worker(index) or self.worker(index, booted=False)
-        if worker is None:
-            return
-        name = worker.worker_id
-        if last_breath and name in self.booted:
-            worker.stop_preempted()
-        self.engine.notices.add(name)
-        self.engine.status[name] = "TERMINATED"
-        self.vanish(name, preempted=True)
-
-    @rule(index=pick, last_word=st.booleans())
-    def lose(self, index: int, last_word: bool) -> None:
-        """A worker stops, crashed (its last word: its jobs reported lost) or silently, and its
-        VM powers off (the startup script's end; a local worker's process exits)."""
-        worker = self.worker(index)
-        if worker is None:
-            return
-        if last_word:
-            worker.crashed(RuntimeError("the model's crash"))
-        self.engine.status[worker.worker_id] = "TERMINATED"  # its VM powers off
-        self.vanish(worker.worker_id)
-
-    # -- the bucket's readers -----------------------------------------------------------------
-    def reader(self, index: int) -> tuple[BucketView, list[str]]:
-        """A party's view and the prefixes it may lag on."""
-        names = sorted(self.workers)
-        if index % (len(names) + 1) == 0 or not names:
-            prefixes = [status_key(n) for n in names] + \
-                [f"{WORKERS_PREFIX}{n}/results/" for n in names]
-            return self.view, prefixes
-        name = names[index % (len(names) + 1) - 1]
-        return self.workers[name].bucket, [inbox_key(name)]  # type: ignore[return-value]
-
-    @rule(index=pick, which=pick)
-    def slow_read(self, index: int, which: int) -> None:
-        """A reader goes on seeing part of the bucket as it is now."""
-        view, prefixes = self.reader(index)
-        if prefixes:
-            view.hold(prefixes[which % len(prefixes)])
-
-    @rule(index=pick)
-    def catch_up(self, index: int) -> None:
-        self.reader(index)[0].catch_up()
-
-    # -- the end ------------------------------------------------------------------------------
-    def teardown(self) -> None:
-        try:
-            if sys.exc_info()[0] is None and hasattr(self, "coordinator"):
-                self.run_to_end()
-        finally:
-            if hasattr(self, "coordinator"):
-                self.coordinator.channel.close()
-                shutil.rmtree(self.dir, ignore_errors=True)
-
-    def run_to_end(self) -> None:
-        """Nothing goes wrong any more: every reader catches up, every worker comes up, acts
-        and solves what it runs, the coordinator ticks; the run must end with every job
-        reported."""
-        for _ in range(DRAIN_ROUNDS):
-            if len(self.reports) == len(self.keys):
-                break
-            self.view.catch_up()
-            for name in sorted(self.workers):
-                worker = self.workers[name]
-                worker.bucket.catch_up()  # type: ignore[attr-defined]
-                if name not in self.booted:
-                    worker._write_status(WorkerState.READY)
-                    self.booted.add(name)
-                worker._read_inbox_now()
-                worker.tick()
-                worker._write_status(WorkerState.READY)  # its heartbeat
-                for job in worker.running.values():
-                    job.proc.end(0)  # type: ignore[union-attr]
-                worker.tick()
-                worker._send_results()
-            self.tick()
-        missing = sorted(set(self.keys) - set(self.reports))
-        assert not missing, f"the run does not end: {missing} never reported " \
-            f"({ {k: self.coordinator.scheduler.state(k) for k in missing} })"
+MACHINE = settings(max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
+                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
 @pytest.fixture
@@ -345,9 +37,7 @@ def paper_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_protocol_model(paper_jobs: None) -> None:
     """The machine, ``EXAMPLES`` x up to ``STEPS`` steps (the module says how to run more)."""
-    run_state_machine_as_test(ProtocolModel, settings=settings(
-        max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+    run_state_machine_as_test(ProtocolModel, settings=MACHINE)
 
 
 def test_a_stale_answer_to_a_release_is_not_the_answer_to_a_newer_one(paper_jobs: None) -> None:
@@ -377,3 +67,48 @@ def test_a_stale_answer_to_a_release_is_not_the_answer_to_a_newer_one(paper_jobs
     state.job_ends(index=0, end="solved")  # j0
     state.act(index=0, read=False)  # w-1 has not read the second request: it starts j1
     state.teardown()
+
+
+@pytest.fixture
+def listing_each_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rerun looks at which old workers live every round, not every 30 s of its clock
+    (which the machine moves 0.1 s a round): a worker gone silently is seen at once."""
+    monkeypatch.setattr(adopt, "ALIVE_EVERY", 0.0)
+
+
+def test_protocol_model_with_a_crash(paper_jobs: None, listing_each_round: None) -> None:
+    """The machine with the crash and the rerun, ``EXAMPLES`` x up to ``STEPS`` steps."""
+    run_state_machine_as_test(CrashModel, settings=MACHINE)
+
+
+def test_jobs_adopted_in_flight_are_not_run_again_and_a_lost_ones_are(
+        paper_jobs: None, listing_each_round: None) -> None:
+    """The machine's steps through adoption (3 jobs, 1 slot, 1 worker, prefetch 1): the
+    coordinator dies with j0 running and j1 held on w-1; the rerun claims both (not run
+    again) and gives its own worker j2 only; j0 solved there ends r2-j0; w-1 starts j1, and is
+    lost silently: j1 goes to the rerun's own worker, and runs there (once at a time)."""
+    state = CrashModel()
+    state.start(jobs=3, slots=1, workers=1, prefetch=1)
+    state.boot(index=0)
+    state.tick()
+    state.act(index=0, read=True)  # w-1 runs j0, holds j1
+    state.crash()
+    state.rerun()
+    assert state.coordinator is not None
+    scheduler = state.coordinator.scheduler
+    assert [scheduler.state(k) for k in ("r2-j0", "r2-j1")] == ["running", "running"]
+    state.boot(index=0)  # the rerun's w-1 up
+    state.everyone_acts()
+    state.everyone_acts()
+    assert state.running_on == {"j0": "r1/w-1", "j2": "r2/w-1"}
+    state.job_ends(index=0, end="solved")  # j0, on the old worker
+    state.act(index=0, read=False)  # w-1 reports j0 (in its next batch), starts j1
+    state.report_delay_passes(index=0)
+    state.tick()
+    assert state.reports["r2-j0"].outcome is Outcome.SOLVED
+    assert state.running_on["j1"] == "r1/w-1"
+    state.lose(index=0, last_word=False)  # r1/w-1 goes with j1
+    state.tick()
+    assert scheduler.place("r2-j1").worker_id == "w-1"  # the rerun's own w-1
+    state.teardown()
+    assert set(state.reports) == {"r2-j0", "r2-j1", "r2-j2"}
