@@ -10,7 +10,9 @@ workers' grace, the new coordinator adopts the old run instead of stopping it:
   result of theirs is in the bucket already (the harvest, harvest.py: a solved one is used, a
   timeout joins its frontier, before anything new starts). So is a held job the dead
   coordinator asked back (its inbox's ``release``): its worker may have started it before it
-  read the request, and then runs it to its end. It is still asked back, and stays in flight
+  read the request, and then runs it to its end. It is still asked back, under a new request
+  number (a worker answers only a request new to it, and may have answered the dead
+  coordinator's already, in a status the rerun does not trust), and stays in flight
   until the worker answers: its result, or a status that answers the rerun's own inbox
   (``seq_seen``) saying it gave the job back unstarted; an older status (written before the
   take-over, or replayed) proves nothing about what the worker does next;
@@ -130,7 +132,10 @@ class Adoption:
                 idle.append(name)
                 continue
             jobs = {k: job for k, job in inbox.jobs.items() if k in mine}
-            release = {k: n for k, n in inbox.release.items() if k in mine - nameless}
+            # asked back again in the rerun's own name (the next number): a worker answers
+            # only a request new to it, and one it answered before the crash would never be
+            # answered again (a GCE worker's status is otherwise rewritten once a day)
+            release = {k: n + 1 for k, n in inbox.release.items() if k in mine - nameless}
             self.vms[name] = Vm(name, now, Pool.SPOT, ready=True, listed=True,
                                 places=Places(jobs, set(inbox.cancel) | nameless, release))
             for key in sorted(mine - nameless):

@@ -29,6 +29,7 @@ from expo_executor.frontends.base import job_request
 from expo_executor.protocol.keys import PULSE_KEY, inbox_key, result_key
 from expo_executor.protocol.records import Inbox
 from expo_executor.protocol.worker_keys import worker_key
+from expo_executor.worker.agent_loop import Worker
 
 from tests.coordinator_rig import Rig
 from tests.helpers import KEY
@@ -283,7 +284,7 @@ def test_a_job_asked_back_that_its_worker_started_is_adopted(tmp_path: Path) -> 
     workers = OldWorkers("w-1")
     new, adoption = _rerun(tmp_path, old, workers)  # (it checks: 4 in flight)
     assert new.coordinator.scheduler.state("r2-j5") == "running"
-    assert _inbox(old).release == {"r1-j5": ASKED} and "r1-j5" not in _inbox(old).jobs
+    assert _inbox(old).release == {"r1-j5": ASKED + 1} and "r1-j5" not in _inbox(old).jobs
     old.result("r1-j5", "w-1", "solved")
     old.ready("w-1", running=("r1-j1", "r1-j2", "r1-j3"), seq_seen=_inbox(old).seq)
     new.round()
@@ -298,7 +299,7 @@ def test_a_job_asked_back_that_its_worker_gave_back_runs_here(tmp_path: Path) ->
     _asked_back(old, "r1-j5")
     workers = OldWorkers("w-1")
     new, adoption = _rerun(tmp_path, old, workers)
-    old.ready("w-1", running=("r1-j1", "r1-j2", "r1-j3"), released={"r1-j5": ASKED},
+    old.ready("w-1", running=("r1-j1", "r1-j2", "r1-j3"), released={"r1-j5": ASKED + 1},
               seq_seen=_inbox(old).seq)
     new.round()
     scheduler = new.coordinator.scheduler
@@ -306,6 +307,28 @@ def test_a_job_asked_back_that_its_worker_gave_back_runs_here(tmp_path: Path) ->
     assert {scheduler.state(k) for k in ("r2-j1", "r2-j2", "r2-j3")} == {"running"}
     assert _inbox(old).release == {} and set(adoption.jobs) == {"r1-j1", "r1-j2", "r1-j3"}
     assert workers.stopped == []
+
+
+def test_a_job_its_worker_gave_back_before_the_crash_is_answered_again_at_once(
+        tmp_path: Path) -> None:
+    """The worker (the real one) gave r1-j5 back to the dead coordinator, in a status the
+    rerun does not trust (written before the take-over). The rerun asks it back under a new
+    number, so the worker, which answers only a request new to it, answers at once and the
+    rerun runs it. Asked under the old number, the worker said nothing more, and on GCE (its
+    status rewritten once a day) the rerun waited for r1-j5 to the end of its time (a hang
+    CI saw once, issue 30)."""
+    old = _crashed(tmp_path, (1, 2, 3, 5))
+    _asked_back(old, "r1-j5")
+    worker = Worker(old.direct, "w-1", 1, worker_key(KEY, "w-1"), tmp_path / "vm",
+                    zygote=False, heartbeat=86400.0)
+    worker._read_inbox()  # it answers the dead coordinator's request
+    assert worker.released == {"r1-j5": ASKED}
+    new, adoption = _rerun(tmp_path, old, OldWorkers("w-1"))
+    assert new.coordinator.scheduler.state("r2-j5") == "running"  # in flight: no answer yet
+    worker._read_inbox()  # the rerun's inbox: a request new to it
+    new.round()
+    assert new.coordinator.scheduler.state("r2-j5") == "queued"
+    assert "r1-j5" not in adoption.jobs and _inbox(old).release == {}
 
 
 def test_a_status_older_than_the_rerun_does_not_give_a_job_back(tmp_path: Path) -> None:
@@ -319,7 +342,7 @@ def test_a_status_older_than_the_rerun_does_not_give_a_job_back(tmp_path: Path) 
     old.ready("w-1", released={"r1-j5": ASKED}, seq_seen=seq)
     new.round()
     assert new.coordinator.scheduler.state("r2-j5") == "running"
-    assert "r1-j5" in adoption.jobs and _inbox(old).release == {"r1-j5": ASKED}
+    assert "r1-j5" in adoption.jobs and _inbox(old).release == {"r1-j5": ASKED + 1}
 
 
 def test_the_adopted_workers_hear_the_pulse_while_another_crashed_run_is_stopped(
