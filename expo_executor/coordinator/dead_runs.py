@@ -89,8 +89,13 @@ def clean_objects(state_dir: Path, live: set[str], wanted: str | None, dry_run: 
             say(f"keep   objects of run {run.run_id} in {run.bucket_url}: its rerun adopts or "
                 "harvests them (cleanup deletes them once it has)")
             continue
-        bucket = open_bucket(run.bucket_url)
-        count = len(bucket.list(""))
+        try:
+            bucket = open_bucket(run.bucket_url)
+            count = len(bucket.list(""))
+        except Exception as exc:  # noqa: BLE001 - no credentials, no access: said, not raised
+            say(f"keep   objects of run {run.run_id} in {run.bucket_url}: cannot reach the "
+                f"bucket ({type(exc).__name__}); run cleanup again where its credentials are")
+            continue
         if not count:
             continue
         if dry_run:

@@ -144,3 +144,20 @@ def test_cleanup_deletes_the_objects_of_dead_runs_no_rerun_can_use(
     assert {run: len(bucket.list("")) for run, bucket in buckets.items()} == {
         "ended-run": 0, "crashed-run": 3, "live-run": 3, "ended-run-2": 0}
     live.end()
+
+
+def test_cleanup_keeps_what_it_cannot_reach_and_says_so(
+        fake: FakeCompute, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:
+    """A dead run whose bucket this machine cannot reach (no credentials here) keeps its
+    objects, in one line that says why, and cleanup goes on: it once raised a traceback."""
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-such-key.json"))
+    state = tmp_path / ".expocloud"
+    url = f"gs://some-bucket/.expocloud/{run_label('ended-run')}"
+    _run_record(state, "ended-run", os.getpid())
+    record(state / "runs" / "ended-run", RunState("ended-run", "gce", url), b"k" * 32).end()
+    assert main(["cleanup", "--project", "p", "--zones", ",".join(ZONES), "--endpoint",
+                 fake.endpoint, "--state-dir", str(state)]) == 0
+    out = capsys.readouterr().out
+    assert "keep   objects of run ended-run" in out and "cannot reach the bucket" in out, out
