@@ -1,6 +1,6 @@
 """The health of a run's pools as the coordinator watches it: failed creates (retry later, or
 stop growing), VMs that never report ready, and pools out of capacity for too long (the queued
-work that pools which cannot grow strand is ``core.one_round.strand``'s).
+work that pools which cannot grow strand is ``core.one_round.round_of``'s, through its ``strand``).
 
 Every decision is the core's (:mod:`expo_executor.core.pool_health`); this module keeps the
 run's :class:`~expo_executor.core.pool_health.PoolHealth` and says each change once, in the log.
