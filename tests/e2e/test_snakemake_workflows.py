@@ -62,7 +62,7 @@ GCE = ["test02", "test_config", "test_run_namedlist", "test_shell", "test_nonstr
        "test_script_import_snakemake_obj", "test_local_import", "test_source_path",
        "test_log_input", "test_core_dependent_threads", "test_inferred_resources",
        "test_checkpoints", "test_scatter_gather", "test_retries", "test_localrule",
-       "test_threads"]
+       "test_threads", "test_temp_expand"]
 # what a user's GCE profile adds for a case (never an edit of the workflow): test_threads' rule
 # asks for 20 threads, so it gets a machine of its own
 GCE_PROFILE = {"test_threads": ("--set-resources", "a:machine_type=e2-standard-32")}
@@ -80,8 +80,6 @@ LEFT_OUT = {  # near the ones run, and why not (Snakemake 9.27.1, measured on th
     "GCE: test_lazy_resources": "its resource function reads a local file that, without a "
     "shared file system, is only in storage (so with any storage-backed remote executor)",
     "GCE: test_pipes_simple": "a pipe() group job hangs on the worker (investigation open)",
-    "GCE: test_temp_expand": "temp outputs no job consumes are removed by the remote job "
-    "before upload; the main process then waits for them in storage",
     "GCE: test_params, test_shadow, test_modules_all": "a directory removed by the job, "
     "absolute shadow paths, temp() inside expand() in a module: fail with storage as the "
     "default provider",
