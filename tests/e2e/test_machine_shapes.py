@@ -1,6 +1,7 @@
 """Machines per rule on the emulated GCE path: a 1-thread rule, a 4-thread rule, a GPU rule and
 a big-disk rule get VMs of four shapes, each job on a VM of its own shape, each VM deleted when
-its work ends; a job no machine can hold is refused before any VM. Real snakemake, the fake
+its work ends; a job no machine can hold (with auto, or naming no machine) is refused before
+any VM. Real snakemake, the fake
 Compute API (which refuses GPU bodies the real one refuses) and the GCS emulator."""
 
 from __future__ import annotations
@@ -117,11 +118,13 @@ def test_four_rules_get_four_shapes_and_each_job_a_fitting_vm(
     assert sum(not vm["spot"] for vm in fake_compute.ledger()) <= 1
 
 
+@pytest.mark.parametrize("named", [("--set-resources", "four:machine_type=auto"), ()],
+                         ids=["auto", "no machine named"])
 def test_a_job_no_machine_holds_is_refused_before_any_vm(
-        tmp_path: Path, fake_compute: FakeCompute, gcs_emulator: str) -> None:  # noqa: F811
+        named: tuple[str, ...], tmp_path: Path, fake_compute: FakeCompute,  # noqa: F811
+        gcs_emulator: str) -> None:  # noqa: F811
     workdir = _git_workdir(tmp_path, SNAKEFILE.replace("threads: 4", "threads: 1000"))
-    args = emulated_args(fake_compute, gcs_emulator, None, *FAST,
-                         "--set-resources", "four:machine_type=auto")
+    args = emulated_args(fake_compute, gcs_emulator, None, *FAST, *named)
     proc = run_snakemake(workdir, *args, env=emulated_env(gcs_emulator), timeout=300)
     assert proc.returncode != 0
     lines = [line for line in (proc.stdout + proc.stderr).splitlines()
