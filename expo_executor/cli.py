@@ -315,8 +315,8 @@ def _cleanup(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     """The checks a GCE run makes before its first VM, for the settings a run with this
     profile (and these flags) would have: 0 when all pass, 1 when one fails."""
-    from expo_executor.coordinator.launch import shape_book
     from expo_executor.coordinator.profile_settings import Profile, read_profile, settings_of
+    from expo_executor.coordinator.rule_machines import shape_book
     from expo_executor.coordinator.settings import validate
     from expo_executor.coordinator.shapes import named_shapes
     from expo_executor.coordinator.state import StateDir
@@ -326,7 +326,8 @@ def _doctor(args: argparse.Namespace) -> int:
     from expo_executor.settings.values import with_default_slots
 
     profile = read_profile(args.profile) if args.profile else Profile()
-    settings = with_default_slots(settings_of(profile, args))
+    given = settings_of(profile, args)
+    settings = with_default_slots(given)
     if settings.engine != EngineName.GCE:
         raise ExpoError("--expocloud-engine", f"the profile runs on the {settings.engine} "
                         "engine: there is no GCE project to check",
@@ -334,7 +335,8 @@ def _doctor(args: argparse.Namespace) -> int:
     validate(settings)
     url = coordination_url(settings, args.default_storage_prefix
                            or profile.default_storage_prefix, "doctor")
-    book = shape_book(settings, {}, StateDir(Path(settings.state_dir)), lambda _line: None)
+    book = shape_book(settings, {}, StateDir(Path(settings.state_dir)), lambda _line: None,
+                      slots_given=given.slots_per_worker is not None)
     plan = doctor_plan(settings, named_shapes(book, profile.resources) if book else [], url)
     started = time.monotonic()
     checks = doctor.run_checks(plan, doctor.host_python())

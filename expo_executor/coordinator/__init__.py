@@ -28,5 +28,7 @@ cost, and the leaves ``runs`` (a run directory's files, read and written), ``set
 - ``settings``: every engine's settings in one ``ExecutorSettings``, and ``validate``, which
   runs every check (the fields, defaults and checks themselves are the ``settings`` leaf's and
   the engines'); ``profile_settings``: them read from a profile; ``launch``: a started
-  coordinator for them.
+  coordinator for them;
+- ``shapes``: per-rule machines (GCE) and their sizes and prices; ``rule_machines``: how one is
+  chosen (a rule's ``auto``, a job beyond the run's workers).
 """

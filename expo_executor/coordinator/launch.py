@@ -10,14 +10,15 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Callable
 
 from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig
 from expo_executor.coordinator.recover import recover
 from expo_executor.coordinator.run_state import RunState, record
-from expo_executor.coordinator.shapes import AUTO, RunMachines, ShapeBook
+from expo_executor.coordinator.rule_machines import auto_inputs, dims_of
+from expo_executor.coordinator.shapes import AUTO, ShapeBook
 from expo_executor.coordinator.settings import ExecutorSettings, worker_memory_mb
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.budget import BudgetConfig
@@ -28,7 +29,7 @@ from expo_executor.core.requirements import SETTING as REQUIREMENTS_SETTING
 from expo_executor.core.requirements import UserPin
 from expo_executor.core.scheduler import Pool, Scheduler
 from expo_executor.core.shapes import Shape
-from expo_executor.cost import machines, preemption_fit, prices
+from expo_executor.cost import prices
 from expo_executor.cost.machine_choice import candidates, choose, measured_runtimes, workload_of
 from expo_executor.engines.base import Engine
 from expo_executor.engines.gce.settings import needs_credentials, pool_machine_types, zones
@@ -36,7 +37,6 @@ from expo_executor.engines.gce.settings_checks import check_credentials
 from expo_executor.engines.local import LocalEngine, LocalEngineConfig
 from expo_executor.engines.local_settings import local_max_workers
 from expo_executor.protocol.bucket import Bucket, LocalBucket, open_bucket
-from expo_executor.runs.files import read_jsonl
 from expo_executor.settings.values import (boot_timeout, capacity_timeout, heartbeat_grace,
                                            heartbeat_interval, max_on_demand, poll_interval,
                                            prefetch, prefetch_hold_s, worker_requirements)
@@ -208,10 +208,10 @@ def resolve_machine_types(settings: ExecutorSettings,
     spot, on_demand = pool_machine_types(settings)
     if settings.engine != EngineName.GCE or AUTO not in (spot, on_demand):
         return settings
-    table, models, history = _auto_inputs(settings, state)
+    table, models, history = auto_inputs(settings, state)
     workload = workload_of(shapes, measured_runtimes(history, rules))
     types = table.candidates(min_vcpus=2)  # a 1-vCPU worker shares its only core with its job
-    shape = _dims
+    shape = dims_of
 
     def vcpus_of(machine_type: str) -> int | None:
         dims = shape(machine_type)
@@ -239,61 +239,3 @@ def resolve_machine_types(settings: ExecutorSettings,
         f"{table.label()}: " + "; ".join(lines) + f"; {slots} slots per worker")
     return dataclasses.replace(settings, gce_machine_type=spot,
                                gce_on_demand_machine_type=on_demand, slots_per_worker=slots)
-
-
-def shape_book(settings: ExecutorSettings, autos: Mapping[str, tuple[int, int, float | None]],
-               state: StateDir, log: Callable[[str], None]) -> ShapeBook | None:
-    """The per-rule machines of a GCE run (None on the local engine, whose workers are this
-    machine): the run's own machines, the price snapshot, and each ``auto`` rule's machine
-    type, the cheapest per job for its (threads, mem_mb, runtime s) in ``autos``."""
-    if settings.engine != EngineName.GCE:
-        return None
-    spot, on_demand = pool_machine_types(settings)
-    run = RunMachines(spot, on_demand, settings.slots_per_worker,
-                      worker_memory_mb(settings, settings.max_workers or 1), settings.gce_disk_gb)
-    try:
-        table = prices.load(prices.region_of(zones(settings)[0]))
-    except ExpoError:
-        table = None  # not priced: said once by the coordinator's own pricing
-    rule_machines = {}
-    for rule, workload in sorted(autos.items()):
-        rule_machines[rule] = _auto_for_rule(settings, rule, workload, state, log)
-    return ShapeBook(run, table, priced=settings.budget is not None,
-                     rule_machines=rule_machines, gpu_image=settings.gce_gpu_image)
-
-
-def _auto_for_rule(settings: ExecutorSettings, rule: str,
-                   shape: tuple[int, int, float | None], state: StateDir,
-                   log: Callable[[str], None]) -> str:
-    """``machine_type: auto`` of one rule: the type with the lowest expected cost per job for
-    its threads, memory and runtime (measured in earlier runs of the rule, else its runtime
-    resource), on Spot unless the run is on-demand only."""
-    table, models, history = _auto_inputs(settings, state)
-    workload = workload_of([shape], measured_runtimes(history, {rule}))
-    spot = not settings.on_demand_only
-    pick = choose(workload, candidates(
-        table.candidates(min_vcpus=max(2, shape[0])), _dims,
-        lambda t: table.hourly(t, spot=spot), models.for_type if spot else None),
-        f"resource 'machine_type' of rule '{rule}'")
-    log(f"expocloud: machine type auto for rule '{rule}' ({workload.cpus} thread(s), "
-        f"{workload.mem_mb} MB, {workload.runtime_s:.0f} s, {workload.runtime_source}): "
-        f"{pick.line('Spot' if spot else 'on-demand')} ({table.label()})")
-    return pick.machine_type
-
-
-def _dims(machine_type: str) -> tuple[int, int] | None:
-    dims = machines.shape(machine_type)
-    return (dims.vcpus, dims.memory_mb) if dims else None
-
-
-def _auto_inputs(settings: ExecutorSettings,
-                 state: StateDir) -> tuple[prices.PriceTable, preemption_fit.Models, list]:
-    """What 'auto' chooses from: the region's prices, the preemption models fitted to earlier
-    runs (capped at the VMs' max run duration) and earlier runs' job records."""
-    table = prices.load(prices.region_of(zones(settings)[0]))
-    cap_h = parse_duration(settings.gce_max_run_duration,
-                           "--expocloud-gce-max-run-duration") / 3600
-    models = preemption_fit.load_models(state.root, cap_h=cap_h)
-    history = [r for run in sorted((state.root / "runs").glob("*/jobs.jsonl"))
-               for r in read_jsonl(run)]
-    return table, models, history

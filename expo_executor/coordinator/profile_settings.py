@@ -4,8 +4,9 @@ flags, as ``snakemake --workflow-profile DIR`` would read them.
 Why: ``expocloud doctor --profile profiles/gce-spot`` must check exactly what a run with that
 profile would do, so it reads the same keys into the same :class:`ExecutorSettings`, plus what
 else of the profile a run's checks need: ``default-storage-prefix`` (the coordination bucket)
-and ``set-resources`` (the rules that name their own machines). Other Snakemake keys are left
-to Snakemake; an ``expocloud-*`` key that is no setting is an error, as it is for a run.
+and ``set-resources`` and ``set-threads`` (the machines rules name, or need). Other Snakemake
+keys are left to Snakemake; an ``expocloud-*`` key that is no setting is an error, as it is for
+a run.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from expo_executor.coordinator.settings import ExecutorSettings
+from expo_executor.coordinator.shapes import THREADS
 from expo_executor.core.errors import ExpoError
 
 PREFIX = "expocloud-"
@@ -27,7 +29,8 @@ PREFIX = "expocloud-"
 @dataclass(frozen=True)
 class Profile:
     """What a profile holds for expocloud: settings (field name -> value), the default storage
-    prefix, and ``set-resources`` (rule -> resource -> value)."""
+    prefix, and ``set-resources`` (rule -> resource -> value), with a rule's ``set-threads`` as
+    its resource ``_cores``, as Snakemake names threads among resources."""
 
     settings: Mapping[str, Any] = field(default_factory=dict)
     default_storage_prefix: str | None = None
@@ -85,8 +88,10 @@ def read_profile(path: Path) -> Profile:
                             "remove it or correct its name (snakemake --help lists them)")
         settings[name] = _value(f"{key} in {config}", value, fields[name])
     prefix = data.get("default-storage-prefix")
-    return Profile(settings, str(prefix) if prefix else None,
-                   _resources(data.get("set-resources"), config))
+    resources = _resources(data.get("set-resources"), config)
+    for rule, threads in _threads(data.get("set-threads"), config).items():
+        resources.setdefault(rule, {})[THREADS] = threads
+    return Profile(settings, str(prefix) if prefix else None, resources)
 
 
 def _value(setting: str, value: Any, f: dataclasses.Field) -> Any:
@@ -118,6 +123,26 @@ def _resources(raw: Any, config: Path) -> dict[str, dict[str, Any]]:
             raise ExpoError(f"set-resources in {config}", f"{item!r} is not rule:resource=value",
                             "write set-resources as Snakemake takes it")
         found.setdefault(rule, {})[name] = int(value) if value.isdigit() else value.strip("'\"")
+    return found
+
+
+def _threads(raw: Any, config: Path) -> dict[str, int]:
+    """``set-threads`` as Snakemake takes it in a profile: a mapping rule -> threads, or a list
+    of ``rule=threads``; threads that are no number (an expression) are left to the run."""
+    if raw is None:
+        return {}
+    if isinstance(raw, dict):
+        pairs = [(str(rule), str(value)) for rule, value in raw.items()]
+    else:
+        pairs = [(rule, value) for rule, _, value in
+                 (str(item).partition("=") for item in (raw if isinstance(raw, list) else [raw]))]
+    found = {}
+    for rule, value in pairs:
+        if not rule or not value.strip():
+            raise ExpoError(f"set-threads in {config}", f"{rule}={value!r} is not rule=threads",
+                            "write set-threads as Snakemake takes it")
+        if value.strip().isdigit():
+            found[rule] = int(value)
     return found
 
 

@@ -5,10 +5,12 @@ A rule asks for a machine of its own with resources (from the Snakefile or a pro
 ``set-resources``): ``machine_type`` (a GCE type, or ``auto``: the cheapest per job for the
 rule's threads, memory and runtime), ``gpu_type`` (or ``gpu_model``, as Snakemake's SLURM
 plugin names it) and ``gpu`` (a count, default 1), and a ``disk_mb`` more than the run's boot
-disk holds. Everything is checked before a VM exists, with
-one line naming the rule's resource and the fix: an unknown GPU type, GPUs a machine type cannot
-take, a job larger than its machine. A rule that asks for nothing of its own runs on the run's
-own pools (shape None), exactly as without this module.
+disk holds. A job that names no machine but needs more threads or memory than the run's own
+workers hold gets one that holds it (``ShapeBook.fit``: rule_machines.MachineFit), unless the
+user set the slots per worker. Everything is checked before a VM exists, with one line naming
+the rule's resource and the fix: an unknown GPU type, GPUs a machine type cannot take, a job
+larger than its machine or than any machine. A rule that asks for nothing of its own and fits
+the run's own workers runs on the run's own pools (shape None), exactly as without this module.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ GPU_MODEL = "gpu_model"  # what Snakemake's SLURM plugin reads: the same, when g
 GPU = "gpu"
 DISK_MB = "disk_mb"
 AUTO = "auto"
+THREADS = "_cores"  # how Snakemake names a rule's threads among its resources
 SYSTEM_DISK_GB = 10  # what the image and the worker's software take of a boot disk
 
 
@@ -58,7 +61,11 @@ class ShapeBook:
     priced: bool = False  # a budget needs every shape priced: an unpriced one is an error
     rule_machines: Mapping[str, str] = field(default_factory=dict)  # rule -> 'auto' resolved
     gpu_image: str | None = None  # --expocloud-gce-gpu-image: GPU VMs boot nothing else
+    # (rule, threads, mem_mb) -> the machine type of a job the run's own workers cannot hold
+    # (rule_machines.MachineFit); None: such a job is refused (the user set the slots)
+    fit: Callable[[str, int, int], str] | None = None
     _seen: dict[Shape, ShapeSize] = field(default_factory=dict)
+    _fitted: dict[tuple[str, int, int], str] = field(default_factory=dict)
 
     def size(self, shape: Shape | None) -> ShapeSize:
         if shape is None:
@@ -136,14 +143,28 @@ class ShapeBook:
                                 f"no machine type holds {count} x {gpu_type} with {threads} "
                                 f"threads and {mem_mb} MB", f"name one with '{MACHINE_TYPE}', or "
                                 "lower the rule's threads, mem_mb or GPU count")
-        if value is None:
-            return None
+        if value is None:  # nothing named: the run's own, unless they cannot hold the job
+            return None if gpu_type is not None else self._fitting(rule, threads, mem_mb)
         name = str(value)
         if machines.shape(name) is None:
             raise ExpoError(f"resource '{MACHINE_TYPE}' of rule '{rule}'",
                             f"cannot read the machine type {name!r}",
                             "give a predefined GCE type such as n2-standard-8, or auto")
         return name
+
+    def _fitting(self, rule: str, threads: int, mem_mb: int) -> str | None:
+        """The machine type of a job of ``rule`` that names none, when the run's own workers
+        cannot hold its threads or memory: chosen once per (rule, threads, mem_mb), since
+        resource functions may give each job its own. None: the run's own hold it, or there
+        is no choice to make (the job is then checked against the run's own workers)."""
+        run = self.run
+        holds = threads <= run.slots and not (run.mem_mb and mem_mb > run.mem_mb)
+        if holds or self.fit is None:
+            return None
+        need = (rule, threads, mem_mb)
+        if need not in self._fitted:
+            self._fitted[need] = self.fit(rule, threads, mem_mb)
+        return self._fitted[need]
 
     def _register(self, rule: str, shape: Shape) -> None:
         """A new shape: priced now when the run has a budget, before any VM of it exists."""
@@ -198,10 +219,13 @@ def _disk_gb(rule: str, disk_mb: object, run_disk_gb: int) -> int:
 
 
 def named_shapes(book: ShapeBook, resources: Mapping[str, Mapping[str, object]]) -> list[Shape]:
-    """The machines rules name as values (a profile's ``set-resources``), checked as at a run
+    """The machines rules name as values in a profile's ``set-resources``, or need for the
+    threads (``set-threads``, as ``_cores``) and memory it gives them, checked as at a run
     (ExpoError names the rule's resource and the fix): what ``expocloud doctor`` checks the
-    zones and quotas for, besides the run's own. A rule's ``auto`` is chosen at the run."""
+    zones and quotas for, besides the run's own. A rule's ``auto``, and threads or memory the
+    Snakefile gives, are known only to a run, which checks them before its first VM too."""
     for rule, values in sorted(resources.items()):
-        mem_mb = values.get("mem_mb")
-        book.shape_of(rule, values.get, 1, mem_mb if isinstance(mem_mb, int) else 0)
+        threads, mem_mb = values.get(THREADS), values.get("mem_mb")
+        book.shape_of(rule, values.get, max(1, threads) if isinstance(threads, int) else 1,
+                      mem_mb if isinstance(mem_mb, int) else 0)
     return book.known()

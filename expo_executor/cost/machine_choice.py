@@ -32,6 +32,9 @@ class Workload:
     mem_mb: int
     runtime_s: float
     runtime_source: str  # "measured in N earlier jobs", "runtime resource", "default"
+    # how many jobs there are to share a VM; 0: not known, as many as it holds. A rule of one
+    # job on a VM that holds five pays for all five slots: its cost per job says so.
+    jobs: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,11 +63,12 @@ class Choice:
 
 
 def jobs_per_vm(workload: Workload, vcpus: int, memory_mb: int) -> int:
-    """Jobs a VM holds at once: by threads, and by memory when jobs declare it."""
+    """Jobs a VM holds at once: by threads, and by memory when jobs declare it; never more
+    than there are jobs (when known)."""
     fit = vcpus // max(1, workload.cpus)
     if workload.mem_mb > 0:
         fit = min(fit, memory_mb // workload.mem_mb)
-    return fit
+    return min(fit, workload.jobs) if workload.jobs > 0 else fit
 
 
 def evaluate(workload: Workload, candidate: Candidate, boot_s: float = BOOT_S) -> Choice | None:

@@ -9,6 +9,7 @@ rather than a guess.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from expo_executor.core.shapes import comes_with_gpus
@@ -118,6 +119,44 @@ def predefined_types(fam: str) -> list[str]:
     """Every predefined type of a family we know the sizes of, by class then size."""
     sizes = PREDEFINED_SIZES.get(fam, {})
     return [f"{fam}-{cls}-{n}" for cls in CLASSES for n in sizes.get(cls, ())]
+
+
+def holding(types: Iterable[str], threads: int, mem_mb: int) -> list[str]:
+    """The types among ``types`` whose vCPUs and memory hold a job of ``threads`` and
+    ``mem_mb`` (a type we cannot read holds nothing)."""
+    return [t for t in types
+            if (dims := shape(t)) is not None and dims.vcpus >= threads
+            and dims.memory_mb >= mem_mb]
+
+
+def standard_types() -> list[str]:
+    """Every predefined type of the standard class (4 GiB per vCPU, n1 3.75) of the families
+    we know the sizes of: what a job is given when no price table says which is cheapest."""
+    return [t for fam in PREDEFINED_SIZES for t in predefined_types(fam) if "-standard-" in t]
+
+
+def smallest(types: Iterable[str], prefer: str) -> str | None:
+    """The smallest of ``types``: fewest vCPUs, family ``prefer`` first among equals, then
+    least memory; None when ``types`` holds none we can read."""
+    sized = [(dims.vcpus, family(t) != prefer, dims.memory_mb, t)
+             for t in types if (dims := shape(t)) is not None]
+    return min(sized)[3] if sized else None
+
+
+def largest(types: Iterable[str], by_memory: bool = False) -> tuple[str, Shape] | None:
+    """The type of most vCPUs (``by_memory``: of most memory) among ``types``, with its size:
+    what the refusal of a job no type holds names; None when none can be read."""
+    sized = [(dims, t) for t in types if (dims := shape(t)) is not None]
+    if not sized:
+        return None
+
+    def size(item: tuple[Shape, str]) -> tuple[int, int, str]:
+        dims, name = item
+        return (dims.memory_mb, dims.vcpus, name) if by_memory else \
+            (dims.vcpus, dims.memory_mb, name)
+
+    dims, name = max(sized, key=size)
+    return name, dims
 
 
 # -- GPUs ------------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """Machines per rule on the emulated GCE path: a 1-thread rule, a 4-thread rule, a GPU rule and
 a big-disk rule get VMs of four shapes, each job on a VM of its own shape, each VM deleted when
-its work ends; a job no machine can hold is refused before any VM. Real snakemake, the fake
+its work ends; a group job beyond the run's workers runs on one machine chosen to hold the
+whole group; a job no machine can hold (with auto, or naming no machine) is refused before
+any VM. Real snakemake, the fake
 Compute API (which refuses GPU bodies the real one refuses) and the GCS emulator."""
 
 from __future__ import annotations
@@ -117,11 +119,13 @@ def test_four_rules_get_four_shapes_and_each_job_a_fitting_vm(
     assert sum(not vm["spot"] for vm in fake_compute.ledger()) <= 1
 
 
+@pytest.mark.parametrize("named", [("--set-resources", "four:machine_type=auto"), ()],
+                         ids=["auto", "no machine named"])
 def test_a_job_no_machine_holds_is_refused_before_any_vm(
-        tmp_path: Path, fake_compute: FakeCompute, gcs_emulator: str) -> None:  # noqa: F811
+        named: tuple[str, ...], tmp_path: Path, fake_compute: FakeCompute,  # noqa: F811
+        gcs_emulator: str) -> None:  # noqa: F811
     workdir = _git_workdir(tmp_path, SNAKEFILE.replace("threads: 4", "threads: 1000"))
-    args = emulated_args(fake_compute, gcs_emulator, None, *FAST,
-                         "--set-resources", "four:machine_type=auto")
+    args = emulated_args(fake_compute, gcs_emulator, None, *FAST, *named)
     proc = run_snakemake(workdir, *args, env=emulated_env(gcs_emulator), timeout=300)
     assert proc.returncode != 0
     lines = [line for line in (proc.stdout + proc.stderr).splitlines()
@@ -129,3 +133,37 @@ def test_a_job_no_machine_holds_is_refused_before_any_vm(
     assert len(lines) == 1, proc.stderr[-3000:]
     assert not [r for r in fake_compute.requests if r["op"] in ("insert", "bulkInsert")]
     assert not fake_compute.instances()
+
+
+# two independent jobs of one group, joined into one group job (--group-components g=2), run at
+# once: 2 slots, one more than a default GCE worker's; each echoes its threads
+GROUP_SNAKEFILE = """
+rule all:
+    input: "out/x.txt", "out/y.txt"
+
+rule x:
+    output: "out/x.txt"
+    group: "g"
+    shell: "echo {threads} > {output}"
+
+rule y:
+    output: "out/y.txt"
+    group: "g"
+    shell: "echo {threads} > {output}"
+"""
+
+
+def test_a_group_beyond_the_runs_workers_runs_on_one_machine_that_holds_it(
+        tmp_path: Path, fake_compute: FakeCompute, gcs_emulator: str) -> None:  # noqa: F811
+    workdir = _git_workdir(tmp_path, GROUP_SNAKEFILE)
+    args = emulated_args(fake_compute, gcs_emulator, None, *FAST, "--group-components", "g=2")
+    proc = run_snakemake(workdir, *args, env=emulated_env(gcs_emulator), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    chosen = [line for line in proc.stderr.splitlines() if "group g needs 2 thread(s)" in line]
+    assert len(chosen) == 1, proc.stderr[-3000:]  # chosen and said once
+    run_dir, = run_dirs(workdir)
+    jobs = list(RunFiles(run_dir).jobs())
+    assert [job["rule"] for job in jobs] == ["group g"]  # one job: the whole group
+    machine, accelerators, _disk, _maintenance = _shape(_created(fake_compute)[jobs[0]["worker"]])
+    assert machine != "e2-standard-2" and f"its jobs run on {machine} " in chosen[0]
+    assert accelerators == () and not fake_compute.instances()

@@ -41,6 +41,7 @@ LOCAL = [
     "test_script_import_snakemake_obj", "test_local_import", "test_source_path",
     # threads and resources (lazy, default, set, inferred); --cores as the local fleet
     "test_threads", "test_core_dependent_threads", "test_cores_limited_by_global_supply",
+    "test_github_issue1618",
     "test_lazy_resources", "test_default_resources", "test_set_resources",
     "test_inferred_resources", "test_priority",
     # logs, temp and protected files, shadow, directories
@@ -64,10 +65,10 @@ GCE = ["test02", "test_config", "test_run_namedlist", "test_shell", "test_nonstr
        "test_script_import_snakemake_obj", "test_local_import", "test_source_path",
        "test_log_input", "test_core_dependent_threads", "test_inferred_resources",
        "test_checkpoints", "test_scatter_gather", "test_retries", "test_localrule",
-       "test_threads", "test_temp_expand", "test_github_issue413"]
-# what a user's GCE profile adds for a case (never an edit of the workflow): test_threads' rule
-# asks for 20 threads, so it gets a machine of its own
-GCE_PROFILE = {"test_threads": ("--set-resources", "a:machine_type=e2-standard-32")}
+       "test_temp_expand", "test_github_issue413",
+       # threads beyond a default GCE worker's one slot: each such rule gets a machine that
+       # holds it, with no profile edit (3 threads; 20 threads; a rule of 5 with --cores 5)
+       "test01", "test_threads", "test_github_issue1618"]
 
 LEFT_OUT = {  # near the ones run, and why not (Snakemake 9.27.1, measured on this machine)
     "test_default_resources_mebibytes": "Snakemake passes a remote job --default-resources "
@@ -165,13 +166,12 @@ def test_emulated_gce(test: str, tests_dir: Path, cases: dict[str, suite.Case], 
     # Without a shared file system Snakemake ships the workflow's git-tracked sources.
     for git in (["init", "-q"], ["add", "."]):
         subprocess.run(["git", *git], cwd=workdir, check=True, capture_output=True)
-    # two slots (an e2-standard-2's vCPUs); fast polls and a short idle time: the emulated
-    # profile keeps a real run's slow poll (15 s), which would make each case wait on it
-    args = emulated_args(fake_compute, gcs_emulator, None, "--expocloud-slots-per-worker", "2",
-                         "--expocloud-poll-interval", "0.2",
+    # the profile as it is (GCE's default slots: a job beyond them gets a machine of its
+    # own); fast polls and a short idle time: the emulated profile keeps a real run's slow
+    # poll (15 s), which would make each case wait on it
+    args = emulated_args(fake_compute, gcs_emulator, None, "--expocloud-poll-interval", "0.2",
                          "--expocloud-slow-poll-interval", "0.5",
-                         "--expocloud-idle-timeout", "1", *GCE_PROFILE.get(test, ()),
-                         *case.args())
+                         "--expocloud-idle-timeout", "1", *case.args())
     bucket, prefix = _bucket(gcs_emulator, args[args.index("--default-storage-prefix") + 1])
     _stage_inputs(workdir, bucket, prefix)
     proc = run_snakemake(workdir, *args, env=emulated_env(gcs_emulator), timeout=600)

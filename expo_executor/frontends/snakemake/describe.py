@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Mapping
 
-from expo_executor.coordinator.shapes import GPU_MODEL, GPU_TYPE, MACHINE_TYPE, ShapeBook
+from expo_executor.coordinator.shapes import (GPU_MODEL, GPU_TYPE, MACHINE_TYPE, THREADS,
+                                              ShapeBook)
 from expo_executor.coordinator.state import FamilyRef
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import HardnessSpec, parse_duration
@@ -31,7 +32,6 @@ HARDNESS = "hardness"
 DEADLINE = "deadline"
 RUNTIME = "runtime"
 PREEMPTIBLE = "expocloud_preemptible"  # 0: this rule's jobs run on on-demand VMs only
-THREADS = "_cores"  # how Snakemake names a rule's threads among its resources
 # Resources a profile gives as words (set-resources: {rule: {machine_type: e2-standard-4}}):
 # Snakemake keeps them as expressions for each job, but a constant one is known at planning.
 PLANNED_WORDS = (MACHINE_TYPE, GPU_TYPE, GPU_MODEL)
@@ -54,7 +54,8 @@ class Fleet:
     mem_mb: int = 0  # memory per worker for its jobs; 0: not tracked
     # Local engine: a job asking for more threads or memory than a worker has runs with what
     # it has, as under plain Snakemake (threads scaled down to --cores; mem_mb a hint unless
-    # --resources caps it); on GCE such a job has no machine.
+    # --resources caps it); on GCE such a job gets a machine of its own (ShapeBook.fit), or,
+    # when the user set the slots per worker, is refused.
     shrink_to_fit: bool = False
 
 
@@ -185,14 +186,17 @@ class JobDescriber:
         if not find_misfit(cpus, 0, self.fleet.slots, 0):
             return cpus
         if not self.fleet.shrink_to_fit:
+            # on GCE only when the user set the slots (rule_machines: else a machine is chosen)
             largest = f" (the largest machine of this run: {self.shapes.largest()})" \
                 if self.shapes else ""
             machine = f"give rule '{rule}' a '{MACHINE_TYPE}' resource that holds it (or " \
                 "auto), " if self.shapes else ""
+            unset = ", or leave --expocloud-slots-per-worker unset to have a machine chosen " \
+                "that holds it" if self.shapes else ""
             raise ExpoError(f"threads of rule '{rule}'",
                             f"it needs {cpus} threads but workers have {self.fleet.slots} slots"
                             f"{largest}", f"{machine}set --expocloud-slots-per-worker {cpus} or "
-                            "lower the rule's threads")
+                            f"lower the rule's threads{unset}")
         self._once(f"threads of {rule}", f"rule '{rule}' asks for {cpus} threads; local workers "
                    f"have {self.fleet.slots}: its jobs run with {self.fleet.slots}, as plain "
                    "Snakemake scales threads down to the cores it has")
@@ -205,7 +209,10 @@ class JobDescriber:
             raise ExpoError(f"resource 'mem_mb' of rule '{rule}'",
                             f"it needs {mem} MB but workers have {self.fleet.mem_mb} MB",
                             "lower the rule's mem_mb, or give workers more memory "
-                            "(--expocloud-gce-machine-type)")
+                            "(--expocloud-gce-machine-type)" + (
+                                f", give rule '{rule}' a '{MACHINE_TYPE}' resource that holds "
+                                "it, or leave --expocloud-slots-per-worker unset to have one "
+                                "chosen" if self.shapes else ""))
         self._once(f"mem_mb of {rule}", f"rule '{rule}' asks for {mem} MB; this machine has "
                    f"{self.fleet.mem_mb} MB for jobs: its jobs run anyway, one at a time, as "
                    "plain Snakemake runs them without --resources mem_mb")

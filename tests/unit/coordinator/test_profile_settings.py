@@ -35,3 +35,14 @@ def test_both_front_ends_read_it_with_the_retries_it_invites(name: str, tmp_path
     assert read_profile(config).settings["engine"] == "gce"
     defaults = runner.profile_defaults(str(config), runner.build_parser())
     assert defaults["expocloud_engine"] == "gce"
+
+
+@pytest.mark.parametrize("threads", ["{a: 3, b: '2*x'}", "[a=3, b=2*x]"])
+def test_a_profiles_set_threads_reach_the_doctor_as_threads(threads: str, tmp_path: Path) -> None:
+    """``expocloud doctor`` checks the machines a profile's threads need (shapes.named_shapes):
+    set-threads, in either of Snakemake's forms, join the rule's resources as ``_cores``; an
+    expression is the run's to evaluate."""
+    config = tmp_path / "config.yaml"
+    config.write_text(f"set-threads: {threads}\nset-resources: {{a: {{mem_mb: 100}}}}\n",
+                      encoding="utf-8")
+    assert read_profile(config).resources == {"a": {"mem_mb": 100, "_cores": 3}}

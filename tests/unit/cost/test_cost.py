@@ -140,6 +140,12 @@ def test_workload_takes_the_largest_job_and_the_best_known_runtime() -> None:
     assert workload_of([], []).runtime_source.startswith("no runtime known")
 
 
+def test_a_vm_is_shared_by_no_more_jobs_than_there_are() -> None:
+    assert jobs_per_vm(Workload(3, 0, 600.0, "default"), 16, 65536) == 5
+    assert jobs_per_vm(Workload(3, 0, 600.0, "default", jobs=2), 16, 65536) == 2
+    assert jobs_per_vm(Workload(3, 0, 600.0, "default", jobs=2), 2, 65536) == 0  # holds none
+
+
 # -- auto, with the shipped price snapshot and the default preemption priors ------------------
 def test_auto_machine_types_come_from_the_snapshot(tmp_path) -> None:
     from expo_executor.coordinator.launch import resolve_machine_types
