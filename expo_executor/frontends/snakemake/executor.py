@@ -40,6 +40,7 @@ from expo_executor.core.scheduler import Outcome
 from expo_executor.frontends.base import FrontEnd
 from expo_executor.frontends.snakemake.describe import Fleet, JobDescriber, identity
 from expo_executor.frontends.snakemake import workflow_profile
+from expo_executor.frontends.snakemake.group_args import with_transient_outputs
 from expo_executor.frontends.snakemake.planned_rules import (Planned, auto_rules, check_software,
                                                              planned_rules,
                                                              resolve_auto_machine_types)
@@ -182,6 +183,12 @@ class Executor(RemoteExecutor, FrontEnd):
         deploy = shlex.quote(f"{command} --conda-create-envs-only")
         return (f'mkdir -p "${DEPLOY_DIR_ENV}" && flock "${DEPLOY_DIR_ENV}/conda.lock" '
                 f"/bin/sh -c {deploy} && {command}")
+
+    def get_job_args(self, job: JobExecutorInterface, **kwargs) -> str:
+        """Snakemake's job arguments; a group's pipe and service outputs are among the files
+        its snakemake must not store (group_args.py: storing a FIFO hangs the job)."""
+        return with_transient_outputs(super().get_job_args(job, **kwargs), job,
+                                      self.workflow.dag.get_unneeded_temp_files(job))
 
     def get_python_executable(self) -> str:
         """Snakemake's remote command starts ``PYTHON -m snakemake``: ours runs Snakemake
