@@ -62,7 +62,13 @@ GCE = ["test02", "test_config", "test_run_namedlist", "test_shell", "test_nonstr
        "test_script_import_snakemake_obj", "test_local_import", "test_source_path",
        "test_log_input", "test_core_dependent_threads", "test_inferred_resources",
        "test_checkpoints", "test_scatter_gather", "test_retries", "test_localrule",
-       "test_threads"]
+       "test_threads",
+       # groups and pipes: one remote job runs the group's rules (docs/real-pipelines.md)
+       "test_pipes_simple", "test_default_resources"]
+# Also passing on GCE when last measured, left out for CI time: test_pipes2, test_pipe_depend,
+# test_group_jobs, test_group_jobs_attempts, test_multicomp_group_jobs, test_group_job_fail,
+# test_groups_out_of_jobs, test_groupid_expand_cluster, and test_service_jobs with
+# --expocloud-slots-per-worker 3 (its group runs a service and its two consumers at once).
 # what a user's GCE profile adds for a case (never an edit of the workflow): test_threads' rule
 # asks for 20 threads, so it gets a machine of its own
 GCE_PROFILE = {"test_threads": ("--set-resources", "a:machine_type=e2-standard-32")}
@@ -79,7 +85,8 @@ LEFT_OUT = {  # near the ones run, and why not (Snakemake 9.27.1, measured on th
     "test_modules_prefix, test_ancient": "need the http storage plugin and the internet",
     "GCE: test_lazy_resources": "its resource function reads a local file that, without a "
     "shared file system, is only in storage (so with any storage-backed remote executor)",
-    "GCE: test_pipes_simple": "a pipe() group job hangs on the worker (investigation open)",
+    "GCE: test_pipes_multiple": "plain snakemake fails it with storage as the default "
+    "provider: expand() of rules.b.output refuses the output's storage flag",
     "GCE: test_temp_expand": "temp outputs no job consumes are removed by the remote job "
     "before upload; the main process then waits for them in storage",
     "GCE: test_params, test_shadow, test_modules_all": "a directory removed by the job, "
@@ -88,8 +95,6 @@ LEFT_OUT = {  # near the ones run, and why not (Snakemake 9.27.1, measured on th
     "GCE: test05, test_checkpoints_many, test_module_checkpoint": "outputs (a checkpoint's "
     "directory, several outputs of one job) missing in storage after the job: investigation "
     "open",
-    "GCE: test_default_resources": "its group job's input, made by the group's other job, is "
-    "looked for in storage: investigation open",
 }
 
 
