@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from expo_executor.worker import local_copies
+
 STAMPS_ENV = "EXPOCLOUD_STAMPS"
 # The first words of a Snakemake job's shell command: it will stamp its command, so whatever
 # comes before the hook (Snakemake's --deploy-sources download, on GCE) is staging already.
@@ -79,15 +81,22 @@ def install(path: str) -> str | None:
     return None
 
 
+def hook_job(path: str | None) -> None:
+    """What the job's own snakemake gets before it runs, in its process: storage files' local
+    copies read first (worker/local_copies.py) and, given a stamps file ``path``, this clock
+    (its word on it stamped)."""
+    local_copies.install()
+    if path:
+        why = install(path)
+        stamp(path, hooked=why is None, **({"why": why} if why else {}))
+
+
 def main(argv: list[str] | None = None) -> None:
     """``-m snakemake ARGS``: Snakemake's own command line, its rule bodies timed."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:2] != ["-m", "snakemake"]:
         sys.exit("usage: python -m expo_executor.worker.command_clock -m snakemake ARGS")
-    path = os.environ.get(STAMPS_ENV)
-    if path:
-        why = install(path)
-        stamp(path, hooked=why is None, **({"why": why} if why else {}))
+    hook_job(os.environ.get(STAMPS_ENV))
     sys.argv = ["snakemake", *args[2:]]
     runpy.run_module("snakemake", run_name="__main__", alter_sys=True)
 

@@ -271,9 +271,8 @@ def run_chain(chain: list[list[str]]) -> int:
         if kind == "snakemake" and step is not chain[-1]:
             code = _in_child(args)
         else:
-            if kind == "clock" and path:
-                why = command_clock.install(path)
-                command_clock.stamp(path, hooked=why is None, **({"why": why} if why else {}))
+            if kind == "clock":
+                command_clock.hook_job(path)
             code = _snakemake(args)
         if code != 0:
             return code

@@ -45,7 +45,7 @@ from expo_executor.frontends.snakemake.planned_rules import (Planned, auto_rules
                                                              planned_rules,
                                                              resolve_auto_machine_types)
 from expo_executor.frontends.snakemake.run_budget import log_request_budget
-from expo_executor.frontends.snakemake.temp_outputs import upload_awaited
+from expo_executor.frontends.snakemake.temp_outputs import stored_outputs_args
 from expo_executor.protocol.keys import DEPLOY_DIR_ENV
 from expo_executor.settings.values import with_default_slots
 from expo_executor.worker import command_clock
@@ -190,9 +190,10 @@ class Executor(RemoteExecutor, FrontEnd):
                 f"/bin/sh -c {deploy} && {command}")
 
     def get_job_args(self, job: JobExecutorInterface, **kwargs) -> str:
-        """Snakemake's, except that a single job uploads its temp outputs no other job needs:
-        the main process waits for them in storage (temp_outputs.py)."""
-        return upload_awaited(super().get_job_args(job, **kwargs), job, self.workflow.dag)
+        """Snakemake's, with its ``--unneeded-temp-files`` as a storage-backed run needs it: a
+        single job uploads its temp outputs the main process waits for, and a group's pipe and
+        service outputs are never stored (storing a FIFO hangs the job): temp_outputs.py."""
+        return stored_outputs_args(super().get_job_args(job, **kwargs), job, self.workflow.dag)
 
     def get_python_executable(self) -> str:
         """Snakemake's remote command starts ``PYTHON -m snakemake``: ours runs Snakemake
