@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -43,7 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from common import SNAKEMAKE, machine_line, versions, write_section  # noqa: E402
 from suite_verdicts import (ERROR, FAIL, NOT_RUN, PASS, TIMEOUT, CaseResult,  # noqa: E402
-                            RunOutcome, first_problem, read_jsonl, summary, table)
+                            RunOutcome, cell, first_problem, read_jsonl, summary,
+                            table)
 
 from expo_executor.emulator.compute import FakeCompute  # noqa: E402
 from expo_executor.emulator.gcs import EmulatorProcess, fresh_bucket  # noqa: E402
@@ -52,6 +54,7 @@ from tests import snakemake_suite_gcs as gcs  # noqa: E402
 from tests.emulated_gce import emulated_args, emulated_env, start_fake_compute  # noqa: E402
 
 SECTION = "snakemake-on-gce"
+JOB_LOG = re.compile(r"log: (\S+) \(check log file")
 GRACE_S = 30  # after a timeout's SIGINT, before SIGKILL: expocloud's Ctrl-C deletes its VMs
 
 
@@ -131,8 +134,22 @@ def run_case_once(rig: Rig, case: suite.Case, label: str, args: list[str]) -> Ru
     problem = gcs.storage_verdict(rig.tests, case, workdir, results, proc)
     if not problem:
         return RunOutcome(PASS, wall)
-    said = proc.stdout if proc.returncode != 0 and not case.kwargs.get("shouldfail") else problem
-    return RunOutcome(FAIL, wall, first_problem(said, _plain_lines(folder, label)))
+    if proc.returncode == 0 or case.kwargs.get("shouldfail"):
+        return RunOutcome(FAIL, wall, first_problem(problem))
+    return RunOutcome(FAIL, wall, failure_line(proc.stdout, workdir,
+                                               _plain_lines(folder, label)))
+
+
+def failure_line(output: str, workdir: Path, known: list[str]) -> str:
+    """The first problem of a failed run's output, and of the first job log it points at
+    ("log: PATH (check log file(s) for error details)": a remote job's own output, where a
+    group's or a worker's error is)."""
+    line = first_problem(output, known)
+    for path in JOB_LOG.findall(output):
+        log = workdir / path
+        if log.is_file():
+            return cell(f"{line} — job log: {first_problem(log.read_text(errors='replace'))}")
+    return line
 
 
 def _plain_lines(folder: Path, label: str) -> list[str]:

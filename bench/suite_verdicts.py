@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 PASS, FAIL, TIMEOUT, NOT_RUN, ERROR = "pass", "fail", "timeout", "not run", "rig error"
 VERDICTS = (PASS, FAIL, TIMEOUT, NOT_RUN, ERROR)
-PROBLEM_CHARS = 240  # a table cell, not a log
+PROBLEM_CHARS = 320  # a table cell, not a log
 
 # What marks the line that says what went wrong, best first: expocloud's own refusals (one line
 # that names the fix), then a named exception or error, then Snakemake's "Error in rule", then
@@ -74,15 +74,23 @@ def first_problem(text: str, known: Iterable[str] = ()) -> str:
     lines = [line for line in lines if line]
     for mark in _MARKS:
         for i, line in enumerate(lines):
-            if mark.search(line) and line not in seen and not _NOISE.match(line):
+            if mark.search(line) and line not in seen and not _NOISE.match(line) \
+                    and not _traceback_frame(lines, i):
                 if line.endswith(":") and i + 1 < len(lines):
                     line = f"{line} {lines[i + 1]}"
-                return _cell(line)
-    return _cell(lines[0]) if lines else ""
+                return cell(line)
+    return cell(lines[0]) if lines else ""
 
 
-def _cell(text: str) -> str:
-    text = text.replace("|", "\\|")
+def _traceback_frame(lines: list[str], i: int) -> bool:
+    """A traceback's ``File "...", line N`` or the source line under it: code, not a message
+    (``raise IOError(`` names an error and says nothing)."""
+    return lines[i].startswith('File "') or (i > 0 and lines[i - 1].startswith('File "'))
+
+
+def cell(text: str) -> str:
+    """``text`` as one table cell: pipes escaped, cut to PROBLEM_CHARS."""
+    text = re.sub(r"(?<!\\)\|", r"\\|", text)  # once: a cell of cells stays right
     return text if len(text) <= PROBLEM_CHARS else text[:PROBLEM_CHARS - 1] + "…"
 
 

@@ -11,7 +11,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from suite_verdicts import (FAIL, NOT_RUN, PASS, TIMEOUT, CaseResult,  # noqa: E402
-                            RunOutcome, first_problem, read_jsonl, summary, table)
+                            RunOutcome, cell, first_problem, read_jsonl, summary,
+                            table)
 
 SNAKEMAKE_FAILURE = """Building DAG of jobs...
 Using shell: /usr/bin/bash
@@ -53,7 +54,7 @@ def test_the_closing_lines_are_never_the_problem_and_plain_text_falls_back_to_it
 
 def test_a_problem_is_one_table_cell() -> None:
     line = first_problem("ValueError: a|b " + "x" * 500)
-    assert "\\|" in line and len(line) <= 240 and line.endswith("…")
+    assert "\\|" in line and len(line) <= 320 and line.endswith("…")
 
 
 def test_the_table_has_a_row_per_case_by_name_and_says_plain_s_problem_when_plain_fails(
@@ -102,3 +103,13 @@ def test_a_line_the_passing_run_printed_too_is_not_the_problem() -> None:
     assert first_problem(failed).startswith("CyclicGraphException")
     assert first_problem(failed, plain.splitlines()) == (
         "WorkflowError: threads of rule 'r1': it needs 3 threads but workers have 1 slots")
+
+
+def test_a_cell_made_of_cells_escapes_each_pipe_once() -> None:
+    assert cell(cell("a|b") + " — job log: c|d") == "a\\|b — job log: c\\|d"
+
+
+def test_a_traceback_s_source_lines_are_not_the_problem() -> None:
+    text = ('Traceback (most recent call last):\n  File "/x/io.py", line 12, in wait\n'
+            '    raise IOError(\nOSError: Missing files after 5 seconds.\n')
+    assert first_problem(text) == "OSError: Missing files after 5 seconds."
