@@ -223,9 +223,10 @@ def measure_all(args: argparse.Namespace, tests: Path, picked: list[suite.Case],
 
 def report(results: list[CaseResult], args: argparse.Namespace, command: str) -> str:
     before = read_jsonl(Path(args.before).read_text()) if args.before else None
-    return "\n\n".join([
-        f"Measured by `{command}`.", machine_line(versions()), summary(results),
-        table(results, before)])
+    said = ([f"The table of `{args.table_from}` (the command that measured it and the machine "
+             "are in the text around this section)."] if args.table_from else
+            [f"Measured by `{command}`.", machine_line(versions())])
+    return "\n\n".join([*said, summary(results), table(results, before)])
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
