@@ -20,9 +20,15 @@ ZONES = "us-central1-a,us-central1-b"
 WORKER = f"expocloud-worker@{PROJECT}.iam.gserviceaccount.com"  # profiles/gce-emulated's
 
 
+def start_fake_compute(root: Path) -> FakeCompute:
+    """The fake Compute Engine the emulated GCE tests and bench/snakemake_on_gce.py run on:
+    quick boots and preemption notices, its VMs' disks under ``root/fake-vms``."""
+    return FakeCompute(root / "fake-vms", boot_delay=0.3, notice_s=0.5).start()
+
+
 @pytest.fixture
 def fake_compute(tmp_path: Path) -> Iterator[FakeCompute]:
-    fake = FakeCompute(tmp_path / "fake-vms", boot_delay=0.3, notice_s=0.5).start()
+    fake = start_fake_compute(tmp_path)
     try:
         yield fake
     finally:

@@ -13,15 +13,13 @@ modules and includes and ``Paramspace``. ``LEFT_OUT`` says why the others near t
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
-from google.auth.credentials import AnonymousCredentials
-from google.cloud import storage
 
 from tests import snakemake_suite as suite
-from tests.emulated_gce import PROJECT, emulated_args, emulated_env, fake_compute  # noqa: F401
+from tests import snakemake_suite_gcs as gcs
+from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
 from tests.gcs_emulator import gcs_emulator  # noqa: F401
 from tests.helpers import run_snakemake
 
@@ -134,59 +132,21 @@ def test_local_engine(test: str, tests_dir: Path, cases: dict[str, suite.Case],
     assert not problem, problem
 
 
-def _bucket(endpoint: str, url: str) -> tuple[storage.Bucket, str]:
-    client = storage.Client(project=PROJECT, credentials=AnonymousCredentials(),
-                            client_options={"api_endpoint": endpoint})
-    name, _, prefix = url.removeprefix("gs://").partition("/")
-    return client.bucket(name), prefix
-
-
-def _stage_inputs(workdir: Path, bucket: storage.Bucket, prefix: str) -> None:
-    """What a user of a storage-backed run does first: the workflow's input files go to the
-    storage prefix (Snakemake reads every input from there; sources travel by git)."""
-    for path in sorted(workdir.rglob("*")):
-        relative = path.relative_to(workdir)
-        if path.is_file() and relative.parts[0] not in (".git", "expected-results") \
-                and path.name != "Snakefile":
-            bucket.blob(f"{prefix}/{relative}").upload_from_filename(str(path))
-
-
-def _fetch_results(tests_dir: Path, case: suite.Case, bucket: storage.Bucket, prefix: str,
-                   dest: Path) -> None:
-    """The expected results' counterparts, from the storage prefix the run wrote them to."""
-    expected = tests_dir / case.folder / "expected-results"
-    for path in expected.rglob("*") if expected.is_dir() else []:
-        blob = bucket.blob(f"{prefix}/{path.relative_to(expected)}")
-        if path.is_file() and blob.exists():
-            target = dest / path.relative_to(expected)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            blob.download_to_filename(str(target))
-
-
 @pytest.mark.parametrize("test", GCE)
 def test_emulated_gce(test: str, tests_dir: Path, cases: dict[str, suite.Case], tmp_path: Path,
                       fake_compute, gcs_emulator) -> None:  # noqa: F811
     case = cases[test]
     workdir = suite.copy_case(tests_dir, case, tmp_path / "expocloud")
-    # Without a shared file system Snakemake ships the workflow's git-tracked sources.
-    for git in (["init", "-q"], ["add", "."]):
-        subprocess.run(["git", *git], cwd=workdir, check=True, capture_output=True)
-    # the profile as it is (GCE's default slots: a job beyond them gets a machine of its
-    # own); fast polls and a short idle time: the emulated profile keeps a real run's slow
-    # poll (15 s), which would make each case wait on it
-    args = emulated_args(fake_compute, gcs_emulator, None, "--expocloud-poll-interval", "0.2",
-                         "--expocloud-slow-poll-interval", "0.5",
-                         "--expocloud-idle-timeout", "1", *case.args())
-    bucket, prefix = _bucket(gcs_emulator, args[args.index("--default-storage-prefix") + 1])
-    _stage_inputs(workdir, bucket, prefix)
+    gcs.git_init(workdir)
+    # the profile as it is (GCE's default slots: a job beyond them gets a machine of its own)
+    args = emulated_args(fake_compute, gcs_emulator, None, *gcs.FAST_POLLS, *case.args())
+    bucket, prefix = gcs.bucket(gcs_emulator, args[args.index("--default-storage-prefix") + 1])
+    gcs.stage_inputs(workdir, bucket, prefix)
     proc = run_snakemake(workdir, *args, env=emulated_env(gcs_emulator), timeout=600)
     results = tmp_path / "results"
-    _fetch_results(tests_dir, case, bucket, prefix, results)
-    if case.kwargs.get("shouldfail") or proc.returncode != 0:
-        problem = suite.verdict(tests_dir, case, workdir, proc)
-        assert not problem, problem
-    else:
-        assert suite.compare_results(tests_dir, case, results) == []
+    gcs.fetch_results(tests_dir, case, bucket, prefix, results)
+    problem = gcs.storage_verdict(tests_dir, case, workdir, results, proc)
+    assert not problem, problem
 
 
 def test_the_selection_spans_what_it_promises() -> None:
