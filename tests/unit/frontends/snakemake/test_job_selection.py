@@ -1,6 +1,6 @@
 """Snakemake's job selection under expocloud (job_selection.py): one pass in the coordinator's
 order, on stand-in jobs; and the take-over of Snakemake's own ILP plugin class, on the real one.
-(A real Snakemake run's selections: tests/e2e/test_job_selection.py.)"""
+(A real Snakemake run's selections: tests/e2e/test_sweep_selection.py.)"""
 
 from __future__ import annotations
 
