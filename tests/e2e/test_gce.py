@@ -9,6 +9,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
@@ -99,24 +100,33 @@ def _running_jobs(fake) -> int:  # noqa: ANN001
     return count
 
 
+@pytest.mark.parametrize("phase", ["booting", "running"])
 def test_ctrl_c_deletes_every_vm_at_once(tmp_path: Path, fake_compute,  # noqa: F811
-                                         gcs_emulator) -> None:  # noqa: F811
-    """Ctrl-C: the coordinator deletes every VM of the run itself, long before any worker's
-    dead man's switch (grace 300 s) could."""
+                                         gcs_emulator, phase: str) -> None:  # noqa: F811
+    """Ctrl-C while the run's VMs boot, or once its jobs run on them: the coordinator deletes
+    every VM of the run itself, long before any worker's dead man's switch (grace 300 s)
+    could, and the process ends. (The seconds it takes, per phase: bench/ctrl_c.py.)"""
+    if phase == "booting":
+        fake_compute.boot_delay = 600.0  # no worker comes up before the Ctrl-C
     (tmp_path / "Snakefile").write_text(SLEEPY)
     args = emulated_args(fake_compute, gcs_emulator, None, "--expocloud-heartbeat-grace", "300",
                          "--expocloud-slow-poll-interval", "1")
     proc = subprocess.Popen([SNAKEMAKE, *args], cwd=tmp_path, env=emulated_env(gcs_emulator),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             preexec_fn=interruptible)
+    in_phase = (lambda: bool(fake_compute.instances())) if phase == "booting" else \
+        (lambda: _running_jobs(fake_compute) >= 2)
     try:
-        assert wait_until(lambda: _running_jobs(fake_compute) >= 2, timeout=120), \
-            fake_compute.instances()
+        assert wait_until(in_phase, timeout=120), fake_compute.instances()
+        created = set(fake_compute.instances())
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
+    if phase == "booting":
+        assert _running_jobs(fake_compute) == 0  # it was Ctrl-C'd before any job started
     assert not fake_compute.instances(), fake_compute.instances()
     deletes = [r for r in fake_compute.requests if r["method"] == "DELETE"]
-    assert len(deletes) >= 2 and all("requestId" in r["query"] for r in deletes)
+    assert all("requestId" in r["query"] for r in deletes)
+    assert created <= {r["path"].rstrip("/").rsplit("/", 1)[-1] for r in deletes}, deletes

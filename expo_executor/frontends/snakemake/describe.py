@@ -144,6 +144,25 @@ class JobDescriber:
         return job_request(task, argv, cwd, env, notes.deadline_s, family=family, meta=meta,
                            **more)
 
+    def order(self, job) -> tuple:
+        """Where the coordinator's queue puts ``job`` among new ones (``TaskEntry.order``):
+        higher priority first, then, for a rule with a deadline, easier first. A group, or an
+        annotation only :meth:`describe` can judge (it raises there, naming the fix), sorts as
+        no hardness. Snakemake's job selection hands jobs over in this order (job_selection.py)."""
+        neutral: tuple = (0.0, ())
+        if job.is_group():
+            return (0, neutral)
+        priority = -int(getattr(job, "priority", 0) or 0)
+        get = job.resources.get
+        try:
+            spec_text = get(HARDNESS)
+            if spec_text is None or _deadline(get, job.name) is None:
+                return (priority, neutral)
+            point = _spec(str(spec_text), HARDNESS).point(self.wildcards(job), HARDNESS)
+        except ExpoError:
+            return (priority, neutral)
+        return (priority, point.sort_key())
+
     def _annotations(self, rule: str, get: Callable[[str], object],
                      threads: int) -> _Annotations:
         deadline = _deadline(get, rule)

@@ -40,7 +40,7 @@ from expo_executor.core.records import EngineName
 from expo_executor.core.scheduler import Outcome
 from expo_executor.frontends.base import FrontEnd
 from expo_executor.frontends.snakemake.describe import Fleet, JobDescriber, identity
-from expo_executor.frontends.snakemake import workflow_profile
+from expo_executor.frontends.snakemake import job_selection, workflow_profile
 from expo_executor.frontends.snakemake.planned_rules import (Planned, auto_rules, check_software,
                                                              planned_rules,
                                                              resolve_auto_machine_types)
@@ -123,6 +123,11 @@ class Executor(RemoteExecutor, FrontEnd):
                          f"{max_workers(settings)} workers x {settings.slots_per_worker} slots "
                          f"(state in {self.run_dir})")
         self._warn_lost_annotations()
+        # last: Snakemake reads its scheduler's selection as this returns
+        self.selection = job_selection.Selection(self.describer.order, self.logger.debug,
+                                                 self.logger.warning)
+        self._give_back_selection = job_selection.take_over(
+            self.workflow.scheduling_settings.scheduler, self.selection, self.logger.info)
 
     def _warn_lost_annotations(self) -> None:
         """One line when the workflow's profiles/default gives hardness or deadlines that this
@@ -208,6 +213,7 @@ class Executor(RemoteExecutor, FrontEnd):
     # -- Snakemake's calls -------------------------------------------------------------------
     def run_jobs(self, jobs: List[JobExecutorInterface]) -> None:
         """Validate the whole batch first, then hand it over; the scheduler orders it."""
+        self.selection.handed_over()
         try:
             self.submit_jobs(jobs)
         except ExpoError as exc:
@@ -323,6 +329,7 @@ class Executor(RemoteExecutor, FrontEnd):
         self.coordinator.stop()
 
     def shutdown(self) -> None:
+        self._give_back_selection()
         self.coordinator.stop()
         if self.settings.engine == EngineName.GCE:
             log_request_budget(self.run_files, self.coordinator,
