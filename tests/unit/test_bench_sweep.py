@@ -29,7 +29,7 @@ def test_the_sweep_has_its_points_in_nested_folders(tmp_path: Path) -> None:
 
 def test_a_sweep_of_points_that_fill_no_whole_folder_keeps_its_count() -> None:
     assert len(sweep_workflow.outputs(250)) == 250
-    assert sweep_workflow.outputs(250)[-1] == "results/8/3/2.txt"  # 3 values of s
+    assert sweep_workflow.outputs(250)[-1] == "results/8/3/0.txt"  # 3 values of s: 249 = 8*30 + 3*3
     with pytest.raises(ValueError, match="at least one point"):
         sweep_workflow.make("unused", 0)
 
