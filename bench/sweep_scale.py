@@ -44,7 +44,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -585,24 +585,61 @@ def memory_lines(results: list[Result]) -> list[str]:
     return L
 
 
+def request_sizes(folder: Path) -> dict:
+    """Bytes one job's request holds in the coordinator (a deep sizeof, as snakewrap.py
+    measures), whole and as an ended job keeps it (``JobRequest.ended``), for the command a
+    worker of the run in ``folder`` ran (the first ``Command:`` line of its job logs)."""
+    from expo_executor.core.records import JobMeta
+    from expo_executor.core.scheduler import Task
+    from expo_executor.frontends.base import job_request
+    from snakewrap import deep_size
+
+    for log in sorted(folder.glob(".expocloud/runs/*/vms/*/jobs/*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if line.strip().startswith("Command:"):
+                command = line.strip()[len("Command:"):].strip()
+                request = job_request(Task("k", "point {a=1, n=2, s=3}"),
+                                      ["/bin/sh", "-c", command], str(folder), {}, None,
+                                      meta=JobMeta("point", {"a": "1", "n": "2", "s": "3"}),
+                                      identity=f"point\0{folder}/results/1/2/3.txt")
+                ended = request.ended() if hasattr(request, "ended") else None
+                return {"command_chars": len(command), "whole_bytes": deep_size(request),
+                        "ended_bytes": deep_size(ended) if ended is not None else None}
+    return {}
+
+
+def request_lines(sizes: dict) -> list[str]:
+    if not sizes:
+        return []
+    whole, ended = sizes["whole_bytes"], sizes["ended_bytes"]
+    return ["", f"One job's request, built in this process around the command a worker of the "
+            f"5,000-point local run ran ({sizes['command_chars']} characters): "
+            f"**{whole} bytes** whole, {whole * 50_000 / 2**20:.0f} MB for 50,000 jobs; "
+            + (f"**{ended} bytes** once the job has ended (`JobRequest.ended`), "
+               f"{ended * 50_000 / 2**20:.0f} MB for 50,000 ended jobs." if ended is not None
+               else "this code keeps every ended job's request whole.")]
+
+
 def page_lines(pages: list[dict]) -> list[str]:
-    L = ["| points | hardness grid (a x n x s) | map cells | status.json bytes | run.html bytes "
-         "| map built, ms | page rendered, ms | JSON, ms |", "|---|---|---|---|---|---|---|---|"]
-    L += [f"| {p['points']} | {p['grid']} | {p['cells']} | {p['json_bytes']} | "
-          f"{p['html_bytes']} | {p['map_ms']:.0f} | {p['render_ms']:.0f} | {p['json_ms']:.0f} |"
-          for p in pages]
+    L = ["| points | hardness grid (a x n x s) | code | map cells | status.json bytes | "
+         "run.html bytes | map built, ms | page rendered, ms | JSON, ms |",
+         "|---|---|---|---|---|---|---|---|---|"]
+    L += [f"| {p['points']} | {p['grid']} | {p.get('code', 'this run')} | {p['cells']} | "
+          f"{p['json_bytes']} | {p['html_bytes']} | {p['map_ms']:.0f} | {p['render_ms']:.0f} | "
+          f"{p['json_ms']:.0f} |" for p in pages]
     return L
 
 
 def report(args: argparse.Namespace, results: list[Result], pages: list[dict],
-           loads: tuple[str, str], total_s: float) -> str:
+           loads: tuple[str, str], total_s: float | None, sizes: dict) -> str:
     v = versions()
     local = [r for r in results if r.variant in ("plain dry run (DAG)", "plain greedy",
                                                   "expocloud")]
     gce = [r for r in results if r not in local]
     L = ["## Issue 31: sweeps", "",
          f"`PYTHONPATH=. .venv/bin/python bench/sweep_scale.py {' '.join(args.argv)}` "
-         f"(whole script {total_s / 60:.0f} min; measured {time.strftime('%Y-%m-%d %H:%M')} "
+         f"(whole script {fmt(total_s / 60 if total_s else None, 0)} min; measured "
+         f"{time.strftime('%Y-%m-%d %H:%M')} "
          f"UTC on commit {v['commit']}). {machine_line(v)} The machine was shared: load "
          f"average (1, 5, 15 min) {loads[0]} at the start and {loads[1]} at the end; each "
          "run's own is in its row.", "",
@@ -628,7 +665,8 @@ def report(args: argparse.Namespace, results: list[Result], pages: list[dict],
           "|---|---|---|---|"] + ratio_lines(results) + [""]
     L += ["### Memory", "", "From bench/snakewrap.py as the coordinator's loop ends (a deep "
           "sizeof of what it holds per job) and /proc (the Snakemake main process's VmHWM, "
-          "which holds the coordinator thread):", ""] + memory_lines(results) + [""]
+          "which holds the coordinator thread):", ""] + memory_lines(results) \
+        + request_lines(sizes) + [""]
     if pages:
         L += ["### The run page at scale (in this process, no run)", "",
               "A sweep that declares hardness `a,n,s` gets an outcome map on its page; half "
@@ -636,6 +674,37 @@ def report(args: argparse.Namespace, results: list[Result], pages: list[dict],
               "(10 s); the map is redrawn at each one up to 10,000 jobs, then every 10 s per "
               "10,000 jobs (coordinator/snapshot.py).", ""] + page_lines(pages) + [""]
     return "\n".join(L)
+
+
+def publish(args: argparse.Namespace, md: str) -> None:
+    print()
+    print(md)
+    if args.results:
+        write_section("sweeps", md)
+        print("(section 'sweeps' of bench/RESULTS.md rewritten)")
+
+
+def report_again(args: argparse.Namespace) -> int:
+    """The report of the runs a ``--keep`` run left in ``args.report_from``."""
+    folder = args.report_from
+    rows = json.loads((folder / "results.json").read_text())
+    names = {f.name for f in fields(Result)}
+    results = [Result(**{k: v for k, v in row.items() if k in names})
+               for row in rows if "variant" in row]
+    pages = [{**row, "code": "as the run measured it"} for row in rows if "variant" not in row]
+    commit = versions()["commit"]
+    pages += [{**page_at_scale(n, grid), "code": f"this checkout ({commit})"}
+              for n in sorted({p["points"] for p in pages}) for grid in page_grids(n)]
+    pages.sort(key=lambda p: (p["points"], p["grid"]))
+    meta = json.loads((folder / "meta.json").read_text()) if (folder / "meta.json").exists() \
+        else {}
+    args.argv = meta.get("argv") or [a for a in args.argv if a not in ("--report-from",
+                                                                     str(folder), "--results")]
+    loads = tuple(meta.get("loads") or (results[0].load, results[-1].load))
+    first = min((r.points for r in results), default=0)
+    publish(args, report(args, results, pages, loads, meta.get("total_s"),
+                         request_sizes(folder / f"{first}-expocloud")))
+    return 0
 
 
 def per_points(points: list[int], text: str) -> dict[int, float]:
@@ -664,8 +733,12 @@ def main() -> int:
     ap.add_argument("--results", action="store_true",
                     help="rewrite the 'Issue 31: sweeps' section of bench/RESULTS.md")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    ap.add_argument("--report-from", type=Path, metavar="DIR",
+                    help="run nothing: report the runs kept in DIR (a --keep run's folder)")
     args = ap.parse_args()
     args.argv = sys.argv[1:]
+    if args.report_from is not None:
+        return report_again(args)
     points = [int(p) for p in args.points.split(",")]
     try:
         limits = per_points(points, args.max_seconds)
@@ -689,16 +762,14 @@ def main() -> int:
         if not args.skip_gce:
             results += gce_variants(plan, n, log)
     pages = [page_at_scale(n, grid) for n in points for grid in page_grids(n)]
-    md = report(args, results, pages, (load0, " ".join(f"{x:.2f}" for x in os.getloadavg())),
-                time.time() - began)
+    loads = (load0, " ".join(f"{x:.2f}" for x in os.getloadavg()))
     (base / "results.json").write_text(json.dumps(
         [{**asdict(r), "jobs_per_s": r.jobs_per_s, "steady_jobs_per_s": r.steady_jobs_per_s}
          for r in results] + pages, indent=1))
-    print()
-    print(md)
-    if args.results:
-        write_section("sweeps", md)
-        print("(section 'sweeps' of bench/RESULTS.md rewritten)")
+    (base / "meta.json").write_text(json.dumps({"argv": args.argv, "loads": loads,
+                                                "total_s": time.time() - began}))
+    publish(args, report(args, results, pages, loads, time.time() - began,
+                         request_sizes(base / f"{points[0]}-expocloud")))
     if not args.keep:
         import shutil
         shutil.rmtree(base, ignore_errors=True)
