@@ -621,10 +621,10 @@ def request_lines(sizes: dict) -> list[str]:
 
 
 def page_lines(pages: list[dict]) -> list[str]:
-    L = ["| points | hardness grid (a x n x s) | code | map cells | status.json bytes | "
+    L = ["| points | hardness grid (a x n x s) | map cells | status.json bytes | "
          "run.html bytes | map built, ms | page rendered, ms | JSON, ms |",
-         "|---|---|---|---|---|---|---|---|---|"]
-    L += [f"| {p['points']} | {p['grid']} | {p.get('code', 'this run')} | {p['cells']} | "
+         "|---|---|---|---|---|---|---|---|"]
+    L += [f"| {p['points']} | {p['grid']} | {p['cells']} | "
           f"{p['json_bytes']} | {p['html_bytes']} | {p['map_ms']:.0f} | {p['render_ms']:.0f} | "
           f"{p['json_ms']:.0f} |" for p in pages]
     return L
@@ -691,11 +691,7 @@ def report_again(args: argparse.Namespace) -> int:
     names = {f.name for f in fields(Result)}
     results = [Result(**{k: v for k, v in row.items() if k in names})
                for row in rows if "variant" in row]
-    pages = [{**row, "code": "as the run measured it"} for row in rows if "variant" not in row]
-    commit = versions()["commit"]
-    pages += [{**page_at_scale(n, grid), "code": f"this checkout ({commit})"}
-              for n in sorted({p["points"] for p in pages}) for grid in page_grids(n)]
-    pages.sort(key=lambda p: (p["points"], p["grid"]))
+    pages = [row for row in rows if "variant" not in row]
     meta = json.loads((folder / "meta.json").read_text()) if (folder / "meta.json").exists() \
         else {}
     args.argv = meta.get("argv") or [a for a in args.argv if a not in ("--report-from",

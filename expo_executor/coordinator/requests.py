@@ -58,9 +58,10 @@ class JobRequest:
         """What the coordinator keeps of the job once it has ended and its report is out: its
         task, meta and family, and its spec's deadline, CPUs and prune point (the status, the
         outcome map and the records read these). The command, its environment, its stage and
-        its logs go: its worker ran it, and no inbox lists it again. Kept, they were most of
-        what a run held per job (about 2.8 KB of a 50,000-job sweep's Snakemake command each;
-        bench/RESULTS.md, "Issue 31: sweeps")."""
+        its logs go: its worker ran it, and no inbox lists it again. Kept, they were a quarter
+        of what the coordinator held per ended job (1.4 of 5.6 KB with a 1,048-character
+        Snakemake command: 69 MB of a 50,000-job sweep; bench/RESULTS.md, "Issue 31:
+        sweeps")."""
         spec = replace(self.spec, argv=[], cwd=None, env={}, stage=None, logs=(), redact=(),
                        sealed=None)
         return replace(self, spec=spec, log_names={}, identity=None, harvested=None)

@@ -1,8 +1,8 @@
 """What the coordinator keeps of a job once it has ended (coordinator/reports.py): its task and
 its meta (the status's counts and outcome map, the records), never the command its worker ran.
 A sweep of 50,000 jobs held each one's whole Snakemake command and environment after the job
-was done, about 2.8 KB a job (bench/RESULTS.md, "Issue 31: sweeps"); a job still to run keeps
-all of it."""
+was done (1.4 KB a job of a 1,048-character command; bench/RESULTS.md, "Issue 31: sweeps"); a
+job still to run keeps all of it."""
 
 from __future__ import annotations
 
