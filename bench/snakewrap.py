@@ -18,7 +18,14 @@ one also holds every worker and job process below it. So this wrapper calls
   of loop rounds (``coordinator_ticks``);
 * ``frontend_cpu_s``: CPU spent inside the executor's ``run_jobs`` and ``check_active_jobs``
   in Snakemake's thread (this includes the Snakemake callbacks they invoke, e.g.
-  ``report_job_success`` -> Snakemake's own job postprocessing).
+  ``report_job_success`` -> Snakemake's own job postprocessing);
+* ``coordinator_jobs``, ``coordinator_requests_bytes``, ``coordinator_scheduler_bytes``: the
+  jobs the coordinator held as its loop ended, and the bytes its ``_requests`` and its
+  scheduler hold (a deep ``sys.getsizeof`` over containers and instances, each object once),
+  what grows with the jobs of a run (measured after Snakemake returned, so as not to slow
+  its stop);
+* ``returned_at``: when Snakemake returned (epoch s), before those sizes were taken;
+* ``maxrss_mb``: this process's peak RSS (``ru_maxrss``).
 
 Set BENCH_PROFILE_COORDINATOR=FILE to also write a cProfile of the coordinator thread to FILE.
 """
@@ -31,7 +38,9 @@ import resource
 import sys
 import threading
 import time
+import types
 
+_coordinators: list = []  # the coordinators whose loop ended, for their sizes
 _stats = {"coordinator_cpu_s": None, "coordinator_ticks": 0, "frontend_cpu_s": 0.0,
           "frontend_calls": 0}
 
@@ -60,6 +69,7 @@ def _instrument_expocloud() -> None:
             total = time.thread_time()
             prev = _stats["coordinator_cpu_s"] or 0.0
             _stats["coordinator_cpu_s"] = prev + total
+            _coordinators.append(self)  # sized once Snakemake has returned
 
     def tick(self, now):
         _stats["coordinator_ticks"] += 1
@@ -96,6 +106,36 @@ def _instrument_expocloud() -> None:
     front.Executor.check_active_jobs = check_active_jobs
 
 
+OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
+          types.MethodType, threading.Thread, type(threading.Lock()))
+
+
+def deep_size(root: object) -> int:
+    """Bytes held by ``root`` and everything it reaches through containers and instance
+    attributes, each object once; classes, modules, functions, threads and locks are not
+    followed (they do not grow with the jobs)."""
+    seen: set[int] = set()
+    stack, total = [root], 0
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, OPAQUE):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        if isinstance(obj, dict):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            stack.extend(obj)
+        elif not isinstance(obj, (str, bytes, int, float)):
+            if hasattr(obj, "__dict__"):
+                stack.append(vars(obj))
+            for slot in getattr(type(obj), "__slots__", ()):
+                if hasattr(obj, slot):
+                    stack.append(getattr(obj, slot))
+    return total
+
+
 def _cpu(usage) -> float:
     return usage.ru_utime + usage.ru_stime
 
@@ -105,7 +145,7 @@ def main() -> int:
         sys.exit("usage: snakewrap.py REPORT.json -- SNAKEMAKE-ARGS...")
     report, args = sys.argv[1], sys.argv[3:]
     wall0 = time.perf_counter()
-    if "expocloud" in args:
+    if any("expocloud" in arg for arg in args) or os.environ.get("BENCH_EXPOCLOUD"):
         _instrument_expocloud()
     from snakemake.cli import main as snakemake_main
 
@@ -114,12 +154,22 @@ def main() -> int:
         snakemake_main(args)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:
+        code = 130
+    returned_at = time.time()
+    if _coordinators:
+        last = _coordinators[-1]
+        _stats.update(coordinator_jobs=len(last._requests),
+                      coordinator_requests_bytes=deep_size(last._requests),
+                      coordinator_scheduler_bytes=deep_size(last.scheduler))
     # Any coordinator thread has been joined by the executor's shutdown by now.
     result = {
         "exit_code": code,
+        "returned_at": returned_at,
         "wall_s": time.perf_counter() - wall0,  # after interpreter start-up
         "self_cpu_s": _cpu(resource.getrusage(resource.RUSAGE_SELF)),
         "children_cpu_s": _cpu(resource.getrusage(resource.RUSAGE_CHILDREN)),
+        "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "threads_alive": [t.name for t in threading.enumerate()],
         **_stats,
     }

@@ -173,7 +173,8 @@ class Reporter:
     def report(self, report: JobReport, result: WorkerResult | None,
                dominator: FrontierPoint | None = None) -> None:
         """Hand the report to the front end, then record the job's end in ``jobs.jsonl``; the
-        logs its worker saved are in the run directory first, when they can be had."""
+        logs its worker saved are in the run directory first, when they can be had. The
+        request keeps only what the status reads of it (``JobRequest.ended``)."""
         request = self.requests[report.key]
         if self.logs is not None and result is not None and result.key == report.key:
             try:
@@ -192,3 +193,4 @@ class Reporter:
             record["adopted_from"] = self.adopted_from[report.key]
         self.persist.write(f"the record of {report.key} in jobs.jsonl",
                            lambda: self.files.append_job(record), record)
+        self.requests[report.key] = request.ended()  # its command is no longer needed

@@ -5,8 +5,8 @@ the recent timeouts with what each pruned, and the outcome map as it fills in.
 The coordinator builds it every status interval; ``expocloud status`` and the run page
 (``run.html``) show it. Everything here is pure: what to show is a function of the record and
 the time given, so that the text and the page are tested without a run. Lists are capped
-(:data:`MAX_RUNNING`, :data:`MAX_TIMEOUTS`, :data:`MAX_AXIS`) so that a big sweep's status stays
-cheap to write every round.
+(:data:`MAX_RUNNING`, :data:`MAX_TIMEOUTS`, :data:`MAX_AXIS`, :data:`MAX_CELLS`) so that a big
+sweep's status stays cheap to write every round.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from expo_executor.core.records import HardnessMeta
 MAX_RUNNING = 50  # running jobs listed (the count covers them all)
 MAX_TIMEOUTS = 20  # recent timeouts kept
 MAX_AXIS = 40  # values per axis of the outcome map
+MAX_CELLS = 4_000  # cells the map draws in all (panels x columns x rows)
 STATES = ("queued", "running", "solved", "timeout", "skipped", "failed")
 
 
@@ -204,7 +205,9 @@ def outcome_map(jobs: Iterable[tuple[HardnessMeta | None, Mapping[str, str], str
     """The map of ``(hardness, wildcards, state)`` per job: over the dims of the first
     hardness spec seen (jobs of another spec are left out), the last two dims as x and y and
     the first of three or more as the facet (as ``expocloud report`` draws it); axes in
-    hardness order, each capped at :data:`MAX_AXIS` values. None: no job has a hardness."""
+    hardness order, each capped at :data:`MAX_AXIS` values, and the panels at as many as
+    :data:`MAX_CELLS` cells hold (the first in hardness order), so that the page and the record
+    stay the same size however many jobs the sweep has. None: no job has a hardness."""
     spec: HardnessMeta | None = None
     cells: dict[tuple[str, str, str], dict[str, int]] = {}
     ranks: dict[int, dict[str, tuple]] = {0: {}, 1: {}, 2: {}}
@@ -227,9 +230,11 @@ def outcome_map(jobs: Iterable[tuple[HardnessMeta | None, Mapping[str, str], str
     x, y, facet = (None if i is None else spec.dims[i] for i in _map_dims(spec.dims))
     axes = [tuple(sorted(ranks[axis], key=ranks[axis].__getitem__))[:MAX_AXIS]
             for axis in range(3)]
+    # as many panels as MAX_CELLS holds (at least one): every panel draws all its cells
+    axes[2] = axes[2][:max(1, MAX_CELLS // (len(axes[0]) * max(1, len(axes[1]))))]
+    xs, ys, facets = set(axes[0]), set(axes[1] or ("",)), set(axes[2] or ("",))
     shown = {key: counts for key, counts in cells.items()
-             if key[1] in axes[0] and key[2] in (axes[1] or ("",))
-             and key[0] in (axes[2] or ("",))}
+             if key[1] in xs and key[2] in ys and key[0] in facets}
     return OutcomeMap(str(x), y, facet, axes[0], axes[1], axes[2], shown)
 
 

@@ -28,6 +28,7 @@ TOP_LEVEL = frozenset({
     "test_bad_input.py",  # the bad-input table, tests/bad_input_cases.py
     "test_bench_dispatch.py",  # bench/
     "test_bench_suite_verdicts.py",  # bench/
+    "test_bench_sweep.py",  # bench/
     "test_cli.py",  # expo_executor/cli.py
     "test_docs.py",
     "test_layout.py",

@@ -10,8 +10,8 @@ from pathlib import Path
 from expo_executor.cli import main
 from expo_executor.coordinator.run_page import render
 from expo_executor.core.records import HardnessMeta
-from expo_executor.core.run_status import (MAX_AXIS, PoolStatus, RunningJob, RunStatus,
-                                           TimeoutNote, outcome_map, text_lines)
+from expo_executor.core.run_status import (MAX_AXIS, MAX_CELLS, PoolStatus, RunningJob,
+                                           RunStatus, TimeoutNote, outcome_map, text_lines)
 
 from tests.recorded_run import run  # noqa: F401  (the fixture: a recorded, still-open run)
 
@@ -93,3 +93,21 @@ def test_watch_ends_by_itself_once_the_run_has_ended(run: Path, capsys) -> None:
     assert f"page: {(run / 'run.html').resolve()}" in out
     assert main(["status", "--interval", "0", "--state-dir", str(run.parent.parent)]) == 2
     assert "--interval: 0 is not a positive number" in capsys.readouterr().err
+
+
+def test_the_outcome_map_draws_a_bounded_number_of_cells_however_many_jobs() -> None:
+    """A sweep of 50,000 jobs over three dims drew a cell per job on every status (a 5 MB
+    run.html and a 1.7 MB status.json every 10 s; bench/RESULTS.md, "Issue 31: sweeps"): the
+    panels beyond MAX_CELLS are left out, the first ones in hardness order kept."""
+    spec = "v, n, m"
+    jobs = [(HardnessMeta(spec, ("v", "n", "m"), (float(v), float(n), float(m)), ()),
+             {"v": str(v), "n": str(n), "m": str(m)}, "solved")
+            for v in range(4) for n in range(MAX_AXIS) for m in range(MAX_AXIS)]
+    omap = outcome_map(jobs)
+    assert omap is not None and (len(omap.xs), len(omap.ys)) == (MAX_AXIS, MAX_AXIS)
+    drawn = len(omap.facets) * len(omap.xs) * len(omap.ys)
+    assert drawn <= MAX_CELLS, f"{drawn} cells drawn"
+    assert omap.facets == tuple(str(v) for v in range(MAX_CELLS // MAX_AXIS ** 2))
+    assert {facet for facet, _, _ in omap.cells} == set(omap.facets)
+    small = outcome_map(jobs[:MAX_AXIS * MAX_AXIS])  # one panel: all of it
+    assert small is not None and small.facets == ("0",) and len(small.cells) == MAX_AXIS ** 2
