@@ -10,12 +10,10 @@ a skipped or timed-out job is an error naming the timeout that dominates it, or,
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import functools
 import os
 import shlex
-import threading
 from pathlib import Path
 from string import Template
 from typing import AsyncGenerator, List
@@ -40,7 +38,7 @@ from expo_executor.core.records import EngineName
 from expo_executor.core.scheduler import Outcome
 from expo_executor.frontends.base import FrontEnd
 from expo_executor.frontends.snakemake.describe import Fleet, JobDescriber, identity
-from expo_executor.frontends.snakemake import job_selection, workflow_profile
+from expo_executor.frontends.snakemake import job_outputs, job_selection, workflow_profile
 from expo_executor.frontends.snakemake.planned_rules import (Planned, auto_rules, check_software,
                                                              planned_rules,
                                                              resolve_auto_machine_types)
@@ -105,18 +103,7 @@ class Executor(RemoteExecutor, FrontEnd):
         self.run_files = RunFiles(self.run_dir)
         self.open_run(settings.engine, settings,
                       snakefile=os.path.abspath(self.workflow.main_snakefile))
-        storage = self.workflow.storage_settings
-        try:
-            if settings.engine == EngineName.GCE and SharedFSUsage.INPUT_OUTPUT in storage.shared_fs_usage:
-                raise ExpoError("shared-fs-usage", "GCE workers share no file system with this "
-                                "machine", "set shared-fs-usage: none, default-storage-provider: "
-                                "gcs and default-storage-prefix: gs://BUCKET/PREFIX "
-                                "(profiles/gce-spot)")
-            self.coordinator = start_coordinator(settings, self.run_dir, self.state,
-                                                 self.logger.info,
-                                                 storage.default_storage_prefix, self.shapes)
-        except ExpoError as exc:
-            raise WorkflowError(str(exc)) from None
+        self.coordinator = self._start_coordinator(settings)
         atexit.register(self.coordinator.stop)  # a last resort; shutdown() is the normal path
         self.next_seconds_between_status_checks = min(1.0, self.coordinator.config.poll)
         self.logger.info(f"expocloud: run {self.run_id} on the {settings.engine} engine, up to "
@@ -128,6 +115,20 @@ class Executor(RemoteExecutor, FrontEnd):
                                                  self.logger.warning)
         self._give_back_selection = job_selection.take_over(
             self.workflow.scheduling_settings.scheduler, self.selection, self.logger.info)
+
+    def _start_coordinator(self, settings: ExecutorSettings):
+        """The run's coordinator thread, once the storage settings suit the engine."""
+        storage = self.workflow.storage_settings
+        try:
+            if settings.engine == EngineName.GCE and SharedFSUsage.INPUT_OUTPUT in storage.shared_fs_usage:
+                raise ExpoError("shared-fs-usage", "GCE workers share no file system with this "
+                                "machine", "set shared-fs-usage: none, default-storage-provider: "
+                                "gcs and default-storage-prefix: gs://BUCKET/PREFIX "
+                                "(profiles/gce-spot)")
+            return start_coordinator(settings, self.run_dir, self.state, self.logger.info,
+                                     storage.default_storage_prefix, self.shapes)
+        except ExpoError as exc:
+            raise WorkflowError(str(exc)) from None
 
     def _warn_lost_annotations(self) -> None:
         """One line when the workflow's profiles/default gives hardness or deadlines that this
@@ -173,7 +174,7 @@ class Executor(RemoteExecutor, FrontEnd):
             return None
         outputs = [o for member in (job.jobs if job.is_group() else [job])
                    for o in member.output]
-        missing = [str(o) for o in outputs if not _exists(o)]
+        missing = [str(o) for o in outputs if not job_outputs.exists(o)]
         if missing:
             self.logger.info(f"expocloud: {self.describer.label(job)} was solved by run "
                              f"{found.run_id}, but {missing[0]} is missing: it runs again")
@@ -310,17 +311,7 @@ class Executor(RemoteExecutor, FrontEnd):
         text = Template(self.settings.placeholder_text).safe_substitute(
             wildcards, outcome=report.outcome.value, rule=self.describer.rule(job),
             reason=report.message)
-        written: dict[str, bytes] = {}
-        for output in job.output:
-            path = Path(str(output))
-            if getattr(output, "is_directory", False):
-                path.mkdir(parents=True, exist_ok=True)
-                path = path / ".expocloud-placeholder"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-            written[str(path)] = text.encode()
-            if getattr(output, "is_storage", False):
-                _run_async(output.store_in_storage())  # no shared file system: upload it
+        written = job_outputs.write_placeholders(job.output, text)
         self.state.add_placeholders(written, self.describer.rule(job), report.outcome.value,
                                     self.run_id)
 
@@ -356,37 +347,9 @@ def _log_files(job: JobExecutorInterface, prefix: str | None) -> dict[str, str]:
     return files
 
 
-def _exists(output) -> bool:
-    """Whether a job's output exists now: the storage object (its query, not the cached
-    answer of the DAG's build), or the local file or directory."""
-    if getattr(output, "is_storage", False):
-        return bool(_run_async(output.storage_object.managed_exists()))
-    return os.path.exists(str(output))
-
-
 def _shown(path: Path) -> Path:
     """``path`` as a user reads it: relative to the working directory when under it."""
     return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
-
-
-def _run_async(coroutine) -> object:
-    """Run a coroutine to completion from inside Snakemake's status loop (which already runs
-    an event loop in this thread) by giving it a thread and a loop of its own; its value."""
-    failure: list[BaseException] = []
-    value: list[object] = []
-
-    def run() -> None:
-        try:
-            value.append(asyncio.run(coroutine))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            failure.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join()
-    if failure:
-        raise failure[0]
-    return value[0] if value else None
 
 
 SHORTEST_SECRET = 6  # shorter values are not blanked: they would garble every log they occur in
