@@ -36,6 +36,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
+from expo_executor.worker.job_arguments import Spare, reparse, split
+
 # Snakemake's argument names that say which job runs, not what the workflow is: they reach only
 # the DAG, execution and group settings (see the module), or --unneeded-temp-files
 JOB_ONLY = frozenset({"target_jobs", "allowed_rules", "local_groupid", "attempt",
@@ -78,6 +80,7 @@ class Loaded:
 
     key: dict[str, Any]
     workflow: Any  # snakemake.workflow.Workflow
+    argv: list[str] = field(default_factory=list)  # the first job's Snakemake arguments
     watched: list[Watched] = field(default_factory=list)
 
 
@@ -152,7 +155,7 @@ def load(argv: list[str]) -> Loaded:
     cache = workflow._sourcecache.runtime_cache
     if cache is not None:  # no job forked from here may remove it as it exits: :func:`release`
         cache._finalizer.detach()
-    return Loaded(key, workflow, reads.watched(_own_paths(workflow)))
+    return Loaded(key, workflow, list(argv), reads.watched(_own_paths(workflow)))
 
 
 class _Reads:
@@ -219,13 +222,22 @@ def stale(loaded: Loaded) -> str | None:
 
 def install(loaded: Loaded, say: Callable[[str], None]) -> None:
     """In the template, before it forks any job: each job's Snakemake adopts ``loaded`` when
-    its arguments allow (``say``: the one line a job that cannot writes to its log)."""
+    its arguments allow (``say``: the one line a job that cannot writes to its log). A job
+    whose words are the template's but its own options takes its arguments from a parse made
+    here (worker/job_arguments.py); any other is parsed whole and compared by value."""
     from snakemake import api, cli
 
     parse_args, original = cli.parse_args, api.WorkflowApi._workflow
     state: dict[str, bool] = {"match": False}
+    spare = _spare(parse_args, loaded.argv)
 
     def parsed(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+        if spare:
+            kept = spare.pop()
+            args = reparse(kept, argv, JOB_ONLY)
+            if args is not None:
+                state["match"] = True
+                return kept.parser, args
         parser, args = parse_args(argv)
         try:
             differ = differences(key_of(args), loaded.key)
@@ -245,6 +257,16 @@ def install(loaded: Loaded, say: Callable[[str], None]) -> None:
     cli.parse_args = parsed
     api.WorkflowApi._workflow = property(workflow)
     _parser_built(cli)
+
+
+def _spare(parse_args: Callable[..., Any], argv: list[str]) -> list[Spare]:
+    """The template's own parse, for its forks (none when its words cannot be split)."""
+    try:
+        parser, args = parse_args(argv)
+    except (Exception, SystemExit):  # noqa: BLE001 - then every job parses its own
+        return []
+    parts = split(argv, parser, JOB_ONLY)
+    return [Spare(parser, args, parts[1])] if parts is not None else []
 
 
 def _parser_built(cli: Any) -> None:

@@ -68,6 +68,17 @@ class Jobs:
         """The template loads beside the job that started it: its load is the event."""
         assert wait_until(lambda: len(self.loads()) >= count, 60), self.loads()
 
+    def until_adopted(self, n: int, version: str) -> int:
+        """Run jobs from ``n`` on until one loads nothing: the template was ready for it (it
+        says so to the zygote just after its load, so a job or two may still load their own);
+        the next job's number."""
+        for n in range(n, n + 10):
+            before = len(self.loads())
+            assert self.run(n) == f"{version} {n} 1\n"
+            if len(self.loads()) == before:
+                return n + 1
+        raise AssertionError(f"no job was forked from the template: {self.loads()}")
+
     def close(self) -> None:
         self.zygote.close()
 
@@ -87,31 +98,38 @@ def test_jobs_after_the_first_adopt_the_loaded_workflow(jobs: Jobs) -> None:
     assert jobs.run(1) == "v1 1 1\n"
     jobs.wait_loads(2)  # the first job's own load, and its template's
     assert jobs.zygote.helpers, "the template is the agent's child"
-    for n in (2, 3, 4):
-        assert jobs.run(n) == f"v1 {n} 1\n"
-    assert jobs.loads() == ["v1", "v1"], "jobs forked from the template load nothing"
+    n = jobs.until_adopted(2, "v1")
+    loads = jobs.loads()
+    for n in range(n, n + 3):
+        assert jobs.run(n) == f"v1 {n} 1\n", "each job its own wildcards"
+    assert jobs.loads() == loads, "jobs forked from the template load nothing"
 
 
 def test_a_changed_snakefile_is_loaded_afresh(jobs: Jobs) -> None:
     jobs.run(1)
     jobs.wait_loads(2)
-    assert jobs.run(2) == "v1 2 1\n"
+    n = jobs.until_adopted(2, "v1")
     _write(jobs.workdir, "v2")  # a new source version
-    assert jobs.run(3) == "v2 3 1\n", "the stale template forks nothing"
-    jobs.wait_loads(4)  # job 3's own load and the new template's
-    assert jobs.run(4) == "v2 4 1\n"
-    assert jobs.loads() == ["v1", "v1", "v2", "v2"]
+    v1 = len(jobs.loads())
+    assert jobs.run(n) == f"v2 {n} 1\n", "the stale template forks nothing"
+    jobs.wait_loads(v1 + 2)  # that job's own load and the new template's
+    n = jobs.until_adopted(n + 1, "v2")
+    loads = jobs.loads()
+    assert jobs.run(n) == f"v2 {n} 1\n" and jobs.loads() == loads
+    assert set(loads[:v1]) == {"v1"} and set(loads[v1:]) == {"v2"}
 
 
 def test_a_job_with_other_arguments_loads_the_workflow_itself(jobs: Jobs) -> None:
     jobs.run(1)
     jobs.wait_loads(2)
-    assert jobs.run(2, config="xval=7") == "v1 2 7\n", "its own config"
-    log = (jobs.workdir / "job2.log").read_text()
-    assert log.count("differ from the loaded workflow's") == 1, log
-    assert jobs.loads() == ["v1", "v1", "v1"]
-    assert jobs.run(3) == "v1 3 1\n"
-    assert len(jobs.loads()) == 3, "the template goes on for jobs that match it"
+    n = jobs.until_adopted(2, "v1")
+    loads = len(jobs.loads())
+    assert jobs.run(n, config="xval=7") == f"v1 {n} 7\n", "its own config"
+    log = (jobs.workdir / f"job{n}.log").read_text()
+    assert log.count("differ from the loaded workflow's (--config)") == 1, log
+    assert len(jobs.loads()) == loads + 1
+    assert jobs.run(n + 1) == f"v1 {n + 1} 1\n"
+    assert len(jobs.loads()) == loads + 1, "the template goes on for jobs that match it"
 
 
 def test_a_workflow_whose_load_starts_a_thread_is_not_forked(tmp_path: Path,

@@ -36,7 +36,7 @@ def test_a_changed_or_removed_file_the_load_read_makes_it_stale(tmp_path: Path) 
     snakefile, data = tmp_path / "Snakefile", tmp_path / "samples.tsv"
     snakefile.write_text("rule a:\n    shell: 'true'\n")
     data.write_text("s1\n")
-    loaded = Loaded({}, None, [Watched(str(p), signature(str(p))) for p in (snakefile, data)])
+    loaded = Loaded({}, None, [], [Watched(str(p), signature(str(p))) for p in (snakefile, data)])
     assert stale(loaded) is None
     snakefile.write_text("rule a:\n    shell: 'false'\n")
     assert stale(loaded) == f"{snakefile} changed"
