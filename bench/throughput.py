@@ -35,7 +35,7 @@ from common import (Run, fmt, machine_line, run_snakemake, show_cmd, versions,  
 TARGET_VS_PLAIN = 1.5  # issue 31: expocloud's wall within 1.5x plain greedy's
 
 SNAKEFILE = '''\
-A, N, S = config["a"], config["n"], config["s"]
+A, N, S = config["na"], config["nn"], config["ns"]
 
 localrules: all
 
@@ -61,7 +61,7 @@ def make(folder: Path, points: int) -> list[str]:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "Snakefile").write_text(SNAKEFILE)
     a, n, s = shape(points)
-    return ["--config", f"a={a}", f"n={n}", f"s={s}"]
+    return ["--config", f"na={a}", f"nn={n}", f"ns={s}"]
 
 
 def outputs(folder: Path) -> int:
