@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""CPU of one trivial job's process on a worker: a fresh interpreter (before) against a fork
-of the worker's zygote (worker/zygote.py, after), on the same command.
+"""CPU of one trivial job's process on a worker: a fresh interpreter (issue 17's before), a
+fork of the worker's zygote that loads the workflow itself (worker/zygote.py, issue 31's
+before) and a fork of the workflow's template, which loaded it once
+(worker/workflow_template.py, after), on the same command.
 
-    .venv/bin/python bench/job_cpu.py [--jobs 20]
+    .venv/bin/python bench/job_cpu.py [--jobs 20] [--skip fresh]
 
 The command is the Snakemake front end's shell line for ``rule t: shell: "echo ... >
 {output}"`` (``ANNOUNCE; PY -m expo_executor.worker.command_clock -m snakemake ... --mode
 remote``), run in a workflow directory, one job after the other. Each job's CPU (user+sys) is
-its own and its children's, from ``wait4``; the zygote's CPU is read from /proc: its start-up
-once, and what each fork costs it.
+its own and its children's, from ``wait4``; the zygote's and the template's CPU is read from
+/proc: their start-up once, and what each fork costs them. The template's first job starts it
+and is forked from the zygote: it is left out of the template's figures, which start once the
+template has loaded.
 """
 
 from __future__ import annotations
@@ -20,11 +24,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from expo_executor.worker import command_clock  # noqa: E402
 from expo_executor.worker.forked import Zygote, snakemake_chain  # noqa: E402
+from expo_executor.worker.workflow_template import LOADED_ENV  # noqa: E402
 
 SNAKEFILE = '''\
 N = int(config.get("njobs", 20))
@@ -44,6 +50,7 @@ def job_argv(workdir: Path, i: int, jobs: int) -> list[str]:
             "--target-files-omit-workdir-adjustment", "--max-inventory-time", "0",
             "--nocolor", "--no-hooks", "--nolock", "--ignore-incomplete",
             "--config", f"njobs={jobs}", "--max-jobs-per-timespan", "1000/0s",
+            "--scheduler", "greedy",
             "--max-threads", "2", "--mode", "remote"]
     line = (f"{sys.executable} -m {command_clock.__name__} -m snakemake "
             + " ".join(shlex.quote(a) for a in args))
@@ -75,43 +82,73 @@ def run_fresh(workdir: Path, jobs: int, env: dict[str, str]) -> list[float]:
     return cpus
 
 
-def run_forked(workdir: Path, jobs: int, env: dict[str, str]) -> tuple[list[float], float,
-                                                                        float]:
+def run_forked(workdir: Path, jobs: int, env: dict[str, str], name: str
+               ) -> tuple[list[float], float, float]:
+    """Jobs forked by a zygote (and its template, unless the environment turns it off); the
+    jobs' CPU, the forking process's start-up CPU and its CPU per fork."""
     zygote = Zygote(dict(env), "bench")
     if not zygote.wait_ready(60):
         raise SystemExit(f"the zygote did not start: {zygote.refused}")
-    start_cpu = cpu_of(zygote.pid)
-    cpus = []
-    for i in range(jobs):
-        chain = snakemake_chain(job_argv(workdir, i, jobs), env["PATH"])
-        assert chain is not None
-        job = zygote.spawn(chain, str(workdir), env, workdir / f"forked-{i}.log")
-        code, cpu = reaped_cpu(job.pid)
-        assert code == 0, (workdir / f"forked-{i}.log").read_text()[-2000:]
-        cpus.append(cpu)
-    per_fork = (cpu_of(zygote.pid) - start_cpu) / jobs
+    start_cpu, forker, cpus = cpu_of(zygote.pid), zygote.pid, []
+    first = 0
+    if env.get(LOADED_ENV) != "0":
+        _job(zygote, workdir, 0, jobs, env, name)  # starts the template
+        first = 1
+        forker = next(iter(zygote.helpers))
+        while not _loaded(forker):
+            pass
+        start_cpu = cpu_of(forker)
+    for i in range(first, jobs):
+        cpus.append(_job(zygote, workdir, i, jobs, env, name))
+    per_fork = (cpu_of(forker) - start_cpu) / len(cpus)
     zygote.close()
     return cpus, start_cpu, per_fork
+
+
+def _loaded(pid: int) -> bool:
+    """A template waits for requests once loaded: sleeping, its CPU no longer growing."""
+    before = cpu_of(pid)
+    time.sleep(0.3)
+    return cpu_of(pid) == before
+
+
+def _job(zygote: Zygote, workdir: Path, i: int, jobs: int, env: dict[str, str],
+         name: str) -> float:
+    job_env = {**env, command_clock.STAMPS_ENV: str(workdir / f"{name}-{i}.stamps")}
+    chain = snakemake_chain(job_argv(workdir, i, jobs), env["PATH"])
+    assert chain is not None
+    job = zygote.spawn(chain, str(workdir), job_env, workdir / f"{name}-{i}.log")
+    code, cpu = reaped_cpu(job.pid)
+    assert code == 0, (workdir / f"{name}-{i}.log").read_text()[-2000:]
+    return cpu
+
+
+def _line(label: str, cpus: list[float], tail: str = "") -> str:
+    return (f"  {label}: mean {statistics.mean(cpus):.3f} s (min {min(cpus):.3f}, "
+            f"max {max(cpus):.3f}){tail}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=20)
+    parser.add_argument("--skip", action="append", default=[],
+                        choices=["fresh", "zygote", "template"])
     args = parser.parse_args()
     env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
+    lines = [f"{args.jobs} trivial jobs one after the other, CPU (user+sys) per job process:"]
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         (workdir / "Snakefile").write_text(SNAKEFILE)
-        fresh = run_fresh(workdir, args.jobs, env)
-        for out in (workdir / "out").iterdir():
-            out.unlink()
-        forked, start, per_fork = run_forked(workdir, args.jobs, env)
-    print(f"{args.jobs} trivial jobs one after the other, CPU (user+sys) per job process:")
-    print(f"  fresh interpreter (before): mean {statistics.mean(fresh):.3f} s "
-          f"(min {min(fresh):.3f}, max {max(fresh):.3f})")
-    print(f"  forked by the zygote (after): mean {statistics.mean(forked):.3f} s "
-          f"(min {min(forked):.3f}, max {max(forked):.3f}); the zygote: "
-          f"{per_fork:.4f} s per fork, {start:.2f} s once at its start")
+        if "fresh" not in args.skip:
+            lines.append(_line("fresh interpreter", run_fresh(workdir, args.jobs, env)))
+        for name, value in (("zygote", "0"), ("template", "1")):
+            if name in args.skip:
+                continue
+            cpus, start, per_fork = run_forked(workdir, args.jobs, {**env, LOADED_ENV: value},
+                                               name)
+            lines.append(_line(f"forked by the {name}", cpus,
+                               f"; the {name}: {per_fork:.4f} s per fork, {start:.2f} s once"))
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

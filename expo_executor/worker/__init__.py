@@ -2,9 +2,11 @@
 staged commands, and the logs a failed job leaves (``saved_logs``).
 The agent is its command line (``agent``) and its loop (``agent_loop``), whose parts are a
 module each: ``coordinator_contact`` (the inbox; the pulse through ``pulse_reader``),
-``job_starts``, ``running_jobs``, ``result_reports`` and ``failure_reason``. A Snakemake job's own
-process runs under ``command_clock``, which also has it read storage files' local copies first
-(``local_copies``).
+``job_starts``, ``running_jobs``, ``result_reports`` and ``failure_reason``. Jobs are forked
+by the job runner: the ``zygote`` (its agent side ``forked``, its forking ``sibling_fork``) and
+each workflow's template (``workflow_template``, ``loaded_workflow``, ``job_arguments``). A
+Snakemake job's own process runs under ``command_clock``, which also has it read storage
+files' local copies first (``local_copies``).
 
 Runs on each VM (or as a local process standing in for one) and talks to the coordinator only
 through the bucket. It may import the core's records, its hardness (the coordinator's rule of

@@ -19,6 +19,7 @@ import re
 import select
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -32,6 +33,8 @@ MAX_STARTS = 3  # a zygote that keeps dying is not started again: jobs run as be
 # Its start-up costs about what one fresh job costs (both import Snakemake): a job started
 # meanwhile would only take the CPU from it, and pay that again for itself.
 STARTUP_WAIT_S = 30.0
+# how long the templates of a zygote that has gone get to end by themselves
+HELPERS_END_S = 5.0
 # outside quotes: what the shell would treat as more than a plain word (or a newline)
 SHELL_SPECIAL = set(";&|<>()$`\\*?[]{}~#!\n")
 PYTHON_NAME = re.compile(r"python[0-9.]*")
@@ -154,6 +157,7 @@ class Zygote:
         self.starts = 0
         self.started_at = 0.0  # monotonic time of the last start
         self.refused: str | None = None  # why it will not be used again
+        self.helpers: set[int] = set()  # its workflow templates: our children too
 
     def spawn(self, chain: list[list[str]], cwd: str, env: dict[str, str],
               log: Path) -> ForkedJob | None:
@@ -165,6 +169,7 @@ class Zygote:
         reply = self._ask(request)
         if reply is None:
             return None
+        self._news(reply)
         if "pid" in reply:
             return ForkedJob(int(reply["pid"]))
         self._refuse(str(reply.get("error")))
@@ -198,21 +203,52 @@ class Zygote:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
-    def close(self) -> None:
-        """The zygote ends when its stdin closes; its jobs (our children) are not its."""
-        proc, self.proc, self.ready = self.proc, None, False
-        if proc is None:
-            return
-        for stream in (proc.stdin, proc.stdout):
+    def _news(self, reply: dict) -> None:
+        """Templates it started (worker/workflow_template.py: we reap them), lines to log; and
+        the templates that have ended since, reaped."""
+        self.helpers.update(int(pid) for pid in reply.get("helpers", ()))
+        for note in reply.get("notes", ()):
+            print(f"{self.name}: {note}", file=sys.stderr, flush=True)
+        self._reap_helpers(kill=False)
+
+    def _reap_helpers(self, kill: bool) -> None:
+        """Reap the templates that have ended (``kill``: end them first: they hold no job)."""
+        for pid in list(self.helpers):
             try:
-                stream.close()
-            except OSError:
-                pass
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+                if kill:
+                    os.kill(pid, signal.SIGKILL)
+                done, _ = os.waitpid(pid, 0 if kill else os.WNOHANG)
+            except ChildProcessError:
+                done = pid  # reaped already
+            if done:
+                self.helpers.discard(pid)
+
+    def _end_helpers(self) -> None:
+        """Once the zygote has gone its templates end too (their socket to it closes) and
+        clean up their scratch: a few seconds for that, then they are killed."""
+        deadline = time.monotonic() + HELPERS_END_S
+        while self.helpers and time.monotonic() < deadline:
+            self._reap_helpers(kill=False)
+            if self.helpers:
+                time.sleep(0.01)
+        self._reap_helpers(kill=True)
+
+    def close(self) -> None:
+        """The zygote ends when its stdin closes; its jobs (our children) are not its, its
+        templates end with it."""
+        proc, self.proc, self.ready = self.proc, None, False
+        if proc is not None:
+            for stream in (proc.stdin, proc.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._end_helpers()
 
     def _usable(self) -> bool:
         if self.refused is not None:

@@ -8,7 +8,9 @@ to it over its stdin and stdout, one JSON object a line (no pickle on the wire):
 - the zygote says ``{"ready": true}`` once its imports are done;
 - the agent asks ``{"chain": [...], "cwd": ..., "env": {...}, "log": ...}`` (see
   :func:`run_chain`), the zygote answers ``{"pid": N}`` or ``{"error": why}`` (then the agent
-  runs that job as before, in a fresh interpreter).
+  runs that job as before, in a fresh interpreter); either may hold ``"helpers"``, the pids of
+  workflow templates it started (the agent's children too, which the agent reaps), and
+  ``"notes"``, lines for the agent's log.
 
 Each job process is forked with ``CLONE_PARENT``: its parent is the agent, not the zygote. The
 agent reaps it with its real exit status, kills its session on a timeout or cancel as it kills
@@ -21,11 +23,14 @@ status: nothing of the zygote's state goes on.
 The zygote forks only while it has no other thread (a fork copies one thread, and any lock
 another held stays locked in the child): it refuses a request otherwise. It holds no job and
 grows with none: its children are the agent's. It ends when the agent closes its stdin.
+
+A Snakemake job whose workflow has a template ready (worker/workflow_template.py: a process the
+zygote forked that has loaded that workflow once) is forked from the template instead, and
+does not load its workflow again (worker/loaded_workflow.py).
 """
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import gc
 import importlib
@@ -33,22 +38,17 @@ import io
 import json
 import os
 import platform
-import signal
 import sys
 import tempfile
-import threading
 import tokenize
-import traceback
 from pathlib import Path
 from typing import IO, Any, Callable
 
 from expo_executor.processes.private_files import private_output
 from expo_executor.worker import command_clock, staged_job
+from expo_executor.worker.sibling_fork import exit_with, spawn_sibling
+from expo_executor.worker.workflow_template import Templates
 
-CLONE_PARENT = 0x00008000
-SIGCHLD = 17
-# the clone system call's number; its first argument is the flags on each of these
-CLONE_SYSCALL = {"x86_64": 56, "aarch64": 220}
 TEST_ENTRY = "expocloud-test-exit"  # a chain step that exits at once (memory tests)
 # where OpenBLAS reads its thread count at load, in this order
 BLAS_ENV = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
@@ -72,7 +72,10 @@ def preload() -> None:
     Building Snakemake's argument parser instantiates its plugin registries, which import
     every installed plugin: after the imports themselves, most of a short job's start-up.
     Tokenizing once compiles the tokenizer's pattern (cached by ``tokenize``): each job's
-    parse of its Snakefile would compile it again, about a twentieth of a trivial job's CPU."""
+    parse of its Snakefile would compile it again, about a twentieth of a trivial job's CPU.
+    ``platform.platform()``, which every job's "Workflow has started" record asks for, runs
+    ``uname -p`` in a process of its own the first time it is called (then cached): here,
+    once per worker."""
     for module in PRELOADED:
         try:
             importlib.import_module(module)
@@ -87,6 +90,7 @@ def preload() -> None:
     get_argument_parser()
     for _ in tokenize.generate_tokens(io.StringIO("rule a:\n    shell: 'x'\n").readline):
         pass
+    platform.platform()
 
 
 def quiet_blas() -> None:
@@ -135,67 +139,15 @@ def restore_blas(env: dict[str, str]) -> None:
         _blas_setter(wanted)
 
 
-def single_threaded() -> bool:
-    """No thread but this one, Python's or not (an extension's)."""
-    try:
-        tasks = len(os.listdir("/proc/self/task"))
-    except OSError:
-        tasks = 1
-    return threading.active_count() == 1 and tasks == 1
-
-
-def fork_sibling() -> int:
-    """``os.fork`` whose child's parent is our parent (``clone(CLONE_PARENT)``): 0 in the child.
-
-    Python's own fork bookkeeping (import lock, at-fork hooks, threading state) is run around
-    the raw system call, as ``os.fork`` does."""
-    number = CLONE_SYSCALL.get(platform.machine())
-    if number is None:
-        raise OSError(f"no clone system call known on {platform.machine()}")
-    libc = ctypes.PyDLL(None, use_errno=True)  # PyDLL: the GIL stays held across the call
-    libc.syscall.restype = ctypes.c_long
-    api = ctypes.pythonapi
-    api.PyOS_BeforeFork()
-    pid = libc.syscall(ctypes.c_long(number), ctypes.c_ulong(CLONE_PARENT | SIGCHLD),
-                       ctypes.c_void_p(0), ctypes.c_void_p(0), ctypes.c_void_p(0),
-                       ctypes.c_void_p(0))
-    if pid == 0:
-        api.PyOS_AfterFork_Child()
-        return 0
-    err = ctypes.get_errno()
-    api.PyOS_AfterFork_Parent()
-    if pid < 0:
-        raise OSError(err, f"clone: {os.strerror(err)}")
-    return pid
-
-
-def spawn(request: dict[str, Any], channel: tuple[int, int]) -> dict[str, Any]:
-    """Fork the job process of one request; the answer for the agent."""
-    if not single_threaded():
-        return {"error": "the zygote has other threads: forking it is not safe"}
-    try:
-        pid = fork_sibling()
-    except OSError as exc:
-        return {"error": str(exc)}
-    if pid == 0:
-        for fd in channel:  # the agent must see the zygote's end as soon as the zygote goes
-            os.close(fd)
-        _exit(job_process, request)
-    if _parent(pid) not in (None, os.getppid()):  # the kernel ignored CLONE_PARENT: the
-        # agent could not reap it, so it must not run (it has barely started)
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        return {"error": "a forked job's parent is not the agent (clone ignored CLONE_PARENT)"}
-    return {"pid": pid}
-
-
-def _parent(pid: int) -> int | None:
-    """The parent of ``pid`` (Linux /proc); None when it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
-            return int(stat.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
+def spawn(request: dict[str, Any], channel: tuple[int, int],
+          templates: Templates) -> dict[str, Any]:
+    """Fork the job process of one request, from the loaded workflow of a template when one
+    is ready for it (worker/workflow_template.py), else from here; the answer for the agent
+    (with the pids of templates started and any line for the agent's log)."""
+    reply = templates.spawn(request)
+    if reply is None:
+        reply = spawn_sibling(job_process, request, (*channel, *templates.fds()))
+    return {**reply, **templates.news()}
 
 
 def job_process(request: dict[str, Any]) -> int:
@@ -209,35 +161,6 @@ def job_process(request: dict[str, Any]) -> int:
     tempfile.tempdir = None  # found again from the job's own TMPDIR
     os.chdir(request["cwd"])
     return run_chain(request["chain"])
-
-
-def _exit(body: Callable[..., int], *args: Any) -> None:
-    """Run a forked process's body and exit with its status, whatever happens: it never
-    returns into the zygote's loop (or, for a job's own child, into the job)."""
-    code = 1
-    try:
-        code = body(*args)
-    except BaseException:  # noqa: BLE001 - see above
-        traceback.print_exc()
-    finally:
-        _shutdown()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001 - a full disk: the status still counts
-                pass
-        os._exit(code)
-
-
-def _shutdown() -> None:
-    """What the interpreter does before it exits, which ``os._exit`` would skip: wait for the
-    job's other (non-daemon) threads, then run the exit handlers (logging's flush among
-    them)."""
-    try:
-        threading._shutdown()  # type: ignore[attr-defined] - what Py_FinalizeEx calls
-    except BaseException:  # noqa: BLE001 - the exit handlers still run
-        traceback.print_exc()
-    atexit._run_exitfuncs()
 
 
 def _redirect(log: str) -> None:
@@ -283,7 +206,7 @@ def _in_child(args: list[str]) -> int:
     """A snakemake run before the job's own, in a process of the job's session."""
     pid = os.fork()
     if pid == 0:
-        _exit(_snakemake, args)
+        exit_with(_snakemake, args)
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     return 128 - code if code < 0 else code  # killed by a signal: the shell's status
 
@@ -292,14 +215,18 @@ def _snakemake(args: list[str]) -> int:
     """Snakemake's command line, as ``python -m snakemake ARGS`` runs it; its exit status."""
     from snakemake.cli import main
 
-    sys.argv = [_main_path(), *args]  # as runpy leaves it for ``-m snakemake``
-    sys.path[0] = os.getcwd()  # what ``python -m`` puts first
+    as_main(args)
     try:
         main(args)
     except SystemExit as exc:
         return _exit_code(exc.code)
     return 0
 
+
+def as_main(args: list[str]) -> None:
+    """``sys.argv`` and ``sys.path`` as ``python -m snakemake ARGS`` leaves them."""
+    sys.argv = [_main_path(), *args]  # as runpy leaves it for ``-m snakemake``
+    sys.path[0] = os.getcwd()  # what ``python -m`` puts first
 
 def _main_path() -> str:
     import snakemake  # not snakemake.__main__: importing that runs Snakemake
@@ -320,6 +247,7 @@ def _exit_code(code: object) -> int:
 def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
     """Answer requests until the agent closes its end."""
     channel = (requests.fileno(), replies.fileno())
+    templates = Templates(channel, job_process, as_main)
     _say(replies, {"ready": True})
     for line in requests:
         try:
@@ -327,7 +255,7 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
         except ValueError as exc:
             _say(replies, {"error": f"not a request: {exc}"})
             continue
-        _say(replies, spawn(request, channel))
+        _say(replies, spawn(request, channel, templates))
 
 
 def _say(replies: IO[bytes], message: dict[str, Any]) -> None:
