@@ -32,7 +32,7 @@ def write_placeholders(outputs: Iterable, text: str) -> dict[str, bytes]:
     return written
 
 
-def _exists(output) -> bool:
+def exists(output) -> bool:
     """Whether a job's output exists now: the storage object (its query, not the cached
     answer of the DAG's build), or the local file or directory."""
     if getattr(output, "is_storage", False):
