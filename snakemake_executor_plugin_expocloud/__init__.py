@@ -3,12 +3,15 @@
 from dataclasses import dataclass
 
 from snakemake_interface_common.exceptions import WorkflowError
+from snakemake_interface_common.logging import get_logger
 
 from expo_executor.coordinator.settings import ExecutorSettings as _Settings
 from expo_executor.coordinator.settings import validate
 from expo_executor.core.errors import ExpoError
+from expo_executor.core.records import EngineName
 from expo_executor.engines.gce.settings import needs_credentials
 from expo_executor.engines.gce.settings_checks import check_credentials
+from expo_executor.frontends.snakemake import storage_listing
 from expo_executor.frontends.snakemake.executor import Executor, common_settings
 
 
@@ -18,10 +21,16 @@ class ExecutorSettings(_Settings):
 
     Snakemake builds these before any storage provider: a GCE run's credentials are checked
     here, so a bad key file is our one-line error and not a traceback from the GCS storage
-    plugin (which asks google-auth first otherwise).
+    plugin (which asks google-auth first otherwise). It is also the first moment we know the
+    run is ours, in its main process and before any storage object: Snakemake's existence
+    checks in the GCS default storage are answered from one listing of its prefix from here on
+    (``storage_listing``).
     """
 
     def __post_init__(self) -> None:
+        unchanged = storage_listing.install()
+        if unchanged and self.engine == EngineName.GCE:  # the engine whose files are in GCS
+            get_logger().warning(unchanged)
         if needs_credentials(self):
             try:
                 validate(self)  # a wrong setting is the first thing to fix

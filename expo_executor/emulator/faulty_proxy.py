@@ -15,7 +15,9 @@ byte of a whole-object download's body and keeps its ``x-goog-hash`` header: a b
 the way, which only the client's checksum can catch. Other requests it lets through untouched,
 uncounted.
 
-It also refuses chosen requests permanently (:meth:`FaultyProxy.refuse`, e.g. 403 for every
+It counts the storage requests it sees by kind (:attr:`FaultyProxy.calls`, see
+:func:`call_kind`: listings, metadata reads, downloads, uploads, ...), for tests and benchmarks
+that count a client's calls. It also refuses chosen requests permanently (:meth:`FaultyProxy.refuse`, e.g. 403 for every
 upload under an object prefix), for tests of what a run does when outputs cannot be stored,
 and slows chosen ones down (:meth:`FaultyProxy.slow_down`: a slow link to the bucket).
 
@@ -89,6 +91,36 @@ def uploads_under(object_prefix: str) -> Callable[[Request], bool]:
     return is_upload
 
 
+def call_kind(request: Request) -> str:
+    """What a storage request is, for counting: ``list`` (a listing of a bucket's objects),
+    ``object`` (one object's metadata), ``bucket`` (a bucket's metadata), ``download``,
+    ``upload``, ``delete`` or ``other``."""
+    path, _, query = request.target.partition("?")
+    if request.method == "DELETE":
+        return "delete"
+    if path.startswith("/upload/") or request.method in ("POST", "PUT", "PATCH"):
+        return "upload"
+    if path.startswith("/download/") or "alt=media" in query:
+        return "download"
+    parts = path.removeprefix("/storage/v1/").split("/")
+    if parts[0] == "b" and len(parts) == 2:
+        return "bucket"
+    if parts[0] == "b" and len(parts) == 3 and parts[2] == "o":
+        return "list"
+    if parts[0] == "b" and len(parts) > 3 and parts[2] == "o":
+        return "object"
+    return "other"
+
+
+def _query_value(target: str, name: str) -> str:
+    """One parameter of a request's (unquoted) query, "" when absent."""
+    for pair in target.partition("?")[2].split("&"):
+        key, _, value = pair.partition("=")
+        if key == name:
+            return value
+    return ""
+
+
 def _whole_download(request: Request) -> bool:
     """A GET of an object's media without a range (the emulator sends its hash then)."""
     return request.method == "GET" and ("alt=media" in request.target
@@ -128,6 +160,8 @@ class FaultyProxy:
         self.refused: Counter[int] = Counter()  # permanent refusals by status
         self.forwarded = 0  # requests that reached the emulator
         self.requests = 0  # storage requests seen (faulted or not)
+        self.calls: Counter[str] = Counter()  # storage requests seen, by call_kind
+        self.listings: Counter[str] = Counter()  # listings seen, by their prefix
         self._rules: list[Rule] = []
         self._spared: list[Callable[[Request], bool]] = []
         self._delays: list[tuple[Callable[[Request], bool], float]] = []
@@ -202,6 +236,10 @@ class FaultyProxy:
         """(fault kind or None, refusal status or None) for one request, under the lock."""
         with self._lock:
             self.requests += 1
+            call = call_kind(request)
+            self.calls[call] += 1
+            if call == "list":
+                self.listings[_query_value(request.target, "prefix")] += 1
             for predicate, status in self._rules:
                 if predicate(request):
                     self.refused[status] += 1
