@@ -82,16 +82,18 @@ class Store:
         self.inbox_writes: dict[str, list[float]] = {}
 
     def read(self, key: str, limit: int | None = None, if_generation_not_match: int | None = None):
-        from expo_executor.protocol.bucket import Blob, ObjectTooLarge
+        from expo_executor.protocol import bucket
         with self.lock:
             found = self.objects.get(key)
         if found is None:
             return None
-        if found[1] == if_generation_not_match:
-            return Blob(b"", found[1], unchanged=True)
+        # a base tree from before bounded reads (issue 30) asks for neither bound, and its
+        # Blob has no "unchanged"
+        if if_generation_not_match is not None and found[1] == if_generation_not_match:
+            return bucket.Blob(b"", found[1], unchanged=True)
         if limit is not None and len(found[0]) > limit:
-            raise ObjectTooLarge(key, len(found[0]), limit, found[1])
-        return Blob(found[0], found[1])
+            raise bucket.ObjectTooLarge(key, len(found[0]), limit, found[1])
+        return bucket.Blob(found[0], found[1])
 
     def write(self, key: str, data: bytes, if_generation_match: int | None = None) -> int:
         from expo_executor.protocol.bucket import PreconditionFailed
