@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.scheduler import Pool
-from expo_executor.core.shapes import Shape, ShapeSize
+from expo_executor.core.shapes import Shape, ShapeSize, find_misfit
 from expo_executor.cost import machines
 from expo_executor.cost.prices import PriceTable
 
@@ -158,8 +158,7 @@ class ShapeBook:
         resource functions may give each job its own. None: the run's own hold it, or there
         is no choice to make (the job is then checked against the run's own workers)."""
         run = self.run
-        holds = threads <= run.slots and not (run.mem_mb and mem_mb > run.mem_mb)
-        if holds or self.fit is None:
+        if find_misfit(threads, mem_mb, run.slots, run.mem_mb) is None or self.fit is None:
             return None
         need = (rule, threads, mem_mb)
         if need not in self._fitted:

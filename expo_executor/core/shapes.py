@@ -6,6 +6,8 @@ machine of its own (``machine_type``, ``gpu_type``/``gpu``, a ``disk_mb`` beyond
 disk) gets a :class:`Shape`, and each shape has a Spot and an on-demand pool of its own, created,
 scaled and deleted on their own. The scheduler puts a job only on a worker of the job's shape,
 so a GPU job never lands on a CPU-only VM and a one-thread job never holds a GPU VM.
+:func:`find_misfit` is the one rule of whether a job fits a worker of a size, which the front
+ends and the per-rule machines (``coordinator.shapes``) both apply.
 """
 
 from __future__ import annotations
@@ -65,3 +67,22 @@ def shape_order(shape: Shape | None) -> tuple:
     shapes in the same order."""
     return (0,) if shape is None else (1, shape.machine_type, shape.gpu_type or "",
                                        shape.gpu_count, shape.disk_gb)
+
+
+@dataclass(frozen=True)
+class Misfit:
+    """A job no worker can hold: what it asks for of which resource, and what workers have."""
+
+    resource: str  # "cpus" or "mem_mb"
+    needed: int
+    have: int
+
+
+def find_misfit(cpus: int, mem_mb: int, slots: int, worker_mem_mb: int) -> Misfit | None:
+    """Whether a job of ``cpus`` and ``mem_mb`` fits a worker of ``slots`` CPUs and
+    ``worker_mem_mb`` (0: memory not tracked); None when it does."""
+    if cpus > slots:
+        return Misfit("cpus", cpus, slots)
+    if worker_mem_mb and mem_mb > worker_mem_mb:
+        return Misfit("mem_mb", mem_mb, worker_mem_mb)
+    return None

@@ -6,7 +6,8 @@ setup around ``run_jobs``: :func:`job_request` builds a job's one spec,
 :meth:`FrontEnd.submit_jobs` describes a whole batch first (so a bad annotation stops the
 batch before any of it runs), lets the front end register each job with its engine, then hands
 the batch to the coordinator, which orders it by hardness.
-:meth:`FrontEnd.misfit` is the one check of a job's CPUs and memory against the workers, and
+:meth:`FrontEnd.misfit` checks a job's CPUs and memory against the workers (the rule is
+``core.shapes.find_misfit``, which the per-rule machines use too), and
 :meth:`FrontEnd.open_run` / :meth:`FrontEnd.close_run` keep ``run.json`` through ``RunFiles``.
 
 It is a mixin, not a base class with an ``__init__``: Snakemake's ``RemoteExecutor`` and
@@ -18,32 +19,13 @@ taking that from them. The subclass sets ``coordinator`` (or overrides :meth:`st
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from expo_executor.coordinator.requests import JobRequest
 from expo_executor.core.scheduler import Task
+from expo_executor.core.shapes import Misfit, find_misfit
 from expo_executor.protocol.records import JobSpec, PrunePoint
 from expo_executor.runs.files import RunFiles
-
-
-@dataclass(frozen=True)
-class Misfit:
-    """A job no worker can hold: what it asks for of which resource, and what workers have."""
-
-    resource: str  # "cpus" or "mem_mb"
-    needed: int
-    have: int
-
-
-def find_misfit(cpus: int, mem_mb: int, slots: int, worker_mem_mb: int) -> Misfit | None:
-    """Whether a job of ``cpus`` and ``mem_mb`` fits a worker of ``slots`` CPUs and
-    ``worker_mem_mb`` (0: memory not tracked); None when it does."""
-    if cpus > slots:
-        return Misfit("cpus", cpus, slots)
-    if worker_mem_mb and mem_mb > worker_mem_mb:
-        return Misfit("mem_mb", mem_mb, worker_mem_mb)
-    return None
 
 
 def job_request(task: Task, argv: list[str], cwd: str | None, env: dict[str, str],

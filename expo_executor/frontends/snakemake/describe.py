@@ -26,7 +26,8 @@ from expo_executor.core.records import HardnessMeta, JobMeta
 from expo_executor.core.scheduler import Task
 from expo_executor.core.shapes import Shape
 from expo_executor.coordinator.requests import JobRequest
-from expo_executor.frontends.base import find_misfit, job_request
+from expo_executor.core.shapes import find_misfit
+from expo_executor.frontends.base import job_request
 
 HARDNESS = "hardness"
 DEADLINE = "deadline"

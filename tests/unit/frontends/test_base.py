@@ -21,7 +21,8 @@ from expo_executor.coordinator.settings import ExecutorSettings
 from expo_executor.settings.values import with_default_slots
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import HardnessMeta, JobMeta
-from expo_executor.frontends.base import FrontEnd, Misfit, find_misfit, job_request
+from expo_executor.core.shapes import Misfit, find_misfit
+from expo_executor.frontends.base import FrontEnd, job_request
 from expo_executor.frontends.cwl.executor import ExpoExecutor
 from expo_executor.frontends.snakemake.describe import Fleet, JobDescriber, rule_values
 
