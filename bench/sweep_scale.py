@@ -21,7 +21,9 @@ A run still going after ``--max-seconds`` (one value, or one per points value) i
 user would stop it: SIGINT to its process group (Ctrl-C), then SIGTERM and SIGKILL if it has
 not exited within ``--stop-grace`` s; the time it took to exit is recorded, and on the GCE path
 the fake VMs still running when it exited. Figures per run: wall, jobs done, time to the first
-output (a local file's mtime; on the GCE path the proxy's first upload of an output), jobs/s
+output (a local file's mtime; on the GCE path the proxy's first upload of an output, and on
+its way there the first VM created and the first job started, from the run's vms.jsonl and
+jobs.jsonl), jobs/s
 over the whole run and from the first output to the last, the Snakemake main process's peak
 RSS (VmHWM, sampled from /proc, which also holds the expocloud coordinator thread), storage
 calls by kind before the first output and per job after it. An expocloud run also reports, from
@@ -161,6 +163,10 @@ class Result:
     run_files: dict = field(default_factory=dict)
     storage: dict = field(default_factory=dict)
     vms_left: int | None = None  # fake VMs still running as it exited (GCE path)
+    # milestones of an expocloud run, from its start: its first VM created, its first job
+    # started on a worker (the run's vms.jsonl and jobs.jsonl)
+    first_vm_s: float | None = None
+    first_start_s: float | None = None
     left_behind: int | None = None  # its processes still alive as it exited (stopped runs)
 
     @property
@@ -315,12 +321,31 @@ def note_outputs(result: Result, times: list[float], started: float) -> None:
         result.last_output_s = times[-1] - started
 
 
+def run_dir_of(folder: Path) -> Path | None:
+    runs = sorted((folder / ".expocloud" / "runs").glob("*/"))
+    return runs[-1] if runs else None
+
+
+def milestones(result: Result, folder: Path, started: float) -> None:
+    """When the run created its first VM and started its first job, from its start."""
+    run_dir = run_dir_of(folder)
+    if run_dir is None:
+        return
+
+    def first(name: str, key: str) -> float | None:
+        path = run_dir / name
+        times = [rec[key] for line in (path.read_text().splitlines() if path.exists() else [])
+                 if (rec := json.loads(line)).get(key) is not None]
+        return min(times) - started if times else None
+    result.first_vm_s = first("vms.jsonl", "created")
+    result.first_start_s = first("jobs.jsonl", "started")
+
+
 def run_files(folder: Path) -> dict:
     """Sizes (bytes) of an expocloud run's own files, and its solved jobs."""
-    runs = sorted((folder / ".expocloud" / "runs").glob("*/"))
-    if not runs:
+    run_dir = run_dir_of(folder)
+    if run_dir is None:
         return {}
-    run_dir = runs[-1]
     sizes = {p.name: p.stat().st_size for p in run_dir.iterdir() if p.is_file()}
     solved = 0
     jobs = run_dir / "jobs.jsonl"
@@ -440,6 +465,7 @@ def gce_expocloud(plan: Plan, points: int, proxy: CountingProxy, env: dict, log)
     first = times[0] if times else None
     result.storage = storage_figures(proxy.calls, first, result.done)
     result.run_files = run_files(folder)
+    milestones(result, folder, started)
     log(f"    {summary(result)}")
     return result
 
@@ -447,7 +473,9 @@ def gce_expocloud(plan: Plan, points: int, proxy: CountingProxy, env: dict, log)
 def summary(r: Result) -> str:
     stopped = f", stopped ({r.stop_signals}, exited {fmt(r.stop_to_exit_s, 1)} s later)" \
         if r.stopped else ""
-    return (f"wall {r.wall_s:.1f} s, exit {r.exit_code}{stopped}, {r.done} outputs, first at "
+    way = (f", first VM at {fmt(r.first_vm_s, 1)} s, first job started at "
+           f"{fmt(r.first_start_s, 1)} s") if r.first_vm_s is not None else ""
+    return (f"wall {r.wall_s:.1f} s, exit {r.exit_code}{stopped}, {r.done} outputs{way}, first at "
             f"{fmt(r.first_output_s, 1)} s, {fmt(r.steady_jobs_per_s)} jobs/s after it, peak RSS "
             f"{fmt(r.peak_rss_mb, 0)} MB, load {r.load}")
 
@@ -545,6 +573,11 @@ def ratio_lines(results: list[Result]) -> list[str]:
             L.append(f"| {points} | local: expocloud first output / plain DAG time | "
                      f"{expo.first_output_s / dag.wall_s:.2f} | (reference) |")
         if dag and gce:
+            for what, value in (("first VM created", gce.first_vm_s),
+                                ("first job started on a worker", gce.first_start_s)):
+                L.append(f"| {points} | GCE: {what} / plain DAG time | "
+                         + (f"{value / dag.wall_s:.2f} ({value:.1f} s)" if value is not None
+                            else "n/a") + " | (the first job's way) |")
             first = gce.first_output_s
             L.append(f"| {points} | GCE: first output / plain DAG time | "
                      + (f"{first / dag.wall_s:.2f}" if first is not None else

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Callable
 
@@ -49,9 +49,12 @@ def max_workers(settings: ExecutorSettings) -> int:
 def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir,
                       log: Callable[[str], None],
                       default_storage_prefix: str | None = None,
-                      shapes: ShapeBook | None = None) -> Coordinator:
+                      shapes: ShapeBook | None = None,
+                      expected: Mapping[tuple[Shape | None, Pool], int] | None = None
+                      ) -> Coordinator:
     """Build the engine and bucket for ``settings`` and start the coordinator's loop
-    (``shapes``: the run's per-rule machines, from :func:`shape_book`).
+    (``shapes``: the run's per-rule machines, from :func:`shape_book`; ``expected``: the CPUs
+    the front end's planned jobs will want, for the first VMs' head start, ``Scheduler.expect``).
 
     Raises ExpoError (before anything is provisioned) on a setting the engine cannot use.
     """
@@ -83,10 +86,10 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
                        heartbeat=heartbeat_interval(settings))
     held = record(run_dir, _run_state(settings, config.run_id, bucket, default_storage_prefix),
                   run_key)
-    coordinator = Coordinator(config, engine, bucket, run_key, run_dir, state, log,
-                              Scheduler(spot_attempts=settings.spot_attempts,
-                                        confirm_timeouts=settings.confirm_timeouts,
-                                        prefetch=prefetch(settings)))
+    scheduler = Scheduler(spot_attempts=settings.spot_attempts,
+                          confirm_timeouts=settings.confirm_timeouts, prefetch=prefetch(settings))
+    scheduler.expect(expected or {})
+    coordinator = Coordinator(config, engine, bucket, run_key, run_dir, state, log, scheduler)
     coordinator.held_run = held
     coordinator.harvested = recovery.harvested
     coordinator.adopted = recovery.adopted

@@ -99,6 +99,11 @@ class StateDir:
     def _frontier_path(self, ref: FamilyRef) -> Path:
         return self.root / "frontiers" / f"{ref.digest}.json"
 
+    def has_frontiers(self) -> bool:
+        """Whether an earlier run recorded a timeout here (one of this run's jobs may then be
+        skipped on arrival)."""
+        return any((self.root / "frontiers").glob("*.json"))
+
     def load_frontier(self, ref: FamilyRef) -> Frontier:
         """Timeouts recorded with a deadline at least as long as ``ref``'s, on its engine and
         machine (plus, on the local engine, those of a frontier file older than that key)."""

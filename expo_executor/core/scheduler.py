@@ -60,6 +60,7 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing):
         self._queued: set[str] = set()
         # queued CPUs per (shape, demand pool), kept as tasks move
         self._demand: dict[tuple[Shape | None, Pool], int] = {}
+        self._expected: dict[tuple[Shape | None, Pool], int] = {}  # see expect
         self._workers: dict[str, WorkerSlots] = {}
         self._seq = itertools.count()
         # Indexes that keep each decision from scanning every worker or task (the simulator
@@ -83,6 +84,7 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing):
             raise ValueError(f"task {task.key} submitted twice")
         entry = TaskEntry(task, next(self._seq))
         self._entries[task.key] = entry
+        self._expected.clear()  # the real queue takes over from the head start
         dominator = self._dominator(task)
         if dominator is not None:
             self.outcomes[task.key] = Outcome.SKIPPED
@@ -114,6 +116,13 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing):
             return []
         self._cancel_place(entry, dominator)
         return [Cancel(task.key, worker_id, dominator)]
+
+    def expect(self, demand: Mapping[tuple[Shape | None, Pool], int]) -> None:
+        """A head start: CPUs per (shape, pool) the front end's planned jobs will want, known
+        before it submits any (Snakemake still selects its first jobs). They count as queued
+        demand, so the first VMs boot meanwhile, until the first task comes."""
+        if not self._entries:
+            self._expected = {slot: cpus for slot, cpus in demand.items() if cpus > 0}
 
     def set_prefetch(self, prefetch: int) -> None:
         """Hold ``prefetch`` tasks per CPU from now on (the coordinator sizes it to the jobs'
@@ -313,14 +322,14 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing):
     def queued_demand(self) -> dict[Pool, int]:
         """CPUs wanted by queued tasks, split by whether they may still run on Spot."""
         totals = {Pool.SPOT: 0, Pool.ON_DEMAND: 0}
-        for (_shape, pool), cpus in self._demand.items():
+        for (_shape, pool), cpus in (self._expected or self._demand).items():
             totals[pool] += cpus
         return totals
 
     def queued_by_shape(self) -> dict[Shape | None, dict[Pool, int]]:
         """``queued_demand`` per shape: each shape's pools grow for their own work only."""
         out: dict[Shape | None, dict[Pool, int]] = {}
-        for (shape, pool), cpus in self._demand.items():
+        for (shape, pool), cpus in (self._expected or self._demand).items():
             out.setdefault(shape, {Pool.SPOT: 0, Pool.ON_DEMAND: 0})[pool] += cpus
         return out
 

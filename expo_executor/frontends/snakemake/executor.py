@@ -39,6 +39,7 @@ from expo_executor.core.scheduler import Outcome
 from expo_executor.frontends.base import FrontEnd
 from expo_executor.frontends.snakemake.describe import Fleet, JobDescriber, identity
 from expo_executor.frontends.snakemake import job_outputs, job_selection, workflow_profile
+from expo_executor.frontends.snakemake.head_start import Demand, first_wave, planned_demand
 from expo_executor.frontends.snakemake.planned_rules import (Planned, auto_rules, check_software,
                                                              planned_rules,
                                                              resolve_auto_machine_types)
@@ -92,6 +93,8 @@ class Executor(RemoteExecutor, FrontEnd):
             self._check_rules(planned)
             check_software(settings, self.workflow.deployment_settings.deployment_method,
                            planned)
+            expected = planned_demand(planned, first_wave(self.workflow), self.workflow.is_local,
+                                      self.slots, self.shapes, self.state.has_frontiers())
         except ExpoError as exc:
             raise WorkflowError(str(exc)) from None
         try:
@@ -103,7 +106,7 @@ class Executor(RemoteExecutor, FrontEnd):
         self.run_files = RunFiles(self.run_dir)
         self.open_run(settings.engine, settings,
                       snakefile=os.path.abspath(self.workflow.main_snakefile))
-        self.coordinator = self._start_coordinator(settings)
+        self.coordinator = self._start_coordinator(settings, expected)
         atexit.register(self.coordinator.stop)  # a last resort; shutdown() is the normal path
         self.next_seconds_between_status_checks = min(1.0, self.coordinator.config.poll)
         self.logger.info(f"expocloud: run {self.run_id} on the {settings.engine} engine, up to "
@@ -116,8 +119,9 @@ class Executor(RemoteExecutor, FrontEnd):
         self._give_back_selection = job_selection.take_over(
             self.workflow.scheduling_settings.scheduler, self.selection, self.logger.info)
 
-    def _start_coordinator(self, settings: ExecutorSettings):
-        """The run's coordinator thread, once the storage settings suit the engine."""
+    def _start_coordinator(self, settings: ExecutorSettings, expected: Demand):
+        """The run's coordinator thread, once the storage settings suit the engine, told
+        what the planned jobs will want (its first VMs' head start: head_start.py)."""
         storage = self.workflow.storage_settings
         try:
             if settings.engine == EngineName.GCE and SharedFSUsage.INPUT_OUTPUT in storage.shared_fs_usage:
@@ -126,7 +130,7 @@ class Executor(RemoteExecutor, FrontEnd):
                                 "gcs and default-storage-prefix: gs://BUCKET/PREFIX "
                                 "(profiles/gce-spot)")
             return start_coordinator(settings, self.run_dir, self.state, self.logger.info,
-                                     storage.default_storage_prefix, self.shapes)
+                                     storage.default_storage_prefix, self.shapes, expected)
         except ExpoError as exc:
             raise WorkflowError(str(exc)) from None
 

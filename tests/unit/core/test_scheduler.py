@@ -1195,3 +1195,16 @@ def test_without_prefetch_nothing_is_held():
     for n in (1, 2):
         sched.submit(task(f"n{n}", n, family=None))
     assert sched.assign() == [Assignment("n1", "a")]
+
+
+def test_the_scheduler_counts_the_head_start_until_the_first_task() -> None:
+    """The front end's planned demand (Scheduler.expect) makes the first VMs boot before any
+    task is submitted; the real queue replaces it at the first task."""
+    scheduler = Scheduler()
+    scheduler.expect({(None, Pool.SPOT): 4, (None, Pool.ON_DEMAND): 0})
+    assert scheduler.queued_demand() == {Pool.SPOT: 4, Pool.ON_DEMAND: 0}
+    assert scheduler.queued_by_shape() == {None: {Pool.SPOT: 4, Pool.ON_DEMAND: 0}}
+    scheduler.submit(Task("j1", "job 1"))
+    assert scheduler.queued_demand() == {Pool.SPOT: 1, Pool.ON_DEMAND: 0}
+    scheduler.expect({(None, Pool.SPOT): 9})  # too late: the real queue holds tasks
+    assert scheduler.queued_demand() == {Pool.SPOT: 1, Pool.ON_DEMAND: 0}
