@@ -32,7 +32,7 @@ class Pace:
     call_timeout: float = 10.0  # one POST or one command
     attempts: int = 4  # per notice and target
     backoff_s: float = 1.0  # before the first retry; doubled before each next one
-    flush_s: float = 15.0  # what the run's end waits, at most, for the queue to empty
+    flush_s: float = 10.0  # what the run's end waits, at most, for the queue to empty
     queue: int = 32  # notices waiting to be sent; beyond it, new ones are dropped
 
 

@@ -83,7 +83,7 @@ def recorded(settings: dict[str, Any]) -> dict[str, Any]:
     """The settings as ``run.json`` keeps them: a notification URL's path and query are
     blanked (a Slack webhook's path is its secret), its scheme and host kept."""
     url = settings.get("notify")
-    if not url:
+    if not url or str(url).startswith("env:"):  # env:NAME names where the URL is
         return settings
     scheme, sep, rest = str(url).partition("://")
     host = rest.split("/", 1)[0].split("?", 1)[0].rpartition("@")[2]

@@ -135,8 +135,9 @@ class Settings(ExecutorSettingsBase):
         "An HTTPS URL that gets a small JSON document, POSTed and signed (HMAC-SHA256 under "
         f"the secret in ${SECRET_ENV} or --expocloud-notify-secret-file, in the "
         "X-Expocloud-Signature header), at the run's end, a budget phase change, the first "
-        "failed job, a stalled run and a pool stopped for the run; http:// only to localhost. "
-        "Sending never slows or fails the run."))
+        "failed job, a stalled run and a pool stopped for the run; http:// only to localhost; "
+        "env:NAME reads the URL from the environment variable NAME (Snakemake logs its "
+        "command line). Sending never slows or fails the run."))
     notify_command: Optional[str] = field(default=None, metadata=option(
         "A command run with each notification's JSON on its stdin (split like a shell "
         "line, but run without a shell: nothing of the payload is interpreted)."))

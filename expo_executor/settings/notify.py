@@ -22,14 +22,23 @@ from expo_executor.core.notices import SECRET_ENV, STALL_AFTER
 from expo_executor.settings.fields import Settings
 
 URL_SETTING = "--expocloud-notify"
+ENV_PREFIX = "env:"  # --expocloud-notify env:NAME: the URL is in $NAME
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 def notify_url(settings: Settings) -> str | None:
-    """The URL to POST to, or None; ExpoError unless https://, or http:// to this machine."""
+    """The URL to POST to, or None; ExpoError unless https://, or http:// to this machine.
+    ``env:NAME`` reads it from the environment variable NAME: Snakemake writes its command line
+    into its log, and a webhook's URL is often its secret."""
     url = (settings.notify or "").strip()
     if not url:
         return None
+    if url.startswith(ENV_PREFIX):
+        name = url[len(ENV_PREFIX):]
+        url = os.environ.get(name, "").strip()
+        if not url:
+            raise ExpoError(URL_SETTING, f"the environment variable {name!r} is not set",
+                            "export it with the URL, or give the URL itself")
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a bad port

@@ -2,7 +2,7 @@
 (tests/coordinator_rig.py): the first failed job once, a pool stopped, a budget phase change,
 a stall while workers live, and the run's end with its summary, flushed by ``stop``. The
 notifier's target is an in-process recorder (the real webhook and command:
-tests/e2e/test_notify.py)."""
+tests/e2e/test_notify_receiver_runs.py)."""
 
 from __future__ import annotations
 

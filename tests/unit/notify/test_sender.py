@@ -1,6 +1,6 @@
 """The sender: the run's thread only queues; one thread sends, retries, gives up in one line,
 and the run's end flushes for a bounded time, even past a receiver that hangs. Targets here
-are in-process stand-ins (the real webhook and command: tests/e2e/test_notify.py)."""
+are in-process stand-ins (the real webhook and command: tests/e2e/test_notify_receiver_runs.py)."""
 
 from __future__ import annotations
 

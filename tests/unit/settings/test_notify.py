@@ -83,3 +83,12 @@ def test_nothing_set_is_nothing_to_send() -> None:
     settings = ExecutorSettings()
     check_notify(settings)
     assert notify_url(settings) is None and notify_argv(settings) is None
+
+
+def test_the_url_may_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SECRET_ENV, "hunter2")
+    monkeypatch.setenv("MY_HOOK", HOOK)
+    assert notify_url(ExecutorSettings(notify="env:MY_HOOK")) == HOOK
+    assert "'NO_SUCH_HOOK' is not set" in _refusal(notify="env:NO_SUCH_HOOK")
+    monkeypatch.setenv("MY_HOOK", "http://hooks.example.com/XXXXSECRETPATH")
+    assert "not an https:// URL" in _refusal(notify="env:MY_HOOK")
