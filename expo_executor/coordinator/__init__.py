@@ -3,8 +3,9 @@ records.
 
 It drives the pure core with what the bucket and the engine say, and is what the front ends talk
 to. It may import the core, the protocol (the bucket, its messages and keys), the engines,
-cost, and the leaves ``runs`` (a run directory's files, read and written), ``settings`` and
-``gcp`` (which errors of Google's are an outage to ride out); never a front end (front ends import it).
+cost, and the leaves ``runs`` (a run directory's files, read and written), ``settings``,
+``notify`` (notifications sent off the loop's thread) and ``gcp`` (which errors of Google's are an
+outage to ride out); never a front end (front ends import it).
 
 - ``loop``: the ``Coordinator``: its thread, the order of a round, the front ends' hand-over
   points; ``requests`` (``JobRequest``, ``JobReport``) and ``config`` (``CoordinatorConfig``)
@@ -22,6 +23,8 @@ cost, and the leaves ``runs`` (a run directory's files, read and written), ``set
 - ``reports`` and ``outcomes``: scheduler events acted on; report texts and ``jobs.jsonl`` lines;
   ``persist``: those local records written again while a write fails, never lost;
 - ``progress``: ``status.json`` and the progress line;
+- ``notices``: the run's events (its end, a budget phase, the first failure, a stall, a pool
+  stopped) through the core's rules (``core.notices``) to the ``notify`` sender;
 - ``saved_logs``: a failed or timed-out job's logs, copied from the bucket into the run
   directory before it is reported;
 - ``state``: what outlives a run (its run directories' files are the ``runs`` leaf's);

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from expo_executor.coordinator.outage import GIVE_UP_AFTER
 from expo_executor.coordinator.shapes import ShapeBook
 from expo_executor.core.budget import BudgetConfig
+from expo_executor.core.notices import STALL_AFTER
 from expo_executor.core.pool_health import BOOT_TIMEOUT, CAPACITY_TIMEOUT
 from expo_executor.core.scheduler import Pool
 from expo_executor.core.shapes import Shape, ShapeSize
@@ -57,6 +58,9 @@ class CoordinatorConfig:
     prefetch_hold_s: float | None = None
     # Per-rule machines (GCE): every shape's size and prices; None: the run's own shape only.
     shapes: ShapeBook | None = None
+    # No job started or ended this long while workers are alive: the run is notified as
+    # stalled (--expocloud-stall-after; core.notices.stall_step)
+    stall_after: float = STALL_AFTER
 
     def size(self, shape: Shape | None) -> ShapeSize:
         """What a worker of ``shape`` (None: the run's own) holds for its jobs."""

@@ -13,6 +13,7 @@ from typing import Callable
 
 from expo_executor.coordinator.config import CoordinatorConfig
 from expo_executor.coordinator.meter import Meter
+from expo_executor.coordinator.notices import Notices
 from expo_executor.coordinator.pools import PoolWatch
 from expo_executor.coordinator.prefetch_depth import PrefetchDepth
 from expo_executor.coordinator.reports import Reporter
@@ -38,6 +39,7 @@ class Decisions:
     vms: VmFleet
     pools: PoolWatch
     meter: Meter
+    notices: Notices
     scheduler: Scheduler
     reporter: Reporter
     setups: dict[Shape | None, FleetSetup]
@@ -64,6 +66,9 @@ class Decisions:
         if self.meter.budget is not None:
             queued_work = sum(self.scheduler.queued_demand().values()) > 0
             change = self.meter.read(now, self.vms, queued_work)
+            if change is not None:
+                self.notices.budget(change.phase, self.meter.spent(now, self.vms),
+                                    self.meter.budget, now)
         cancels, self._cancels = self._cancels, []
         acts = one_round.round_of(self.scheduler, self._seen(now, change, cancels, blind))
         for result, events in zip(cancels, acts.cancelled):

@@ -36,7 +36,10 @@ from expo_executor.engines.gce.settings import needs_credentials, pool_machine_t
 from expo_executor.engines.gce.settings_checks import check_credentials
 from expo_executor.engines.local import LocalEngine, LocalEngineConfig
 from expo_executor.engines.local_settings import local_max_workers
+from expo_executor.notify.sender import Notifier
+from expo_executor.notify.targets import Command, Target, Webhook, public_name
 from expo_executor.protocol.bucket import Bucket, LocalBucket, open_bucket
+from expo_executor.settings.notify import notify_argv, notify_secret, notify_url, stall_after
 from expo_executor.settings.values import (boot_timeout, capacity_timeout, heartbeat_grace,
                                            heartbeat_interval, max_on_demand, poll_interval,
                                            prefetch, prefetch_hold_s, worker_requirements)
@@ -68,7 +71,8 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
         idle_timeout=settings.idle_timeout, poll=poll, heartbeat=heartbeat_interval(settings),
         status_interval=settings.status_interval, boot_timeout=boot_timeout(settings),
         capacity_timeout=capacity_timeout(settings), shapes=shapes,
-        prefetch_hold_s=prefetch_hold_s(settings), keep_bucket=settings.keep_bucket)
+        prefetch_hold_s=prefetch_hold_s(settings), keep_bucket=settings.keep_bucket,
+        stall_after=stall_after(settings))
     if settings.engine == EngineName.GCE:
         bucket, engine = _gce(settings, config, run_key, run_dir, default_storage_prefix, log,
                               shapes.known() if shapes else [])
@@ -89,12 +93,33 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
     scheduler = Scheduler(spot_attempts=settings.spot_attempts,
                           confirm_timeouts=settings.confirm_timeouts, prefetch=prefetch(settings))
     scheduler.expect(expected or {})
-    coordinator = Coordinator(config, engine, bucket, run_key, run_dir, state, log, scheduler)
+    coordinator = Coordinator(config, engine, bucket, run_key, run_dir, state, log, scheduler,
+                              notifier_for(settings, log))
     coordinator.held_run = held
     coordinator.harvested = recovery.harvested
     coordinator.adopted = recovery.adopted
     coordinator.start()
     return coordinator
+
+
+def notifier_for(settings: ExecutorSettings, log: Callable[[str], None]) -> Notifier | None:
+    """The run's notifier (``--expocloud-notify``, ``--expocloud-notify-command``), or None;
+    the log names where notices go, never the URL's path, the command's arguments or the
+    secret."""
+    targets: list[Target] = []
+    url, argv = notify_url(settings), notify_argv(settings)
+    if url is not None:
+        secret = notify_secret(settings)
+        assert secret is not None  # validate refused a URL without one
+        targets.append(Webhook(url, secret))
+    if argv is not None:
+        targets.append(Command(argv))
+    if not targets:
+        return None
+    log("expocloud: notifications go to " + " and ".join(
+        f"{public_name(url)} (signed)" if isinstance(t, Webhook) else f"the command {t.name}"
+        for t in targets))
+    return Notifier(targets, log)
 
 
 def _run_state(settings: ExecutorSettings, run_id: str, bucket: Bucket,

@@ -35,6 +35,7 @@ from expo_executor.coordinator.decisions import Decisions
 from expo_executor.coordinator.desk import JobDesk
 from expo_executor.coordinator.dropped_vms import DroppedVms
 from expo_executor.coordinator.meter import Meter
+from expo_executor.coordinator.notices import Notices
 from expo_executor.coordinator.observe import Observe
 from expo_executor.coordinator.outage import GIVE_UP_AFTER, Outage
 from expo_executor.coordinator.persist import Persister
@@ -52,6 +53,7 @@ from expo_executor.coordinator.state import StateDir
 from expo_executor.coordinator.vm_life import VmLife
 from expo_executor.coordinator.vms import VmFleet
 from expo_executor.core.fleet import pools
+from expo_executor.core.notices import RunEnd
 from expo_executor.core.pool_health import CAPACITY_TIMEOUT
 from expo_executor.core.records import VmEnd
 from expo_executor.core.run_status import RunStatus
@@ -60,6 +62,7 @@ from expo_executor.core.scheduler import Outcome, Scheduler
 from expo_executor.core.shapes import Shape
 from expo_executor.cost.cost_report import CostReport, summarize
 from expo_executor.engines.base import Engine
+from expo_executor.notify.sender import Notifier
 from expo_executor.protocol.bucket import Bucket
 from expo_executor.protocol.bucket_purge import Purged, purge
 from expo_executor.protocol.records import WorkerResult
@@ -76,7 +79,7 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
 
     def __init__(self, config: CoordinatorConfig, engine: Engine, bucket: Bucket, run_key: bytes,
                  run_dir: Path, state: StateDir, log: Callable[[str], None],
-                 scheduler: Scheduler | None = None) -> None:
+                 scheduler: Scheduler | None = None, notifier: Notifier | None = None) -> None:
         self.config = config
         self.engine = engine
         self.bucket = bucket
@@ -97,7 +100,10 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
         # a GCE engine answers its workers' key requests through the channel (key_channel.py)
         self.channel = Channel(bucket, run_key, log, getattr(engine, "key_grantor", None))
         self.dropped = DroppedVms(self.channel, log)  # the objects of VMs the run dropped
+        # what the user is told unasked (--expocloud-notify): sent off this thread
+        self.notices = Notices(config.run_id, notifier, config.stall_after)
         self.pools = PoolWatch(config, log)
+        self.pools.on_stop = self.notices.pool_stopped
         self.meter = Meter(config.hourly, config.budget, self.fleets, log,
                            config.price if config.shapes is not None else None)
         self.progress = Progress(self.files, config.status_interval, log)
@@ -129,6 +135,7 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
         # crashed runs whose live workers and jobs in flight this run took over (adopt.py)
         self.adopted: list[Adoption] = []
         self.reporter.elsewhere = self._cancel_adopted
+        self.reporter.on_report = self.notices.reported
 
     # -- front-end side (any thread) ---------------------------------------------------------
     def submit(self, requests: list[JobRequest]) -> None:
@@ -178,6 +185,16 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
             self.files.write_cost(report.to_dict())
             for line in report.lines():
                 self.log(f"expocloud: {line}")
+        self._notify_end(time.time())
+
+    def _notify_end(self, now: float) -> None:
+        """The run's end, notified with its summary (once: stop may be called twice); the
+        notices still queued are flushed, for at most the sender's flush time."""
+        budget = self.config.budget
+        counts = {state: n for state, n in self.scheduler.counts().items() if n}
+        self.notices.run_end(RunEnd(counts, self.spent(now) if self.config.hourly else None,
+                                    budget.limit_usd if budget is not None else None,
+                                    round(now - self._started, 1)), now)
 
     def _purge_bucket(self) -> None:
         """The run is over (a crashed one never gets here: its prefix is what a rerun adopts
@@ -315,7 +332,9 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
     def _progress(self, now: float, force: bool = False) -> None:
         if not (force or self.progress.due(now)):
             return
-        self.progress.report(self.status(now), force)
+        status = self.status(now)
+        self.progress.report(status, force)
+        self.notices.status(status)
 
     def status(self, now: float) -> RunStatus:
         """The run's live status (core.run_status): counts, jobs running, pools, timeouts and

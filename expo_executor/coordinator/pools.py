@@ -29,6 +29,8 @@ class PoolWatch:
         self.config = config
         self.log = log
         self.healths: dict[Shape | None, PoolHealth] = {None: PoolHealth()}
+        # told of every pool stopped for the run: its pool, machine and why (notices)
+        self.on_stop: Callable[[str, str, str], None] = lambda pool, machine, why: None
 
     @property
     def health(self) -> PoolHealth:
@@ -102,3 +104,6 @@ class PoolWatch:
         of = "" if shape is None else f" of {shape.describe()}"
         for pool, why in transition.stopped:
             self.log(f"expocloud: no more {pool.value} VMs{of} this run: {why}")
+            machine = shape.describe() if shape is not None else \
+                self.config.machine_types.get(pool, "the run's workers")
+            self.on_stop(pool.value, machine, why)

@@ -53,6 +53,8 @@ class Reporter:
         self.persist = persist or Persister(log)
         # where a cancel for a worker not of this run goes (the coordinator's adopted runs)
         self.elsewhere: Callable[[Cancel], None] = lambda event: None
+        # told of every report as it goes to the front end, with its job's label (notices)
+        self.on_report: Callable[[JobReport, str], None] = lambda report, label: None
         self.adopted_from: dict[str, str] = {}  # job -> the adopted run it ran in (adopt.py)
         self.timeouts: collections.deque[TimeoutNote] = collections.deque(maxlen=MAX_TIMEOUTS)
         self._arrivals: collections.Counter[str] = collections.Counter()  # dominator -> jobs
@@ -185,6 +187,7 @@ class Reporter:
             if logs_dir is not None:
                 report = dataclasses.replace(report, logs_dir=logs_dir)
         self.desk.post(report)
+        self.on_report(report, request.task.label)
         pool = self.vms.pool_of.get(report.worker) if report.worker else None
         record = outcomes.job_record(report, request, result, dominator, pool,
                                      self.scheduler.preemptions(report.key), time.time(),

@@ -1,7 +1,8 @@
 """The one owner of a run's files under ``.expocloud/runs/<run>/``.
 
-- ``run.json``: what ran, where, with which settings, and when it ended (written by the front
-  end through :meth:`RunFiles.start` and :meth:`RunFiles.end`);
+- ``run.json``: what ran, where, with which settings (a notification URL's path blanked:
+  :func:`recorded`), and when it ended (written by the front end through
+  :meth:`RunFiles.start` and :meth:`RunFiles.end`);
 - ``jobs.jsonl``: one line per job outcome; ``vms.jsonl``: one line per VM that ended;
 - ``submitted.jsonl``: one line per job as the coordinator takes it in (its stable identity,
   frontier and label: what a rerun needs to use its result should the coordinator die,
@@ -78,6 +79,17 @@ def final_records(records: Iterable[dict]) -> list[dict]:
     return list(latest.values())
 
 
+def recorded(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings as ``run.json`` keeps them: a notification URL's path and query are
+    blanked (a Slack webhook's path is its secret), its scheme and host kept."""
+    url = settings.get("notify")
+    if not url or str(url).startswith("env:"):  # env:NAME names where the URL is
+        return settings
+    scheme, sep, rest = str(url).partition("://")
+    host = rest.split("/", 1)[0].split("?", 1)[0].rpartition("@")[2]
+    return {**settings, "notify": f"{scheme}{sep}{host}/..." if sep else "..."}
+
+
 class RunFiles:
     """Reads and writes one run directory's files; both front ends and the coordinator use it."""
 
@@ -96,7 +108,7 @@ class RunFiles:
                   "created": dt.datetime.now().isoformat(), "workdir": os.getcwd(),
                   "engine": str(getattr(engine, "value", engine)), "pid": os.getpid(),
                   "host": socket.gethostname(), **source,
-                  "settings": dataclasses.asdict(settings), "ended": None}
+                  "settings": recorded(dataclasses.asdict(settings)), "ended": None}
         self._write_json(RUN, record)
 
     def end(self) -> None:

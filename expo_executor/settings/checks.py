@@ -10,6 +10,7 @@ from string import Template
 
 from expo_executor.core.errors import ExpoError
 from expo_executor.settings.fields import BUDGET_ACTIONS, ENGINE_CHOICES, ON_SKIP_CHOICES, Settings
+from expo_executor.settings.notify import check_notify
 from expo_executor.settings.values import (boot_timeout, capacity_timeout, heartbeat_grace,
                                            poll_interval, prefetch, slow_poll_interval,
                                            with_default_slots, worker_requirements)
@@ -25,6 +26,7 @@ def check(settings: Settings) -> Settings:
     _check_pools(settings)
     _check_names(settings)
     worker_requirements(settings)
+    check_notify(settings)
     return settings
 
 

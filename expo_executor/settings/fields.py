@@ -12,6 +12,7 @@ from typing import Optional
 
 from snakemake_interface_executor_plugins.settings import ExecutorSettingsBase
 
+from expo_executor.core.notices import SECRET_ENV, STALL_AFTER
 from expo_executor.core.pool_health import CAPACITY_TIMEOUT
 from expo_executor.core.records import EngineName
 from expo_executor.settings.engine_defaults import GCE, HOLD_S, LOCAL, MAX_DEPTH
@@ -129,3 +130,21 @@ class Settings(ExecutorSettingsBase):
         "is resolved). GCE 'pip' workers install them once per VM into the worker's venv "
         "(with --require-hashes when hashed); 'image' workers must already have them. The "
         "local engine installs nothing: jobs use this machine's environment."))
+    # -- notifications (docs/notifications.md) -----------------------------------------------
+    notify: Optional[str] = field(default=None, metadata=option(
+        "An HTTPS URL that gets a small JSON document, POSTed and signed (HMAC-SHA256 under "
+        f"the secret in ${SECRET_ENV} or --expocloud-notify-secret-file, in the "
+        "X-Expocloud-Signature header), at the run's end, a budget phase change, the first "
+        "failed job, a stalled run and a pool stopped for the run; http:// only to localhost; "
+        "env:NAME reads the URL from the environment variable NAME (Snakemake logs its "
+        "command line). Sending never slows or fails the run."))
+    notify_command: Optional[str] = field(default=None, metadata=option(
+        "A command run with each notification's JSON on its stdin (split like a shell "
+        "line, but run without a shell: nothing of the payload is interpreted)."))
+    notify_secret_file: Optional[str] = field(default=None, metadata=option(
+        f"A file holding the secret that signs --expocloud-notify's POSTs (default: the "
+        f"environment variable {SECRET_ENV}); never the run key, never logged."))
+    stall_after: Optional[str] = field(default=None, metadata=option(
+        f"A run is stalled, and notified as such once, when no job started or ended for this "
+        f"long (90s, 30m, ...) while workers are alive (billed on GCE); 'never' turns it off "
+        f"(default {STALL_AFTER / 60:g}m)."))

@@ -16,6 +16,7 @@ from expo_executor.runs.files import RunFiles
 from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
 from tests.gcs_emulator import gcs_emulator  # noqa: F401
 from tests.helpers import EXPOCLOUD, SNAKEMAKE, job_records, run_dirs, wait_until
+from tests.notify_receiver import SECRET, receiver
 
 SWEEP = """
 rule all:
@@ -38,11 +39,15 @@ def test_tiny_budget_stops_growth_and_ends_within_it(tmp_path: Path, action: str
     # the sweep needs 120 s of one slot. A second VM would need another paid minute: no growth.
     spot_hourly = prices.load("us-central1").hourly("e2-standard-2", spot=True)
     budget = spot_hourly / 3600 * 100
-    args = emulated_args(fake_compute, gcs_emulator, None, "--expocloud-budget", f"{budget:.9f}",
-                         "--expocloud-max-workers", "3", "--expocloud-gce-machine-type",
-                         "e2-standard-2", "--expocloud-budget-action", action, "--keep-going")
-    result = subprocess.run([SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True,
-                            timeout=600, env=emulated_env(gcs_emulator))
+    with receiver() as notified:  # --expocloud-notify: the budget's phases and the run's end
+        args = emulated_args(fake_compute, gcs_emulator, None, "--expocloud-budget",
+                             f"{budget:.9f}", "--expocloud-max-workers", "3",
+                             "--expocloud-gce-machine-type", "e2-standard-2",
+                             "--expocloud-budget-action", action, "--keep-going",
+                             "--expocloud-notify", notified.url)
+        result = subprocess.run([SNAKEMAKE, *args], cwd=workdir, capture_output=True, text=True,
+                                timeout=600, env={**emulated_env(gcs_emulator),
+                                                  "EXPOCLOUD_NOTIFY_SECRET": SECRET.decode()})
     assert result.returncode != 0, "jobs the budget did not pay for must fail"
     assert f"--expocloud-budget): {'draining' if action == 'drain' else 'cancelling'}" \
         in result.stderr
@@ -60,6 +65,14 @@ def test_tiny_budget_stops_growth_and_ends_within_it(tmp_path: Path, action: str
     assert 0 < cost["cost_usd"] <= budget
     assert cost["prices"].startswith("prices: snapshot")
     assert cost["solved"] == len(solved)
+    # the receiver saw the budget's phase changes and the run's end, each signed
+    assert all(notified.signed) and notified.events()[-1] == "run_end", notified.bodies
+    phases = [body["phase"] for body in notified.of("budget")]
+    assert phases and ("limit" if action == "drain" else "stop") in phases, phases
+    assert all(body["limit_usd"] == pytest.approx(budget) for body in notified.of("budget"))
+    end = notified.of("run_end")[0]
+    assert end["counts"] == {"solved": len(solved), "failed": len(unpaid)}
+    assert 0 < end["cost_usd"] <= budget and end["budget_usd"] == pytest.approx(budget)
     # The report's VM time against the fake Compute Engine's own ledger (insert to power-off):
     # ours runs from just before the insert call to just after the delete call.
     assert wait_until(lambda: not fake_compute.instances(), timeout=30)

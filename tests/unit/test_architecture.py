@@ -69,6 +69,7 @@ LAYERS: Mapping[str, Layer] = {
     "gcp": _layer("gcp"),
     "processes": _layer("processes"),
     "runs": _layer("runs"),
+    "notify": _layer("core", "notify"),
     # the settings every engine reads, their per-engine defaults (one table) and checks
     "settings": _layer("core", "settings"),
     "protocol": _PROTOCOL,
@@ -79,7 +80,7 @@ LAYERS: Mapping[str, Layer] = {
     "report": _layer("core", "cost", "runs", "report"),
     "simulate": _layer("core", "cost", "simulate", "runs", "settings", "report"),
     "coordinator": _layer("core", "protocol", "engines", "cost", "gcp", "runs", "settings",
-                          "coordinator"),
+                          "notify", "coordinator"),
     "emulator": _layer("emulator", "processes", "protocol.keys"),
     # "everything below them": the docstring's list leaves out the worker, whose path check
     # (worker.staged_job.safe_relative) the CWL staging shares

@@ -34,3 +34,17 @@ def test_info_is_run_json_or_nothing(tmp_path: Path) -> None:
     (tmp_path / RUN).write_text(json.dumps({"run_id": tmp_path.name, "ended": None}))
     assert files.info() == {"run_id": tmp_path.name, "ended": None}
     assert RunFiles(tmp_path / "missing").final_jobs() == []
+
+
+def test_run_json_keeps_only_the_scheme_and_host_of_a_notification_url(tmp_path: Path) -> None:
+    """A Slack webhook's path is its secret: run.json must not hold it."""
+    from expo_executor.coordinator.settings import ExecutorSettings
+    from expo_executor.runs.files import recorded
+
+    files = RunFiles(tmp_path)
+    hook = "https://user:pw@hooks.example.com:8443/services/T0/B0/SECRETPATH?token=SECRETQUERY"
+    files.start("local", ExecutorSettings(notify=hook, notify_command="notify-me --x"))
+    text = (tmp_path / "run.json").read_text()
+    assert "SECRET" not in text and "pw@" not in text
+    assert json.loads(text)["settings"]["notify"] == "https://hooks.example.com:8443/..."
+    assert recorded({"notify": None, "engine": "gce"}) == {"notify": None, "engine": "gce"}
