@@ -37,6 +37,7 @@ from expo_executor.engines.gce.settings_checks import check_credentials
 from expo_executor.engines.local import LocalEngine, LocalEngineConfig
 from expo_executor.engines.local_settings import local_max_workers
 from expo_executor.protocol.bucket import Bucket, LocalBucket, open_bucket
+from expo_executor.runs.files import RunFiles
 from expo_executor.settings.values import (boot_timeout, capacity_timeout, heartbeat_grace,
                                            heartbeat_interval, max_on_demand, poll_interval,
                                            prefetch, prefetch_hold_s, worker_requirements)
@@ -161,7 +162,8 @@ def _gce(settings: ExecutorSettings, config: CoordinatorConfig, run_key: bytes, 
     config.vm_prefix = vm_prefix(config.run_id)
     _price(settings, config, log)
     log(f"expocloud: coordinating through {url}")
-    return bucket, build_engine(settings, config.run_id, run_key, bucket, url, run_dir)
+    return bucket, build_engine(settings, config.run_id, run_key, bucket, url, run_dir,
+                                RunFiles(run_dir).workflow_name())
 
 
 def _price(settings: ExecutorSettings, config: CoordinatorConfig,

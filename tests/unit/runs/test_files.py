@@ -34,3 +34,13 @@ def test_info_is_run_json_or_nothing(tmp_path: Path) -> None:
     (tmp_path / RUN).write_text(json.dumps({"run_id": tmp_path.name, "ended": None}))
     assert files.info() == {"run_id": tmp_path.name, "ended": None}
     assert RunFiles(tmp_path / "missing").final_jobs() == []
+
+
+def test_the_workflow_name_is_the_snakefiles_project_or_the_cwl_documents(tmp_path: Path) -> None:
+    files = RunFiles(tmp_path)
+    assert files.workflow_name() == ""  # no run.json
+    for source, name in ([{"snakefile": "/home/u/rnaseq/workflow/Snakefile"}, "rnaseq"],
+                         [{"snakefile": "/home/u/sweep/Snakefile"}, "sweep"],
+                         [{"cwl": "/home/u/tools/align.cwl"}, "align"]):
+        (tmp_path / RUN).write_text(json.dumps(source))
+        assert files.workflow_name() == name
