@@ -138,23 +138,8 @@ class ShapeBook:
         return shape
 
     def _labels(self, rule: str, value: object) -> tuple[tuple[str, str], ...]:
-        """A rule's ``gce_labels`` with its rule's own label, checked by Google's rules before
-        any VM; () when it has none. A VM's labels are set at its creation (changing them later
-        is a setLabels call per VM per change, docs/cost.md), so a rule with labels of its own
-        gets VMs of its own, labelled with its name too."""
-        if value is None or str(value).strip() == "":
-            return ()
-        setting = f"resource '{GCE_LABELS}' of rule '{rule}'"
-        try:
-            labels = parse_labels(str(value))
-        except ValueError as exc:
-            raise ExpoError(setting, f"not a valid label: {exc}", "write key=value,key=value "
-                            f"({LABEL_RULES}; expocloud-* keys are reserved)") from None
-        if len({**self.run_labels, **labels}) > USER_LABELS:
-            raise ExpoError(setting, f"with the run's --expocloud-gce-labels, more than "
-                            f"{USER_LABELS} labels (GCE allows {MAX_LABELS} per VM, and "
-                            f"{MAX_LABELS - USER_LABELS} are the executor's)", "give fewer")
-        return tuple(sorted({**labels, RULE_LABEL: as_value(rule)}.items()))
+        return rule_labels(rule, value, self.run_labels,
+                           f"resource '{GCE_LABELS}' of rule '{rule}'")
 
     def _machine(self, rule: str, get: Callable[[str], object], gpu_type: str | None,
                  count: int, threads: int, mem_mb: int) -> str | None:
@@ -254,3 +239,24 @@ def named_shapes(book: ShapeBook, resources: Mapping[str, Mapping[str, object]])
         book.shape_of(rule, values.get, max(1, threads) if isinstance(threads, int) else 1,
                       mem_mb if isinstance(mem_mb, int) else 0)
     return book.known()
+
+
+def rule_labels(rule: str, value: object, run_labels: Mapping[str, str],
+                setting: str) -> tuple[tuple[str, str], ...]:
+    """A rule's (or CWL tool's) own labels, ``"team=ml,project=x"``, with its name as
+    ``expocloud-rule``, checked by Google's rules before any VM (ExpoError naming ``setting``);
+    () when it has none. A VM's labels are set at its creation (changing them later is a
+    setLabels call per VM per change, docs/cost.md), so a rule with labels of its own gets VMs
+    of its own, labelled with its name too."""
+    if value is None or str(value).strip() == "":
+        return ()
+    try:
+        labels = parse_labels(str(value))
+    except ValueError as exc:
+        raise ExpoError(setting, f"not a valid label: {exc}", "write key=value,key=value "
+                        f"({LABEL_RULES}; expocloud-* keys are reserved)") from None
+    if len({**run_labels, **labels}) > USER_LABELS:
+        raise ExpoError(setting, f"with the run's --expocloud-gce-labels, more than "
+                        f"{USER_LABELS} labels (GCE allows {MAX_LABELS} per VM, and "
+                        f"{MAX_LABELS - USER_LABELS} are the executor's)", "give fewer")
+    return tuple(sorted({**labels, RULE_LABEL: as_value(rule)}.items()))

@@ -2,12 +2,14 @@
 run's, the workflow's and the machine's labels, a rule with ``gce_labels`` (given as a profile
 gives it, through set-resources) runs on VMs of its own that carry its labels and its name,
 every body passed Google's discovery document and label rules in the fake, and the cost report
-splits the run's cost by rule. Real snakemake, the fake Compute API and the GCS emulator."""
+splits the run's cost by rule; a CWL tool's expo:Labels hint does the same for its jobs. Real
+snakemake and expocloud-cwl, the fake Compute API and the GCS emulator."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +19,8 @@ from expo_executor.runs.files import RunFiles
 
 from tests.emulated_gce import (created_bodies, emulated_args, emulated_env,  # noqa: F401
                                 fake_compute)
-from tests.gcs_emulator import gcs_emulator  # noqa: F401
-from tests.helpers import EXPOCLOUD, run_dirs, run_snakemake
+from tests.gcs_emulator import fresh_bucket, gcs_emulator  # noqa: F401
+from tests.helpers import EXPOCLOUD, REPO, run_dirs, run_snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -88,6 +90,42 @@ def test_labels_reach_every_vm_and_disk_and_the_report_splits_by_rule(
                             cwd=workdir, capture_output=True, text=True, timeout=120)
     assert report.returncode == 0, report.stderr
     assert "cost by rule" in report.stdout and "| align | " in report.stdout
+
+
+LABELLED_TOOL = """cwlVersion: v1.2
+class: CommandLineTool
+$namespaces: {expo: "https://expocloud.dev/cwl#"}
+hints:
+  expo:Labels: {labels: "team=ml,project=x"}
+inputs:
+  size: {type: int, inputBinding: {position: 1}}
+baseCommand: [echo]
+outputs: []
+"""
+
+
+def test_a_cwl_tools_labels_hint_gives_its_jobs_labelled_vms(
+        tmp_path: Path, fake_compute: FakeCompute, gcs_emulator: str) -> None:  # noqa: F811
+    (tmp_path / "tool.cwl").write_text(LABELLED_TOOL)
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "expocloud-cwl"), "--outdir", str(tmp_path / "out"),
+         "--expocloud-state-dir", str(tmp_path / "state"),
+         "--expocloud-profile", str(REPO / "profiles" / "gce-emulated"),
+         "--expocloud-gce-endpoint", fake_compute.endpoint,
+         "--default-storage-prefix", f"gs://{fresh_bucket(gcs_emulator)}/cwl",
+         "tool.cwl", "--size", "3"], cwd=tmp_path, capture_output=True, text=True,
+        timeout=300, env=emulated_env(gcs_emulator))
+    assert result.returncode == 0, result.stderr[-4000:]
+    created = created_bodies(fake_compute)
+    assert created
+    for body in created.values():
+        assert {k: body["labels"].get(k) for k in ("team", "project", "expocloud-rule")} \
+            == {"team": "ml", "project": "x", "expocloud-rule": "tool-cwl"}
+        assert body["disks"][0]["initializeParams"]["labels"] == body["labels"]
+    assert [r["problems"] for r in fake_compute.requests if r["problems"]] == []
+    run_dir, = (tmp_path / "state" / "runs").glob("*")
+    cost = json.loads((run_dir / "cost.json").read_text())
+    assert {row["rule"] for row in cost["by_rule"]} == {"tool.cwl"}
 
 
 def test_a_rules_bad_label_stops_the_run_before_any_vm(
