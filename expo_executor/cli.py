@@ -183,7 +183,8 @@ def _cost(run_dir: Path):  # -> CostReport | None
         return None
     recorded = files.read_json(COST)
     label = recorded.get("prices") if isinstance(recorded, dict) else None
-    return summarize(vms, files.final_jobs(), label or "prices as recorded per VM", time.time())
+    return summarize(vms, files.final_jobs(), label or "prices as recorded per VM", time.time(),
+                     attempts=files.jobs())
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -288,6 +288,12 @@ CASES = [
          ["tool.cwl", "--variant", "a", "--size", "3"], "expo:Hardness", "deadline",
          front="cwl", files={"tool.cwl": HINTED_TOOL.replace(
              "HINT", "    dimensions: [size]\n    deadline: soon")}),
+    Case("cwl hint: a label Google refuses", "cwl-hint", ["tool.cwl", "--size", "3"],
+         "hint expo:Labels of tool.cwl", "label key 'Team' does not start with a lowercase letter",
+         front="cwl", files={"tool.cwl": PLAIN_TOOL.replace(
+             "class: CommandLineTool\n", "class: CommandLineTool\n"
+             "$namespaces: {expo: \"https://expocloud.dev/cwl#\"}\n"
+             "hints:\n  expo:Labels: {labels: \"Team=ml\"}\n")}),
     # -- credentials (the real GCE path: no endpoint, no emulator, no route out) -----------
     Case("credentials: missing key file", "credentials", REAL_GCE, CRED, "is not a file",
          env={**OFFLINE, CRED: f"{TMP}/nowhere.json"}),

@@ -54,3 +54,17 @@ def emulated_args(fake: FakeCompute, storage_endpoint: str, profile: Path | None
         "--default-storage-prefix", f"gs://{bucket}/wf",
         *extra,
     ]
+
+
+def created_bodies(fake: FakeCompute) -> dict[str, dict]:
+    """Each VM a run asked for, by name: the instance body the Compute API received (a bulk
+    insert's shared properties; an insert's whole body)."""
+    bodies = {}
+    for request in fake.requests:
+        body = request.get("json") or {}
+        if request["op"] == "insert":
+            bodies[body["name"]] = body
+        elif request["op"] == "bulkInsert":
+            for name in body.get("perInstanceProperties") or {}:
+                bodies[name] = body["instanceProperties"]
+    return bodies

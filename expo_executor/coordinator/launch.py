@@ -40,6 +40,7 @@ from expo_executor.notify.sender import Notifier
 from expo_executor.notify.targets import Command, Target, Webhook, public_name
 from expo_executor.protocol.bucket import Bucket, LocalBucket, open_bucket
 from expo_executor.settings.notify import notify_argv, notify_secret, notify_url, stall_after
+from expo_executor.runs.files import RunFiles
 from expo_executor.settings.values import (boot_timeout, capacity_timeout, heartbeat_grace,
                                            heartbeat_interval, max_on_demand, poll_interval,
                                            prefetch, prefetch_hold_s, worker_requirements)
@@ -189,7 +190,8 @@ def _gce(settings: ExecutorSettings, config: CoordinatorConfig, run_key: bytes, 
     config.vm_prefix = vm_prefix(config.run_id)
     _price(settings, config, log)
     log(f"expocloud: coordinating through {url}")
-    return bucket, build_engine(settings, config.run_id, run_key, bucket, url, run_dir)
+    return bucket, build_engine(settings, config.run_id, run_key, bucket, url, run_dir,
+                                RunFiles(run_dir).workflow_name())
 
 
 def _price(settings: ExecutorSettings, config: CoordinatorConfig,

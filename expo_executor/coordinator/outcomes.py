@@ -58,6 +58,7 @@ def job_record(report: JobReport, request: JobRequest, result: WorkerResult | No
     return {
         "v": 1, "key": report.key, **request.meta.to_dict(), "outcome": report.outcome.value,
         "killed": report.killed, "runtime_s": report.runtime_s, "worker": report.worker,
+        "cpus": request.task.cpus,  # the slots it held there: the bill by rule (rule_split)
         "started": result.started if result and result.ran else None, "ended": ended,
         # the deadline's clock: the command's own seconds, and the start-up and file staging
         # around it (None: the job left no stamps, and its deadline timed the whole job)

@@ -26,7 +26,7 @@ from expo_executor.core.records import EngineName
 from expo_executor.cost import machines, preemption_fit, prices
 from expo_executor.cost.machine_choice import (Choice, Workload, candidates, choose,
                                                measured_runtimes, workload_of)
-from expo_executor.engines.gce.settings import pool_machine_types, zones
+from expo_executor.engines.gce.settings import labels, pool_machine_types, zones
 from expo_executor.runs.files import read_jsonl
 
 # A rule's machine is at most this large unless its job needs more: expected cost per job
@@ -60,6 +60,7 @@ def shape_book(settings: ExecutorSettings, autos: Mapping[str, tuple[int, int, f
         rule_machines[rule] = _auto_for_rule(settings, rule, workload, state, log)
     return ShapeBook(run, table, priced=settings.budget is not None,
                      rule_machines=rule_machines, gpu_image=settings.gce_gpu_image,
+                     run_labels=labels(settings),
                      fit=None if slots_given else
                      MachineFit(settings, state, log, dict(planned_jobs or {})))
 

@@ -9,7 +9,9 @@ disk holds. A job that names no machine but needs more threads or memory than th
 workers hold gets one that holds it (``ShapeBook.fit``: rule_machines.MachineFit), unless the
 user set the slots per worker. Everything is checked before a VM exists, with one line naming
 the rule's resource and the fix: an unknown GPU type, GPUs a machine type cannot take, a job
-larger than its machine or than any machine. A rule that asks for nothing of its own and fits
+larger than its machine or than any machine. A rule's ``gce_labels`` (``"team=ml,project=x"``)
+gives it VMs of its own, carrying its labels and ``expocloud-rule``: labels are checked by
+Google's rules here too. A rule that asks for nothing of its own and fits
 the run's own workers runs on the run's own pools (shape None), exactly as without this module.
 """
 
@@ -24,12 +26,15 @@ from expo_executor.core.scheduler import Pool
 from expo_executor.core.shapes import Shape, ShapeSize, find_misfit
 from expo_executor.cost import machines
 from expo_executor.cost.prices import PriceTable
+from expo_executor.engines.gce.config import RULE_LABEL, USER_LABELS
+from expo_executor.gcp.labels import LABEL_RULES, MAX_LABELS, as_value, parse_labels
 
 MACHINE_TYPE = "machine_type"
 GPU_TYPE = "gpu_type"
 GPU_MODEL = "gpu_model"  # what Snakemake's SLURM plugin reads: the same, when gpu_type is not set
 GPU = "gpu"
 DISK_MB = "disk_mb"
+GCE_LABELS = "gce_labels"  # a rule's own labels, "team=ml,project=x": VMs of its own
 AUTO = "auto"
 THREADS = "_cores"  # how Snakemake names a rule's threads among its resources
 SYSTEM_DISK_GB = 10  # what the image and the worker's software take of a boot disk
@@ -61,6 +66,7 @@ class ShapeBook:
     priced: bool = False  # a budget needs every shape priced: an unpriced one is an error
     rule_machines: Mapping[str, str] = field(default_factory=dict)  # rule -> 'auto' resolved
     gpu_image: str | None = None  # --expocloud-gce-gpu-image: GPU VMs boot nothing else
+    run_labels: Mapping[str, str] = field(default_factory=dict)  # --expocloud-gce-labels
     # (rule, threads, mem_mb) -> the machine type of a job the run's own workers cannot hold
     # (rule_machines.MachineFit); None: such a job is refused (the user set the slots)
     fit: Callable[[str, int, int], str] | None = None
@@ -115,9 +121,10 @@ class ShapeBook:
         if attached and gpu_type is None:
             gpu_type, count = attached
         disk_gb = _disk_gb(rule, get(DISK_MB), self.run.disk_gb)
-        if machine is None and gpu_type is None and not disk_gb:
+        labels = self._labels(rule, get(GCE_LABELS))
+        if machine is None and gpu_type is None and not disk_gb and not labels:
             return None
-        shape = Shape(machine or self.run.spot_type, gpu_type, count, disk_gb)
+        shape = Shape(machine or self.run.spot_type, gpu_type, count, disk_gb, labels)
         if gpu_type is not None:
             problem = machines.gpu_problem(shape.machine_type, gpu_type, count)
             if problem:
@@ -129,6 +136,10 @@ class ShapeBook:
             return None
         self._register(rule, shape)
         return shape
+
+    def _labels(self, rule: str, value: object) -> tuple[tuple[str, str], ...]:
+        return rule_labels(rule, value, self.run_labels,
+                           f"resource '{GCE_LABELS}' of rule '{rule}'")
 
     def _machine(self, rule: str, get: Callable[[str], object], gpu_type: str | None,
                  count: int, threads: int, mem_mb: int) -> str | None:
@@ -228,3 +239,24 @@ def named_shapes(book: ShapeBook, resources: Mapping[str, Mapping[str, object]])
         book.shape_of(rule, values.get, max(1, threads) if isinstance(threads, int) else 1,
                       mem_mb if isinstance(mem_mb, int) else 0)
     return book.known()
+
+
+def rule_labels(rule: str, value: object, run_labels: Mapping[str, str],
+                setting: str) -> tuple[tuple[str, str], ...]:
+    """A rule's (or CWL tool's) own labels, ``"team=ml,project=x"``, with its name as
+    ``expocloud-rule``, checked by Google's rules before any VM (ExpoError naming ``setting``);
+    () when it has none. A VM's labels are set at its creation (changing them later is a
+    setLabels call per VM per change, docs/cost.md), so a rule with labels of its own gets VMs
+    of its own, labelled with its name too."""
+    if value is None or str(value).strip() == "":
+        return ()
+    try:
+        labels = parse_labels(str(value))
+    except ValueError as exc:
+        raise ExpoError(setting, f"not a valid label: {exc}", "write key=value,key=value "
+                        f"({LABEL_RULES}; expocloud-* keys are reserved)") from None
+    if len({**run_labels, **labels}) > USER_LABELS:
+        raise ExpoError(setting, f"with the run's --expocloud-gce-labels, more than "
+                        f"{USER_LABELS} labels (GCE allows {MAX_LABELS} per VM, and "
+                        f"{MAX_LABELS - USER_LABELS} are the executor's)", "give fewer")
+    return tuple(sorted({**labels, RULE_LABEL: as_value(rule)}.items()))

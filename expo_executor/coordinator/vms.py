@@ -110,7 +110,7 @@ class VmFleet:
 
     def alive_records(self) -> list[dict[str, Any]]:
         """The VMs alive, as ``vms.jsonl`` records of VMs not ended yet (for a cost report)."""
-        return [{"pool": vm.pool.value, "created": vm.created, "ended": None,
+        return [{"name": vm.name, "pool": vm.pool.value, "created": vm.created, "ended": None,
                  "end": VmEnd.ALIVE.value, **self._prices(vm)} for vm in self._vms.values()]
 
     def _prices(self, vm: Vm) -> dict[str, Any]:

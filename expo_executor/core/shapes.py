@@ -28,13 +28,16 @@ def comes_with_gpus(machine_type: str) -> bool:
 
 @dataclass(frozen=True, order=True)
 class Shape:
-    """What a VM is: its machine type, its GPUs (type and count) and its boot disk in GB
-    (0: the run's own disk size)."""
+    """What a VM is: its machine type, its GPUs (type and count), its boot disk in GB (0: the
+    run's own disk size) and the labels of the rule that asked for it (sorted (key, value)
+    pairs; empty for a shape any rule may share). A rule's own labels make its VMs its own: a
+    VM's labels are set once, at its creation, and the billing export reads them per VM."""
 
     machine_type: str
     gpu_type: str | None = None
     gpu_count: int = 0
     disk_gb: int = 0
+    labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def gpus(self) -> bool:
@@ -47,11 +50,16 @@ class Shape:
             text += f" + {self.gpu_count} x {self.gpu_type}"
         if self.disk_gb:
             text += f", {self.disk_gb} GB disk"
+        if self.labels:
+            text += ", labels " + ",".join(f"{k}={v}" for k, v in self.labels)
         return text
 
     def to_dict(self) -> dict[str, object]:
-        return {"machine_type": self.machine_type, "gpu_type": self.gpu_type,
-                "gpu_count": self.gpu_count, "disk_gb": self.disk_gb}
+        out: dict[str, object] = {"machine_type": self.machine_type, "gpu_type": self.gpu_type,
+                                  "gpu_count": self.gpu_count, "disk_gb": self.disk_gb}
+        if self.labels:
+            out["labels"] = dict(self.labels)
+        return out
 
 
 @dataclass(frozen=True)
@@ -66,7 +74,7 @@ def shape_order(shape: Shape | None) -> tuple:
     """A total order over shapes with the run's own (None) first: every round scales the
     shapes in the same order."""
     return (0,) if shape is None else (1, shape.machine_type, shape.gpu_type or "",
-                                       shape.gpu_count, shape.disk_gb)
+                                       shape.gpu_count, shape.disk_gb, shape.labels)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """What VMs cost: the price snapshot, machine shapes, the SciSpot preemption model, machine
-choice, the cost report and the storage-operation budget.
+choice, the cost report (with its split by rule) and the storage-operation budget.
 
 Mostly pure arithmetic over prices and run records. It may import the core and two leaves:
 ``runs`` (the run records' reader) and ``gcp`` (``prices --refresh`` talks to the Cloud Billing

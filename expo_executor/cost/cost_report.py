@@ -1,5 +1,6 @@
-"""What a run cost: VM-hours per pool and machine type, dollars, dollars per solved job, and the
-saving against paying on-demand prices for the same VM-hours. Pure: built from the run's own
+"""What a run cost: VM-hours per pool and machine type, dollars, dollars per solved job, the
+saving against paying on-demand prices for the same VM-hours, and the same dollars by rule and
+machine type (``rule_split``). Pure: built from the run's own
 records (``vms.jsonl`` carries each VM's prices, ``cost.json`` the price snapshot's label), so a
 report reads the same whatever prices are loaded later.
 """
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 
 from expo_executor.core.budget import vm_cost
 from expo_executor.core.records import Outcome, VmEnd
+from expo_executor.cost.rule_split import RuleCost, by_rule, split_by_rule
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class CostReport:
     rows: tuple[CostRow, ...]
     solved: int
     prices: str  # which snapshot priced it
+    rules: tuple[RuleCost, ...] = ()  # the same cost split by rule (rule_split.py)
 
     @property
     def cost_usd(self) -> float:
@@ -56,7 +59,8 @@ class CostReport:
         return {"prices": self.prices, "cost_usd": self.cost_usd, "vm_hours": self.vm_hours,
                 "on_demand_usd": self.on_demand_usd, "solved": self.solved,
                 "per_solved_usd": self.per_solved_usd, "saving": self.saving,
-                "rows": [r.__dict__ for r in self.rows]}
+                "rows": [r.__dict__ for r in self.rows],
+                "by_rule": [r.__dict__ for r in self.rules]}
 
     def lines(self) -> list[str]:
         """The cost report as a few log lines."""
@@ -69,6 +73,10 @@ class CostReport:
         if self.saving is not None:
             out.append(f"  {100 * self.saving:.0f}% below on-demand prices for the same VM-hours "
                        f"(${self.on_demand_usd:.4f})")
+        if self.rules:
+            out.append("cost by rule (each VM's cost split by the slot-hours its jobs held, "
+                       "idle and boot time in proportion):")
+            out += [f"  {rule}: ${usd:.4f}" for rule, usd in by_rule(self.rules).items()]
         return out
 
     def to_markdown(self) -> str:
@@ -79,6 +87,11 @@ class CostReport:
         rows.append(f"| **total** | | {sum(r.vms for r in self.rows)} | "
                     f"{sum(r.preempted for r in self.rows)} | {self.vm_hours:.3f} | "
                     f"{self.cost_usd:.4f} | {self.on_demand_usd:.4f} |")
+        if self.rules:
+            rows += ["", "| rule | pool | machine type | jobs | slot-hours | cost (USD) |",
+                     "|" + "---|" * 6]
+            rows += [f"| {r.rule} | {r.pool} | {r.machine_type} | {r.jobs} | "
+                     f"{r.slot_hours:.3f} | {r.cost_usd:.4f} |" for r in self.rules]
         return "\n".join(rows)
 
 
@@ -91,14 +104,19 @@ def vm_seconds(record: Mapping, now: float) -> float:
 
 
 def summarize(vms: Iterable[Mapping], jobs: Iterable[Mapping], prices: str,
-              now: float) -> CostReport:
-    """Group the VM records by pool and machine type; price each VM by its own record."""
+              now: float, attempts: Iterable[Mapping] | None = None) -> CostReport:
+    """Group the VM records by pool and machine type; price each VM by its own record; split
+    it by rule over ``attempts`` (every job record, each attempt's slot-time; default
+    ``jobs``)."""
+    jobs = list(jobs)
     groups: dict[tuple[str, str], list[Mapping]] = {}
     for record in vms:
         if record.get("end") == VmEnd.NOT_CREATED.value:
             continue
         groups.setdefault((str(record.get("pool")), str(record.get("machine_type", "?"))),
                           []).append(record)
+    priced = [(r, vm_cost(float(r.get("hourly", 0.0)), vm_seconds(r, now)))
+              for records in groups.values() for r in records]
     rows = []
     for (pool, machine_type), records in sorted(groups.items()):
         seconds = [vm_seconds(r, now) for r in records]
@@ -109,4 +127,4 @@ def summarize(vms: Iterable[Mapping], jobs: Iterable[Mapping], prices: str,
             sum(vm_cost(float(r.get("on_demand_hourly", r.get("hourly", 0.0))), s)
                 for r, s in zip(records, seconds))))
     solved = sum(1 for j in jobs if j.get("outcome") == Outcome.SOLVED.value)
-    return CostReport(tuple(rows), solved, prices)
+    return CostReport(tuple(rows), solved, prices, split_by_rule(priced, jobs if attempts is None else attempts))

@@ -8,25 +8,47 @@ that would be refused by Google is refused here, with the field the real error n
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from expo_executor.emulator.api_error import ApiError, int_field
 from expo_executor.emulator.catalogue import GPU_MACHINE_FAMILIES
 
 NAME_RE = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
-LABEL_KEY_RE = re.compile(r"[a-z][a-z0-9_-]{0,62}")
-LABEL_VALUE_RE = re.compile(r"[a-z0-9_-]{0,63}")
 METADATA_KEY_RE = re.compile(r"[a-zA-Z0-9_-]{1,128}")
 METADATA_MAX_BYTES = 512 * 1024
+# Google's own words for a label that breaks its rules (a key: \p{Ll}\p{Lo} first, then
+# [\p{Ll}\p{Lo}\p{N}_-]{0,62}; a value: [\p{Ll}\p{Lo}\p{N}_-]{0,63}): the fake's copy of
+# the rules, apart from the executor's (gcp/labels.py), so that each checks the other.
+LABEL_KEY_WORDS = ("The key must start with a lowercase character, can only contain lowercase "
+                   "letters, numeric characters, underscores and dashes. The key can be at most "
+                   "63 characters long. International characters are allowed.")
+LABEL_VALUE_WORDS = ("The value can only contain lowercase letters, numeric characters, "
+                     "underscores and dashes. The value can be at most 63 characters long. "
+                     "International characters are allowed.")
 
 
-def _validate_labels(labels: dict) -> None:
+def _label_chars(text: str) -> bool:
+    return all(c in "_-" or unicodedata.category(c) in ("Ll", "Lo")
+               or unicodedata.category(c).startswith("N") for c in text)
+
+
+def _validate_labels(labels: dict, field: str) -> None:
+    """Labels of an instance or a disk (``field``: where the body holds them), as Google
+    checks them."""
     if len(labels) > 64:
-        raise ApiError(400, "invalid", "Invalid value for field 'resource.labels': too many labels.")
+        raise ApiError(400, "invalid", f"Invalid value for field '{field}': ''. Resource has "
+                                       f"{len(labels)} labels, more than the limit of 64.")
     for key, value in labels.items():
-        if not LABEL_KEY_RE.fullmatch(str(key)) or not LABEL_VALUE_RE.fullmatch(str(value)):
-            raise ApiError(400, "invalid", f"Invalid value for field 'resource.labels': "
-                                           f"'{key}'='{value}'. Label keys and values may only "
-                                           "contain lowercase letters, digits, '_' and '-'.")
+        key, value = str(key), str(value)
+        if not (0 < len(key) <= 63 and unicodedata.category(key[0]) in ("Ll", "Lo")
+                and _label_chars(key)):
+            raise ApiError(400, "invalid", f"Invalid value for field '{field}': ''. Label key "
+                                           f"'{key}' violates format constraints. "
+                                           f"{LABEL_KEY_WORDS}")
+        if not (len(value) <= 63 and _label_chars(value)):
+            raise ApiError(400, "invalid", f"Invalid value for field '{field}': ''. Label "
+                                           f"value '{value}' violates format constraints. "
+                                           f"{LABEL_VALUE_WORDS}")
 
 
 def _validate_metadata(metadata: dict) -> None:
@@ -195,7 +217,11 @@ def validate_instance(body: dict, zone: str, bulk: bool = False) -> str:
         raise ApiError(400, "invalid", "Invalid value for field 'resource.networkInterfaces': "
                                        "At least one network interface is required.")
     _validate_network_interfaces(body, zone)
-    _validate_labels(body.get("labels") or {})
+    root = "resource.instanceProperties" if bulk else "resource"
+    _validate_labels(body.get("labels") or {}, f"{root}.labels")
+    for i, disk in enumerate(disks):
+        _validate_labels((disk.get("initializeParams") or {}).get("labels") or {},
+                         f"{root}.disks[{i}].initializeParams.labels")
     _validate_metadata(body.get("metadata") or {})
     _validate_scheduling(body.get("scheduling") or {})
     _validate_accelerators(body, zone, machine, bulk)

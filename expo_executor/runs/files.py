@@ -200,6 +200,18 @@ class RunFiles:
         info = self.read_json(RUN)
         return info if isinstance(info, dict) else {}
 
+    def workflow_name(self) -> str:
+        """What the run ran, in a word (its VMs' workflow label, the bill by workflow): a
+        Snakefile's directory (the one above ``workflow/``, Snakemake's standard layout), or a
+        CWL document's name without its extension; '' when ``run.json`` names neither."""
+        info = self.info()
+        if info.get("cwl"):
+            return Path(str(info["cwl"])).stem
+        if not info.get("snakefile"):
+            return ""
+        folder = Path(str(info["snakefile"])).parent
+        return folder.parent.name if folder.name == "workflow" else folder.name
+
     def read_json(self, name: str) -> Any:
         """One of the run's JSON files, or None when it is missing or unreadable."""
         try:

@@ -109,7 +109,9 @@ def test_spot_request_shape(engine, fake):
                                   "onHostMaintenance": "TERMINATE", "automaticRestart": False,
                                   "maxRunDuration": {"seconds": "7200"}}
     assert body["labels"] == {"team": "sweeps", "expocloud-run": "run-1",
-                              "expocloud-pool": "spot", "expocloud-slots": "2"}
+                              "expocloud-pool": "spot", "expocloud-slots": "2",
+                              "expocloud-machine": "e2-standard-2"}
+    assert body["disks"][0]["initializeParams"]["labels"] == body["labels"]
     metadata = items(body)
     assert metadata["startup-script"].startswith("#!/bin/sh")
     assert metadata["expocloud-run-key"] == SECRET
@@ -129,6 +131,44 @@ def test_on_demand_request_shape(engine, fake):
     assert body["scheduling"]["instanceTerminationAction"] == "DELETE"
     assert body["labels"]["expocloud-pool"] == "on-demand"
     assert body["labels"]["expocloud-slots"] == "4"
+
+
+def test_the_bill_labels_reach_the_vm_and_its_boot_disk(fake, sleeps, clock):
+    """The workflow, the shape (machine, GPUs) and a rule's own labels, on the instance and in
+    its boot disk's initializeParams, by insert and by bulk insert; the fake checked each body
+    against the discovery document and Google's label rules, so they are what the API takes."""
+    eng = GceEngine(config(fake, workflow_label="sweep-demo"), sleep=sleeps.append,
+                    rand=lambda: 0.5, clock=clock)
+    try:
+        gpu = Shape("n1-standard-4", "nvidia-tesla-t4", 1,
+                    labels=(("expocloud-rule", "train"), ("team", "ml")))
+        eng.create(["g-1"], Pool.ON_DEMAND, 4, shape=gpu)
+        eng.create(["b-1", "b-2"], Pool.SPOT, 2)
+    finally:
+        eng.close()
+    body = inserts(fake)[0]["json"]
+    assert body["labels"] == {"team": "ml", "expocloud-rule": "train", "expocloud-run": "run-1",
+                              "expocloud-pool": "on-demand", "expocloud-slots": "4",
+                              "expocloud-machine": "n1-standard-4",
+                              "expocloud-gpu": "1-nvidia-tesla-t4",
+                              "expocloud-workflow": "sweep-demo"}
+    assert body["disks"][0]["initializeParams"]["labels"] == body["labels"]
+    props = inserts(fake, "bulkInsert")[0]["json"]["instanceProperties"]
+    assert props["labels"]["expocloud-workflow"] == "sweep-demo"
+    assert props["labels"]["team"] == "sweeps" and "expocloud-rule" not in props["labels"]
+    assert props["disks"][0]["initializeParams"]["labels"] == props["labels"]
+
+
+def test_a_label_google_refuses_is_refused_by_the_fake_with_googles_words(fake, sleeps, clock):
+    eng = GceEngine(config(fake, labels={"Team": "x"}), sleep=sleeps.append, rand=lambda: 0.5,
+                    clock=clock)
+    try:
+        with pytest.raises(CreateFailed) as caught:
+            eng.create(["x-1"], Pool.SPOT, 1)
+    finally:
+        eng.close()
+    assert "Label key 'Team' violates format constraints" in caught.value.message
+    assert fake.instances() == {}
 
 
 def test_request_ids_are_unique_per_call_and_reused_on_retry(engine, fake, sleeps):
@@ -477,7 +517,8 @@ def test_machine_types_that_come_with_gpus_and_plain_shapes(engine, fake):
     assert l4["disks"][0]["initializeParams"]["diskSizeGb"] == "50"  # the GPU image's size
     assert disk["disks"][0]["initializeParams"] == {
         "sourceImage": "projects/debian-cloud/global/images/family/debian-12",
-        "diskSizeGb": "200", "diskType": f"zones/{ZONES[0]}/diskTypes/pd-balanced"}
+        "diskSizeGb": "200", "diskType": f"zones/{ZONES[0]}/diskTypes/pd-balanced",
+        "labels": disk["labels"]}
     assert disk["scheduling"]["onHostMaintenance"] == "MIGRATE"
     assert "install-nvidia-driver" not in items(disk)
 

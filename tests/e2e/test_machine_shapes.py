@@ -15,7 +15,8 @@ import pytest
 from expo_executor.emulator.compute import FakeCompute
 from expo_executor.runs.files import RunFiles
 
-from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
+from tests.emulated_gce import (created_bodies, emulated_args, emulated_env,  # noqa: F401
+                                fake_compute)
 from tests.gcs_emulator import gcs_emulator  # noqa: F401
 from tests.helpers import run_dirs, run_snakemake
 
@@ -52,20 +53,6 @@ FAST = ("--expocloud-gce-gpu-image", GPU_IMAGE, "--expocloud-poll-interval", "0.
         "--expocloud-idle-timeout", "1", "--expocloud-max-workers", "4")
 
 
-def _created(fake: FakeCompute) -> dict[str, dict]:
-    """Each VM the run asked for, by name: the instance body the Compute API received (a bulk
-    insert's shared properties; an insert's whole body)."""
-    bodies = {}
-    for request in fake.requests:
-        body = request.get("json") or {}
-        if request["op"] == "insert":
-            bodies[body["name"]] = body
-        elif request["op"] == "bulkInsert":
-            for name in body.get("perInstanceProperties") or {}:
-                bodies[name] = body["instanceProperties"]
-    return bodies
-
-
 def _shape(body: dict) -> tuple[str, tuple, int, str | None]:
     """(machine type, accelerators as (type, count), boot disk GB, onHostMaintenance)."""
     accelerators = tuple((a["acceleratorType"].rsplit("/", 1)[-1], a["acceleratorCount"])
@@ -92,7 +79,7 @@ def test_four_rules_get_four_shapes_and_each_job_a_fitting_vm(
     proc = run_snakemake(workdir, *args, env=emulated_env(gcs_emulator), timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
 
-    created = _created(fake_compute)
+    created = created_bodies(fake_compute)
     shapes = {name: _shape(body) for name, body in created.items()}
     run_dir, = run_dirs(workdir)
     jobs = {r["rule"]: r for r in RunFiles(run_dir).jobs()}
@@ -164,6 +151,7 @@ def test_a_group_beyond_the_runs_workers_runs_on_one_machine_that_holds_it(
     run_dir, = run_dirs(workdir)
     jobs = list(RunFiles(run_dir).jobs())
     assert [job["rule"] for job in jobs] == ["group g"]  # one job: the whole group
-    machine, accelerators, _disk, _maintenance = _shape(_created(fake_compute)[jobs[0]["worker"]])
+    body = created_bodies(fake_compute)[jobs[0]["worker"]]
+    machine, accelerators, _disk, _maintenance = _shape(body)
     assert machine != "e2-standard-2" and f"its jobs run on {machine} " in chosen[0]
     assert accelerators == () and not fake_compute.instances()

@@ -26,6 +26,16 @@ Call = Callable[[Callable[[], T]], T]  # runs one Compute call with retries
 RUN_LABEL = "expocloud-run"
 POOL_LABEL = "expocloud-pool"
 SLOTS_LABEL = "expocloud-slots"
+# What a VM and its boot disk carry for the bill (BigQuery billing export, docs/recipes.md): the
+# workflow, the machine type and GPUs, and the rule whose VMs they are (only a rule with labels
+# of its own has VMs of its own: coordinator/shapes.py).
+WORKFLOW_LABEL = "expocloud-workflow"
+MACHINE_LABEL = "expocloud-machine"
+GPU_LABEL = "expocloud-gpu"
+RULE_LABEL = "expocloud-rule"
+OWN_LABELS = (RUN_LABEL, POOL_LABEL, SLOTS_LABEL, WORKFLOW_LABEL, MACHINE_LABEL, GPU_LABEL,
+              RULE_LABEL)
+USER_LABELS = 64 - len(OWN_LABELS)  # of GCE's 64 labels per resource, what is left to the user
 POOL_LABEL_VALUES = {Pool.SPOT: "spot", Pool.ON_DEMAND: "on-demand"}
 POOLS_BY_LABEL = {value: pool for pool, value in POOL_LABEL_VALUES.items()}
 PREEMPTED_OP = "compute.instances.preempted"
@@ -74,6 +84,8 @@ class GceConfig:
     set means a local fake (anonymous credentials); ``bulk_min`` or more VMs at once go
     through one bulk insert; ``exhausted_ttl_s``: how long a stocked-out zone is avoided;
     ``retry_*``: backoff of rate-limited and transient calls (full jitter, bounded attempts).
+    ``labels`` (the user's, checked by ``gcp.labels``) and ``workflow_label`` go on every VM
+    and boot disk, beside the run's own labels (``vm_bodies``).
     """
 
     project: str
@@ -93,6 +105,7 @@ class GceConfig:
     service_account: str | None = None
     scopes: list[str] = field(default_factory=lambda: list(DEFAULT_SCOPES))
     labels: dict[str, str] = field(default_factory=dict)
+    workflow_label: str = ""  # the workflow's name as a label value ('' : no such label)
     endpoint: str | None = None
     bulk_min: int = 2
     exhausted_ttl_s: float = 300.0

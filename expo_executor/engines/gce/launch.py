@@ -28,6 +28,7 @@ from expo_executor.engines.gce.settings import (AUTO_MACHINE, GceSettings, label
                                                 pool_machine_types, zones)
 from expo_executor.engines.gce.settings_checks import check_bucket_url, pip_index_url
 from expo_executor.engines.gce.startup import render, stage
+from expo_executor.gcp.labels import as_value
 from expo_executor.protocol.bucket import Bucket
 from expo_executor.protocol.keys import WORKER_ATTRIBUTE
 from expo_executor.protocol.worker_keys import grant_verify_key
@@ -109,8 +110,9 @@ def worker_boot(settings: GceSettings, bucket_url: str) -> dict:
 
 
 def build_engine(settings: GceSettings, run_id: str, run_key: bytes, bucket: Bucket,
-                 bucket_url: str, work_dir: Path) -> GceEngine:
-    """Stage the worker software if needed, and configure the engine for this run."""
+                 bucket_url: str, work_dir: Path, workflow: str = "") -> GceEngine:
+    """Stage the worker software if needed, and configure the engine for this run
+    (``workflow``: its name, a label on every VM)."""
     software = stage(bucket, work_dir / "software", mode=settings.gce_worker_software,
                      index_url=pip_index_url(settings),
                      requirements=worker_requirements(settings))
@@ -130,7 +132,7 @@ def build_engine(settings: GceSettings, run_id: str, run_key: bytes, bucket: Buc
         subnetwork=settings.gce_subnetwork, external_ip=not settings.gce_internal_ip_only,
         service_account=settings.gce_service_account,
         scopes=[s.strip() for s in settings.gce_scopes.split(",") if s.strip()],
-        labels=labels(settings),
+        labels=labels(settings), workflow_label=as_value(workflow),
         max_run_duration_s=int(parse_duration(settings.gce_max_run_duration,
                                                "--expocloud-gce-max-run-duration")),
         run_label=run_label(run_id), metadata=metadata, endpoint=settings.gce_endpoint))

@@ -11,6 +11,8 @@ from typing import Optional
 
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import EngineName
+from expo_executor.engines.gce.config import USER_LABELS
+from expo_executor.gcp.labels import LABEL_RULES, parse_labels
 from expo_executor.settings.engine_defaults import GCE
 from expo_executor.settings.fields import Settings, option
 
@@ -77,7 +79,8 @@ class GceFields:
         "GCE: OAuth scopes of the workers, comma separated (least privilege: storage and "
         "compute for deleting themselves)."))
     gce_labels: Optional[str] = field(default=None, metadata=option(
-        "GCE: extra labels key=value,key=value on every VM."))
+        "GCE: extra labels key=value,key=value on every VM and boot disk (a rule's own: its "
+        "gce_labels resource, docs/cost.md)."))
     gce_max_run_duration: str = field(default="24h", metadata=option(
         "GCE: hard cap on each VM's life, the last resort against runaway cost."))
     gce_endpoint: Optional[str] = field(default=None, metadata=option(
@@ -113,8 +116,18 @@ def zones(settings: GceSettings) -> list[str]:
 
 
 def labels(settings: GceSettings) -> dict[str, str]:
-    pairs = [p.strip() for p in (settings.gce_labels or "").split(",") if p.strip()]
-    return dict(p.split("=", 1) for p in pairs)
+    """``--expocloud-gce-labels`` as a dict, checked against Google's label rules (ExpoError
+    naming the setting: ``gcp.labels``)."""
+    try:
+        found = parse_labels(settings.gce_labels)
+    except ValueError as exc:
+        raise ExpoError("--expocloud-gce-labels", f"not a valid label: {exc}",
+                        f"write key=value,key=value ({LABEL_RULES}; expocloud-* keys are "
+                        "reserved)") from None
+    if len(found) > USER_LABELS:
+        raise ExpoError("--expocloud-gce-labels", f"{len(found)} labels, more than the "
+                        f"{USER_LABELS} GCE leaves beside the executor's own", "give fewer")
+    return found
 
 
 def pool_machine_types(settings: GceSettings) -> tuple[str, str]:

@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import parse_duration
-from expo_executor.engines.gce.settings import WORKER_SOFTWARE_CHOICES, GceSettings, zones
+from expo_executor.engines.gce.settings import (WORKER_SOFTWARE_CHOICES, GceSettings, labels,
+                                                zones)
 from expo_executor.settings.values import (heartbeat_grace, max_on_demand, slow_poll_interval,
                                            worker_requirements)
 
@@ -20,7 +21,6 @@ DEFAULT_SERVICE_ACCOUNT = "default"  # the Compute Engine default account, asked
 SERVICE_ACCOUNT_SETTING = "--expocloud-gce-service-account"
 PIP_INDEX_SETTING = "--expocloud-gce-pip-index-url"
 _ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
-_LABEL = re.compile(r"[a-z][a-z0-9_-]{0,62}=[a-z0-9_-]{0,63}")
 
 
 def check_run(settings: GceSettings) -> None:
@@ -76,11 +76,7 @@ def _check_placement(settings: GceSettings) -> None:
     if len({z.rsplit("-", 1)[0] for z in zones(settings)}) > 1:
         raise ExpoError("--expocloud-gce-zones", "the zones span several regions",
                         "keep the workers in the bucket's region: one region's zones only")
-    for pair in [p.strip() for p in (settings.gce_labels or "").split(",") if p.strip()]:
-        if not _LABEL.fullmatch(pair) or pair.startswith("expocloud-"):
-            raise ExpoError("--expocloud-gce-labels", f"{pair!r} is not a valid label",
-                            "write key=value with lowercase letters, digits, '_' and '-' "
-                            "(expocloud-* keys are reserved)")
+    labels(settings)  # Google's label rules, before any VM
 
 
 def _check_vms(settings: GceSettings) -> None:

@@ -1,8 +1,8 @@
 """The request bodies of the VMs the GCE engine creates: a single insert's ``Instance`` (machine,
 disk and accelerator types as zonal URLs) and a bulk insert's ``InstanceProperties`` (bare
-names: URLs are refused there), with the run's labels, the worker's metadata (its ``slots``
-set per VM), Spot or standard scheduling capped at ``max_run_duration``, the boot disk, GPUs,
-the network interface and the service account.
+names: URLs are refused there), with the labels of the bill on the VM and on its boot disk, the
+worker's metadata (its ``slots`` set per VM), Spot or standard scheduling capped at
+``max_run_duration``, the boot disk, GPUs, the network interface and the service account.
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ from typing import Any
 
 from expo_executor.core.scheduler import Pool
 from expo_executor.core.shapes import comes_with_gpus
-from expo_executor.engines.gce.config import (GPU_DRIVER_ATTRIBUTE, POOL_LABEL,
-                                              POOL_LABEL_VALUES, RUN_LABEL, SLOTS_LABEL, Ask,
+from expo_executor.engines.gce.config import (GPU_DRIVER_ATTRIBUTE, GPU_LABEL,
+                                              MACHINE_LABEL, POOL_LABEL, POOL_LABEL_VALUES,
+                                              RUN_LABEL, SLOTS_LABEL, WORKFLOW_LABEL, Ask,
                                               GceConfig)
 from expo_executor.engines.gce.references import network_interface
+from expo_executor.gcp.labels import as_value
 from expo_executor.protocol.keys import WORKER_ATTRIBUTE
 
 
@@ -33,8 +35,18 @@ class VmBodies:
         return ask.shape.describe() if ask.shape else self.machine(ask)
 
     def _labels(self, ask: Ask) -> dict[str, str]:
-        return {**self.config.labels, RUN_LABEL: self.config.run_label,
-                POOL_LABEL: POOL_LABEL_VALUES[ask.pool], SLOTS_LABEL: str(ask.slots)}
+        """The VM's and its boot disk's labels: the user's (the run's, then its rule's, whose
+        shape carries its rule's name too), the run, the pool, the slots, the workflow and the
+        machine shape (GCE does not copy an instance's labels to its disk: both get them)."""
+        shape = ask.shape
+        labels = {**self.config.labels, **dict(shape.labels if shape else ()),
+                  RUN_LABEL: self.config.run_label, POOL_LABEL: POOL_LABEL_VALUES[ask.pool],
+                  SLOTS_LABEL: str(ask.slots), MACHINE_LABEL: as_value(self.machine(ask))}
+        if self.config.workflow_label:
+            labels[WORKFLOW_LABEL] = self.config.workflow_label
+        if shape is not None and shape.gpus and shape.gpu_type:
+            labels[GPU_LABEL] = as_value(f"{shape.gpu_count}-{shape.gpu_type}")
+        return labels
 
     def _metadata(self, ask: Ask) -> Any:
         from google.cloud import compute_v1
@@ -72,7 +84,7 @@ class VmBodies:
                 raise ValueError("GceConfig.gpu_image is needed for VMs with GPUs")
         params = compute_v1.AttachedDiskInitializeParams(
             source_image=self.config.gpu_image if ask.gpus else self.config.image,
-            disk_size_gb=int(size), disk_type=disk_type)
+            disk_size_gb=int(size), disk_type=disk_type, labels=self._labels(ask))
         return compute_v1.AttachedDisk(boot=True, auto_delete=True, type_="PERSISTENT",
                                        initialize_params=params)
 

@@ -40,6 +40,7 @@ from expo_executor.coordinator.state import FamilyRef
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import HardnessMeta, JobMeta
 from expo_executor.core.scheduler import Outcome, Task
+from expo_executor.core.shapes import Shape
 from expo_executor.frontends.base import FrontEnd, job_request
 from expo_executor.frontends.cwl.hints import SweepJob
 from expo_executor.frontends.cwl.staging import Staging
@@ -53,8 +54,12 @@ class ExpoExecutor(JobExecutor, FrontEnd):
     def __init__(self, start: Callable[[], Coordinator], workflow: str, slots_per_worker: int,
                  staging_root: Path | None, on_timeout: str = "skipped",
                  worker_mem_mb: int = 0, run_files: RunFiles | None = None,
-                 measured_on: tuple[str, str] = ("local", "")) -> None:
+                 measured_on: tuple[str, str] = ("local", ""),
+                 labelled_machine: str | None = None) -> None:
         super().__init__()
+        # the machine type of a tool with expo:Labels, whose jobs get VMs of their own (GCE:
+        # the run's Spot type); None: labels are not used (the local engine)
+        self.labelled_machine = labelled_machine
         if run_files is not None:
             self.run_files = run_files
         self._start = start  # the coordinator starts with the first command: no VM before
@@ -198,9 +203,11 @@ class ExpoExecutor(JobExecutor, FrontEnd):
                 family = FamilyRef(self.workflow, tool.name, tool.sweep.spec.text, deadline,
                                    *self.measured_on)
         attempts = tool.spot_attempts
+        shape = Shape(self.labelled_machine, labels=tool.labels) \
+            if self.labelled_machine and tool.labels else None
         task = Task(key=key, label=label, family=family.key if family else None,
                     point=point if family else None, cpus=max(1, cores), mem_mb=ram,
-                    preemptible=attempts != 0, spot_attempts=attempts)
+                    preemptible=attempts != 0, spot_attempts=attempts, shape=shape)
         return task, family, deadline
 
     def _finish(self, job: SweepJob, request: JobRequest, report: JobReport,

@@ -5,7 +5,8 @@ orders for categorical values), an optional scope and a deadline for tools witho
 ``ToolTimeLimit``. ``expo:Preemptible`` says how many Spot preemptions a job may suffer before
 it runs on-demand (0: never on Spot); the Arvados ``arv:UsePreemptible`` hint is honoured as
 other runners honour it. Hints usually sit on a workflow step, so a published tool is swept
-without being edited.
+without being edited. ``expo:Labels`` gives a tool's jobs GCE labels for the bill, and so VMs
+of their own (``coordinator.shapes.rule_labels``: checked by Google's rules as the tool loads).
 
 A hint is checked twice before any job runs: its shape by schema salad when the document loads
 (``extensions.yml``), its meaning (known inputs, a declared order for non-numeric ones) when
@@ -28,12 +29,14 @@ from cwltool.update import ALLUPDATES
 from cwltool.workflow import default_make_tool
 from schema_salad.exceptions import ValidationException
 
+from expo_executor.coordinator.shapes import rule_labels
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import Dimension, HardnessPoint, HardnessSpec, parse_duration
 
 NAMESPACE = "https://expocloud.dev/cwl"
 HARDNESS = f"{NAMESPACE}#Hardness"
 PREEMPTIBLE = f"{NAMESPACE}#Preemptible"
+LABELS = f"{NAMESPACE}#Labels"
 ARV_PREEMPTIBLE = "http://arvados.org/cwl#UsePreemptible"
 DOCKER = "DockerRequirement"
 NUMERIC = {"int", "long", "float", "double"}
@@ -140,6 +143,14 @@ def spot_attempts(hints: list[dict]) -> int | None:
     return None
 
 
+def labels(tool_id: str, hints: list[dict]) -> tuple[tuple[str, str], ...]:
+    """The tool's expo:Labels, with its name as ``expocloud-rule``; () without the hint.
+    Raises ExpoError naming the hint on a label Google refuses."""
+    hint = _hint(hints, LABELS)
+    return () if hint is None else rule_labels(tool_id, hint.get("labels"), {},
+                                               f"hint expo:Labels of {tool_id}")
+
+
 def _numeric(cwl_type: Any) -> bool:
     if isinstance(cwl_type, list):  # e.g. ["null", "int"]
         kinds = [t for t in cwl_type if t != "null"]
@@ -169,6 +180,7 @@ class SweepTool(CommandLineTool):
             self.sweep = read_sweep(shortname(self.tool["id"]), self.tool["inputs"], self.hints)
             check_containers(shortname(self.tool["id"]), self.requirements,
                              getattr(loadingContext, "expo_containers", None))
+            self.labels = labels(shortname(self.tool["id"]), self.hints)
         except ExpoError as exc:
             raise ValidationException(str(exc)) from None
         self.spot_attempts = spot_attempts(self.hints)

@@ -246,7 +246,9 @@ def main(argv: list[str] | None = None) -> int:
 
     executor = ExpoExecutor(start, workflow, settings.slots_per_worker, root,
                             args.expocloud_on_timeout, worker_mem_mb, RunFiles(run_dir),
-                            measured_on(settings))
+                            measured_on(settings),
+                            pool_machine_types(settings)[0]
+                            if settings.engine == EngineName.GCE else None)
     executor.open_run(settings.engine, settings, cwl=workflow)
     loading = LoadingContext(vars(args))
     loading.construct_tool_object = make_tool

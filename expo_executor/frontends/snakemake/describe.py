@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Mapping
 
-from expo_executor.coordinator.shapes import (GPU_MODEL, GPU_TYPE, MACHINE_TYPE, THREADS,
-                                              ShapeBook)
+from expo_executor.coordinator.shapes import (GCE_LABELS, GPU_MODEL, GPU_TYPE, MACHINE_TYPE,
+                                              THREADS, ShapeBook)
 from expo_executor.coordinator.state import FamilyRef
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import HardnessSpec, parse_duration
@@ -35,7 +35,7 @@ RUNTIME = "runtime"
 PREEMPTIBLE = "expocloud_preemptible"  # 0: this rule's jobs run on on-demand VMs only
 # Resources a profile gives as words (set-resources: {rule: {machine_type: e2-standard-4}}):
 # Snakemake keeps them as expressions for each job, but a constant one is known at planning.
-PLANNED_WORDS = (MACHINE_TYPE, GPU_TYPE, GPU_MODEL)
+PLANNED_WORDS = (MACHINE_TYPE, GPU_TYPE, GPU_MODEL, GCE_LABELS)
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 # what a bare word means to Snakemake's evaluation instead of itself
 _NAMES = frozenset({"wildcards", "input", "attempt", "threads", "system_tmpdir", "shutil",
@@ -278,13 +278,17 @@ def rule_values(rule) -> dict[str, object]:
 
 
 def _constant(expression: object) -> str | None:
-    """A profile's word (``e2-standard-4``, ``'auto'``) as Snakemake will evaluate it for every
-    job: a quoted string, or a bare word that is no Python name; None for anything else."""
+    """A profile's word (``e2-standard-4``, ``'auto'``, ``team=ml,project=x``) as Snakemake
+    will evaluate it for every job: a quoted string, text that is no Python expression (which
+    Snakemake's evaluation keeps as it is, on its SyntaxError), or a bare word that is no Python
+    name; None for anything else."""
     if not isinstance(expression, str):
         return None
     try:
         value = ast.literal_eval(expression)
-    except (ValueError, SyntaxError):
+    except SyntaxError:
+        return expression
+    except ValueError:
         return expression if _WORD.fullmatch(expression) \
             and expression.split(".")[0] not in _NAMES else None
     return value if isinstance(value, str) else None

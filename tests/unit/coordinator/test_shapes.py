@@ -61,6 +61,31 @@ def test_what_gce_would_refuse_is_one_line_before_any_vm(resources: dict, words:
     assert "\n" not in str(info.value)
 
 
+def test_a_rules_own_labels_give_it_vms_of_its_own_labelled_with_its_name() -> None:
+    own = _shape({"gce_labels": "team=ml,project=x"})
+    assert own == Shape("e2-standard-2", labels=(("expocloud-rule", "r"), ("project", "x"),
+                                                 ("team", "ml")))
+    assert _shape({"gce_labels": ""}) is None  # no labels: the run's shared VMs
+    big = _shape({"machine_type": "n2-standard-8", "gce_labels": "team=ml"})
+    assert big is not None and big.machine_type == "n2-standard-8"
+    assert dict(big.labels) == {"team": "ml", "expocloud-rule": "r"}
+    grouped = ShapeBook(RUN).shape_of("group Align", {"gce_labels": "t=1"}.get, 1, 0)
+    assert grouped is not None and dict(grouped.labels)["expocloud-rule"] == "group-align"
+
+
+@pytest.mark.parametrize("labels, words", [
+    ("Team=ml", "resource 'gce_labels' of rule 'r': not a valid label: label key 'Team' does "
+                "not start with a lowercase letter"),
+    ("team=M L", "holds 'M'"),
+    ("expocloud-rule=x", "is reserved"),
+    (",".join(f"k{i}=v" for i in range(58)), "more than 57 labels"),
+])
+def test_a_rules_bad_labels_are_one_line_before_any_vm(labels: str, words: str) -> None:
+    with pytest.raises(ExpoError) as info:
+        _shape({"gce_labels": labels})
+    assert words in str(info.value) and "\n" not in str(info.value)
+
+
 def test_a_gpu_rule_needs_a_gpu_image_said_before_any_vm() -> None:
     with pytest.raises(ExpoError) as info:
         _shape({"machine_type": "g2-standard-8"}, gpu_image=None)  # comes with an L4

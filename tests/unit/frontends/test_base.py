@@ -292,3 +292,20 @@ def test_a_requests_spec_carries_its_tasks_prune_point() -> None:
         is None, "no family: its timeout prunes nothing"
     with pytest.raises(ValueError, match="prunes at None"):
         JobRequest(task, replace(request.spec, prune=None))
+
+
+def test_a_profiles_labels_are_known_at_planning_as_snakemake_evaluates_them() -> None:
+    """``set-resources: {r: {gce_labels: "team=ml,project=x"}}``: Snakemake keeps it as an
+    expression and, on its SyntaxError, evaluates it to the text itself for every job; the
+    planning reads the same text (a rule with labels gets VMs of its own before any job)."""
+    from snakemake.resources import Resource as SnakemakeResource
+
+    text = "team=ml,project=x"
+    resource = SnakemakeResource.from_cli_expression("gce_labels", text,
+                                                     with_threads_arg=False)
+    assert resource.is_evaluable()
+    values = rule_values(Rule("r", {"gce_labels": resource}))
+    assert values == {"gce_labels": text}
+    evaluated = resource.evaluate(wildcards={}, input=[], attempt=1, async_run=None,
+                                  rulename="r")
+    assert evaluated.value == values["gce_labels"]

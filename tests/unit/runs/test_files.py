@@ -48,3 +48,13 @@ def test_run_json_keeps_only_the_scheme_and_host_of_a_notification_url(tmp_path:
     assert "SECRET" not in text and "pw@" not in text
     assert json.loads(text)["settings"]["notify"] == "https://hooks.example.com:8443/..."
     assert recorded({"notify": None, "engine": "gce"}) == {"notify": None, "engine": "gce"}
+
+
+def test_the_workflow_name_is_the_snakefiles_project_or_the_cwl_documents(tmp_path: Path) -> None:
+    files = RunFiles(tmp_path)
+    assert files.workflow_name() == ""  # no run.json
+    for source, name in ([{"snakefile": "/home/u/rnaseq/workflow/Snakefile"}, "rnaseq"],
+                         [{"snakefile": "/home/u/sweep/Snakefile"}, "sweep"],
+                         [{"cwl": "/home/u/tools/align.cwl"}, "align"]):
+        (tmp_path / RUN).write_text(json.dumps(source))
+        assert files.workflow_name() == name

@@ -37,3 +37,25 @@ def test_an_index_url_without_credentials_reaches_the_plan() -> None:
     url = "https://us-python.pkg.dev/p/r/simple/"
     assert doctor_plan(_settings(url), [], "gs://bucket/run").pip_index_url == url
     assert pip_index_url(_settings(None)) is None
+
+
+@pytest.mark.parametrize("labels, words", [
+    ("Team=ml", "label key 'Team' does not start with a lowercase letter"),
+    ("team=a.b", "holds '.'"),
+    ("expocloud-run=x", "is reserved"),
+    (",".join(f"k{i}=v" for i in range(58)), "58 labels, more than the 57"),
+])
+def test_bad_labels_are_one_line_naming_the_setting_before_any_vm(labels: str,
+                                                                  words: str) -> None:
+    settings = _settings(None)
+    settings.gce_labels = labels
+    with pytest.raises(ExpoError) as refused:
+        check_run(settings)
+    assert str(refused.value).startswith("--expocloud-gce-labels: ")
+    assert words in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_international_labels_pass() -> None:
+    settings = _settings(None)
+    settings.gce_labels = "équipe=données,team=ml"
+    check_run(settings)
