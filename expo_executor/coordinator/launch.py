@@ -39,8 +39,8 @@ from expo_executor.engines.local_settings import local_max_workers
 from expo_executor.notify.sender import Notifier
 from expo_executor.notify.targets import Command, Target, Webhook, public_name
 from expo_executor.protocol.bucket import Bucket, LocalBucket, open_bucket
-from expo_executor.settings.notify import notify_argv, notify_secret, notify_url, stall_after
 from expo_executor.runs.files import RunFiles
+from expo_executor.settings.notify import notify_argv, notify_secret, notify_url, stall_after
 from expo_executor.settings.values import (boot_timeout, capacity_timeout, heartbeat_grace,
                                            heartbeat_interval, max_on_demand, poll_interval,
                                            prefetch, prefetch_hold_s, worker_requirements)
