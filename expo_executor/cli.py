@@ -327,8 +327,7 @@ def _doctor(args: argparse.Namespace) -> int:
     from expo_executor.settings.values import with_default_slots
 
     profile = read_profile(args.profile) if args.profile else Profile()
-    given = settings_of(profile, args)
-    settings = with_default_slots(given)
+    settings = with_default_slots(settings_of(profile, args))
     if settings.engine != EngineName.GCE:
         raise ExpoError("--expocloud-engine", f"the profile runs on the {settings.engine} "
                         "engine: there is no GCE project to check",
@@ -336,8 +335,7 @@ def _doctor(args: argparse.Namespace) -> int:
     validate(settings)
     url = coordination_url(settings, args.default_storage_prefix
                            or profile.default_storage_prefix, "doctor")
-    book = shape_book(settings, {}, StateDir(Path(settings.state_dir)), lambda _line: None,
-                      slots_given=given.slots_per_worker is not None)
+    book = shape_book(settings, {}, StateDir(Path(settings.state_dir)), lambda _line: None)
     plan = doctor_plan(settings, named_shapes(book, profile.resources) if book else [], url)
     started = time.monotonic()
     checks = doctor.run_checks(plan, doctor.host_python())

@@ -6,9 +6,10 @@ machine), both the type of lowest expected cost per job over the price snapshot
 Why a job beyond the run's workers gets a machine rather than a refusal: an existing pipeline
 (a rule of 3 threads, a pipe group whose jobs run at once) runs on GCE as it is, as it does
 locally, with no profile edit per rule. What stays the user's: a rule's own ``machine_type`` (a
-type, or auto), and ``--expocloud-slots-per-worker`` when the user sets it (the run's workers
-are then what they describe, and a job beyond them is refused, as before). A job no machine
-type holds (500 threads, 10 TB) is refused before any VM, in one line.
+type, or auto), and ``--expocloud-slots-per-worker`` when the user sets it (the run's own workers
+are then what it describes: the jobs that fit run there, one beyond them gets a machine as
+without it). A job no machine type holds (500 threads, 10 TB) is refused before any VM, in one
+line.
 """
 
 from __future__ import annotations
@@ -37,15 +38,14 @@ ANY_VCPUS = 1 << 20
 
 
 def shape_book(settings: ExecutorSettings, autos: Mapping[str, tuple[int, int, float | None]],
-               state: StateDir, log: Callable[[str], None], slots_given: bool = False,
+               state: StateDir, log: Callable[[str], None],
                planned_jobs: Mapping[str, int] | None = None) -> ShapeBook | None:
     """The per-rule machines of a GCE run (None on the local engine, whose workers are this
     machine): the run's own machines, the price snapshot, each ``auto`` rule's machine type,
     the cheapest per job for its (threads, mem_mb, runtime s) in ``autos``, and the choice of
     a machine for a job the run's own workers cannot hold (``planned_jobs``: each rule's
-    number of planned jobs, which a VM of the choice can share), unless the user set the
-    slots per worker (``slots_given``: such a job is then refused, as the user's workers
-    cannot hold it)."""
+    number of planned jobs, which a VM of the choice can share). Slots per worker the user set
+    describe the run's own workers only: a job beyond them gets a machine all the same."""
     if settings.engine != EngineName.GCE:
         return None
     spot, on_demand = pool_machine_types(settings)
@@ -61,8 +61,7 @@ def shape_book(settings: ExecutorSettings, autos: Mapping[str, tuple[int, int, f
     return ShapeBook(run, table, priced=settings.budget is not None,
                      rule_machines=rule_machines, gpu_image=settings.gce_gpu_image,
                      run_labels=labels(settings),
-                     fit=None if slots_given else
-                     MachineFit(settings, state, log, dict(planned_jobs or {})))
+                     fit=MachineFit(settings, state, log, dict(planned_jobs or {})))
 
 
 def _auto_for_rule(settings: ExecutorSettings, rule: str,

@@ -206,17 +206,15 @@ class JobDescriber:
         if not find_misfit(cpus, 0, self.fleet.slots, 0):
             return cpus
         if not self.fleet.shrink_to_fit:
-            # on GCE only when the user set the slots (rule_machines: else a machine is chosen)
+            # on GCE only without per-rule machines (rule_machines: a machine is chosen)
             largest = f" (the largest machine of this run: {self.shapes.largest()})" \
                 if self.shapes else ""
             machine = f"give rule '{rule}' a '{MACHINE_TYPE}' resource that holds it (or " \
                 "auto), " if self.shapes else ""
-            unset = ", or leave --expocloud-slots-per-worker unset to have a machine chosen " \
-                "that holds it" if self.shapes else ""
             raise ExpoError(f"threads of rule '{rule}'",
                             f"it needs {cpus} threads but workers have {self.fleet.slots} slots"
                             f"{largest}", f"{machine}set --expocloud-slots-per-worker {cpus} or "
-                            f"lower the rule's threads{unset}")
+                            f"lower the rule's threads")
         self._once(f"threads of {rule}", f"rule '{rule}' asks for {cpus} threads; local workers "
                    f"have {self.fleet.slots}: its jobs run with {self.fleet.slots}, as plain "
                    "Snakemake scales threads down to the cores it has")
@@ -230,9 +228,8 @@ class JobDescriber:
                             f"it needs {mem} MB but workers have {self.fleet.mem_mb} MB",
                             "lower the rule's mem_mb, or give workers more memory "
                             "(--expocloud-gce-machine-type)" + (
-                                f", give rule '{rule}' a '{MACHINE_TYPE}' resource that holds "
-                                "it, or leave --expocloud-slots-per-worker unset to have one "
-                                "chosen" if self.shapes else ""))
+                                f", or give rule '{rule}' a '{MACHINE_TYPE}' resource that "
+                                "holds it" if self.shapes else ""))
         self._once(f"mem_mb of {rule}", f"rule '{rule}' asks for {mem} MB; this machine has "
                    f"{self.fleet.mem_mb} MB for jobs: its jobs run anyway, one at a time, as "
                    "plain Snakemake runs them without --resources mem_mb")

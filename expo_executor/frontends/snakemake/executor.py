@@ -69,9 +69,6 @@ class Executor(RemoteExecutor, FrontEnd):
     def __post_init__(self) -> None:
         settings = self.workflow.executor_settings or ExecutorSettings()
         self.state = StateDir(Path(settings.state_dir).resolve())
-        # slots the user set describe the run's workers: a job beyond them is refused; left
-        # unset (GCE: 1 per worker), such a job gets a machine that holds it (rule_machines)
-        slots_given = settings.slots_per_worker is not None
         try:
             # locally, --cores N is what the fleet may use, as it is for plain Snakemake
             settings = with_default_slots(settings, self._given_cores())
@@ -85,7 +82,7 @@ class Executor(RemoteExecutor, FrontEnd):
             fleet = Fleet(self.slots, self.worker_mem_mb,
                           shrink_to_fit=settings.engine == EngineName.LOCAL)
             self.shapes = shape_book(settings, auto_rules(planned), self.state,
-                                     self.logger.info, slots_given,
+                                     self.logger.info,
                                      {rule.name: jobs for rule, (_, jobs) in planned.items()})
             self.describer = JobDescriber(os.path.abspath(self.workflow.main_snakefile), fleet,
                                           self.logger.info, self.shapes,

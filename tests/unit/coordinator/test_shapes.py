@@ -99,13 +99,13 @@ GCE = {"engine": "gce", "gce_project": "p", "gce_zones": "us-central1-a", "max_w
 UNPRICED = "southamerica-east1"  # a region the bundled price snapshot does not hold
 
 
-def _book(tmp_path: Path, lines: list[str], slots_given: bool = False,
+def _book(tmp_path: Path, lines: list[str],
           planned: dict[str, int] | None = None, **given: object) -> ShapeBook:
     """The ShapeBook of a GCE run of these settings (GCE defaults: 1 slot of e2-standard-2),
     with the bundled price snapshot, no earlier runs, ``planned`` jobs per rule and its log
     lines into ``lines``."""
     settings = with_default_slots(ExecutorSettings(**{**GCE, **given}))
-    book = shape_book(settings, {}, StateDir(tmp_path), lines.append, slots_given, planned)
+    book = shape_book(settings, {}, StateDir(tmp_path), lines.append, planned)
     assert book is not None
     return book
 
@@ -181,11 +181,13 @@ def test_a_named_machine_and_auto_still_win(tmp_path: Path) -> None:
     assert lines == []  # nothing chosen for them
 
 
-def test_slots_the_user_set_keep_a_job_beyond_them_on_the_runs_own(tmp_path: Path) -> None:
+def test_slots_the_user_set_size_the_runs_own_and_a_job_beyond_gets_a_machine(
+        tmp_path: Path) -> None:
     lines: list[str] = []
-    book = _book(tmp_path, lines, slots_given=True, slots_per_worker=2)
-    assert book.shape_of("a", {}.get, 3, 0) is None and book.fit is None
-    assert lines == []  # the describer then refuses it (tests/unit/frontends/test_base.py)
+    book = _book(tmp_path, lines, slots_per_worker=2)
+    assert book.shape_of("a", {}.get, 2, 0) is None  # the run's own 2-slot workers hold it
+    beyond = book.shape_of("b", {}.get, 3, 0)
+    assert beyond is not None and machines.shape(beyond.machine_type).vcpus >= 3
 
 
 @pytest.mark.parametrize("threads, mem_mb, words", [

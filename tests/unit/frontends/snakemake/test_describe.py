@@ -1,6 +1,6 @@
 """A Snakemake job on the GCE path, described against its run's machines: a job (or a group job,
 sized for its whole group) beyond the run's own workers gets a machine of its own that holds
-it, on one worker; slots the user set keep today's refusal. Stand-in job objects, the real
+it, on one worker, also when the user set the slots of the run's own workers. Stand-in job objects, the real
 ShapeBook over the bundled price snapshot."""
 
 from __future__ import annotations
@@ -48,8 +48,7 @@ def _describer(tmp_path: Path, lines: list[str], **given: Any) -> JobDescriber:
     the slots the user gave decide whether a job beyond them gets a machine."""
     raw = ExecutorSettings(**{**GCE, **given})
     settings = with_default_slots(raw)
-    book = shape_book(settings, {}, StateDir(tmp_path), lines.append,
-                      slots_given=raw.slots_per_worker is not None)
+    book = shape_book(settings, {}, StateDir(tmp_path), lines.append)
     fleet = Fleet(settings.slots_per_worker, worker_memory_mb(settings, 2))
     return JobDescriber("/wf/Snakefile", fleet, lines.append, book)
 
@@ -82,16 +81,18 @@ def test_a_group_job_runs_on_one_machine_that_holds_the_whole_group(tmp_path: Pa
     assert lines[0].startswith("expocloud: group 0 needs 2 thread(s) and 2000 MB")
 
 
-def test_slots_the_user_set_refuse_a_job_beyond_them_as_before(tmp_path: Path) -> None:
+def test_slots_the_user_set_describe_the_own_workers_and_a_job_beyond_gets_a_machine(
+        tmp_path: Path) -> None:
+    """The shipped GCE profiles set the slots (2 on e2-standard-2): a rule of 3 threads must
+    run there as it does without them, not be refused."""
     lines: list[str] = []
     describer = _describer(tmp_path, lines, slots_per_worker=2)
-    with pytest.raises(ExpoError) as info:
-        describer.describe(SnakemakeJob(name="rule1", threads=3), *COMMAND)
-    said = str(info.value)
-    assert said.startswith("threads of rule 'rule1': it needs 3 threads but workers have 2 "
-                           "slots")
-    assert "leave --expocloud-slots-per-worker unset to have a machine chosen" in said
-    assert "\n" not in said and lines == []
+    fits = describer.describe(SnakemakeJob(name="rule0", threads=2), *COMMAND).task
+    assert fits.shape is None and fits.cpus == 2  # the run's own 2-slot workers
+    beyond = describer.describe(SnakemakeJob(name="rule1", threads=3), *COMMAND).task
+    assert beyond.shape is not None and beyond.cpus == 3
+    assert machines.shape(beyond.shape.machine_type).vcpus >= 3
+    assert lines[0].startswith("expocloud: rule 'rule1' needs 3 thread(s): its jobs run on ")
 
 
 def test_a_named_machine_wins_and_is_checked_against_the_job(tmp_path: Path) -> None:
