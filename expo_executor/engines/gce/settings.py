@@ -11,6 +11,7 @@ from typing import Optional
 
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import EngineName
+from expo_executor.gcp.zones import region_of, zones_of
 from expo_executor.settings.engine_defaults import GCE
 from expo_executor.settings.fields import Settings, option
 
@@ -30,8 +31,12 @@ class GceFields:
     gce_project: Optional[str] = field(default=None, metadata=option(
         "GCE: project id; required on GCE."))
     gce_zones: Optional[str] = field(default=None, metadata=option(
-        "GCE: zones of one region in order of preference, comma separated; a stockout moves "
-        "to the next. Required on GCE."))
+        "GCE: zones in order of preference, comma separated, of one region or several; a "
+        "stockout moves to the next (across regions: the cheapest region first, docs/gce.md "
+        "'Several regions'). This or --expocloud-gce-regions is required on GCE."))
+    gce_regions: Optional[str] = field(default=None, metadata=option(
+        "GCE: regions whose every zone the run may use, comma separated (after the zones of "
+        "--expocloud-gce-zones, if any), e.g. us-central1,europe-west4."))
     machine_type: Optional[str] = field(default=None, metadata=option(
         f"GCE: machine type of the workers (default {GCE.machine_type}), or 'auto': per "
         "pool, the type with the lowest expected cost per job, from the jobs' threads, memory "
@@ -108,8 +113,23 @@ def worker_provides(settings: GceSettings) -> frozenset[str]:
     return frozenset(given)
 
 
+def _names(value: str | None) -> list[str]:
+    return list(dict.fromkeys(n.strip() for n in (value or "").split(",") if n.strip()))
+
+
 def zones(settings: GceSettings) -> list[str]:
-    return [z.strip() for z in (settings.gce_zones or "").split(",") if z.strip()]
+    """The run's zones in order of preference: those named, then every zone of each region
+    named (``gcp.zones``' catalogue, Google's order), each once."""
+    named = _names(settings.gce_zones)
+    extra = [z for r in _names(settings.gce_regions) for z in zones_of(r) if z not in named]
+    return named + extra
+
+
+def regions(settings: GceSettings) -> list[str]:
+    """The run's regions, in the order their first zone comes (a region named without a zone
+    the catalogue knows is listed too, for its error)."""
+    found = [region_of(z) for z in _names(settings.gce_zones)] + _names(settings.gce_regions)
+    return list(dict.fromkeys(found))
 
 
 def labels(settings: GceSettings) -> dict[str, str]:
