@@ -66,9 +66,10 @@ class GceFields:
     gce_network: str = field(default="global/networks/default", metadata=option(
         "GCE: VPC network, a name or a URL (global/networks/NAME)."))
     gce_subnetwork: Optional[str] = field(default=None, metadata=option(
-        "GCE: subnetwork, a name (completed in the zones' region) or a URL "
-        "(projects/PROJECT/regions/REGION/subnetworks/NAME, for Shared VPC); with it and the "
-        "default network, the network is the subnetwork's."))
+        "GCE: subnetwork, a name (completed in each zone's region) or a URL "
+        "(projects/PROJECT/regions/REGION/subnetworks/NAME, for Shared VPC); across regions, "
+        "one URL per region, comma separated; with it and the default network, the network is "
+        "the subnetwork's."))
     gce_internal_ip_only: bool = field(default=False, metadata=option(
         "GCE: no external IP on workers (then they need Cloud NAT or Private Google Access to "
         "reach GCS and the package index). Workers listen on no port either way."))
