@@ -50,6 +50,9 @@ def price_regions(settings: ExecutorSettings, config: CoordinatorConfig,
         tables[region] = table
     if config.shapes is not None:
         config.shapes.region_tables = tables
+    others = [r for r in tables if r != names[0]]
+    if others:  # every figure says which prices made it
+        config.prices_label = f"{config.prices_label}, {', '.join(others)}"
     log("expocloud: prices by region: " + "; ".join(
         f"{r} Spot ${h[Pool.SPOT]:.4f}/h, on-demand ${h[Pool.ON_DEMAND]:.4f}/h"
         for r, h in config.region_hourly.items()))
