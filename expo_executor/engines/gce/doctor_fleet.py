@@ -112,8 +112,9 @@ def check_quotas(ctx: Context) -> Check:
                       warning=True)
     metrics = ", ".join(dict.fromkeys(n.metric for s in lacking.values() for n, _ in s))
     return failed("quotas", said, "lower --expocloud-max-workers or --expocloud-max-on-demand, "
-                  "add a region, or ask for more (https://console.cloud.google.com/iam-admin/"
-                  f"quotas?project={plan.project}: {metrics} in {', '.join(lacking)})")
+                  "or ask for more (https://console.cloud.google.com/iam-admin/quotas?project="
+                  f"{plan.project}: {metrics} in {', '.join(lacking)}), or add a region "
+                  "(--expocloud-gce-regions)")
 
 
 # -- the worker's Python and the way to the package index ------------------------------------------------
