@@ -42,11 +42,10 @@ from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed, Instance
 from expo_executor.engines.gce.answers import is_done, one_line, op_errors
 from expo_executor.engines.gce.clients import delete_call, make_clients
-from expo_executor.engines.gce.config import POOL_LABEL_VALUES, RUN_LABEL, Ask, Call, GceConfig
+from expo_executor.engines.gce.config import POOL_LABEL_VALUES, Ask, Call, GceConfig
 from expo_executor.gcp.errors import SUMMARY_CODES, classify_codes, classify_error
 from expo_executor.engines.gce.insert_errors import call_failed, group_errors, quota_failed
-from expo_executor.engines.gce.listing import (RUN_LISTING_FIELDS, aggregated, is_ours,
-                                               run_filter, to_instance)
+from expo_executor.engines.gce.listing import is_ours, locate, run_instances, to_instance
 from expo_executor.engines.gce.inserts import submit
 from expo_executor.engines.gce.placement import Placement, RegionWeight
 from expo_executor.engines.gce.preemptions import Preemptions
@@ -127,7 +126,7 @@ class GceEngine:
                     return
             zone = self._zone_of.get(name)
         if zone is None:
-            zone = self._locate(name)
+            zone = locate(self._instances, self._call, self.config, name)
             if zone is None:
                 return
         delete_call(self._instances, self.config.project, zone, name,
@@ -148,7 +147,7 @@ class GceEngine:
     def list(self) -> list[Instance]:
         self._check_pending()
         out = []
-        for zone, inst in self._list_run():
+        for zone, inst in run_instances(self._instances, self._call, self.config):
             self._remember(inst.name, zone, inst.id)
             found = to_instance(inst, zone)
             if found is not None:
@@ -195,7 +194,7 @@ class GceEngine:
     def _list_quietly(self) -> list[tuple[str, str]] | None:
         """(zone, name) of the run's VMs; None if listing failed even after retries."""
         try:
-            return [(zone, inst.name) for zone, inst in self._list_run()]
+            return [(zone, inst.name) for zone, inst in run_instances(self._instances, self._call, self.config)]
         except Exception as err:  # noqa: BLE001 - close() keeps trying until its deadline
             log.warning("listing the run's VMs failed: %s", one_line(str(err)))
             return None
@@ -384,16 +383,3 @@ class GceEngine:
             self._remember(name, zone)
         if len(names) == 1 and op.target_id:
             self._remember(names[0], zone, op.target_id)
-
-    def _list_run(self) -> list[tuple[str, Any]]:
-        cfg = self.config
-        return self._call(lambda: aggregated(self._instances, cfg.project,
-                                              run_filter(cfg.run_label), cfg.call_timeout_s,
-                                              RUN_LISTING_FIELDS))
-
-    def _locate(self, name: str) -> str | None:
-        cfg = self.config
-        flt = f'({run_filter(cfg.run_label)}) (name = "{name}")'
-        found = self._call(lambda: aggregated(self._instances, cfg.project, flt,
-                                               cfg.call_timeout_s))
-        return found[0][0] if found else None

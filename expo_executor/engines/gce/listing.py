@@ -48,6 +48,19 @@ def zone_list(client: Any, project: str, zone: str, flt: str, timeout: float) ->
     return list(client.list(request=request, retry=None, timeout=timeout))
 
 
+def run_instances(client: Any, call: Call, config: GceConfig) -> list[tuple[str, Any]]:
+    """(zone, instance) of every VM of ``config``'s run, cut to what a round needs."""
+    return call(lambda: aggregated(client, config.project, run_filter(config.run_label),
+                                   config.call_timeout_s, RUN_LISTING_FIELDS))
+
+
+def locate(client: Any, call: Call, config: GceConfig, name: str) -> str | None:
+    """The zone of the run's VM ``name`` (None: there is none)."""
+    flt = f'({run_filter(config.run_label)}) (name = "{name}")'
+    found = call(lambda: aggregated(client, config.project, flt, config.call_timeout_s))
+    return found[0][0] if found else None
+
+
 def is_ours(client: Any, call: Call, config: GceConfig, zone: str, name: str) -> bool:
     """Does the existing instance ``name`` in ``zone`` belong to ``config``'s run?"""
     try:
