@@ -17,7 +17,7 @@ after priced ones).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.scheduler import Pool
@@ -42,7 +42,6 @@ class RegionWeights:
     staged_bytes: float = 0.0
     job_h: float = 1.0
     vm_h: float = 1.0
-    _memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __call__(self, region: str, pool: Pool, shape: Shape | None) -> float | None:
         table = self.tables.get(region)
