@@ -37,6 +37,14 @@ class CoordinatorConfig:
     hourly: dict[Pool, float] = field(default_factory=dict)  # USD per VM-hour
     on_demand_hourly: dict[Pool, float] = field(default_factory=dict)  # same types, on-demand
     prices_label: str = ""
+    # A run across regions: each region's prices of the run's own machines, as ``hourly`` and
+    # ``on_demand_hourly`` are the first region's (a region missing here is priced as those).
+    region_hourly: dict[str, dict[Pool, float]] = field(default_factory=dict)
+    region_on_demand_hourly: dict[str, dict[Pool, float]] = field(default_factory=dict)
+    # What every VM reads from the bucket whatever its jobs (the worker software), and where
+    # the bucket is: a VM in another region pays GCS's egress for it (cost.egress).
+    staged_bytes_per_vm: float = 0.0
+    bucket_location: str = ""
     budget: BudgetConfig | None = None
     max_run_s: float | None = None  # every VM's hard cap (GCE max_run_duration)
     # A VM not ready this long after it was asked for is deleted and replaced; repeated
@@ -68,8 +76,13 @@ class CoordinatorConfig:
             return ShapeSize(self.slots_per_worker, self.worker_mem_mb)
         return self.shapes.size(shape)
 
-    def price(self, pool: Pool, shape: Shape | None) -> float:
-        """USD per hour of a VM of ``pool`` and ``shape`` (0: not priced)."""
+    def price(self, pool: Pool, shape: Shape | None, region: str = "") -> float:
+        """USD per hour of a VM of ``pool`` and ``shape`` in ``region`` (empty or not priced
+        apart: the first region's; 0: not priced)."""
         if shape is None or self.shapes is None:
-            return self.hourly.get(pool, 0.0)
-        return self.shapes.hourly(shape, pool)
+            return self.region_hourly.get(region, self.hourly).get(pool, 0.0)
+        return self.shapes.hourly(shape, pool, region)
+
+    def on_demand_price(self, pool: Pool, region: str = "") -> float:
+        """USD per hour of the run's own machine of ``pool`` at on-demand prices."""
+        return self.region_on_demand_hourly.get(region, self.on_demand_hourly).get(pool, 0.0)

@@ -16,6 +16,7 @@ from typing import Callable
 
 from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig
 from expo_executor.coordinator.recover import recover
+from expo_executor.coordinator.region_prices import bucket_location, price_regions, region_weights
 from expo_executor.coordinator.run_state import RunState, record
 from expo_executor.coordinator.rule_machines import auto_inputs, dims_of
 from expo_executor.coordinator.shapes import AUTO, ShapeBook
@@ -32,7 +33,8 @@ from expo_executor.core.shapes import Shape
 from expo_executor.cost import prices
 from expo_executor.cost.machine_choice import candidates, choose, measured_runtimes, workload_of
 from expo_executor.engines.base import Engine
-from expo_executor.engines.gce.settings import needs_credentials, pool_machine_types, zones
+from expo_executor.engines.gce.settings import (needs_credentials, pool_machine_types, regions,
+                                                zones)
 from expo_executor.engines.gce.settings_checks import check_credentials
 from expo_executor.engines.local import LocalEngine, LocalEngineConfig
 from expo_executor.engines.local_settings import local_max_workers
@@ -76,7 +78,7 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
         stall_after=stall_after(settings))
     if settings.engine == EngineName.GCE:
         bucket, engine = _gce(settings, config, run_key, run_dir, default_storage_prefix, log,
-                              shapes.known() if shapes else [])
+                              shapes.known() if shapes else [], state.root)
     else:
         if settings.worker_requirements:
             log(local_requirements_note(worker_requirements(settings)))
@@ -167,10 +169,11 @@ def local_requirements_note(pins: Sequence[UserPin]) -> str:
 
 def _gce(settings: ExecutorSettings, config: CoordinatorConfig, run_key: bytes, run_dir: Path,
          default_storage_prefix: str | None, log: Callable[[str], None],
-         shapes: Sequence[Shape] = ()) -> tuple[Bucket, Engine]:
+         shapes: Sequence[Shape] = (), state_root: Path | None = None) -> tuple[Bucket, Engine]:
     """The coordination prefix, the worker software and the pools of a GCE run, once the
     project passed ``expocloud doctor``'s checks for it (``shapes``: the per-rule machines
-    known before the run)."""
+    known before the run); across regions, each region priced and weighed
+    (``region_prices``, with the preemption models of ``state_root``)."""
     from expo_executor.engines.gce.launch import (build_engine, check_new_prefix, check_ready,
                                                   coordination_url, vm_prefix)
 
@@ -189,9 +192,16 @@ def _gce(settings: ExecutorSettings, config: CoordinatorConfig, run_key: bytes, 
     config.straggler_rule = not settings.no_straggler_rule
     config.vm_prefix = vm_prefix(config.run_id)
     _price(settings, config, log)
+    tables = price_regions(settings, config, log)
     log(f"expocloud: coordinating through {url}")
-    return bucket, build_engine(settings, config.run_id, run_key, bucket, url, run_dir,
-                                RunFiles(run_dir).workflow_name())
+    engine = build_engine(settings, config.run_id, run_key, bucket, url, run_dir,
+                          RunFiles(run_dir).workflow_name())
+    if tables:  # across regions: where VMs go first, and what their staged files cost there
+        config.bucket_location = bucket_location(bucket, log)
+        config.staged_bytes_per_vm = engine.staged_bytes
+        engine.weigh_regions(region_weights(settings, config, tables,
+                                            state_root or run_dir.parent.parent))
+    return bucket, engine
 
 
 def _price(settings: ExecutorSettings, config: CoordinatorConfig,
@@ -206,7 +216,7 @@ def _price(settings: ExecutorSettings, config: CoordinatorConfig,
     config.max_run_s = parse_duration(settings.gce_max_run_duration,
                                       "--expocloud-gce-max-run-duration")
     try:
-        table = prices.load(prices.region_of(zones(settings)[0]))
+        table = prices.load(regions(settings)[0])
         config.hourly = {Pool.SPOT: table.hourly(spot_type, spot=True),
                          Pool.ON_DEMAND: table.hourly(on_demand_type, spot=False)}
         config.on_demand_hourly = {Pool.SPOT: table.hourly(spot_type, spot=False),

@@ -105,7 +105,8 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
         self.pools = PoolWatch(config, log)
         self.pools.on_stop = self.notices.pool_stopped
         self.meter = Meter(config.hourly, config.budget, self.fleets, log,
-                           config.price if config.shapes is not None else None)
+                           config.price if config.shapes is not None or config.region_hourly
+                           else None)
         self.progress = Progress(self.files, config.status_interval, log)
         self.starts = StartTimes()  # when each running job started, for the status
         self._finished = False  # stopped: the last status says so

@@ -24,9 +24,9 @@ class Meter:
 
     def __init__(self, hourly: Mapping[Pool, float], budget: BudgetConfig | None,
                  pools: Iterable[Pool], log: Callable[[str], None],
-                 price: Callable[[Pool, Shape | None], float] | None = None) -> None:
+                 price: Callable[[Pool, Shape | None, str], float] | None = None) -> None:
         self.hourly = dict(hourly)  # the run's own pools
-        self.price = price  # any VM's, by pool and shape (per-rule machines)
+        self.price = price  # any VM's, by pool, shape and region
         self.budget = budget
         self.pools = tuple(pools)
         self.log = log
@@ -43,7 +43,7 @@ class Meter:
     def _price(self, vm: Vm) -> float:
         """USD per hour of one of the run's VMs."""
         if self.price is not None:
-            return self.price(vm.pool, vm.shape)
+            return self.price(vm.pool, vm.shape, vm.region)
         return self.hourly.get(vm.pool, 0.0)
 
     def spent(self, now: float, vms: Iterable[Vm]) -> float:

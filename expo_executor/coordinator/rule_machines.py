@@ -27,7 +27,7 @@ from expo_executor.core.records import EngineName
 from expo_executor.cost import machines, preemption_fit, prices
 from expo_executor.cost.machine_choice import (Choice, Workload, candidates, choose,
                                                measured_runtimes, workload_of)
-from expo_executor.engines.gce.settings import labels, pool_machine_types, zones
+from expo_executor.engines.gce.settings import labels, pool_machine_types, regions
 from expo_executor.runs.files import read_jsonl
 
 # A rule's machine is at most this large unless its job needs more: expected cost per job
@@ -52,7 +52,7 @@ def shape_book(settings: ExecutorSettings, autos: Mapping[str, tuple[int, int, f
     run = RunMachines(spot, on_demand, settings.slots_per_worker,
                       worker_memory_mb(settings, settings.max_workers or 1), settings.gce_disk_gb)
     try:
-        table = prices.load(prices.region_of(zones(settings)[0]))
+        table = prices.load(regions(settings)[0])
     except ExpoError:
         table = None  # not priced: said once by the coordinator's own pricing
     rule_machines = {}
@@ -127,7 +127,7 @@ class MachineFit:
     def __call__(self, rule: str, threads: int, mem_mb: int) -> str:
         need = f"{threads} thread(s)" + (f" and {mem_mb} MB" if mem_mb else "")
         try:
-            table = prices.load(prices.region_of(zones(self.settings)[0]))
+            table = prices.load(regions(self.settings)[0])
         except ExpoError as exc:
             types = [t for t in machines.standard_types() if t not in self.own]
             name = machines.smallest(machines.holding(types, threads, mem_mb),
@@ -180,7 +180,7 @@ def auto_inputs(settings: ExecutorSettings,
                 state: StateDir) -> tuple[prices.PriceTable, preemption_fit.Models, list]:
     """What 'auto' chooses from: the region's prices, the preemption models fitted to earlier
     runs (capped at the VMs' max run duration) and earlier runs' job records."""
-    table = prices.load(prices.region_of(zones(settings)[0]))
+    table = prices.load(regions(settings)[0])
     cap_h = parse_duration(settings.gce_max_run_duration,
                            "--expocloud-gce-max-run-duration") / 3600
     models = preemption_fit.load_models(state.root, cap_h=cap_h)

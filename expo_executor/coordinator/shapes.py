@@ -63,6 +63,7 @@ class ShapeBook:
 
     run: RunMachines
     table: PriceTable | None = None
+    region_tables: Mapping[str, PriceTable] = field(default_factory=dict)  # across regions
     priced: bool = False  # a budget needs every shape priced: an unpriced one is an error
     rule_machines: Mapping[str, str] = field(default_factory=dict)  # rule -> 'auto' resolved
     gpu_image: str | None = None  # --expocloud-gce-gpu-image: GPU VMs boot nothing else
@@ -79,19 +80,21 @@ class ShapeBook:
         dims = machines.shape(shape.machine_type)
         return ShapeSize(dims.vcpus, dims.memory_mb) if dims else ShapeSize(1, 0)
 
-    def hourly(self, shape: Shape, pool: Pool) -> float:
-        """USD per hour of a VM of ``shape`` in ``pool``; 0 when the run or the shape is not
+    def hourly(self, shape: Shape, pool: Pool, region: str = "") -> float:
+        """USD per hour of a VM of ``shape`` in ``pool`` and ``region`` (empty, or a region
+        not priced apart: the first region's table); 0 when the run or the shape is not
         priced (with a budget, ``shape_of`` refused an unpriced shape already)."""
         try:
-            return self._hourly(shape, pool)
+            return self._hourly(shape, pool, region)
         except ExpoError:
             return 0.0
 
-    def _hourly(self, shape: Shape, pool: Pool) -> float:
-        if self.table is None:
+    def _hourly(self, shape: Shape, pool: Pool, region: str = "") -> float:
+        table = self.region_tables.get(region, self.table)
+        if table is None:
             return 0.0
-        return self.table.shape_hourly(shape.machine_type, shape.gpu_type, shape.gpu_count,
-                                       spot=pool is Pool.SPOT)
+        return table.shape_hourly(shape.machine_type, shape.gpu_type, shape.gpu_count,
+                                  spot=pool is Pool.SPOT)
 
     def known(self) -> list[Shape]:
         """Every shape seen so far (before a run: those of the rules that name theirs as

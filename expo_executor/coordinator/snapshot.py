@@ -74,7 +74,7 @@ def pools(vms: Iterable[Vm], ended_usd: Mapping[tuple[Pool, Shape | None], float
     for vm in vms:
         entry = tally.setdefault((vm.pool, vm.shape), [0, 0, 0.0])
         entry[1 if vm.ready else 0] += 1
-        entry[2] += vm_cost(config.price(vm.pool, vm.shape), now - vm.created)
+        entry[2] += vm_cost(config.price(vm.pool, vm.shape, vm.region), now - vm.created)
     return tuple(PoolStatus(pool.value, machine_type(config, pool, shape), int(booting),
                             int(ready), usd if priced else None)
                  for (pool, shape), (booting, ready, usd) in tally.items())

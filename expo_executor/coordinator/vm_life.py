@@ -59,9 +59,12 @@ class VmLife:
             self._create_failed(failure, time.time())
         for name in sorted(self.engine.preempted()):
             self._lose(name, VmEnd.PREEMPTED, "was preempted")
-        status = {i.name: i.status for i in self.engine.list()}
+        listed = {i.name: i for i in self.engine.list()}
+        status = {name: i.status for name, i in listed.items()}
         for vm in self.vms:
             now_status = status.get(vm.name)
+            if vm.name in listed and listed[vm.name].zone:
+                vm.zone = listed[vm.name].zone  # where it runs prices it (its region's)
             if now_status in ALIVE:
                 vm.listed = True
             elif now_status in HALTING and not vm.ready:

@@ -13,6 +13,7 @@ from typing import Any
 from expo_executor.coordinator.config import CoordinatorConfig
 from expo_executor.coordinator.persist import Persister
 from expo_executor.coordinator.places import Places
+from expo_executor.cost.egress import egress_usd
 from expo_executor.runs.files import RunFiles
 from expo_executor.core.fleet import Booting, WorkerView
 from expo_executor.core.records import VmEnd
@@ -37,6 +38,11 @@ class Vm:
     idle_since: float | None = None
     places: Places = field(default_factory=Places)
     status_generation: int | None = None
+    zone: str = ""  # where the engine's listing shows it (empty: not listed yet, or no zones)
+
+    @property
+    def region(self) -> str:
+        return self.zone.rsplit("-", 1)[0] if self.zone else ""
 
 
 class VmFleet:
@@ -114,13 +120,18 @@ class VmFleet:
                  "end": VmEnd.ALIVE.value, **self._prices(vm)} for vm in self._vms.values()]
 
     def _prices(self, vm: Vm) -> dict[str, Any]:
-        config, pool = self.config, vm.pool
+        """The VM's machine and its prices, in its region when known (a run across regions
+        prices each VM where it ran), with its zone and the egress of its staged files from
+        the bucket (``cost.egress``: 0 in the bucket's region)."""
+        config, pool, region = self.config, vm.pool, vm.region
+        where = {"zone": vm.zone, "region": region, "egress_usd": egress_usd(
+            config.staged_bytes_per_vm, config.bucket_location, region)} if vm.zone else {}
         if vm.shape is None:
             return {"machine_type": config.machine_types.get(pool, pool.value),
-                    "hourly": config.hourly.get(pool, 0.0),
-                    "on_demand_hourly": config.on_demand_hourly.get(pool, 0.0)}
-        return {**vm.shape.to_dict(), "hourly": config.price(pool, vm.shape),
-                "on_demand_hourly": config.price(Pool.ON_DEMAND, vm.shape)}
+                    "hourly": config.price(pool, None, region),
+                    "on_demand_hourly": config.on_demand_price(pool, region), **where}
+        return {**vm.shape.to_dict(), "hourly": config.price(pool, vm.shape, region),
+                "on_demand_hourly": config.price(Pool.ON_DEMAND, vm.shape, region), **where}
 
     def size(self, shape: Shape | None) -> ShapeSize:
         """What a worker of ``shape`` holds for its jobs."""

@@ -1,6 +1,7 @@
-"""What a run cost: VM-hours per pool and machine type, dollars, dollars per solved job, the
-saving against paying on-demand prices for the same VM-hours, and the same dollars by rule and
-machine type (``rule_split``). Pure: built from the run's own
+"""What a run cost: VM-hours per pool, machine type and region, dollars, dollars per solved job,
+the egress of staged files to VMs in other regions than the bucket's, the saving against paying
+on-demand prices for the same VM-hours, and the same dollars by rule and machine type
+(``rule_split``). Pure: built from the run's own
 records (``vms.jsonl`` carries each VM's prices, ``cost.json`` the price snapshot's label), so a
 report reads the same whatever prices are loaded later.
 """
@@ -24,6 +25,8 @@ class CostRow:
     vm_hours: float
     cost_usd: float
     on_demand_usd: float  # the same VM-hours at this type's on-demand price
+    region: str = ""  # where the VMs ran, for a run across regions ("" : not recorded)
+    egress_usd: float = 0.0  # their staged files read from the bucket in another region
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,11 @@ class CostReport:
         return sum(r.on_demand_usd for r in self.rows)
 
     @property
+    def egress_usd(self) -> float:
+        """GCS egress of staged files to VMs outside the bucket's region (cost.egress)."""
+        return sum(r.egress_usd for r in self.rows)
+
+    @property
     def per_solved_usd(self) -> float | None:
         return self.cost_usd / self.solved if self.solved else None
 
@@ -57,7 +65,8 @@ class CostReport:
 
     def to_dict(self) -> dict:
         return {"prices": self.prices, "cost_usd": self.cost_usd, "vm_hours": self.vm_hours,
-                "on_demand_usd": self.on_demand_usd, "solved": self.solved,
+                "on_demand_usd": self.on_demand_usd, "egress_usd": self.egress_usd,
+                "solved": self.solved,
                 "per_solved_usd": self.per_solved_usd, "saving": self.saving,
                 "rows": [r.__dict__ for r in self.rows],
                 "by_rule": [r.__dict__ for r in self.rules]}
@@ -66,8 +75,12 @@ class CostReport:
         """The cost report as a few log lines."""
         out = [f"cost: ${self.cost_usd:.4f} for {self.vm_hours:.3f} VM-hours ({self.prices})"]
         for r in self.rows:
-            out.append(f"  {r.pool} {r.machine_type}: {r.vms} VM(s), {r.vm_hours:.3f} VM-hours, "
-                       f"${r.cost_usd:.4f}" + (f", {r.preempted} preempted" if r.preempted else ""))
+            out.append(f"  {r.pool} {r.machine_type}" + (f" in {r.region}" if r.region else "")
+                       + f": {r.vms} VM(s), {r.vm_hours:.3f} VM-hours, ${r.cost_usd:.4f}"
+                       + (f", {r.preempted} preempted" if r.preempted else ""))
+        if self.egress_usd > 0:
+            out.append(f"  ${self.egress_usd:.4f} egress of staged files from the bucket to "
+                       "VMs in other regions (GCS data transfer within Google Cloud)")
         if self.per_solved_usd is not None:
             out.append(f"  ${self.per_solved_usd:.5f} per solved job ({self.solved} solved)")
         if self.saving is not None:
@@ -82,11 +95,14 @@ class CostReport:
     def to_markdown(self) -> str:
         head = "| pool | machine type | VMs | preempted | VM-hours | cost (USD) | on-demand (USD) |"
         rows = [head, "|" + "---|" * 7]
-        rows += [f"| {r.pool} | {r.machine_type} | {r.vms} | {r.preempted} | {r.vm_hours:.3f} | "
-                 f"{r.cost_usd:.4f} | {r.on_demand_usd:.4f} |" for r in self.rows]
+        rows += [f"| {r.pool} | {r.machine_type}{f' in {r.region}' if r.region else ''} | "
+                 f"{r.vms} | {r.preempted} | {r.vm_hours:.3f} | {r.cost_usd:.4f} | "
+                 f"{r.on_demand_usd:.4f} |" for r in self.rows]
         rows.append(f"| **total** | | {sum(r.vms for r in self.rows)} | "
                     f"{sum(r.preempted for r in self.rows)} | {self.vm_hours:.3f} | "
                     f"{self.cost_usd:.4f} | {self.on_demand_usd:.4f} |")
+        if self.egress_usd > 0:
+            rows.append(f"| egress of staged files | | | | | {self.egress_usd:.4f} | |")
         if self.rules:
             rows += ["", "| rule | pool | machine type | jobs | slot-hours | cost (USD) |",
                      "|" + "---|" * 6]
@@ -105,26 +121,27 @@ def vm_seconds(record: Mapping, now: float) -> float:
 
 def summarize(vms: Iterable[Mapping], jobs: Iterable[Mapping], prices: str,
               now: float, attempts: Iterable[Mapping] | None = None) -> CostReport:
-    """Group the VM records by pool and machine type; price each VM by its own record; split
-    it by rule over ``attempts`` (every job record, each attempt's slot-time; default
-    ``jobs``)."""
+    """Group the VM records by pool, machine type and region (a run across regions prices
+    each VM where it ran); price each VM by its own record; split it by rule over
+    ``attempts`` (every job record, each attempt's slot-time; default ``jobs``)."""
     jobs = list(jobs)
-    groups: dict[tuple[str, str], list[Mapping]] = {}
+    groups: dict[tuple[str, str, str], list[Mapping]] = {}
     for record in vms:
         if record.get("end") == VmEnd.NOT_CREATED.value:
             continue
-        groups.setdefault((str(record.get("pool")), str(record.get("machine_type", "?"))),
-                          []).append(record)
+        groups.setdefault((str(record.get("pool")), str(record.get("machine_type", "?")),
+                           str(record.get("region") or "")), []).append(record)
     priced = [(r, vm_cost(float(r.get("hourly", 0.0)), vm_seconds(r, now)))
               for records in groups.values() for r in records]
     rows = []
-    for (pool, machine_type), records in sorted(groups.items()):
+    for (pool, machine_type, region), records in sorted(groups.items()):
         seconds = [vm_seconds(r, now) for r in records]
         rows.append(CostRow(
             pool, machine_type, len(records),
             sum(1 for r in records if r.get("end") == VmEnd.PREEMPTED.value), sum(seconds) / 3600,
             sum(vm_cost(float(r.get("hourly", 0.0)), s) for r, s in zip(records, seconds)),
             sum(vm_cost(float(r.get("on_demand_hourly", r.get("hourly", 0.0))), s)
-                for r, s in zip(records, seconds))))
+                for r, s in zip(records, seconds)),
+            region, sum(float(r.get("egress_usd") or 0.0) for r in records)))
     solved = sum(1 for j in jobs if j.get("outcome") == Outcome.SOLVED.value)
     return CostReport(tuple(rows), solved, prices, split_by_rule(priced, jobs if attempts is None else attempts))

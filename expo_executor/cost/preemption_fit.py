@@ -125,13 +125,17 @@ class Models:
     entries: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     cap_h: float = 24.0
 
-    def _fitted(self, machine_type: str) -> Mapping[str, Any] | None:
-        entry = self.entries.get(machine_type)
-        return entry if entry and entry.get("fitted") else None
+    def _fitted(self, machine_type: str, region: str = "") -> Mapping[str, Any] | None:
+        for key in ([region_key(machine_type, region)] if region else []) + [machine_type]:
+            entry = self.entries.get(key)
+            if entry and entry.get("fitted"):
+                return entry
+        return None
 
-    def for_type(self, machine_type: str) -> Bathtub:
-        """The fitted model of this machine type if there is one, else the default prior."""
-        entry = self._fitted(machine_type)
+    def for_type(self, machine_type: str, region: str = "") -> Bathtub:
+        """The fitted model of this machine type in ``region`` if there is one (a run across
+        regions records each VM's), else the type's, else the default prior."""
+        entry = self._fitted(machine_type, region)
         return Bathtub.from_dict(entry) if entry else default_model(machine_type, self.cap_h)
 
     def source(self, machine_type: str) -> str:
@@ -140,6 +144,11 @@ class Models:
         if not entry:
             return "default prior"
         return f"fitted on {entry.get('vms', '?')} VMs ({entry.get('preemptions', '?')} preemptions)"
+
+
+def region_key(machine_type: str, region: str) -> str:
+    """The key of a machine type's model fitted to one region's VMs: ``e2-standard-2@us-east1``."""
+    return f"{machine_type}@{region}"
 
 
 def _read_models_file(state_dir: Path) -> dict[str, dict[str, Any]]:
@@ -167,7 +176,8 @@ def load_models(state_dir: Path, cap_h: float = 24.0) -> Models:
 
 
 def lifetimes(state_dir: Path) -> dict[str, tuple[list[float], list[bool]]]:
-    """Spot VM lifetimes (h) and preempted flags per machine type, from every run's vms.jsonl.
+    """Spot VM lifetimes (h) and preempted flags per machine type, from every run's vms.jsonl,
+    and per machine type and region (``region_key``) for the VMs whose record names it.
 
     Only Spot VMs: on-demand and local workers are never preempted. Skipped: VMs that were
     never created, records without a machine type (older runs) or without both timestamps,
@@ -184,9 +194,13 @@ def lifetimes(state_dir: Path) -> dict[str, tuple[list[float], list[bool]]]:
             if not (isinstance(created, (int, float)) and isinstance(ended, (int, float))) \
                     or ended < created:
                 continue
-            times, flags = out.setdefault(str(rec["machine_type"]), ([], []))
-            times.append((ended - created) / 3600.0)
-            flags.append(rec.get("end") == VmEnd.PREEMPTED.value)
+            keys = [str(rec["machine_type"])]
+            if rec.get("region"):  # also fitted per region (region_key), where it ran
+                keys.append(region_key(keys[0], str(rec["region"])))
+            for key in keys:
+                times, flags = out.setdefault(key, ([], []))
+                times.append((ended - created) / 3600.0)
+                flags.append(rec.get("end") == VmEnd.PREEMPTED.value)
     return out
 
 
@@ -231,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
         times, flags = data[machine_type]
         events = sum(1 for t, p in zip(times, flags) if p and t < cap_h)
         fitted = events >= MIN_EVENTS
-        model = fit(times, flags, cap_h, machine_type)
+        model = fit(times, flags, cap_h, machine_type.split("@", 1)[0])
         entries[machine_type] = {**model.to_dict(), "vms": len(times), "preemptions": events,
                                  "fitted": fitted}
         line = (f"{machine_type}: {len(times)} VMs, {events} preemptions, "

@@ -97,6 +97,37 @@ ACCELERATOR_TYPES = {  # name -> (description, most cards per instance)
 # tests/unit/emulator/test_catalogue.py holds the two to agreement.
 GPU_MACHINE_FAMILIES = ("a2", "a3", "a4", "g2", "g4")
 
+# -- regions and zones ------------------------------------------------------------------------------
+# region -> its zones' letters, as ``gcloud compute zones list`` shows them: the zones the fake
+# serves (any other is a 404, as Google's); the executor's own copy is gcp/zones.py, which
+# tests/unit/emulator/test_catalogue.py holds equal to this one.
+_ABC = "abc"
+ZONE_LETTERS: dict[str, str] = {
+    "us-central1": "abcf", "us-east1": "bcd", "us-east4": _ABC, "us-east5": _ABC,
+    "us-south1": _ABC, "us-west1": _ABC, "us-west2": _ABC, "us-west3": _ABC, "us-west4": _ABC,
+    "northamerica-northeast1": _ABC, "northamerica-northeast2": _ABC,
+    "northamerica-south1": _ABC, "southamerica-east1": _ABC, "southamerica-west1": _ABC,
+    "europe-west1": "bcd", "europe-west2": _ABC, "europe-west3": _ABC, "europe-west4": _ABC,
+    "europe-west6": _ABC, "europe-west8": _ABC, "europe-west9": _ABC, "europe-west10": _ABC,
+    "europe-west12": _ABC, "europe-north1": _ABC, "europe-north2": _ABC,
+    "europe-central2": _ABC, "europe-southwest1": _ABC,
+    "asia-east1": _ABC, "asia-east2": _ABC, "asia-northeast1": _ABC, "asia-northeast2": _ABC,
+    "asia-northeast3": _ABC, "asia-south1": _ABC, "asia-south2": _ABC,
+    "asia-southeast1": _ABC, "asia-southeast2": _ABC, "australia-southeast1": _ABC,
+    "australia-southeast2": _ABC, "me-west1": _ABC, "me-central1": _ABC, "me-central2": _ABC,
+    "africa-south1": _ABC,
+}
+
+
+def zones_of(region: str) -> list[str]:
+    """The region's zones ([] for a region Google does not have)."""
+    return [f"{region}-{letter}" for letter in ZONE_LETTERS.get(region, "")]
+
+
+def zone_exists(zone: str) -> bool:
+    return zone in zones_of(zone.rsplit("-", 1)[0])
+
+
 # -- region quotas ----------------------------------------------------------------------------------
 # metric -> limit; usage starts at 0. A raised project's, not a new one's (see above).
 DEFAULT_QUOTAS = {

@@ -300,6 +300,8 @@ class FakeCompute(VmPower, InstanceApi):
         if fault is not None and fault.kind != "lost_response":
             return http_fault(fault, args.get("project", ""), zone)
         try:
+            if zone:
+                self.catalogue.check_zone(args.get("project", ""), route.api, zone)
             self._allowed(route.permission, args, path)
             answer = route.answer(self, Request(args, body or {}, query))
         except ApiError as err:

@@ -1,5 +1,6 @@
-"""What the fake Compute Engine offers and allows, read-only: machine and accelerator types per
-zone, a region's quotas, its Cloud Routers (and their NATs).
+"""What the fake Compute Engine offers and allows, read-only: the regions and their zones (any
+other is refused, as Google refuses it), machine and accelerator types per zone, each region's
+own quotas, its Cloud Routers (and their NATs).
 
 The API side answers ``machineTypes.get``/``list``, ``acceleratorTypes.get``, ``regions.get``
 and ``routers.list`` as Compute Engine does (the resources' JSON, 404 for a type a zone does not
@@ -19,11 +20,10 @@ import zlib
 from collections.abc import Callable
 
 from expo_executor.emulator import catalogue
-from expo_executor.emulator.api_error import not_found
+from expo_executor.emulator.api_error import ApiError, not_found
 
 GOOGLE = "https://www.googleapis.com/compute/v1/"
 CREATED = "1969-12-31T16:00:00.000-08:00"  # what the real API gives long-standing types
-ZONE_LETTERS = {"us-central1": "abcf"}  # other regions: a, b, c
 NAT_RANGES = ("ALL_SUBNETWORKS_ALL_IP_RANGES", "ALL_SUBNETWORKS_ALL_PRIMARY_IP_RANGES",
               "LIST_OF_SUBNETWORKS")
 
@@ -102,7 +102,12 @@ class ComputeCatalogue:
                 "selfLink": f"{zone_url}/acceleratorTypes/{name}"}
 
     def region(self, project: str, region: str) -> dict:
-        letters = ZONE_LETTERS.get(region, "abc")
+        """``regions.get``: its quotas (each region its own) and zones; 404 for a region
+        Google does not have."""
+        zones = catalogue.zones_of(region)
+        if not zones:
+            raise ApiError(404, "notFound", f"The resource 'projects/{project}/regions/{region}' "
+                           "was not found")
         with self._lock:
             quotas = [{"metric": metric, "limit": limit, "usage": usage}
                       for metric, (limit, usage) in sorted(self._region_quotas(region).items())]
@@ -110,7 +115,7 @@ class ComputeCatalogue:
         return {"kind": "compute#region", "id": str(1000 + len(region)),
                 "creationTimestamp": CREATED, "name": region, "description": region,
                 "status": "UP", "quotas": quotas, "selfLink": url,
-                "zones": [f"{GOOGLE}projects/{project}/zones/{region}-{z}" for z in letters]}
+                "zones": [f"{GOOGLE}projects/{project}/zones/{zone}" for zone in zones]}
 
     def routers(self, project: str, region: str) -> dict:
         with self._lock:
@@ -124,6 +129,18 @@ class ComputeCatalogue:
         return {"kind": "compute#routerList", "id": f"projects/{project}/regions/{region}/"
                 "routers", "items": items,
                 "selfLink": f"{GOOGLE}projects/{project}/regions/{region}/routers"}
+
+    @staticmethod
+    def check_zone(project: str, api: str, zone: str) -> None:
+        """A zone Google does not have: an insert is refused as invalid (400, as Google words
+        it), any other call of the zone finds nothing (404)."""
+        if catalogue.zone_exists(zone):
+            return
+        if api in ("insert", "bulkInsert"):
+            raise ApiError(400, "invalid", f"Invalid value for field 'zone': '{zone}'. "
+                           "Unknown zone.")
+        raise ApiError(404, "notFound", f"The resource 'projects/{project}/zones/{zone}' was "
+                       "not found")
 
     # -- helpers ----------------------------------------------------------------------------------
     def _region_quotas(self, region: str) -> dict[str, list[float]]:

@@ -13,13 +13,15 @@ from expo_executor.core.shapes import Shape
 class Instance:
     """A VM of the run as the engine sees it.
 
-    ``status`` follows GCE's words: PROVISIONING, STAGING, RUNNING, STOPPING, TERMINATED.
+    ``status`` follows GCE's words: PROVISIONING, STAGING, RUNNING, STOPPING, TERMINATED;
+    ``zone``: where it runs (empty: an engine without zones), which prices it by region.
     """
 
     name: str
     pool: Pool
     slots: int
     status: str
+    zone: str = ""
 
 
 class CreateFailed(Exception):

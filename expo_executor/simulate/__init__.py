@@ -3,6 +3,7 @@
 - ``workload``: what runs (jobs, synthetic sweeps, a past run's records) and boot delays;
 - ``policies``: ``SimConfig`` and the policies compared;
 - ``cloud``: the simulated cloud (VMs, jobs, preemptions, stockouts, the bill) on an event heap;
+- ``regions``: a simulated run across regions (each its prices and stockouts);
 - ``views``: the fleet's view of the coordinator's VMs, kept up to date incrementally;
 - ``simulation``: the coordinator's round under simulated time (``simulate``, ``compare``);
 - ``table``: the comparison as a markdown table, ratios and a plot;

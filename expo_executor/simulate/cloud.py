@@ -4,7 +4,7 @@ what happened only at its next round, as a real coordinator reads the bucket and
 
 What it models: boot delays (``BootDelay``); Spot lifetimes from the SciSpot model or an explicit
 schedule; stockouts (a create call fails with a pool's probability; the names are used up, as on
-GCE); a job's end at its runtime or its deadline, whichever comes first; a kill ``dispatch_s``
+GCE), or across regions each region's own (``regions``: the cheapest with capacity takes it); a job's end at its runtime or its deadline, whichever comes first; a kill ``dispatch_s``
 after it is asked for; and every VM's bill, from creation to power-off, at its pool's price.
 """
 
@@ -22,6 +22,7 @@ from expo_executor.core.records import AttemptEnd
 from expo_executor.core.scheduler import Pool
 from expo_executor.core.shapes import Shape
 from expo_executor.simulate.policies import SimConfig
+from expo_executor.simulate.regions import RegionSet
 from expo_executor.simulate.workload import Lifetimes, Prices, SimJob
 
 READY, PREEMPT, END, KILL, WAKE = range(5)  # what an event on the heap is
@@ -55,6 +56,7 @@ class SimVm:
     freed_at: float | None = None  # when a job of it last ended (a slot freed)
     runs: dict[str, SimRun] = field(default_factory=dict)
     shape: Shape | None = None  # a per-rule machine's (None: the run's own)
+    region: str = ""  # where it was made, in a simulation across regions (regions.py)
 
 
 class SimCloud:
@@ -133,15 +135,35 @@ class SimCloud:
         for _ in range(count):
             self.counter += 1
             names.append(f"{self.config.vm_prefix}-{self.counter}")
+        if isinstance(self.prices, RegionSet):
+            return self._create_in_regions(self.prices, names, pool, slots, now, shape)
         chance = self.stockout[pool]
         if chance > 0 and self.stock_rng.random() < chance:
             self.stockouts += 1
             return None
         return [self._boot(name, pool, slots, now, shape) for name in names]
 
-    def _boot(self, name: str, pool: Pool, slots: int, now: float,
-              shape: Shape | None) -> tuple[SimVm, float]:
-        vm = SimVm(name, pool, now, slots, self.hourly(pool, shape), shape=shape)
+    def _create_in_regions(self, regions: RegionSet, names: list[str], pool: Pool, slots: int,
+                           now: float, shape: Shape | None) -> list[tuple[SimVm, float]] | None:
+        """The cheapest region with capacity takes the call (each region draws its own
+        stockout); its VMs are billed at its prices. None: every region is out."""
+        machine = shape.machine_type if shape is not None else (
+            self.config.machine_type if pool is Pool.SPOT else self.config.od_machine_type)
+        for region in regions.order(machine, pool):
+            if region.stockout_of(pool) > 0 and \
+                    self.stock_rng.random() < region.stockout_of(pool):
+                continue
+            price = region.prices.hourly(machine, pool is Pool.SPOT) * self.config.price_scale
+            return [self._boot(name, pool, slots, now, shape, price, region.name)
+                    for name in names]
+        self.stockouts += 1
+        return None
+
+    def _boot(self, name: str, pool: Pool, slots: int, now: float, shape: Shape | None,
+              price_h: float | None = None, region: str = "") -> tuple[SimVm, float]:
+        vm = SimVm(name, pool, now, slots,
+                   self.hourly(pool, shape) if price_h is None else price_h, shape=shape,
+                   region=region)
         self.all_vms.append(vm)
         ready = now + self.config.boot.sample(self.boot_rng)
         self.at(ready, READY, vm)

@@ -1,5 +1,6 @@
 """The ``expocloud simulate`` command: its arguments, and a run of every policy on a workload
-(a past run's or a synthetic one), printed as a table and drawn as a plot.
+(a past run's or a synthetic one), printed as a table and drawn as a plot; with ``--regions``,
+once in the first region alone and once across all of them (``regions``).
 
 Its defaults are a GCE run's (the ``settings`` leaf: machine type, poll, idle timeout, the size
 of the on-demand pool), read in :func:`_base_config`, so that what is simulated is what a run
@@ -9,6 +10,7 @@ would do.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from expo_executor.settings.engine_defaults import GCE
 from expo_executor.settings.fields import Settings
 from expo_executor.settings.values import max_on_demand
 from expo_executor.simulate.policies import POLICIES, SimConfig
+from expo_executor.simulate.regions import RegionSet, SimRegion
 from expo_executor.simulate.simulation import compare
 from expo_executor.simulate.table import plot, table
 from expo_executor.simulate.workload import BootDelay, Workload, load_run, synthetic
@@ -45,6 +48,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--slots", type=int, help="slots per VM (default: the machine's vCPUs)")
     p.add_argument("--machine-type", default=None, help="default: the executor's default")
     p.add_argument("--region", default="us-central1", help="prices of this region")
+    p.add_argument("--regions", metavar="A,B,...", help="compare the first region alone with "
+                   "all of them together: each its own prices, a create call tries the "
+                   "cheapest with capacity (replaces --region)")
+    p.add_argument("--region-stockouts", metavar="P1,P2,...", help="with --regions: each "
+                   "region's probability that a Spot create call finds no capacity there "
+                   "(default: --stockout in each)")
     p.add_argument("--spot-attempts", type=int, default=2,
                    help="preemptions before a job moves to on-demand")
     p.add_argument("--on-demand-min", type=int, default=0, help="hybrid's reliable core")
@@ -77,25 +86,54 @@ def run(args: argparse.Namespace) -> int:
     workload, recorded = _workload(args)
     base = _base_config(args, recorded)
     machine_type = base.machine_type
-    price_table = prices_module.load(args.region)
     models = load_models(args.state_dir)
     names = [p.strip() for p in args.policies.split(",") if p.strip()]
-    results = compare(workload, base, price_table, models.for_type(machine_type), names,
-                      args.seed)
-    text = "\n".join([
-        f"workload: {workload.note}",
-        f"{args.vms} VMs x {base.slots} slots ({machine_type}), up to {base.max_on_demand} "
-        f"on-demand; boot {base.boot.text()}; poll {base.poll:g} s; "
-        f"stockout p={args.stockout:g}; seed {args.seed}",
-        price_table.label(),
-        f"preemption model ({machine_type}): {models.source(machine_type)}",
-        "", table(results), ""])
+    cases: list[tuple[Any, str]] = [(prices_module.load(args.region), "")]
+    if args.regions:
+        regions = _regions(args, prices_module.load)
+        cases = [(RegionSet(tuple(regions[:1])), f"in {regions[0].name} alone"),
+                 (RegionSet(tuple(regions)), f"in {', '.join(r.name for r in regions)}")]
+    results = []
+    lines = [f"workload: {workload.note}",
+             f"{args.vms} VMs x {base.slots} slots ({machine_type}), up to "
+             f"{base.max_on_demand} on-demand; boot {base.boot.text()}; poll {base.poll:g} s; "
+             f"stockout p={args.region_stockouts or f'{args.stockout:g}'}; seed {args.seed}",
+             f"preemption model ({machine_type}): {models.source(machine_type)}"]
+    for price_table, title in cases:
+        found = compare(workload, base, price_table, models.for_type(machine_type), names,
+                        args.seed)
+        results += [dataclasses.replace(r, policy=f"{r.policy} ({title})") for r in found] \
+            if title else found
+        lines += ["", *([f"### {title}"] if title else []), price_table.label(), "",
+                  table(found)]
+    text = "\n".join([*lines, ""])
     print(text)
     if args.md:
         Path(args.md).write_text(text)
     plot(results, args.png, workload.name)
     print(f"plot: {args.png}")
     return 0
+
+
+def _regions(args: argparse.Namespace, load: Any) -> list[SimRegion]:
+    """``--regions`` with their prices and ``--region-stockouts`` (one line errors)."""
+    names = [r.strip() for r in args.regions.split(",") if r.strip()]
+    given = [p.strip() for p in (args.region_stockouts or "").split(",") if p.strip()]
+    if not names:
+        raise ExpoError("--regions", "no region given", "give regions, e.g. us-central1,"
+                        "europe-west4")
+    if given and len(given) != len(names):
+        raise ExpoError("--region-stockouts", f"{len(given)} probabilities for {len(names)} "
+                        "regions", "give one per region of --regions, comma separated")
+    try:
+        chances = [float(p) for p in given] or [args.stockout] * len(names)
+    except ValueError:
+        raise ExpoError("--region-stockouts", f"{args.region_stockouts!r} is not a list of "
+                        "numbers", "give probabilities like 0.9,0.1") from None
+    if any(not 0 <= p < 1 for p in chances):
+        raise ExpoError("--region-stockouts", "a probability is not in [0, 1)",
+                        "give each P with 0 <= P < 1")
+    return [SimRegion(name, load(name), chance) for name, chance in zip(names, chances)]
 
 
 def _check(args: argparse.Namespace) -> None:

@@ -91,10 +91,10 @@ def test_a_good_setup_is_all_green_in_one_summary(setup: Setup, capsys) -> None:
     code, lines = doctor(setup, capsys)
     assert code == 0, lines
     assert len(lines) == 1 and lines[0].startswith(f"expocloud doctor: project {PROJECT} is "
-                                                   "ready: 11 checks passed"), lines
+                                                   "ready: 12 checks passed"), lines
     assert f"workers as {WORKER}" in lines[0]
     code, lines = doctor(setup, capsys, "-v")
-    assert code == 0 and len(lines) == 12 and all(line.startswith("ok ") for line in lines[:-1])
+    assert code == 0 and len(lines) == 13 and all(line.startswith("ok ") for line in lines[:-1])
     # Google's discovery documents found nothing wrong in any request the checks made
     requests_made = setup.fake.requests
     assert [r["problems"] for r in requests_made if r["problems"]] == []
@@ -264,8 +264,8 @@ def test_warnings_pass_and_transient_errors_are_retried(setup: Setup, capsys) ->
     code, lines = doctor(setup, capsys)
     assert code == 0, lines
     assert [line.split(":")[0] for line in lines[:-1]] == ["warn  APIs", "warn  machine types",
-                                                          "warn  quotas"], lines
-    assert lines[2].startswith("warn  quotas: not checked: you@example.com may not read what "
+                                                          "warn  zones", "warn  quotas"], lines
+    assert lines[3].startswith("warn  quotas: not checked: you@example.com may not read what "
                                "this check needs (403 Required 'compute.regions.get' permission")
 
 
@@ -327,3 +327,20 @@ def test_faults_armed_for_no_method_are_left_to_the_run(setup: Setup, capsys) ->
     code, lines = doctor(setup, capsys)
     assert code == 0, lines
     assert setup.fake.faults_served() == {}
+
+
+def test_across_regions_each_regions_quotas_are_checked(setup: Setup, capsys) -> None:
+    """The fleet at its largest may land in any region: a region too small for it is a
+    warning while the regions together hold it, and a failure when they do not."""
+    regions = ("--expocloud-gce-regions", "europe-west1")
+    setup.fake.catalogue.set_quota("europe-west1", "CPUS", limit=4)
+    code, lines = doctor(setup, capsys, *regions)
+    assert code == 0, lines
+    assert lines[0].startswith("warn  quotas: in europe-west1, CPUS: up to 6") and \
+        "the run fills those regions, then uses the others" in lines[0], lines
+    setup.fake.catalogue.set_quota(REGION, "CPUS", limit=1)
+    code, lines = doctor(setup, capsys, *regions)
+    assert code == 1, lines
+    failed = [line for line in lines if line.startswith("FAIL  quotas")]
+    assert len(failed) == 1 and "in us-central1, CPUS" in failed[0] and \
+        "in europe-west1, CPUS" in failed[0] and "--expocloud-gce-regions" in failed[0], lines

@@ -259,6 +259,47 @@ def test_quota_holds_growth_with_a_clear_message(engine, fake):
     assert len(inserts(fake, "bulkInsert")) == 1  # a quota is regional: no zone hopping
 
 
+REGIONS = ["us-central1-a", "us-central1-b", "europe-west1-b", "europe-west1-c"]
+
+
+def _cheaper_in_europe(region: str, pool: Pool, shape: object) -> float:
+    return {"us-central1": 0.03, "europe-west1": 0.02}[region]
+
+
+def test_across_regions_the_cheapest_goes_first_and_a_stockout_cools_its_region(
+        fake, clock):
+    """The cheaper region first; its stockout sends the next VM to the other region's first
+    zone, not to its own second one (a region out of Spot tends to stay out)."""
+    eng = GceEngine(config(fake, zones=REGIONS, region_weight=_cheaper_in_europe),
+                    sleep=lambda s: None, clock=clock)
+    try:
+        fake.fail_next("stockout", count=1, zone="europe-west1-b", spot=True)
+        eng.create(["c-1"], Pool.SPOT, 1)
+        assert [r["zone"] for r in inserts(fake)] == ["europe-west1-b", "us-central1-a"]
+        assert fake.instances()["c-1"]["zone"] == "us-central1-a"
+        fake.clear_requests()
+        eng.create(["c-2"], Pool.SPOT, 1)  # still cooling: the other region again
+        assert [r["zone"] for r in inserts(fake)] == ["us-central1-a"]
+        clock.now += 3600  # cooled down: the cheaper region again
+        eng.create(["c-3"], Pool.SPOT, 1)
+        assert fake.instances()["c-3"]["zone"] == "europe-west1-b"
+    finally:
+        eng.close()
+
+
+def test_across_regions_a_full_quota_moves_to_the_next_region(fake, clock):
+    eng = GceEngine(config(fake, zones=REGIONS), sleep=lambda s: None, clock=clock)
+    try:
+        fake.fail_next("quota", zone="us-central1-a", quota_metric="PREEMPTIBLE_CPUS")
+        eng.create(["q-1", "q-2"], Pool.SPOT, 1)
+        assert {v["zone"] for v in fake.instances().values()} == {"europe-west1-b"}
+        fake.clear_requests()
+        eng.create(["q-3"], Pool.SPOT, 1)  # the region's zones are avoided for a while
+        assert [r["zone"] for r in inserts(fake)] == ["europe-west1-b"]
+    finally:
+        eng.close()
+
+
 def test_rate_limit_and_unavailable_back_off_then_succeed(engine, fake, sleeps):
     fake.fail_next("rate_limit", count=2, op="bulkInsert")
     fake.fail_next("unavailable", count=1, op="bulkInsert")
@@ -338,8 +379,10 @@ def test_list_maps_labels_back(engine, fake):
     engine.create(["l-1"], Pool.SPOT, 3)
     engine.create(["l-2"], Pool.ON_DEMAND, 5)
     assert wait_until(lambda: [i.status for i in engine.list()] == ["RUNNING"] * 2, 5)
+    zone = engine.config.zones[0]  # where each runs, which prices it by region
     assert sorted(engine.list(), key=lambda i: i.name) == [
-        Instance("l-1", Pool.SPOT, 3, "RUNNING"), Instance("l-2", Pool.ON_DEMAND, 5, "RUNNING")]
+        Instance("l-1", Pool.SPOT, 3, "RUNNING", zone),
+        Instance("l-2", Pool.ON_DEMAND, 5, "RUNNING", zone)]
     other = GceEngine(config(fake, run_label="run-2"))
     assert other.list() == []  # another run's engine does not see them
 
@@ -351,7 +394,7 @@ def test_the_round_s_listing_carries_only_what_a_round_needs(engine, fake):
     engine.create(["m-1"], Pool.SPOT, 2)
     assert wait_until(lambda: [i.status for i in engine.list()] == ["RUNNING"], 5)
     fake.clear_requests()
-    assert engine.list() == [Instance("m-1", Pool.SPOT, 2, "RUNNING")]
+    assert engine.list() == [Instance("m-1", Pool.SPOT, 2, "RUNNING", ZONES[0])]
     (listing,) = [r for r in fake.requests if r["op"] == "aggregatedList"]
     assert listing["field_mask"] == "items/*/instances(name,id,status,labels),nextPageToken"
     assert 'labels.expocloud-run = "run-1"' in listing["query"]["filter"]

@@ -21,6 +21,7 @@ import pytest
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
+from expo_executor.cost import prices
 from expo_executor.emulator.compute import FakeCompute
 
 from tests.emulated_gce import PROJECT, emulated_args, emulated_env, fake_compute  # noqa: F401
@@ -156,6 +157,39 @@ def test_stockouts_in_the_first_zone_move_the_vms_to_the_next(
     fault_figures("stockout in the first zone", injected=injected, survived=injected, jobs=jobs,
                   jobs_lost=lost, orphan_vms=orphans,
                   detail=f"{len(booted)} VMs booted, all in the second zone; "
+                         f"run {run.seconds:.0f} s")
+
+
+def test_a_spot_stockout_in_the_first_region_moves_the_work_to_the_second(
+        tmp_path: Path, fake_compute: FakeCompute, gcs_emulator: str,  # noqa: F811
+        fault_figures) -> None:
+    """Zones of two regions (us-central1, the cheaper for Spot, first) and no Spot capacity
+    in us-central1: the Spot VMs are made in europe-west1, each VM record and the cost report
+    price them at europe-west1's Spot price, and no VM is left."""
+    jobs = size(3, 40)
+    for zone in ("us-central1-a", "us-central1-b"):
+        fake_compute.fail_next("stockout", 1000, zone=zone, spot=True)
+    run = _run(tmp_path, fake_compute, gcs_emulator, jobs, "--expocloud-gce-zones",
+               "us-central1-a,us-central1-b", "--expocloud-gce-regions", "europe-west1")
+    lost, orphans = _completed(run, fake_compute, gcs_emulator, jobs)
+    injected = fake_compute.faults_served().get("stockout", 0)
+    assert injected >= 1
+    spot = [vm for vm in fake_compute.ledger() if vm["spot"] and vm["running"] is not None]
+    assert spot and {vm["zone"].rsplit("-", 1)[0] for vm in spot} == {"europe-west1"}, \
+        fake_compute.ledger()
+    assert {r["pool"] for r in run.jobs()} == {"spot"}
+    europe = prices.load("europe-west1")
+    records = [r for r in run.vms() if r["pool"] == "spot" and r["end"] != "not_created"]
+    assert records and all(r["region"] == "europe-west1" and r["hourly"] == pytest.approx(
+        europe.hourly(r["machine_type"], spot=True)) for r in records), records
+    cost = json.loads((run.run_dir / "cost.json").read_text())
+    rows = [r for r in cost["rows"] if r["pool"] == "spot"]
+    assert [r["region"] for r in rows] == ["europe-west1"], cost
+    assert re.search(r"expocloud: cost: .*europe-west1\)", run.log), run.log[-3000:]
+    assert re.search(r"expocloud: +spot \S+ in europe-west1: \d+ VM", run.log), run.log[-3000:]
+    fault_figures("Spot stockout in the first of two regions", injected=injected,
+                  survived=injected, jobs=jobs, jobs_lost=lost, orphan_vms=orphans,
+                  detail=f"{len(spot)} Spot VMs booted, all in europe-west1, priced there; "
                          f"run {run.seconds:.0f} s")
 
 

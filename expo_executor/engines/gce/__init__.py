@@ -1,4 +1,5 @@
-"""The Google Compute Engine provider: the engine, its settings (``settings``: its fields and what
+"""The Google Compute Engine provider: the engine (``placement``: which zone first, across
+regions), its settings (``settings``: its fields and what
 a run derives from them; ``settings_checks``: their checks and the credentials') and ``launch``,
 which turns them into an engine for one run, the guest side a worker
 uses on its VM, the startup script, the Compute clients and the one instance delete, the checks

@@ -17,6 +17,7 @@ from expo_executor.core.scheduler import Pool
 from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed
 from expo_executor.gcp.errors import is_transient
+from expo_executor.engines.gce.placement import RegionWeight
 from expo_executor.engines.gce.references import DEFAULT_NETWORK, network_interface
 from expo_executor.gcp.retry import COMPUTE, Backoff, retry_call
 
@@ -76,7 +77,8 @@ TEARDOWN_TIMEOUT_S = 300.0  # how long deleting VMs may wait until they are gone
 class GceConfig:
     """Where and how the run's VMs are created.
 
-    ``zones`` in preference order; ``machine_types`` per pool (names, e.g. e2-standard-2) for
+    ``zones`` in preference order (across regions, ``region_weight`` orders the regions:
+    placement.py); ``machine_types`` per pool (names, e.g. e2-standard-2) for
     the run's own VMs (a per-rule :class:`Shape` names its own); ``image`` a source image URL,
     ``gpu_image`` the one of VMs with GPUs (with the NVIDIA driver, or installing it), whose
     boot disk is at least ``gpu_disk_gb``; ``metadata`` goes on every VM (values never logged; the
@@ -114,6 +116,9 @@ class GceConfig:
     retry_cap_s: float = COMPUTE.cap
     call_timeout_s: float = CALLS.timeout_s
     close_timeout_s: float = TEARDOWN_TIMEOUT_S
+    # across regions: USD per hour of work of a VM of (pool, shape) in a region, which orders
+    # the regions (placement.py); None: the zones' own order
+    region_weight: RegionWeight | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.zones:

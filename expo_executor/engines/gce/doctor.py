@@ -31,7 +31,7 @@ from expo_executor.engines.gce.doctor_access import (check_apis, check_bucket, c
 from expo_executor.engines.gce.doctor_context import (Check, Context, Plan,
                                                       enable_command, failed, forbidden, passed)
 from expo_executor.engines.gce.doctor_fleet import (check_machine_types, check_network,
-                                                    check_python, check_quotas)
+                                                    check_python, check_quotas, check_zones)
 from expo_executor.engines.gce.google_apis import GoogleApis, Roots, brief, disabled_service
 from expo_executor.gcp.errors import is_connection_error
 
@@ -43,7 +43,7 @@ PARALLEL: tuple[tuple[str, Callable[[Context], Check]], ...] = (
     ("APIs", check_apis), ("permissions", check_permissions),
     ("worker account", check_worker_account), ("bucket", check_bucket),
     ("worker's bucket access", check_worker_bucket), ("machine types", check_machine_types),
-    ("quotas", check_quotas), ("network", check_network))
+    ("zones", check_zones), ("quotas", check_quotas), ("network", check_network))
 
 
 def _guarded(name: str, check: Callable[[Context], Check], ctx: Context) -> Check:

@@ -66,7 +66,13 @@ class Plan:
 
     @property
     def region(self) -> str:
+        """The first region (the one a single-region run has)."""
         return region_of(self.zones[0])
+
+    @property
+    def regions(self) -> tuple[str, ...]:
+        """Every region of the run's zones, in the zones' order."""
+        return tuple(dict.fromkeys(region_of(zone) for zone in self.zones))
 
 
 # -- context ---------------------------------------------------------------------------------------
@@ -107,6 +113,12 @@ class Context:
         return self.once(("machine", zone, machine_type),
                          lambda: or_none(lambda: self.apis.machine_type(
                              self.plan.project, zone, machine_type)))
+
+    def region(self, region: str) -> dict | None:
+        """``regions.get`` of ``region`` (its quotas and zones), or None (a 404: no such
+        region), read once for every check."""
+        return self.once(("region", region), lambda: or_none(
+            lambda: self.apis.region(self.plan.project, region)))
 
     def worker_email(self) -> str | None:
         """The workers' account; 'default' is the project's Compute Engine default account

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from expo_executor.engines.gce import quota_plan
 from expo_executor.engines.gce.doctor_context import Check, Context, Plan, failed, or_none, passed
+from expo_executor.engines.gce.references import region_of, subnetwork_url
 
 # Public images' Python 3 by family (the image name starts with the family's name).
 IMAGE_PYTHON = ((re.compile(r"debian-13\b"), "3.13"), (re.compile(r"debian-12\b"), "3.11"),
@@ -65,22 +66,55 @@ def _vcpus(ctx: Context) -> dict[str, int]:
     return found
 
 
-def check_quotas(ctx: Context) -> Check:
-    """The fleet at its largest fits the region's quotas (limit minus usage)."""
+def check_zones(ctx: Context) -> Check:
+    """Each zone of the run is one its region lists (``regions.get``): the settings' catalogue
+    (``gcp.zones``) may lag behind Google's, and this is the truth."""
     plan = ctx.plan
-    quotas = quota_plan.quotas_of(ctx.apis.region(plan.project, plan.region))
-    needs = quota_plan.needs(plan.fleet, _vcpus(ctx), quotas)
-    short = quota_plan.shortfalls(needs, quotas)
-    if short:
-        said = "; ".join(quota_plan.describe(need, quota) for need, quota in short)
-        metrics = ", ".join(need.metric for need, _ in short)
-        return failed("quotas", f"in {plan.region}, {said}", "lower --expocloud-max-workers "
-                      "or --expocloud-max-on-demand, or ask for more "
-                      f"(https://console.cloud.google.com/iam-admin/quotas?project="
-                      f"{plan.project}: {metrics} in {plan.region})")
-    fits = ", ".join(f"{n.metric} {n.amount:g} of {quotas[n.metric].free:g} free"
-                     for n in needs if n.metric in quotas)
-    return passed("quotas", f"the fleet at its largest fits in {plan.region} ({fits})")
+    missing = []
+    for region in plan.regions:
+        found = ctx.region(region)
+        listed = {str(url).rsplit("/", 1)[-1] for url in (found or {}).get("zones") or []}
+        missing += [z for z in plan.zones if region_of(z) == region and z not in listed]
+    if missing:
+        return failed("zones", f"{', '.join(missing)} not in project {plan.project}'s regions",
+                      "--expocloud-gce-zones or --expocloud-gce-regions with zones that exist "
+                      "(gcloud compute zones list)")
+    return passed("zones", f"{len(plan.zones)} zone(s) in {', '.join(plan.regions)}")
+
+
+def check_quotas(ctx: Context) -> Check:
+    """The fleet at its largest fits the quotas (limit minus usage) of each region: placement
+    may put it all in any one of them. Across regions a region too small for the whole fleet is
+    a warning when the regions together hold it (the run fills it, then moves on), and a
+    failure when they do not."""
+    plan = ctx.plan
+    vcpus = _vcpus(ctx)
+    short: dict[str, list[tuple[quota_plan.Need, quota_plan.Quota]]] = {}
+    free: dict[str, float] = {}
+    fits = []
+    for region in plan.regions:
+        quotas = quota_plan.quotas_of(ctx.region(region) or {})
+        needs = quota_plan.needs(plan.fleet, vcpus, quotas)
+        short[region] = quota_plan.shortfalls(needs, quotas)
+        for need in needs:
+            free[need.metric] = free.get(need.metric, 0.0) + max(
+                0.0, quotas.get(need.metric, quota_plan.Quota(0.0, 0.0)).free)
+        fits += [f"{n.metric} {n.amount:g} of {quotas[n.metric].free:g} free in {region}"
+                 for n in needs if n.metric in quotas]
+    lacking = {r: s for r, s in short.items() if s}
+    if not lacking:
+        return passed("quotas", f"the fleet at its largest fits in each region "
+                      f"({', '.join(fits)})")
+    said = "; ".join(f"in {r}, " + "; ".join(quota_plan.describe(n, q) for n, q in s)
+                     for r, s in lacking.items())
+    if all(free.get(n.metric, 0.0) >= n.amount for s in lacking.values() for n, _ in s):
+        return passed("quotas", f"{said}: the run fills those regions, then uses the others",
+                      warning=True)
+    metrics = ", ".join(dict.fromkeys(n.metric for s in lacking.values() for n, _ in s))
+    return failed("quotas", said, "lower --expocloud-max-workers or --expocloud-max-on-demand, "
+                  "or ask for more (https://console.cloud.google.com/iam-admin/quotas?project="
+                  f"{plan.project}: {metrics} in {', '.join(lacking)}), or add a region "
+                  "(--expocloud-gce-regions)")
 
 
 # -- the worker's Python and the way to the package index ------------------------------------------------
@@ -134,7 +168,7 @@ def nat_covers(routers: Iterable[dict], network: str, subnetwork: str) -> bool:
 
 def check_network(ctx: Context) -> Check:
     """Workers without an external IP that install from the package index need a Cloud NAT
-    in their region (GCS itself they reach by Private Google Access, or the NAT)."""
+    in each of their regions (GCS itself they reach by Private Google Access, or the NAT)."""
     plan = ctx.plan
     if plan.fleet.external_ip:
         return passed("network", "workers get external IPs")
@@ -144,15 +178,27 @@ def check_network(ctx: Context) -> Check:
         return passed("network", f"no external IPs; workers install from {plan.pip_index_url} "
                       "(not checked: it must be reachable from the subnetwork)", warning=True)
     network = plan.network.rstrip("/").rsplit("/", 1)[-1]
-    subnetwork = (plan.subnetwork or network).rstrip("/").rsplit("/", 1)[-1]
-    if nat_covers(ctx.apis.routers(plan.project, plan.region), network, subnetwork):
-        return passed("network", f"no external IPs; Cloud NAT serves {subnetwork} in "
-                      f"{plan.region}")
-    return failed("network", f"workers have no external IP (--expocloud-gce-internal-ip-only) "
-                  f"and install from PyPI, but no Cloud NAT in {plan.region} serves subnetwork "
-                  f"{subnetwork} of network {network}", f"gcloud compute routers create "
-                  f"expocloud-nat --network {network} --region {plan.region} --project "
-                  f"{plan.project} && gcloud compute routers nats create expocloud-nat "
-                  f"--router expocloud-nat --region {plan.region} --project {plan.project} "
-                  "--auto-allocate-nat-external-ips --nat-all-subnet-ip-ranges; or give the "
-                  "workers external IPs, or --expocloud-gce-worker-software image")
+    served = []
+    for region in plan.regions:
+        subnetwork = _subnetwork_in(plan, region, network)
+        if not nat_covers(ctx.apis.routers(plan.project, region), network, subnetwork):
+            return failed("network", "workers have no external IP (--expocloud-gce-internal-"
+                          f"ip-only) and install from PyPI, but no Cloud NAT in {region} serves "
+                          f"subnetwork {subnetwork} of network {network}", f"gcloud compute "
+                          f"routers create expocloud-nat --network {network} --region {region} "
+                          f"--project {plan.project} && gcloud compute routers nats create "
+                          f"expocloud-nat --router expocloud-nat --region {region} --project "
+                          f"{plan.project} --auto-allocate-nat-external-ips "
+                          "--nat-all-subnet-ip-ranges; or give the workers external IPs, or "
+                          "--expocloud-gce-worker-software image")
+        served.append(f"{subnetwork} in {region}")
+    return passed("network", f"no external IPs; Cloud NAT serves {', '.join(served)}")
+
+
+def _subnetwork_in(plan: Plan, region: str, network: str) -> str:
+    """The name of the subnetwork the run's VMs of ``region`` use (the network's name when
+    none is given: an auto-mode network's subnetworks bear it)."""
+    if not plan.subnetwork:
+        return network
+    zone = next(z for z in plan.zones if region_of(z) == region)
+    return subnetwork_url(plan.subnetwork, plan.project, zone).rstrip("/").rsplit("/", 1)[-1]

@@ -12,15 +12,17 @@ plugin stays cheap. What it guarantees, and why:
 - Rate limits (403 rateLimitExceeded, 429) and transient errors (``errors.classify_error``) back
   off with full jitter (``config.CallPolicy``, over ``retry.retry_call``); a stockout moves on
   to the next zone, and the zone is avoided for a while by that pool (Spot and on-demand
-  capacity run out separately); a quota error stops growth with a message naming the quota,
-  the region and the fix.
+  capacity run out separately), its region tried after the others (``placement``); a quota
+  error moves on to another region if the run has one, else holds the pool with a message
+  naming the quota, the region and the fix.
 - ``op.result()`` is never called: for an unfinished operation it polls through an operations
   client built without our ``client_options``, i.e. against Google itself. Unfinished inserts are
   tracked and checked (without blocking) by ``list()``, which re-places a late stockout.
 - Metadata values (the run key among them) are never logged.
 
 Its parts, one idea each: ``config`` (GceConfig, Ask, labels, the retry defaults), ``vm_bodies``
-(what an insert sends), ``insert_errors`` (what a failed insert means), ``preemptions``,
+(what an insert sends) and ``inserts`` (sending it), ``placement`` (which zone first, across
+regions), ``insert_errors`` (what a failed insert means), ``preemptions``,
 ``listing`` (the run's VMs, ``find_instances``), ``teardown`` (deleting VMs until they are gone:
 close(), ``expocloud cleanup`` and a crashed run's stop) and ``answers`` (reading operations).
 """
@@ -31,7 +33,6 @@ import logging
 import random
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,12 +42,14 @@ from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed, Instance
 from expo_executor.engines.gce.answers import is_done, one_line, op_errors
 from expo_executor.engines.gce.clients import delete_call, make_clients
-from expo_executor.engines.gce.config import POOL_LABEL_VALUES, RUN_LABEL, Ask, Call, GceConfig
+from expo_executor.engines.gce.config import POOL_LABEL_VALUES, Ask, Call, GceConfig
 from expo_executor.gcp.errors import SUMMARY_CODES, classify_codes, classify_error
 from expo_executor.engines.gce.insert_errors import call_failed, group_errors, quota_failed
-from expo_executor.engines.gce.listing import (RUN_LISTING_FIELDS, aggregated, run_filter,
-                                               to_instance)
+from expo_executor.engines.gce.listing import is_ours, locate, run_instances, to_instance
+from expo_executor.engines.gce.inserts import submit
+from expo_executor.engines.gce.placement import Placement, RegionWeight
 from expo_executor.engines.gce.preemptions import Preemptions
+from expo_executor.engines.gce.references import region_of
 from expo_executor.engines.gce.teardown import Teardown
 from expo_executor.engines.gce.vm_bodies import VmBodies
 
@@ -81,6 +84,8 @@ class GceEngine:
         self._clock = clock
         self._instances, self._operations = make_clients(config.endpoint)
         self._bodies = VmBodies(config)
+        # across regions: which zone first (the cheapest region not cooled down)
+        self._placement = Placement(config.zones, config.region_weight, config.exhausted_ttl_s)
         self._preemptions = Preemptions(self._operations, config.project, self._call,
                                         config.call_timeout_s)
         self._teardown = Teardown(self._instances, self._operations, config.project,
@@ -98,6 +103,7 @@ class GceEngine:
         self._deleted: set[str] = set()  # names whose delete Compute Engine accepted
         self._closed = False
         self.key_grantor: Any = None  # answers its workers' key requests (launch.build_engine)
+        self.staged_bytes = 0  # what each VM reads from the bucket at boot (launch.build_engine)
 
     # -- Engine ------------------------------------------------------------------------------
     def create(self, names: list[str], pool: Pool, slots: int,
@@ -120,13 +126,18 @@ class GceEngine:
                     return
             zone = self._zone_of.get(name)
         if zone is None:
-            zone = self._locate(name)
+            zone = locate(self._instances, self._call, self.config, name)
             if zone is None:
                 return
         delete_call(self._instances, self.config.project, zone, name,
                     self.config.call_timeout_s, self._call)
         with self._lock:
             self._deleted.add(name)
+
+    def weigh_regions(self, weight: RegionWeight | None) -> None:
+        """Order the regions by ``weight`` from now on (the coordinator's prices)."""
+        with self._lock:
+            self._placement.weight = weight
 
     def zone_of(self, name: str) -> str | None:
         """The zone VM ``name`` was created in (None: not known to this engine)."""
@@ -136,9 +147,9 @@ class GceEngine:
     def list(self) -> list[Instance]:
         self._check_pending()
         out = []
-        for zone, inst in self._list_run():
+        for zone, inst in run_instances(self._instances, self._call, self.config):
             self._remember(inst.name, zone, inst.id)
-            found = to_instance(inst)
+            found = to_instance(inst, zone)
             if found is not None:
                 out.append(found)
         return out
@@ -183,7 +194,7 @@ class GceEngine:
     def _list_quietly(self) -> list[tuple[str, str]] | None:
         """(zone, name) of the run's VMs; None if listing failed even after retries."""
         try:
-            return [(zone, inst.name) for zone, inst in self._list_run()]
+            return [(zone, inst.name) for zone, inst in run_instances(self._instances, self._call, self.config)]
         except Exception as err:  # noqa: BLE001 - close() keeps trying until its deadline
             log.warning("listing the run's VMs failed: %s", one_line(str(err)))
             return None
@@ -193,11 +204,12 @@ class GceEngine:
         """Create ``names`` in the first zones with capacity; raise CreateFailed if none has
         (for good if every zone refuses what it is asked for)."""
         left = names
-        for zone in self._candidate_zones(tried, ask):
-            tried = [*tried, zone]
-            left = self._try_zone(zone, left, ask, tried, bulk=True)
-            if not left:
-                return
+        # asked again after each zone: a stockout there cools its region down (placement.py)
+        while left and (candidates := self._candidate_zones(tried, ask)):
+            tried = [*tried, candidates[0]]
+            left = self._try_zone(candidates[0], left, ask, tried, bulk=True)
+        if not left:
+            return
         what, kind = self._bodies.what(ask), POOL_LABEL_VALUES[ask.pool]
         with self._lock:
             refusals = {z: self._refused[(z, ask.pool, ask.shape)] for z in self.config.zones
@@ -213,11 +225,29 @@ class GceEngine:
                          stop_growth=False)
 
     def _candidate_zones(self, tried: list[str], ask: Ask) -> list[str]:
+        """The zones left to try for ``ask``, in the order to try them (``placement``)."""
         now = self._clock()
         with self._lock:
-            return [z for z in self.config.zones if z not in tried
+            left = [z for z in self.config.zones if z not in tried
                     and (z, ask.pool, ask.shape) not in self._refused
                     and self._exhausted.get((z, ask.pool, ask.shape), 0.0) <= now]
+            return self._placement.order(left, ask.pool, ask.shape, now)
+
+    def _quota_elsewhere(self, zone: str, ask: Ask, tried: list[str], message: str) -> bool:
+        """A full quota in ``zone``'s region: when another region is left to try, avoid this
+        one's zones for a while and say so (True); else the pool waits (False)."""
+        region = region_of(zone)
+        if not any(region_of(z) != region for z in self._candidate_zones(tried, ask)):
+            return False
+        with self._lock:
+            until = self._clock() + self.config.exhausted_ttl_s
+            for other in self.config.zones:
+                if region_of(other) == region:
+                    self._exhausted[(other, ask.pool, ask.shape)] = until
+            self._placement.cool(zone, ask.pool, ask.shape, self._clock())
+        log.warning("GCE quota full in %s for %s VMs, trying another region: %s", region,
+                    POOL_LABEL_VALUES[ask.pool], one_line(message))
+        return True
 
     def _try_zone(self, zone: str, names: list[str], ask: Ask, tried: list[str],
                   bulk: bool) -> list[str]:
@@ -234,17 +264,21 @@ class GceEngine:
                 op = self._submit(zone, batch, ask, use_bulk)
             except Exception as err:
                 kind = classify_error(err)
+                said = getattr(err, "message", None) or str(err)
                 if kind in ("stockout", "zonal"):
-                    self._move_on(zone, ask, kind, getattr(err, "message", None) or str(err))
+                    self._move_on(zone, ask, kind, said)
+                    return rest
+                if kind == "quota" and self._quota_elsewhere(zone, ask, tried, said):
                     return rest
                 if kind == "conflict" and use_bulk:  # someone holds a name: one by one
                     return self._try_zone(zone, rest, ask, tried, bulk=False)
-                if kind == "conflict" and self._is_ours(zone, batch[0]):
+                if kind == "conflict" and is_ours(self._instances, self._call, self.config,
+                                                  zone, batch[0]):
                     self._remember(batch[0], zone)
                     continue
                 raise call_failed(err, kind, zone, rest, ask, self.config.project) from err
             self._remember_all(batch, zone, op)
-            if self._outcome(zone, op, rest, ask) == "next zone":
+            if self._outcome(zone, op, rest, ask, tried) == "next zone":
                 return rest
             if not is_done(op):
                 with self._lock:
@@ -259,10 +293,12 @@ class GceEngine:
             return
         with self._lock:
             self._refused[(zone, ask.pool, ask.shape)] = one_line(message)[:300]
+            self._placement.cool(zone, ask.pool, ask.shape, self._clock())
         log.warning("GCE refuses %s VMs of %s in %s, trying the next zone: %s",
                     POOL_LABEL_VALUES[ask.pool], self._bodies.what(ask), zone, one_line(message))
 
-    def _outcome(self, zone: str, op: Any, names: list[str], ask: Ask) -> str:
+    def _outcome(self, zone: str, op: Any, names: list[str], ask: Ask,
+                 tried: list[str]) -> str:
         """ok, running or next zone (a stockout, or a refusal of this zone's) for an insert
         operation; quota and other errors raise. A bulk insert's summary code is resolved
         from the operations of its instances."""
@@ -278,6 +314,8 @@ class GceEngine:
         if kind in ("stockout", "zonal"):
             self._move_on(zone, ask, kind, text)
             return "next zone"
+        if kind == "quota" and self._quota_elsewhere(zone, ask, tried, text):
+            return "next zone"
         if kind == "quota":
             raise quota_failed(text, zone, names, ask, self.config.project)
         if kind == "later":
@@ -290,29 +328,11 @@ class GceEngine:
         with self._lock:
             self._exhausted[(zone, ask.pool, ask.shape)] = \
                 self._clock() + self.config.exhausted_ttl_s
+            self._placement.cool(zone, ask.pool, ask.shape, self._clock())
 
     def _submit(self, zone: str, names: list[str], ask: Ask, bulk: bool) -> Any:
         """One logical insert or bulk insert: every retry reuses its request_id."""
-        from google.cloud import compute_v1
-
-        project, timeout = self.config.project, self.config.call_timeout_s
-        request_id = str(uuid.uuid4())
-        if bulk:
-            resource = compute_v1.BulkInsertInstanceResource(
-                count=len(names), min_count=len(names),
-                per_instance_properties={n: compute_v1.BulkInsertInstanceResourcePerInstanceProperties(name=n)
-                                         for n in names},
-                instance_properties=self._bodies.properties(ask, zone))
-            request = compute_v1.BulkInsertInstanceRequest(
-                project=project, zone=zone, bulk_insert_instance_resource_resource=resource,
-                request_id=request_id)
-            return self._call(lambda: self._instances.bulk_insert_unary(
-                request=request, retry=None, timeout=timeout))
-        insert = compute_v1.InsertInstanceRequest(
-            project=project, zone=zone, instance_resource=self._bodies.instance(names[0], zone, ask),
-            request_id=request_id)
-        return self._call(lambda: self._instances.insert_unary(
-            request=insert, retry=None, timeout=timeout))
+        return submit(self._instances, self._bodies, self._call, zone, names, ask, bulk)
 
     # -- watching ---------------------------------------------------------------------------
     def _check_pending(self) -> None:
@@ -341,7 +361,7 @@ class GceEngine:
         with self._lock:
             names, doomed, closed = list(entry.names), list(entry.doomed), self._closed
         try:
-            outcome = self._outcome(entry.zone, op, names, entry.ask)
+            outcome = self._outcome(entry.zone, op, names, entry.ask, entry.tried)
             if outcome == "ok":
                 for name in doomed:
                     self._teardown.delete_quietly((entry.zone, name))
@@ -363,26 +383,3 @@ class GceEngine:
             self._remember(name, zone)
         if len(names) == 1 and op.target_id:
             self._remember(names[0], zone, op.target_id)
-
-    def _list_run(self) -> list[tuple[str, Any]]:
-        cfg = self.config
-        return self._call(lambda: aggregated(self._instances, cfg.project,
-                                              run_filter(cfg.run_label), cfg.call_timeout_s,
-                                              RUN_LISTING_FIELDS))
-
-    def _locate(self, name: str) -> str | None:
-        cfg = self.config
-        flt = f'({run_filter(cfg.run_label)}) (name = "{name}")'
-        found = self._call(lambda: aggregated(self._instances, cfg.project, flt,
-                                               cfg.call_timeout_s))
-        return found[0][0] if found else None
-
-    def _is_ours(self, zone: str, name: str) -> bool:
-        """Does the existing instance ``name`` in ``zone`` belong to this run?"""
-        try:
-            inst = self._call(lambda: self._instances.get(
-                project=self.config.project, zone=zone, instance=name, retry=None,
-                timeout=self.config.call_timeout_s))
-        except Exception:  # noqa: BLE001 - cannot tell: not ours
-            return False
-        return dict(inst.labels).get(RUN_LABEL) == self.config.run_label

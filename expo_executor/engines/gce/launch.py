@@ -141,6 +141,10 @@ def build_engine(settings: GceSettings, run_id: str, run_key: bytes, bucket: Buc
     certs = f"{Roots.for_run(settings.gce_endpoint, None).oauth2}/oauth2/v1/certs"
     engine.key_grantor = KeyGrantor(run_key, settings.gce_project or "", bucket_url,
                                     engine.zone_of, certs)
+    # what every VM reads from the bucket at boot (pip mode: the wheel), for the egress of a
+    # VM in another region than the bucket's
+    engine.staged_bytes = sum(path.stat().st_size for path in (work_dir / "software").glob("*")
+                              if path.is_file()) if software.mode == "pip" else 0
     return engine
 
 

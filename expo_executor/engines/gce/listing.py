@@ -11,7 +11,7 @@ from expo_executor.engines.base import Instance
 from expo_executor.engines.gce.answers import name_of
 from expo_executor.engines.gce.clients import make_clients
 from expo_executor.engines.gce.config import (CALLS, POOL_LABEL, POOLS_BY_LABEL, RUN_LABEL,
-                                              SLOTS_LABEL)
+                                              SLOTS_LABEL, Call, GceConfig)
 
 # What a round needs of each VM (name, id, status, labels); without it each listed VM
 # carries its whole resource, its startup script and metadata included, every round.
@@ -48,8 +48,32 @@ def zone_list(client: Any, project: str, zone: str, flt: str, timeout: float) ->
     return list(client.list(request=request, retry=None, timeout=timeout))
 
 
-def to_instance(inst: Any) -> Instance | None:
-    """A listed VM as the Engine contract has it (pool and slots from its labels)."""
+def run_instances(client: Any, call: Call, config: GceConfig) -> list[tuple[str, Any]]:
+    """(zone, instance) of every VM of ``config``'s run, cut to what a round needs."""
+    return call(lambda: aggregated(client, config.project, run_filter(config.run_label),
+                                   config.call_timeout_s, RUN_LISTING_FIELDS))
+
+
+def locate(client: Any, call: Call, config: GceConfig, name: str) -> str | None:
+    """The zone of the run's VM ``name`` (None: there is none)."""
+    flt = f'({run_filter(config.run_label)}) (name = "{name}")'
+    found = call(lambda: aggregated(client, config.project, flt, config.call_timeout_s))
+    return found[0][0] if found else None
+
+
+def is_ours(client: Any, call: Call, config: GceConfig, zone: str, name: str) -> bool:
+    """Does the existing instance ``name`` in ``zone`` belong to ``config``'s run?"""
+    try:
+        inst = call(lambda: client.get(project=config.project, zone=zone, instance=name,
+                                       retry=None, timeout=config.call_timeout_s))
+    except Exception:  # noqa: BLE001 - cannot tell: not ours
+        return False
+    return dict(inst.labels).get(RUN_LABEL) == config.run_label
+
+
+def to_instance(inst: Any, zone: str = "") -> Instance | None:
+    """A listed VM as the Engine contract has it (pool and slots from its labels), in
+    ``zone``."""
     labels = dict(inst.labels)
     pool = POOLS_BY_LABEL.get(labels.get(POOL_LABEL, ""))
     if pool is None:
@@ -58,7 +82,7 @@ def to_instance(inst: Any) -> Instance | None:
         slots = int(labels.get(SLOTS_LABEL, "1"))
     except ValueError:
         slots = 1
-    return Instance(inst.name, pool, slots, inst.status)
+    return Instance(inst.name, pool, slots, inst.status, zone)
 
 
 def find_instances(project: str, zones: list[str] | None, endpoint: str | None = None,

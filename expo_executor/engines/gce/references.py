@@ -7,7 +7,9 @@ malformed"; gcloud completes names on the client side, so users write them. A ba
 name becomes ``global/networks/NAME`` (the run's project); a bare subnetwork name, which is
 regional, becomes ``projects/PROJECT/regions/REGION/subnetworks/NAME`` in the region of each
 VM's zone. A URL is kept as given (another project's subnetwork is how Shared VPC is used),
-but a subnetwork of another region than the zone's is refused before any VM.
+but a subnetwork of another region than the zone's is refused before any VM. A run across
+regions names one subnetwork URL per region (comma separated), or a bare name that each region
+completes to its own.
 """
 
 from __future__ import annotations
@@ -44,18 +46,33 @@ def network_url(value: str) -> str:
 
 
 def subnetwork_url(value: str, project: str, zone: str) -> str:
-    """The subnetwork for a VM in ``zone``, as the API takes it; raises ValueError on what is
-    neither a name nor a subnetwork URL, or on a subnetwork of another region."""
-    if _NAME.fullmatch(value.strip()):
-        return f"projects/{project}/regions/{region_of(zone)}/subnetworks/{value.strip()}"
-    match = _SUBNETWORK.fullmatch(_relative(value))
-    if match is None:
-        raise ValueError(f"{value!r} is neither a subnetwork name nor a subnetwork URL "
-                         "(projects/PROJECT/regions/REGION/subnetworks/NAME)")
-    if match["region"] != region_of(zone):
-        raise ValueError(f"subnetwork {value!r} is in region {match['region']}, but zone {zone} "
-                         f"is in {region_of(zone)}: a VM's subnetwork must be in its region")
-    return value.strip()
+    """The subnetwork for a VM in ``zone``, as the API takes it, from ``value``: one name or
+    URL, or several comma separated (a run across regions: one URL per region, and/or a bare
+    name completed in any region). A URL in the zone's region wins over a name. Raises
+    ValueError on what is neither a name nor a subnetwork URL, or when nothing given resolves
+    in the zone's region."""
+    given = [v.strip() for v in value.split(",") if v.strip()]
+    names, urls = [], {}
+    for item in given:
+        if _NAME.fullmatch(item):
+            names.append(item)
+            continue
+        match = _SUBNETWORK.fullmatch(_relative(item))
+        if match is None:
+            raise ValueError(f"{item!r} is neither a subnetwork name nor a subnetwork URL "
+                             "(projects/PROJECT/regions/REGION/subnetworks/NAME)")
+        urls.setdefault(match["region"], item)
+    region = region_of(zone)
+    if region in urls:
+        return urls[region]
+    if names:
+        return f"projects/{project}/regions/{region}/subnetworks/{names[0]}"
+    if len(urls) == 1:
+        (other, url), = urls.items()
+        raise ValueError(f"subnetwork {url!r} is in region {other}, but zone {zone} is in "
+                         f"{region}: a VM's subnetwork must be in its region")
+    raise ValueError(f"no subnetwork of {value!r} is in region {region} (zone {zone}): a "
+                     "VM's subnetwork must be in its region; add that region's URL")
 
 
 def network_interface(network: str, subnetwork: str | None, project: str,

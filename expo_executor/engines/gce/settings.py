@@ -13,6 +13,7 @@ from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import EngineName
 from expo_executor.engines.gce.config import USER_LABELS
 from expo_executor.gcp.labels import LABEL_RULES, parse_labels
+from expo_executor.gcp.zones import region_of, zones_of
 from expo_executor.settings.engine_defaults import GCE
 from expo_executor.settings.fields import Settings, option
 
@@ -32,8 +33,12 @@ class GceFields:
     gce_project: Optional[str] = field(default=None, metadata=option(
         "GCE: project id; required on GCE."))
     gce_zones: Optional[str] = field(default=None, metadata=option(
-        "GCE: zones of one region in order of preference, comma separated; a stockout moves "
-        "to the next. Required on GCE."))
+        "GCE: zones in order of preference, comma separated, of one region or several; a "
+        "stockout moves to the next (across regions: the cheapest region first, docs/gce.md "
+        "'Several regions'). This or --expocloud-gce-regions is required on GCE."))
+    gce_regions: Optional[str] = field(default=None, metadata=option(
+        "GCE: regions whose every zone the run may use, comma separated (after the zones of "
+        "--expocloud-gce-zones, if any), e.g. us-central1,europe-west4."))
     machine_type: Optional[str] = field(default=None, metadata=option(
         f"GCE: machine type of the workers (default {GCE.machine_type}), or 'auto': per "
         "pool, the type with the lowest expected cost per job, from the jobs' threads, memory "
@@ -63,9 +68,10 @@ class GceFields:
     gce_network: str = field(default="global/networks/default", metadata=option(
         "GCE: VPC network, a name or a URL (global/networks/NAME)."))
     gce_subnetwork: Optional[str] = field(default=None, metadata=option(
-        "GCE: subnetwork, a name (completed in the zones' region) or a URL "
-        "(projects/PROJECT/regions/REGION/subnetworks/NAME, for Shared VPC); with it and the "
-        "default network, the network is the subnetwork's."))
+        "GCE: subnetwork, a name (completed in each zone's region) or a URL "
+        "(projects/PROJECT/regions/REGION/subnetworks/NAME, for Shared VPC); across regions, "
+        "one URL per region, comma separated; with it and the default network, the network is "
+        "the subnetwork's."))
     gce_internal_ip_only: bool = field(default=False, metadata=option(
         "GCE: no external IP on workers (then they need Cloud NAT or Private Google Access to "
         "reach GCS and the package index). Workers listen on no port either way."))
@@ -111,8 +117,23 @@ def worker_provides(settings: GceSettings) -> frozenset[str]:
     return frozenset(given)
 
 
+def _names(value: str | None) -> list[str]:
+    return list(dict.fromkeys(n.strip() for n in (value or "").split(",") if n.strip()))
+
+
 def zones(settings: GceSettings) -> list[str]:
-    return [z.strip() for z in (settings.gce_zones or "").split(",") if z.strip()]
+    """The run's zones in order of preference: those named, then every zone of each region
+    named (``gcp.zones``' catalogue, Google's order), each once."""
+    named = _names(settings.gce_zones)
+    extra = [z for r in _names(settings.gce_regions) for z in zones_of(r) if z not in named]
+    return named + extra
+
+
+def regions(settings: GceSettings) -> list[str]:
+    """The run's regions, in the order their first zone comes (a region named without a zone
+    the catalogue knows is listed too, for its error)."""
+    found = [region_of(z) for z in _names(settings.gce_zones)] + _names(settings.gce_regions)
+    return list(dict.fromkeys(found))
 
 
 def labels(settings: GceSettings) -> dict[str, str]:

@@ -14,6 +14,7 @@ from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import parse_duration
 from expo_executor.engines.gce.settings import (WORKER_SOFTWARE_CHOICES, GceSettings, labels,
                                                 zones)
+from expo_executor.gcp.zones import known_zone, region_of, zones_of
 from expo_executor.settings.values import (heartbeat_grace, max_on_demand, slow_poll_interval,
                                            worker_requirements)
 
@@ -59,24 +60,42 @@ def pip_index_url(settings: GceSettings) -> str | None:
 
 
 def _check_placement(settings: GceSettings) -> None:
-    """The project, the cap on workers, the zones (one region's) and the labels."""
+    """The project, the cap on workers, the zones (of one region or several) and the
+    labels."""
     if not settings.gce_project:
         raise ExpoError("--expocloud-gce-project", "the GCE engine needs a project",
                         "set expocloud-gce-project in the profile")
     if settings.max_workers is None:
         raise ExpoError("--expocloud-max-workers", "the GCE engine needs a cap on workers",
                         "set expocloud-max-workers (it bounds what a run can cost)")
-    if not zones(settings):
-        raise ExpoError("--expocloud-gce-zones", "no zone given",
-                        "set expocloud-gce-zones, e.g. us-central1-a,us-central1-b")
-    for zone in zones(settings):
+    _check_zones(settings)
+    labels(settings)  # Google's label rules, before any VM
+
+
+def _check_zones(settings: GceSettings) -> None:
+    """Each zone named exists (Google's catalogue, ``gcp.zones``) and each region named has
+    zones; zones of several regions are allowed (docs/gce.md, 'Several regions')."""
+    fix = ("set expocloud-gce-zones (e.g. us-central1-a,us-central1-b) or expocloud-gce-regions "
+           "(e.g. us-central1,europe-west4)")
+    if not settings.gce_zones and not settings.gce_regions:
+        raise ExpoError("--expocloud-gce-zones", "no zone or region given", fix)
+    for zone in [z.strip() for z in (settings.gce_zones or "").split(",") if z.strip()]:
         if not _ZONE.fullmatch(zone):
             raise ExpoError("--expocloud-gce-zones", f"{zone!r} is not a zone name",
                             "write zones like us-central1-a, comma separated")
-    if len({z.rsplit("-", 1)[0] for z in zones(settings)}) > 1:
-        raise ExpoError("--expocloud-gce-zones", "the zones span several regions",
-                        "keep the workers in the bucket's region: one region's zones only")
-    labels(settings)  # Google's label rules, before any VM
+        if not known_zone(zone):
+            region = region_of(zone)
+            has = ", ".join(zones_of(region)) or "none: no such region"
+            raise ExpoError("--expocloud-gce-zones", f"zone {zone} does not exist (zones of "
+                            f"{region}: {has})", "name existing zones (gcloud compute zones "
+                            "list)")
+    for region in [r.strip() for r in (settings.gce_regions or "").split(",") if r.strip()]:
+        if not zones_of(region):
+            raise ExpoError("--expocloud-gce-regions", f"region {region!r} has no zone "
+                            "(no such region)", "name regions like us-central1 (gcloud "
+                            "compute regions list), or the zones with --expocloud-gce-zones")
+    if not zones(settings):
+        raise ExpoError("--expocloud-gce-zones", "no zone given", fix)
 
 
 def _check_vms(settings: GceSettings) -> None:

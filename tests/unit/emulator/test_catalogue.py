@@ -2,6 +2,7 @@
 (``core.shapes.GPU_MACHINE_FAMILIES``: the GCE engine and the cost module read it) and once for
 the emulator (``emulator/catalogue.py``, Google's side, which may not import the core). The two
 must agree, or the emulator would accept a VM the engine builds wrongly, or refuse a right one.
+Google's regions and zones likewise (``gcp.zones`` and the emulator's copy).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from expo_executor.cost.machines import gpu_problem
 from expo_executor.emulator import catalogue
 from expo_executor.emulator.api_error import ApiError
 from expo_executor.emulator.compute_validation import validate_instance
+from expo_executor.gcp import zones
 
 pytestmark = pytest.mark.unit
 
@@ -21,6 +23,13 @@ ZONE = "us-central1-a"
 
 def test_the_emulators_copy_agrees_with_the_one_list() -> None:
     assert catalogue.GPU_MACHINE_FAMILIES == GPU_MACHINE_FAMILIES
+
+
+def test_the_emulators_regions_and_zones_agree_with_the_executors() -> None:
+    assert dict(catalogue.ZONE_LETTERS) == dict(zones.ZONE_LETTERS)
+    assert catalogue.zones_of("europe-west1") == zones.zones_of("europe-west1") == \
+        ["europe-west1-b", "europe-west1-c", "europe-west1-d"]
+    assert not catalogue.zone_exists("us-central1-z") and not zones.known_zone("mars-north1-a")
 
 
 @pytest.mark.parametrize("family", GPU_MACHINE_FAMILIES)
