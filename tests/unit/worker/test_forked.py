@@ -72,6 +72,10 @@ def test_split_and_takes_quotes_as_the_shell_does() -> None:
     assert split_and("a 'b && c' && d\"e\"f") == [["a", "b && c"], ["def"]]
     assert split_and("a && && b") is None  # an empty command
     assert split_and("a \"b\\\"c\"") is None  # a backslash inside double quotes
+    assert split_and("a 'b\nc' \"\" '$x'") == [["a", "b\nc", "", "$x"]]
+    assert split_and("a\rb") is None  # the shell splits at no carriage return: it runs it
+    assert split_and("a 'b") is None  # a quote never closed
+    assert split_and("a & b") is None  # a lone &
 
 
 def test_a_staged_jobs_wrapper_is_forked_and_only_as_the_agent_starts_it() -> None:
