@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from expo_executor.coordinator.shapes import (GCE_LABELS, GPU_MODEL, GPU_TYPE, MACHINE_TYPE,
                                               THREADS, ShapeBook)
@@ -112,6 +112,19 @@ class JobDescriber:
         functions, which only the job can evaluate (they may read files earlier jobs make)."""
         threads = values.get(THREADS, 1)
         self._annotations(rule, values.get, threads if isinstance(threads, int) else 1)
+
+    def needs(self, jobs: Sequence) -> _Annotations:
+        """What the ready jobs of one rule will need, for the head start (head_start.py):
+        judged on the first one's resources (a ready job's inputs exist, so a resource function
+        may run now), each job's hardness point checked. Raises ExpoError as :meth:`describe`
+        would, so that bad annotations are refused before any worker starts."""
+        first = jobs[0]
+        notes = self._annotations(first.name, first.resources.get, max(1, int(first.threads)))
+        if notes.spec is not None:
+            setting = f"resource '{HARDNESS}' of rule '{first.name}'"
+            for job in jobs:
+                notes.spec.point(self.wildcards(job), setting)
+        return notes
 
     def describe(self, job, argv: list[str], cwd: str | None, env: dict[str, str],
                  **more: Any) -> JobRequest:

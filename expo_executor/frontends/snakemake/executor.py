@@ -90,8 +90,8 @@ class Executor(RemoteExecutor, FrontEnd):
             self._check_rules(planned)
             check_software(settings, self.workflow.deployment_settings.deployment_method,
                            planned)
-            expected = planned_demand(planned, first_wave(self.workflow), self.workflow.is_local,
-                                      self.slots, self.shapes, self.state.has_frontiers())
+            expected = planned_demand(first_wave(self.workflow), self.workflow.is_local,
+                                      self.describer, self.state.has_frontiers())
         except ExpoError as exc:
             raise WorkflowError(str(exc)) from None
         try:

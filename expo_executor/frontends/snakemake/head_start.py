@@ -1,79 +1,55 @@
-"""A head start for the first VMs: the CPUs the first jobs Snakemake will submit (those ready
-now) will want, per (shape, pool), read from their rules before it submits any.
+"""A head start for the first VMs: the CPUs the jobs Snakemake can run now will want, per
+(shape, pool), before it submits any of them.
 
 Why: between the executor's start and its first job Snakemake still selects jobs (for a sweep
 of 5,000 points, seconds of resource evaluation), and only a submitted job used to make the
 coordinator create a VM; boot then came on top. Told what is coming, the coordinator's first
 round creates the VMs at once (``Scheduler.expect``), and the real queue takes over at the first
-submission. Only what the rules say as values counts: a rule whose threads, memory or machine
-come from a function waits for its jobs (a function may read a file an earlier job makes), and
-so does a rule Snakemake runs in its own process (``localrules``), and, once an earlier run
-recorded timeouts, a rule with hardness (its jobs may all be skipped on arrival). A wrong guess costs little:
-a VM that gets no job is deleted at the idle timeout, as any idle VM is.
+submission.
+
+Only the jobs ready now count (their inputs exist, so their resources may be evaluated; a
+summary of the sweep waits for its own submission), judged by the describer on one job per rule
+with every ready job's hardness point checked (``JobDescriber.needs``): bad annotations are then
+refused before any worker starts, as they would be at the first submission. Left out: a rule
+Snakemake runs in its own process (``localrules``), group jobs (sized for their whole group when
+submitted), and, once an earlier run recorded timeouts, a rule with hardness (its jobs may all
+be skipped on arrival). A wrong guess costs little: a VM that gets no job is deleted at the
+idle timeout, as any idle VM is.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from expo_executor.coordinator.shapes import (DISK_MB, GPU, GPU_MODEL, GPU_TYPE, MACHINE_TYPE,
-                                              THREADS, ShapeBook)
-from expo_executor.core.errors import ExpoError
 from expo_executor.core.scheduler import Pool
 from expo_executor.core.shapes import Shape
-from expo_executor.frontends.snakemake.describe import HARDNESS, PREEMPTIBLE
-from expo_executor.frontends.snakemake.planned_rules import Planned
+from expo_executor.frontends.snakemake.describe import JobDescriber
 
 Demand = dict[tuple[Shape | None, Pool], int]
-# what a job's machine and pool are chosen from (coordinator/shapes.py, describe.py); others,
-# such as Snakemake's default tmpdir (a function of every job), do not matter here
-SIZING = (THREADS, "mem_mb", DISK_MB, MACHINE_TYPE, GPU, GPU_TYPE, GPU_MODEL, PREEMPTIBLE)
 
 
-def first_wave(workflow: Any) -> Counter:
+def first_wave(workflow: Any) -> dict[Any, list[Any]]:
     """The jobs Snakemake can run now (its DAG's ready jobs, set as the DAG was built), by
-    rule; a group job waits for its submission (it is sized for its whole group)."""
-    ready = getattr(workflow.dag, "ready_jobs", None) or ()
-    return Counter(job.rule for job in ready if not job.is_group())
+    rule; group jobs left out."""
+    by_rule: dict[Any, list[Any]] = {}
+    for job in getattr(workflow.dag, "ready_jobs", None) or ():
+        if not job.is_group():
+            by_rule.setdefault(job.rule, []).append(job)
+    return by_rule
 
 
-def planned_demand(planned: Planned, ready: Counter, is_local: Callable[[Any], bool], slots: int,
-                   shapes: ShapeBook | None, known_timeouts: bool = False) -> Demand:
-    """CPUs per (shape, demand pool) of the ``ready`` jobs (by rule) whose rules give their
-    needs as values (``planned``: each rule's values; ``slots``: a worker of the run's own
-    machine). A job on the run's own workers wants at most its slots, as the describer caps it.
-    With ``known_timeouts`` (an earlier run's frontier is stored) a rule with hardness waits for
-    its jobs: they may all be skipped on arrival, and a VM booted for them would be wasted."""
+def planned_demand(ready: dict[Any, list[Any]], is_local: Callable[[Any], bool],
+                   describer: JobDescriber, known_timeouts: bool = False) -> Demand:
+    """CPUs per (shape, demand pool) of the ``ready`` jobs (by rule), as the describer sizes
+    them. Raises ExpoError on a bad annotation (see the module)."""
     demand: Demand = {}
-    for rule, (values, _) in planned.items():
-        jobs = ready.get(rule, 0)
-        if not jobs or is_local(rule) or not _sized_by_values(rule, values) \
-                or (known_timeouts and _has(rule, HARDNESS)):
+    for rule, jobs in sorted(ready.items(), key=lambda item: item[0].name):
+        if is_local(rule):
             continue
-        threads = values.get(THREADS)
-        threads = max(1, threads) if isinstance(threads, int) else 1
-        mem = values.get("mem_mb")
-        try:
-            shape = shapes.shape_of(rule.name, values.get, threads,
-                                    int(mem) if isinstance(mem, (int, float)) else 0) \
-                if shapes else None
-        except ExpoError:  # said when its first job comes, as without a head start
+        needs = describer.needs(jobs)
+        if known_timeouts and needs.spec is not None:
             continue
-        cpus = min(threads, slots) if shape is None else threads
-        pool = Pool.ON_DEMAND if str(values.get(PREEMPTIBLE, 1)) in ("0", "False") \
-            else Pool.SPOT
-        demand[(shape, pool)] = demand.get((shape, pool), 0) + cpus * jobs
+        pool = Pool.SPOT if needs.preemptible else Pool.ON_DEMAND
+        demand[(needs.shape, pool)] = demand.get((needs.shape, pool), 0) + needs.cpus * len(jobs)
     return demand
-
-
-def _has(rule: Any, resource: str) -> bool:
-    """Whether the rule has the resource, as a value or a function (a profile's string is one)."""
-    return any(name == resource for name, _ in rule.resources.items())
-
-
-def _sized_by_values(rule: Any, values: dict[str, object]) -> bool:
-    """Whether each resource the rule's machine and pool are chosen from is a value
-    (``rule_values`` left out those that are functions)."""
-    return all(name in values for name, _ in rule.resources.items() if name in SIZING)
