@@ -13,7 +13,7 @@ from typing import Any
 from expo_executor.coordinator.config import CoordinatorConfig
 from expo_executor.coordinator.persist import Persister
 from expo_executor.coordinator.places import Places
-from expo_executor.cost.egress import egress_usd
+from expo_executor.cost.egress import egress_usd, usd_per_gb
 from expo_executor.runs.files import RunFiles
 from expo_executor.core.fleet import Booting, WorkerView
 from expo_executor.core.records import VmEnd
@@ -121,11 +121,14 @@ class VmFleet:
 
     def _prices(self, vm: Vm) -> dict[str, Any]:
         """The VM's machine and its prices, in its region when known (a run across regions
-        prices each VM where it ran), with its zone and the egress of its staged files from
-        the bucket (``cost.egress``: 0 in the bucket's region)."""
+        prices each VM where it ran), with its zone, the egress of the worker software it
+        reads from the bucket at boot and the rate its jobs' staged files pay (``cost.egress``:
+        0 in the bucket's region)."""
         config, pool, region = self.config, vm.pool, vm.region
         where = {"zone": vm.zone, "region": region, "egress_usd": egress_usd(
-            config.staged_bytes_per_vm, config.bucket_location, region)} if vm.zone else {}
+            config.staged_bytes_per_vm, config.bucket_location, region),
+            # its jobs' staged files are priced at this rate in the cost report
+            "egress_usd_per_gb": usd_per_gb(config.bucket_location, region)} if vm.zone else {}
         if vm.shape is None:
             return {"machine_type": config.machine_types.get(pool, pool.value),
                     "hourly": config.price(pool, None, region),

@@ -39,4 +39,6 @@ def test_a_vm_is_recorded_where_it_ran_at_its_regions_prices_with_its_egress(
     assert (records[there]["region"], records[there]["hourly"],
             records[there]["on_demand_hourly"]) == ("europe-west1", 0.03, 0.08)
     assert records[there]["egress_usd"] == pytest.approx(2 * 0.08)  # 2 GB to another continent
+    # the rate its jobs' staged files pay in the cost report
+    assert (records[here]["egress_usd_per_gb"], records[there]["egress_usd_per_gb"]) == (0.0, 0.08)
     assert "region" not in records[unlisted] and records[unlisted]["hourly"] == 0.02
