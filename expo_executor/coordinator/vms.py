@@ -136,6 +136,14 @@ class VmFleet:
         return {**vm.shape.to_dict(), "hourly": config.price(pool, vm.shape, region),
                 "on_demand_hourly": config.price(Pool.ON_DEMAND, vm.shape, region), **where}
 
+    def staged_egress_usd(self, name: str, nbytes: int) -> float:
+        """USD of ``nbytes`` moved between the bucket and VM ``name``, where it runs (0 in
+        the bucket's region, for a VM of no known zone, or one no longer tracked)."""
+        vm = self._vms.get(name)
+        if vm is None or not vm.zone:
+            return 0.0
+        return egress_usd(nbytes, self.config.bucket_location, vm.region)
+
     def size(self, shape: Shape | None) -> ShapeSize:
         """What a worker of ``shape`` holds for its jobs."""
         return self.config.size(shape)
