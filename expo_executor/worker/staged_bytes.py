@@ -24,6 +24,15 @@ MARK = "_expocloud_staged_bytes"
 Record = Callable[[str, int], None]  # ("down" or "up", bytes)
 
 
+def _nowhere(way: str, nbytes: int) -> None:
+    """Before :func:`install`: nothing to tell."""
+
+
+# this process's recorder: set at each install, so a process forked per job (worker/zygote.py)
+# tells its own job's stamps file, whoever wrapped Snakemake's methods first
+_record: Record = _nowhere
+
+
 def local_size(path: str) -> int:
     """Bytes of a file, or of every file under a directory; 0 for what is not there."""
     if os.path.isdir(path):
@@ -41,16 +50,16 @@ def _seen(path: str) -> tuple[int, int] | None:
     return info.st_mtime_ns, info.st_size
 
 
-def counted(method: Callable[..., Any], way: str, record: Record) -> Callable[..., Any]:
+def counted(method: Callable[..., Any], way: str) -> Callable[..., Any]:
     """``_IOFile.retrieve_from_storage`` (``way`` "down") or ``store_in_storage`` ("up")
-    that records the local copy's size once it moved."""
+    that records the local copy's size once it moved (to this process's recorder)."""
     @functools.wraps(method)
     async def wrapper(self: Any) -> Any:
         path = str(self.file)
         before = _seen(path) if way == "down" else None
         result = await method(self)
         if getattr(self, "is_storage", False) and (way == "up" or _seen(path) != before):
-            record(way, local_size(path))
+            _record(way, local_size(path))
         return result
 
     setattr(wrapper, MARK, True)
@@ -58,16 +67,20 @@ def counted(method: Callable[..., Any], way: str, record: Record) -> Callable[..
 
 
 def install(record: Record) -> str | None:
-    """Count in this process (once); None when done, else why not (nothing changed)."""
+    """Count in this process, told to ``record`` (Snakemake's methods wrapped once); None
+    when done, else why not (nothing changed)."""
+    global _record
     try:
         from snakemake.io import _IOFile
         retrieve, store = _IOFile.retrieve_from_storage, _IOFile.store_in_storage
     except Exception as exc:  # noqa: BLE001 - any import-time surprise: leave Snakemake be
         return f"cannot find Snakemake's storage transfers ({type(exc).__name__}: {exc})"
     if getattr(retrieve, MARK, False):
+        _record = record
         return None
     if not callable(retrieve) or not callable(store):
         return "Snakemake's storage transfers are not the expected methods"
-    _IOFile.retrieve_from_storage = counted(retrieve, "down", record)
-    _IOFile.store_in_storage = counted(store, "up", record)
+    _IOFile.retrieve_from_storage = counted(retrieve, "down")
+    _IOFile.store_in_storage = counted(store, "up")
+    _record = record
     return None

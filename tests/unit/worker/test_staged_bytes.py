@@ -47,6 +47,7 @@ def stamps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("retrieve_from_storage", "store_in_storage", "size"):
         monkeypatch.setattr(_IOFile, name, getattr(_IOFile, name))
     monkeypatch.setattr(command_clock, "install", lambda path: None)  # the clock: not tested here
+    monkeypatch.setattr(staged_bytes, "_record", staged_bytes._record)
     path = tmp_path / "j.stamps"
     command_clock.hook_job(str(path))
     return path
@@ -91,11 +92,15 @@ def test_stamped_counts_that_are_not_byte_counts_are_ignored(tmp_path: Path) -> 
 
 def test_installing_twice_wraps_once_and_a_changed_snakemake_is_left_alone(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(staged_bytes, "_record", staged_bytes._record)
     for name in ("retrieve_from_storage", "store_in_storage"):
         monkeypatch.setattr(_IOFile, name, getattr(_IOFile, name))
     assert staged_bytes.install(lambda way, n: None) is None
     wrapped = _IOFile.retrieve_from_storage
-    assert staged_bytes.install(lambda way, n: None) is None
+    heard: list[tuple[str, int]] = []
+    assert staged_bytes.install(lambda way, n: heard.append((way, n))) is None
     assert _IOFile.retrieve_from_storage is wrapped
+    staged_bytes._record("up", 3)  # the latest recorder hears (a job forked per zygote)
+    assert heard == [("up", 3)]
     monkeypatch.setattr(_IOFile, "retrieve_from_storage", None)
     assert "not the expected" in (staged_bytes.install(lambda way, n: None) or "")
