@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
-from snakemake.io import AnnotatedString, _IOFile
+from snakemake.io import _IOFile
 
 from expo_executor.worker import command_clock, staged_bytes
 from expo_executor.worker.command_clock import read_stamps
+
+from tests.helpers import storage_file
 
 
 class Storage:
@@ -32,15 +33,6 @@ class Storage:
         self.stored += 1
 
 
-def _storage_file(path: Path, storage: Storage) -> _IOFile:
-    """Snakemake's own file object for a storage file whose local copy is ``path``."""
-    name = AnnotatedString(str(path))
-    name.flags["storage_object"] = storage
-    file = _IOFile(name, None)
-    file.rule = SimpleNamespace(workflow=SimpleNamespace(iocache=SimpleNamespace(active=False)))
-    return file
-
-
 @pytest.fixture
 def stamps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The job hook installed with a stamps file (Snakemake's methods restored after)."""
@@ -55,12 +47,12 @@ def stamps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_inputs_retrieved_and_outputs_stored_are_stamped_and_summed(
         tmp_path: Path, stamps: Path) -> None:
-    asyncio.run(_storage_file(tmp_path / "in", Storage(tmp_path / "in", b"x" * 300))
+    asyncio.run(storage_file(tmp_path / "in", Storage(tmp_path / "in", b"x" * 300))
                 .retrieve_from_storage())
     out = tmp_path / "out"
     out.write_bytes(b"y" * 40)
     storage = Storage(out, b"")
-    asyncio.run(_storage_file(out, storage).store_in_storage())
+    asyncio.run(storage_file(out, storage).store_in_storage())
     assert storage.stored == 1
     read = read_stamps(stamps)
     assert (read.down, read.up) == (300, 40)
@@ -69,7 +61,7 @@ def test_inputs_retrieved_and_outputs_stored_are_stamped_and_summed(
 
 def test_a_retrieval_snakemake_skips_moves_nothing(tmp_path: Path, stamps: Path) -> None:
     """Storage set not to retrieve (Snakemake's ``retrieve=False``): no transfer, no bytes."""
-    asyncio.run(_storage_file(tmp_path / "in", Storage(tmp_path / "in", b"x", retrieve=False))
+    asyncio.run(storage_file(tmp_path / "in", Storage(tmp_path / "in", b"x", retrieve=False))
                 .retrieve_from_storage())
     assert read_stamps(stamps).down == 0 and not (tmp_path / "in").exists()
 
