@@ -292,6 +292,15 @@ CASES = [
              "class: CommandLineTool\n", "class: CommandLineTool\n"
              "$namespaces: {expo: \"https://expocloud.dev/cwl#\"}\n"
              "hints:\n  expo:Labels: {labels: \"Team=ml\"}\n")}),
+    Case("cwl hint: labels that with the run's pass GCE's 64", "cwl-hint",
+         [*CWL_GCE, "--default-storage-prefix", "gs://expocloud-bkt/wf", "--expocloud-gce-labels",
+          ",".join(f"run{i}=x" for i in range(50)), "tool.cwl", "--size", "3"],
+         "hint expo:Labels of tool.cwl", "with the run's --expocloud-gce-labels, more than 57",
+         front="cwl", files={"tool.cwl": PLAIN_TOOL.replace(
+             "class: CommandLineTool\n", "class: CommandLineTool\n"
+             "$namespaces: {expo: \"https://expocloud.dev/cwl#\"}\n"
+             "hints:\n  expo:Labels: {labels: \""
+             + ",".join(f"tool{i}=y" for i in range(10)) + "\"}\n")}),
     # -- credentials (the real GCE path: no endpoint, no emulator, no route out) -----------
     Case("credentials: missing key file", "credentials", REAL_GCE, CRED, "is not a file",
          env={**OFFLINE, CRED: f"{TMP}/nowhere.json"}),

@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.core.scheduler import Pool
@@ -212,3 +213,17 @@ def write_inbox(bucket: Bucket, worker: str, seq: int, jobs: dict[str, JobSpec],
     inbox = Inbox(seq, worker, dict(jobs), list(cancel), dict(release or {}))
     bucket.write(inbox_key(worker), inbox.encode(key))
     return inbox
+
+
+def storage_file(path: Path, storage: object) -> object:
+    """Snakemake's own file object (``_IOFile``) for a storage file whose local copy is ``path``
+    and whose storage object is ``storage``: what the tests of the job process's hooks on
+    Snakemake's files (worker/local_copies.py, worker/staged_bytes.py) build. Snakemake is
+    imported here, not for every user of these helpers."""
+    from snakemake.io import AnnotatedString, _IOFile
+
+    name = AnnotatedString(str(path))
+    name.flags["storage_object"] = storage
+    file = _IOFile(name, None)
+    file.rule = SimpleNamespace(workflow=SimpleNamespace(iocache=SimpleNamespace(active=False)))
+    return file

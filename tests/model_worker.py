@@ -26,7 +26,7 @@ from pathlib import Path
 
 from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.protocol.bucket import Bucket
-from expo_executor.protocol.records import JobSpec, SavedLog
+from expo_executor.protocol.records import JobSpec, SavedLog, StagedBytes
 from expo_executor.protocol.worker_keys import worker_key
 from expo_executor.worker.agent import Worker
 from expo_executor.worker.running_jobs import RunningJob
@@ -104,10 +104,11 @@ class PaperWorker(Worker):
     def _write_result(self, key: str, outcome: AttemptEnd, code: int | None, started: float,
                       reason: str | None, log: Path | None = None,
                       ended: float | None = None, logs: tuple[SavedLog, ...] = (),
-                      command_s: float | None = None, ran: bool = True) -> None:
+                      command_s: float | None = None, ran: bool = True,
+                      staged: StagedBytes = StagedBytes()) -> None:
         self.on_result(key, self.worker_id, outcome, reason, ran)
         super()._write_result(key, outcome, code, started, reason, None, ended, logs,
-                              command_s, ran)
+                              command_s, ran, staged)
 
     def _save_logs(self, job: RunningJob) -> tuple[SavedLog, ...]:
         return ()

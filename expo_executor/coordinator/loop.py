@@ -135,8 +135,14 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
         self.harvested: dict[str, Harvested] = {}
         # crashed runs whose live workers and jobs in flight this run took over (adopt.py)
         self.adopted: list[Adoption] = []
+        self._hook_reporter()
+
+    def _hook_reporter(self) -> None:
+        """Who hears of the reporter's events: a cancel for an adopted run's worker, each
+        report (the notices), each result's staged files moved across regions (the meter)."""
         self.reporter.elsewhere = self._cancel_adopted
         self.reporter.on_report = self.notices.reported
+        self.reporter.on_egress = self.meter.egress
 
     # -- front-end side (any thread) ---------------------------------------------------------
     def submit(self, requests: list[JobRequest]) -> None:

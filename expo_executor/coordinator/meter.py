@@ -2,7 +2,10 @@
 budget's phase, and how many more VMs it pays for.
 
 The arithmetic and the phase decisions are the core's (:mod:`expo_executor.core.budget`); this
-module keeps the figures of one run and says each phase change once, in the log. What a phase
+module keeps the figures of one run and says each phase change once, in the log. It counts
+the VMs' seconds and the egress of the jobs' staged files to VMs outside the bucket's region
+(each result's bytes at its VM's rate, as they arrive); not the worker software each VM reads
+at boot (the cost report has it). What a phase
 change takes back (jobs, VMs) the coordinator does.
 """
 
@@ -56,6 +59,11 @@ class Meter:
         usd = vm_cost(self._price(vm), seconds)
         self.ended_usd += usd
         self.ended_by[(vm.pool, vm.shape)] = self.ended_by.get((vm.pool, vm.shape), 0.0) + usd
+
+    def egress(self, usd: float) -> None:
+        """A job's staged files moved between the bucket and a VM in another region
+        (``Reporter.on_egress``, from the bytes its result says, no cloud call): spent."""
+        self.ended_usd += usd
 
     def money(self, vms: Iterable[Vm]) -> Money:
         """The budget's side of a scaling round."""

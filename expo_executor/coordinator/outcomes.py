@@ -65,6 +65,10 @@ def job_record(report: JobReport, request: JobRequest, result: WorkerResult | No
         "command_s": result.command_s if result else None,
         "overhead_s": round(result.overhead_s, 3) if result and result.overhead_s is not None
         else None,
+        # bytes it read from and wrote to the bucket: egress when its VM is in another region
+        # than the bucket (cost/cost_report.py prices them at its VM's rate)
+        "staged_down_bytes": result.staged.down if result else 0,
+        "staged_up_bytes": result.staged.up if result else 0,
         "deadline_s": request.spec.deadline_s, "reason": report.message,
         "dominator": dominator.label if dominator else None,
         "pool": pool.value if pool is not None else None,

@@ -55,6 +55,8 @@ class Reporter:
         self.elsewhere: Callable[[Cancel], None] = lambda event: None
         # told of every report as it goes to the front end, with its job's label (notices)
         self.on_report: Callable[[JobReport, str], None] = lambda report, label: None
+        # told of the USD of each result's staged files moved across regions (the meter)
+        self.on_egress: Callable[[float], None] = lambda usd: None
         self.adopted_from: dict[str, str] = {}  # job -> the adopted run it ran in (adopt.py)
         self.timeouts: collections.deque[TimeoutNote] = collections.deque(maxlen=MAX_TIMEOUTS)
         self._arrivals: collections.Counter[str] = collections.Counter()  # dominator -> jobs
@@ -188,6 +190,8 @@ class Reporter:
                 report = dataclasses.replace(report, logs_dir=logs_dir)
         self.desk.post(report)
         self.on_report(report, request.task.label)
+        if result is not None and result.staged.total:
+            self.on_egress(self.vms.staged_egress_usd(result.worker, result.staged.total))
         pool = self.vms.pool_of.get(report.worker) if report.worker else None
         record = outcomes.job_record(report, request, result, dominator, pool,
                                      self.scheduler.preemptions(report.key), time.time(),

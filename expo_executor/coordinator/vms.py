@@ -13,7 +13,7 @@ from typing import Any
 from expo_executor.coordinator.config import CoordinatorConfig
 from expo_executor.coordinator.persist import Persister
 from expo_executor.coordinator.places import Places
-from expo_executor.cost.egress import egress_usd
+from expo_executor.cost.egress import egress_usd, usd_per_gb
 from expo_executor.runs.files import RunFiles
 from expo_executor.core.fleet import Booting, WorkerView
 from expo_executor.core.records import VmEnd
@@ -121,17 +121,28 @@ class VmFleet:
 
     def _prices(self, vm: Vm) -> dict[str, Any]:
         """The VM's machine and its prices, in its region when known (a run across regions
-        prices each VM where it ran), with its zone and the egress of its staged files from
-        the bucket (``cost.egress``: 0 in the bucket's region)."""
+        prices each VM where it ran), with its zone, the egress of the worker software it
+        reads from the bucket at boot and the rate its jobs' staged files pay (``cost.egress``:
+        0 in the bucket's region)."""
         config, pool, region = self.config, vm.pool, vm.region
         where = {"zone": vm.zone, "region": region, "egress_usd": egress_usd(
-            config.staged_bytes_per_vm, config.bucket_location, region)} if vm.zone else {}
+            config.staged_bytes_per_vm, config.bucket_location, region),
+            # its jobs' staged files are priced at this rate in the cost report
+            "egress_usd_per_gb": usd_per_gb(config.bucket_location, region)} if vm.zone else {}
         if vm.shape is None:
             return {"machine_type": config.machine_types.get(pool, pool.value),
                     "hourly": config.price(pool, None, region),
                     "on_demand_hourly": config.on_demand_price(pool, region), **where}
         return {**vm.shape.to_dict(), "hourly": config.price(pool, vm.shape, region),
                 "on_demand_hourly": config.price(Pool.ON_DEMAND, vm.shape, region), **where}
+
+    def staged_egress_usd(self, name: str, nbytes: int) -> float:
+        """USD of ``nbytes`` moved between the bucket and VM ``name``, where it runs (0 in
+        the bucket's region, for a VM of no known zone, or one no longer tracked)."""
+        vm = self._vms.get(name)
+        if vm is None or not vm.zone:
+            return 0.0
+        return egress_usd(nbytes, self.config.bucket_location, vm.region)
 
     def size(self, shape: Shape | None) -> ShapeSize:
         """What a worker of ``shape`` holds for its jobs."""

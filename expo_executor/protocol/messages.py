@@ -45,6 +45,9 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     "pulse": {"seq": (int,), "tags": (dict,)},
     # a job's optional "prune": where its timeout prunes at once (records.PrunePoint)
     "prune": {"family": (str,), "scope": (list,), "vector": (list,)},
+    # a result's optional "staged": bytes it read from and wrote to the bucket
+    # (records.StagedBytes)
+    "staged": {"down": (int,), "up": (int,)},
     # one entry of a result's optional "logs": a log the worker saved (records.SavedLog)
     "saved_log": {"path": (str, type(None)), "key": (str,), "size": (int,), "sha256": (str,),
                   "truncated": (bool,)},
@@ -101,6 +104,10 @@ def check(kind: str, body: Any) -> dict:
             raise MessageError("result: field 'command_s' has the wrong type")
         if not isinstance(body.get("ran", True), bool):  # optional: False, never started
             raise MessageError("result: field 'ran' has the wrong type")
+        if "staged" in body:  # optional: bytes moved to and from the bucket
+            check("staged", body["staged"])
+            if any(body["staged"][way] < 0 for way in ("down", "up")):
+                raise MessageError("result: field 'staged' counts negative bytes")
     if kind == "results":
         if not body["results"]:
             raise MessageError("results: field 'results' is empty")

@@ -236,6 +236,28 @@ class SavedLog:
 
 
 @dataclass(frozen=True)
+class StagedBytes:
+    """What one attempt moved between its VM and the bucket: its inputs read (``down``) and
+    its outputs written (``up``), in bytes. A result's optional "staged" field (absent: none,
+    as from a worker older than it)."""
+
+    down: int = 0
+    up: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.down + self.up
+
+    def to_wire(self) -> dict[str, int]:
+        return {"down": self.down, "up": self.up}
+
+    @classmethod
+    def from_wire(cls, body: Any) -> StagedBytes:
+        """From a body :func:`messages.check` has validated (or None: nothing moved)."""
+        return cls(body["down"], body["up"]) if isinstance(body, dict) else cls()
+
+
+@dataclass(frozen=True)
 class WorkerResult:
     """How one attempt of a job ended on one worker."""
 
@@ -256,6 +278,9 @@ class WorkerResult:
     ops: dict[str, int] = field(default_factory=dict)
     # False: a held job cancelled before it started (its times are the cancel's, not a run's)
     ran: bool = True
+    # bytes the job read from the bucket (its staged inputs) and wrote to it (its outputs):
+    # the egress a VM outside the bucket's region pays (cost/cost_report.py)
+    staged: StagedBytes = field(default_factory=lambda: StagedBytes())
 
     @property
     def runtime_s(self) -> float:
@@ -281,7 +306,8 @@ class WorkerResult:
             **({"logs": [log.to_wire() for log in self.logs]} if self.logs else {}),
             **({"command_s": self.command_s} if self.command_s is not None else {}),
             **({"ops": dict(self.ops)} if self.ops else {}),
-            **({} if self.ran else {"ran": False})}
+            **({} if self.ran else {"ran": False}),
+            **({"staged": self.staged.to_wire()} if self.staged.total else {})}
 
     @classmethod
     def from_wire(cls, body: dict[str, Any]) -> WorkerResult:
@@ -289,7 +315,8 @@ class WorkerResult:
                    float(body["started"]), float(body["ended"]), body["reason"],
                    body["log_tail"], tuple(SavedLog.from_wire(log)
                                            for log in body.get("logs", ())),
-                   body.get("command_s"), _ops(body), body.get("ran", True))
+                   body.get("command_s"), _ops(body), body.get("ran", True),
+                   StagedBytes.from_wire(body.get("staged")))
 
 
 @dataclass(frozen=True)

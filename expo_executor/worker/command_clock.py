@@ -8,7 +8,10 @@ monotonic clock, which all processes of a Linux machine share):
 
 - ``{"hooked": true}`` once: this job stamps its command (``{"hooked": false, "why": ...}``: it
   cannot, and the worker times the whole job as before);
-- ``{"start": t}`` and ``{"end": t}`` around each command (a group job may run several).
+- ``{"start": t}`` and ``{"end": t}`` around each command (a group job may run several);
+- ``{"down": n}`` and ``{"up": n}``: bytes it read from the bucket (a staged input) and wrote
+  to it (an output), for the cost of its egress (``worker/staged_bytes.py``, a staged CWL
+  job's ``worker/staged_job.py``).
 
 A Snakemake job's shell command starts with :data:`ANNOUNCE` and runs
 ``python -m expo_executor.worker.command_clock -m snakemake ARGS``
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from expo_executor.worker import local_copies
+from expo_executor.worker import local_copies, staged_bytes
 
 STAMPS_ENV = "EXPOCLOUD_STAMPS"
 # The first words of a Snakemake job's shell command: it will stamp its command, so whatever
@@ -84,9 +87,11 @@ def install(path: str) -> str | None:
 def hook_job(path: str | None) -> None:
     """What the job's own snakemake gets before it runs, in its process: storage files' local
     copies read first (worker/local_copies.py) and, given a stamps file ``path``, this clock
-    (its word on it stamped)."""
+    (its word on it stamped) and the bytes it moves to and from the bucket
+    (worker/staged_bytes.py)."""
     local_copies.install()
     if path:
+        staged_bytes.install(lambda way, nbytes: stamp(path, **{way: nbytes}))
         why = install(path)
         stamp(path, hooked=why is None, **({"why": why} if why else {}))
 
@@ -111,6 +116,8 @@ class Stamps:
     # once, and their time counts once (the union of their runs)
     intervals: list[list[float | None]] = field(default_factory=list)
     depth: int = 0  # commands running now
+    down: int = 0  # bytes it read from the bucket
+    up: int = 0  # bytes it wrote to the bucket
 
     def command_s(self, now: float) -> float:
         """Seconds its commands have run until ``now`` (monotonic)."""
@@ -138,6 +145,9 @@ def read_stamps(path: Path) -> Stamps:
             continue
         if "hooked" in entry:  # the latest word stands
             stamps.hooked, stamps.why = bool(entry["hooked"]), entry.get("why")
+        elif _count(entry.get("down")) or _count(entry.get("up")):
+            stamps.down += _count(entry.get("down"))
+            stamps.up += _count(entry.get("up"))
         elif isinstance(entry.get("start"), (int, float)):
             if stamps.depth == 0:
                 stamps.intervals.append([float(entry["start"]), None])
@@ -147,6 +157,11 @@ def read_stamps(path: Path) -> Stamps:
             if stamps.depth == 0:
                 stamps.intervals[-1][1] = float(entry["end"])
     return stamps
+
+
+def _count(value: Any) -> int:
+    """A byte count stamped (anything else: 0)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from expo_executor.core.records import AttemptEnd, WorkerState
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket, PreconditionFailed
 from expo_executor.protocol.keys import result_key, status_key
-from expo_executor.protocol.records import ResultBatch, SavedLog, WorkerResult, WorkerStatus
+from expo_executor.protocol.records import (ResultBatch, SavedLog, StagedBytes, WorkerResult,
+                                            WorkerStatus)
 from expo_executor.worker.failure_reason import log_tail
 
 
@@ -34,7 +35,8 @@ class ResultReports:
     def _write_result(self, key: str, outcome: AttemptEnd, code: int | None, started: float,
                       reason: str | None, log: Path | None = None,
                       ended: float | None = None, logs: tuple[SavedLog, ...] = (),
-                      command_s: float | None = None, ran: bool = True) -> None:
+                      command_s: float | None = None, ran: bool = True,
+                      staged: StagedBytes = StagedBytes()) -> None:
         """A job's result joins ``unsent``: one that is not SOLVED goes at once (with every
         result waiting), a solved one when :meth:`_report_due` says so; while the worker
         stops, all go together at its end."""
@@ -44,7 +46,7 @@ class ResultReports:
         tail = log_tail(log, secrets) if log and outcome is not AttemptEnd.SOLVED else ""
         result = WorkerResult(key, self.worker_id, outcome, code, started, ended or time.time(),
                               messages.redacted(reason, secrets), tail, logs, command_s,
-                              ran=ran)
+                              ran=ran, staged=staged)
         self.unsent[key] = (result, time.monotonic())
         # no status write: the coordinator's listing of the workers' prefix shows the result
         if outcome is not AttemptEnd.SOLVED and not self.stopping:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from expo_executor.core.hardness import Frontier
 from expo_executor.core.records import AttemptEnd
-from expo_executor.protocol.records import JobSpec, SavedLog
+from expo_executor.protocol.records import JobSpec, SavedLog, StagedBytes
 from expo_executor.worker.command_clock import Stamps, judge, read_stamps
 from expo_executor.worker.failure_reason import DISK_FULL, disk_full, explain_failure, log_tail
 from expo_executor.worker.forked import ForkedJob
@@ -150,9 +150,10 @@ class RunningJobs:
         self.last_change = time.monotonic()  # a slot is free (read fast once reported)
         self._record_sessions()
         command_s = self._command_s(job)
+        stamps = self._stamps(job)  # and the bytes it moved to and from the bucket
         saved = self._save_logs(job) if outcome in SAVE_LOGS_ON else ()
         self._write_result(job.key, outcome, code, job.started, reason, job.log, ended, saved,
-                           command_s)
+                           command_s, staged=StagedBytes(stamps.down, stamps.up))
         # Its directory goes with it: a long-lived VM's disk must not fill with ended jobs
         # (later jobs would fail for it), and a staged job's spec holds its secrets unblanked.
         # Its outputs went to the bucket, its inputs were copies. Its log stays (0600, in a

@@ -62,8 +62,10 @@ class Rebase:
         return text.replace(self.local, self.root)
 
 
-def materialise(bucket: Bucket, spec: dict, base: Path) -> None:
-    """Create the job's directories and fetch its input files (content-addressed objects)."""
+def materialise(bucket: Bucket, spec: dict, base: Path) -> int:
+    """Create the job's directories and fetch its input files (content-addressed objects);
+    returns the bytes read from the bucket (their egress, when the VM is in another region)."""
+    moved = 0
     for rel in spec.get("dirs", []):
         (base / safe_relative(rel)).mkdir(parents=True, exist_ok=True)
     for rel, obj, mode in spec.get("inputs", []):
@@ -80,11 +82,14 @@ def materialise(bucket: Bucket, spec: dict, base: Path) -> None:
             raise ValueError(f"staged input {obj} does not match its content hash")
         target.write_bytes(blob.data)
         target.chmod(int(mode) & 0o777)
+        moved += len(blob.data)
+    return moved
 
 
-def upload_outputs(bucket: Bucket, outdir: Path, prefix: str, rebase: Rebase) -> None:
+def upload_outputs(bucket: Bucket, outdir: Path, prefix: str, rebase: Rebase) -> int:
     """Every file, directory and link under ``outdir``; the manifest goes last, so a manifest
-    that exists names only objects that exist."""
+    that exists names only objects that exist. Returns the bytes written to the bucket."""
+    moved = 0
     files: dict[str, int] = {}
     dirs: list[str] = []
     links: dict[str, str] = {}
@@ -104,12 +109,13 @@ def upload_outputs(bucket: Bucket, outdir: Path, prefix: str, rebase: Rebase) ->
                     data = rebase.back(data.decode("utf-8")).encode("utf-8")
                 bucket.write(f"{prefix}files/{rel}", data)
                 files[rel] = os.stat(path).st_mode & 0o777
-    manifest = {"files": files, "dirs": dirs, "links": links}
+                moved += len(data)
+    manifest = json.dumps({"files": files, "dirs": dirs, "links": links}).encode()
     try:
-        bucket.write(f"{prefix}manifest.json", json.dumps(manifest).encode(),
-                     if_generation_match=0)
+        bucket.write(f"{prefix}manifest.json", manifest, if_generation_match=0)
     except PreconditionFailed:
         pass  # a restarted agent: the first upload stands
+    return moved + len(manifest)
 
 
 def run(spec: dict, here: Path) -> tuple[AttemptEnd, int | None, str | None]:
@@ -120,7 +126,8 @@ def run(spec: dict, here: Path) -> tuple[AttemptEnd, int | None, str | None]:
     bucket = open_bucket(spec["bucket"]) if stage.get("root") else None
     if bucket is not None:
         try:
-            materialise(bucket, stage, base)
+            # stamped for the worker, which reports it (worker/command_clock.py)
+            stamp(os.environ.get(STAMPS_ENV), down=materialise(bucket, stage, base))
         except Exception as exc:  # noqa: BLE001 - the verdict names it; the log has the trace
             return AttemptEnd.FAILED, None, f"fetching inputs from the bucket failed: {_one_line(exc)}"
     # a container runtime runs in this worker's environment (as cwltool runs it in its own:
@@ -149,8 +156,9 @@ def run(spec: dict, here: Path) -> tuple[AttemptEnd, int | None, str | None]:
     # upload must not turn it into a staging overrun (worker/command_clock.py)
     if bucket is not None and outcome is not AttemptEnd.TIMEOUT:
         try:
-            upload_outputs(bucket, Path(rebase(stage["outdir"])),
-                           f"{stage['upload']}{spec['worker']}/", rebase)
+            stamp(os.environ.get(STAMPS_ENV), up=upload_outputs(
+                bucket, Path(rebase(stage["outdir"])), f"{stage['upload']}{spec['worker']}/",
+                rebase))
         except Exception as exc:  # noqa: BLE001 - outputs that did not arrive fail the job
             print(f"staged job: uploading outputs failed: {exc!r}", file=sys.stderr, flush=True)
             why = f"uploading outputs to the bucket failed: {_one_line(exc)}"

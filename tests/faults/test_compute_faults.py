@@ -23,6 +23,7 @@ from google.cloud import storage
 
 from expo_executor.cost import prices
 from expo_executor.emulator.compute import FakeCompute
+from expo_executor.runs.files import RunFiles
 
 from tests.emulated_gce import PROJECT, emulated_args, emulated_env, fake_compute  # noqa: F401
 from tests.gcs_emulator import gcs_emulator  # noqa: F401
@@ -191,6 +192,55 @@ def test_a_spot_stockout_in_the_first_region_moves_the_work_to_the_second(
                   survived=injected, jobs=jobs, jobs_lost=lost, orphan_vms=orphans,
                   detail=f"{len(spot)} Spot VMs booted, all in europe-west1, priced there; "
                          f"run {run.seconds:.0f} s")
+
+
+STAGED = """
+rule all:
+    input: expand("out/{i}.txt", i=range(N))
+
+rule make:
+    output: "data/{i}.bin"
+    shell: "head -c 200000 /dev/zero > {output}"
+
+rule job:
+    input: "data/{i}.bin"
+    output: "out/{i}.txt"
+    shell: "test $(wc -c < {input}) -eq 200000 && echo {wildcards.i} > {output}"
+"""
+
+
+def test_staged_files_moved_to_a_region_away_from_the_bucket_are_priced(
+        tmp_path: Path, fake_compute: FakeCompute, gcs_emulator: str,  # noqa: F811
+        fault_figures) -> None:
+    """The bucket is in US (the emulator's multi-region) and Spot has no capacity in
+    us-central1: the work runs in europe-west1, whose VMs pay $0.08/GB for every byte a job
+    reads from the bucket (its input) or writes to it (its output). Each job's record holds
+    the bytes its worker measured, and cost.json prices them at its VM's rate."""
+    jobs = size(2, 20)
+    for zone in ("us-central1-a", "us-central1-b"):
+        fake_compute.fail_next("stockout", 1000, zone=zone, spot=True)
+    run = _run(tmp_path, fake_compute, gcs_emulator, jobs, "--expocloud-gce-zones",
+               "us-central1-a,us-central1-b", "--expocloud-gce-regions", "europe-west1",
+               snakefile=STAGED.replace("range(N)", f"range({jobs})"))
+    lost, orphans = _completed(run, fake_compute, gcs_emulator, jobs)
+    rate = {r["name"]: r.get("egress_usd_per_gb") for r in run.vms()}
+    records = RunFiles(run.run_dir).jobs()  # every attempt's record: every byte moved
+    made = [r for r in records if r["rule"] == "make" and r["outcome"] == "solved"]
+    used = [r for r in records if r["rule"] == "job" and r["outcome"] == "solved"]
+    assert len(made) == len(used) == jobs, records
+    assert all(r["staged_up_bytes"] >= 200_000 for r in made), made  # its output, stored
+    assert all(r["staged_down_bytes"] >= 200_000 for r in used), used  # its input, read
+    assert {rate[r["worker"]] for r in records} == {0.08}, rate  # US to europe-west1
+    priced = sum((r["staged_down_bytes"] + r["staged_up_bytes"]) / 1e9 * 0.08 for r in records)
+    cost = json.loads((run.run_dir / "cost.json").read_text())
+    assert cost["staged_egress_usd"] == pytest.approx(priced) and priced > 0, cost
+    assert cost["egress_usd"] >= cost["staged_egress_usd"]
+    assert re.search(r"egress between the bucket and VMs in other regions \(\$\d+\.\d+ jobs' "
+                     r"staged files", run.log), run.log[-3000:]
+    injected = fake_compute.faults_served().get("stockout", 0)
+    fault_figures("staged files across regions", injected=injected, survived=injected, jobs=jobs,
+                  jobs_lost=lost, orphan_vms=orphans,
+                  detail=f"${priced:.6f} of staged-file egress priced; run {run.seconds:.0f} s")
 
 
 @pytest.mark.parametrize("pool", ["spot", pytest.param("on_demand", marks=pytest.mark.skipif(

@@ -143,11 +143,14 @@ def spot_attempts(hints: list[dict]) -> int | None:
     return None
 
 
-def labels(tool_id: str, hints: list[dict]) -> tuple[tuple[str, str], ...]:
+def labels(tool_id: str, hints: list[dict], run_labels: Mapping[str, str] | None = None
+           ) -> tuple[tuple[str, str], ...]:
     """The tool's expo:Labels, with its name as ``expocloud-rule``; () without the hint.
-    Raises ExpoError naming the hint on a label Google refuses."""
+    Raises ExpoError naming the hint on a label Google refuses, or when with ``run_labels``
+    (the run's ``--expocloud-gce-labels``, which its VMs carry too) they are more than a VM
+    may have beside the executor's own, as a Snakemake rule's ``gce_labels`` are checked."""
     hint = _hint(hints, LABELS)
-    return () if hint is None else rule_labels(tool_id, hint.get("labels"), {},
+    return () if hint is None else rule_labels(tool_id, hint.get("labels"), run_labels or {},
                                                f"hint expo:Labels of {tool_id}")
 
 
@@ -180,7 +183,8 @@ class SweepTool(CommandLineTool):
             self.sweep = read_sweep(shortname(self.tool["id"]), self.tool["inputs"], self.hints)
             check_containers(shortname(self.tool["id"]), self.requirements,
                              getattr(loadingContext, "expo_containers", None))
-            self.labels = labels(shortname(self.tool["id"]), self.hints)
+            self.labels = labels(shortname(self.tool["id"]), self.hints,
+                                 getattr(loadingContext, "expo_run_labels", None))
         except ExpoError as exc:
             raise ValidationException(str(exc)) from None
         self.spot_attempts = spot_attempts(self.hints)

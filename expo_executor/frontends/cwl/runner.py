@@ -30,7 +30,7 @@ from expo_executor.coordinator.settings import ExecutorSettings, validate, worke
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import EngineName
-from expo_executor.engines.gce.settings import needs_credentials, pool_machine_types
+from expo_executor.engines.gce.settings import labels, needs_credentials, pool_machine_types
 from expo_executor.engines.gce.settings_checks import check_credentials
 from expo_executor.frontends.cwl.executor import ExpoExecutor
 from expo_executor.frontends.cwl.hints import Containers, make_tool, register_schema
@@ -253,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     loading = LoadingContext(vars(args))
     loading.construct_tool_object = make_tool
     loading.expo_containers = found  # type: ignore[attr-defined]  # read by SweepTool
+    # the run's labels, which every VM carries: a tool's expo:Labels are counted with them
+    loading.expo_run_labels = labels(settings) \
+        if settings.engine == EngineName.GCE else {}  # type: ignore[attr-defined]
     try:
         return cwltool_main(args=args, executor=executor, loadingContext=loading,
                             custom_schema_callback=register_schema)

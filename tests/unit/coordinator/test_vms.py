@@ -31,6 +31,10 @@ def test_a_vm_is_recorded_where_it_ran_at_its_regions_prices_with_its_egress(
     fleet = VmFleet(config, files, Persister(print))
     here, there, unlisted = fleet.add(Pool.SPOT, 3, now=0.0)
     fleet[here].zone, fleet[there].zone = "us-central1-a", "europe-west1-b"
+    # a job's staged files, as its result arrives (the budget meter's egress): where it runs
+    assert (fleet.staged_egress_usd(here, 10**9), fleet.staged_egress_usd(unlisted, 10**9),
+            fleet.staged_egress_usd("gone", 10**9)) == (0.0, 0.0, 0.0)
+    assert fleet.staged_egress_usd(there, 10**9) == pytest.approx(0.08)
     for name in (here, there, unlisted):
         fleet.end(name, VmEnd.DELETED, ended=600.0)
     records = {r["name"]: r for r in files.vms()}
@@ -39,4 +43,6 @@ def test_a_vm_is_recorded_where_it_ran_at_its_regions_prices_with_its_egress(
     assert (records[there]["region"], records[there]["hourly"],
             records[there]["on_demand_hourly"]) == ("europe-west1", 0.03, 0.08)
     assert records[there]["egress_usd"] == pytest.approx(2 * 0.08)  # 2 GB to another continent
+    # the rate its jobs' staged files pay in the cost report
+    assert (records[here]["egress_usd_per_gb"], records[there]["egress_usd_per_gb"]) == (0.0, 0.08)
     assert "region" not in records[unlisted] and records[unlisted]["hourly"] == 0.02

@@ -235,3 +235,23 @@ def test_a_result_batch_is_signed_once_and_holds_one_workers_results_only() -> N
         messages.encode("results", {"worker": "w-1", "results": []}, KEY)
     with pytest.raises(ValueError, match="one or more results"):
         ResultBatch("w-2", results)
+
+
+def test_a_results_staged_bytes_travel_typed_and_only_when_something_moved() -> None:
+    """The bytes an attempt moved to and from the bucket (its egress, cost/cost_report.py):
+    an optional field, absent when nothing moved (as from an older worker), checked."""
+    from expo_executor.core.records import AttemptEnd
+    from expo_executor.protocol.records import StagedBytes, WorkerResult
+
+    moved = WorkerResult("j", "w-1", AttemptEnd.SOLVED, 0, 1.0, 2.0,
+                         staged=StagedBytes(down=3_000, up=500))
+    assert WorkerResult.decode(moved.encode(KEY), KEY).staged == StagedBytes(3_000, 500)
+    still = WorkerResult("j", "w-1", AttemptEnd.SOLVED, 0, 1.0, 2.0)
+    assert "staged" not in still.to_wire()
+    assert WorkerResult.decode(still.encode(KEY), KEY).staged == StagedBytes()
+    base = still.to_wire()
+    for bad, error in (({"down": 1}, "missing field 'up'"), ({"down": "1", "up": 0}, "wrong type"),
+                       ({"down": True, "up": 0}, "wrong type"), ([1, 2], "not an object"),
+                       ({"down": -1, "up": 0}, "negative bytes")):
+        with pytest.raises(messages.MessageError, match=error):
+            messages.check("result", {**base, "staged": bad})

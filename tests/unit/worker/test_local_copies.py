@@ -8,9 +8,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from snakemake.io import AnnotatedString, _IOFile
+from snakemake.io import _IOFile
 
 from expo_executor.worker import command_clock, local_copies
+
+from tests.helpers import storage_file
 
 
 class Storage:
@@ -27,15 +29,6 @@ class Storage:
         raise FileNotFoundError(self.print_query)
 
 
-def _storage_file(path: Path, storage: Storage) -> _IOFile:
-    """Snakemake's own file object for a storage file whose local copy is ``path``."""
-    name = AnnotatedString(str(path))
-    name.flags["storage_object"] = storage
-    file = _IOFile(name, None)
-    file.rule = SimpleNamespace(workflow=SimpleNamespace(iocache=SimpleNamespace(active=False)))
-    return file
-
-
 @pytest.fixture
 def installed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_IOFile, "size", _IOFile.size)  # restored after the test
@@ -47,21 +40,21 @@ def test_without_it_a_file_the_job_made_is_looked_for_in_storage(tmp_path: Path)
     (tmp_path / "test.in").write_text("12345")
     storage = Storage()
     with pytest.raises(FileNotFoundError):
-        asyncio.run(_storage_file(tmp_path / "test.in", storage).size())
+        asyncio.run(storage_file(tmp_path / "test.in", storage).size())
     assert storage.asked == 1
 
 
 def test_a_local_copy_is_the_size_and_storage_is_not_asked(tmp_path: Path, installed) -> None:
     (tmp_path / "test.in").write_text("12345")
     storage = Storage()
-    assert asyncio.run(_storage_file(tmp_path / "test.in", storage).size()) == 5
+    assert asyncio.run(storage_file(tmp_path / "test.in", storage).size()) == 5
     assert storage.asked == 0
 
 
 def test_without_a_local_copy_the_storage_answers_as_before(tmp_path: Path, installed) -> None:
     storage = Storage()
     with pytest.raises(FileNotFoundError):
-        asyncio.run(_storage_file(tmp_path / "absent", storage).size())
+        asyncio.run(storage_file(tmp_path / "absent", storage).size())
     assert storage.asked == 1
 
 

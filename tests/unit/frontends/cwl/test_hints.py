@@ -21,3 +21,17 @@ def test_a_label_google_refuses_names_the_hint() -> None:
     with pytest.raises(ExpoError) as refused:
         labels("align.cwl", [{"class": LABELS, "labels": "team=ML"}])
     assert str(refused.value).startswith("hint expo:Labels of align.cwl: not a valid label")
+
+
+def test_a_tools_labels_with_the_runs_stay_within_what_gce_leaves_the_user() -> None:
+    """As a Snakemake rule's gce_labels: the run's --expocloud-gce-labels are on the tool's
+    VMs too, and with the executor's own they may not pass GCE's 64 per resource."""
+    run = {f"run{i}": "x" for i in range(50)}
+    seven = [{"class": LABELS, "labels": ",".join(f"tool{i}=y" for i in range(7))}]
+    assert len(labels("align.cwl", seven, run)) == 8  # 57 the user's: the limit, not past it
+    eight = [{"class": LABELS, "labels": ",".join(f"tool{i}=y" for i in range(8))}]
+    with pytest.raises(ExpoError) as refused:
+        labels("align.cwl", eight, run)
+    assert str(refused.value).startswith("hint expo:Labels of align.cwl: with the run's "
+                                         "--expocloud-gce-labels, more than 57 labels")
+    assert len(labels("align.cwl", eight)) == 9  # alone, they fit

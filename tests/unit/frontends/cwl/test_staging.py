@@ -90,3 +90,23 @@ def test_a_container_commands_mounts_are_what_it_reads() -> None:
             "--mount=type=bind,source=/r/inputs-1/x/in.txt,target=/var/lib/cwl/stg1/in.txt,"
             "readonly", "--workdir=/var/spool/cwl", "img", "cat", "source=/not/a/mount"]
     assert _mount_sources(argv) == ["/r/job/out", "/r/inputs-1/x/in.txt"]
+
+
+
+def test_a_staged_job_counts_the_bytes_it_reads_from_and_writes_to_the_bucket(
+        tmp_path: Path) -> None:
+    """What a staged job moves (its inputs fetched, its outputs and their manifest uploaded):
+    staged_job.run stamps it for its worker, which reports it (the egress of a VM in another
+    region than the bucket's)."""
+    from expo_executor.worker.staged_job import Rebase, materialise, upload_outputs
+
+    _, spec, bucket, _ = laid_out_job(tmp_path)
+    base = tmp_path / "worker" / "root"
+    assert materialise(bucket, spec["stage"], base) == len("42\n") + len("from step 0\n")
+    outdir = Path(Rebase(spec["stage"]["root"], base)(spec["stage"]["outdir"]))
+    (outdir / "result.txt").write_text("12345")
+    prefix = spec["stage"]["upload"] + "w-1/"
+    moved = upload_outputs(bucket, outdir, prefix, Rebase(spec["stage"]["root"], base))
+    uploaded = list(bucket.list(prefix))
+    assert len(uploaded) == 2  # result.txt and the manifest
+    assert moved == sum(len(bucket.read(key, limit=None).data) for key in uploaded)
