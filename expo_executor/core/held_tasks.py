@@ -132,7 +132,9 @@ class HeldTasks:
                     if w.held_free >= task.cpus and w.cpus >= task.cpus
                     and (spot_ok or w.pool is not Pool.SPOT)
                     and (not w.mem_mb or w.free_mem_mb >= task.mem_mb)]
-            if key in self._confirming or not fits or self._waits_for_probe(entry):
+            if self._parks(order, key):
+                continue
+            if key in self._confirming or not fits:
                 deferred.append((order, key))
                 continue
             if self._queued_cpus(task.shape) - task.cpus < coming.get(task.shape, 0):

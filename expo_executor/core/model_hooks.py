@@ -59,6 +59,12 @@ class ModelHooks:
         self._probes: dict[Group, str] = {}  # a group's first started task
         self._seen: set[Group] = set()  # groups with a finished task
         self._group_keys: dict[str, Group] = {}  # task key -> its group, made once
+        # heap entries set aside while their group's probe runs (the probe rule)
+        self._parked: dict[Group, list[tuple[tuple, str]]] = {}
+
+    def queued_keys(self) -> list[str]:
+        """The queued tasks (for an estimate of what the rest will cost)."""
+        return sorted(self._queued)
 
     def _model_of(self, task: Task) -> RuntimeModel | None:
         return self.models.get(task.family) if task.family is not None else None
@@ -149,20 +155,34 @@ class ModelHooks:
                 heapq.heappush(self._queue, (entry.order(), key))
         return events
 
-    def _waits_for_probe(self, entry: TaskEntry) -> bool:
+    def _parks(self, order: tuple, key: str) -> bool:
         """With no declared order, a group's second task waits while its first runs and no
-        task of the group has finished: the first says what the group costs."""
+        task of the group has finished (the first says what the group costs): its heap entry
+        is set aside until then (:meth:`_unpark`), so that waiting tasks cost no scan."""
+        entry = self._entries[key]
         model = self._model_of(entry.task)
         if model is None or model.spec.ordered is not None:
             return False
         group = self._group_of(entry.task, model)
+        if not self._probe_runs(group, key):
+            return False
+        self._parked.setdefault(group, []).append((order, key))
+        return True
+
+    def _probe_runs(self, group: Group, key: str) -> bool:
         if group in self._seen:
             return False
         probe = self._probes.get(group)
-        if probe is None or probe == entry.task.key:
+        if probe is None or probe == key:
             return False
-        probe_entry = self._entries[probe]
-        return probe not in self.outcomes and probe_entry.worker_id is not None
+        return probe not in self.outcomes and self._entries[probe].worker_id is not None
+
+    def _unpark(self) -> None:
+        """Back to the queue: the tasks of groups whose probe no longer runs (it finished,
+        or was skipped, withdrawn or re-queued)."""
+        for group in [g for g in self._parked if not self._probe_runs(g, "")]:
+            for item in self._parked.pop(group):
+                heapq.heappush(self._queue, item)
 
     def _started(self, entry: TaskEntry) -> None:
         """A task was placed on a worker: the first of its group is the group's probe."""

@@ -257,15 +257,18 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing, ModelHooks):
         assignments: list[Assignment] = []
         deferred: list[tuple[tuple, str]] = []
         unconfirmed = self._give_up_confirming()
+        self._unpark()
         held: list[TaskEntry] | None = None  # built when first needed
         kept: dict[str, WorkerSlots] = {}  # held task -> the worker whose room it keeps this round
         while self._queue and (with_free[False] or with_free[True]):
             order, key = heapq.heappop(self._queue)
             if self._stale(order, key):
                 continue
+            if self._parks(order, key):
+                continue
             entry = self._entries[key]
             worker = self._fit(entry, allow_spot and entry.task.shape not in spot_held)
-            if worker is None or self._waits_for_probe(entry):
+            if worker is None:
                 deferred.append((order, key))
                 continue
             if held is None and self.prefetch and entry.task.point is not None:
