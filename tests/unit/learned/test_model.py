@@ -5,34 +5,19 @@ from __future__ import annotations
 
 import json
 import math
-import random
 
 import pytest
 
 from expo_executor.core.hardness import HardnessSpec
 from expo_executor.core.runtime_model import ModelSpec, RuntimeObservation
 from expo_executor.learned.model import LearnedModel, model_from_dict
+from tests.helpers import runtime_sweep
 
 DEADLINE = 1000.0
 
 
-def sweep(model: LearnedModel, log_mean, groups: int = 150, reps: int = 3, seed: int = 1,
-          sd_group: float = 1.0, sd_noise: float = 0.2, **fixed: list[str]) -> None:
-    """Observe ``groups`` instances per cell (cells: every combination of ``fixed``), each
-    ``reps`` times; runtimes exp(log_mean(params) + instance effect + noise), cut at
-    DEADLINE."""
-    rng = random.Random(seed)
-    cells = [{}]
-    for name, values in fixed.items():
-        cells = [{**c, name: v} for c in cells for v in values]
-    for cell in cells:
-        for instance in range(groups):
-            effect = rng.gauss(0.0, sd_group)
-            for rep in range(reps):
-                params = {**cell, "instance": str(instance), "rep": str(rep)}
-                seconds = math.exp(log_mean(params) + effect + rng.gauss(0.0, sd_noise))
-                model.observe(RuntimeObservation(params, min(seconds, DEADLINE),
-                                                 seconds < DEADLINE))
+def sweep(model: LearnedModel, log_mean, **kw) -> None:
+    runtime_sweep(model, log_mean, deadline=DEADLINE, **kw)
 
 
 def test_recovers_known_means_and_spreads_despite_censoring():
