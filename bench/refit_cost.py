@@ -55,7 +55,7 @@ def cpu(action) -> float:
 
 
 def measure(count: int) -> dict[str, float]:
-    data = observations(int(count * 1.1) + 1)
+    data = observations(int(count * 1.2) + 1)
     model = LearnedModel(ModelSpec(("instance", "repetition")), first_fit=1 << 62)
     for obs in data[:count]:
         model.observe(obs)
@@ -67,7 +67,7 @@ def measure(count: int) -> dict[str, float]:
     finish = cpu(lambda: (model.observe(last), model.predict(last.params, DEADLINE)))
     return {"observations": count, "first_fit_cpu_s": cold, "refit_cpu_s": warm,
             "finish_cpu_ms": finish * 1000, "refits_per_sweep_of_this_size":
-            math.ceil(math.log(count / 20) / math.log(1.1))}
+            math.ceil(math.log(count / 20) / math.log(1.2))}
 
 
 def main() -> None:

@@ -130,11 +130,13 @@ class ModelHooks:
 
     def _rerank(self, keys: list[str], family: str) -> list[Event]:
         """Rank ``keys``' queued tasks again (pushing those whose rank moved) and skip those
-        the model now rules out. Drops decided tasks from ``keys`` as it goes."""
+        the model now rules out. Drops decided tasks from ``keys`` as it goes. The jobs of a
+        group differ only in their last noise column, so the model is asked once per group."""
         model = self.models[family]
         self._versions[family] = model.version
         events: list[Event] = []
         waves: dict[Group, int] = {}
+        asked: dict[Group, tuple[float, ModelSkipped | None]] = {}
         still = [k for k in keys if k not in self.outcomes]
         keys[:] = still
         for key in still:
@@ -143,15 +145,17 @@ class ModelHooks:
             wave = waves[group] = waves.get(group, -1) + 1
             if key not in self._queued:
                 continue
-            skip = self._model_skip(entry, model)
+            if group not in asked:
+                asked[group] = (model.rank(entry.task.params), self._model_skip(entry, model))
+            rank, skip = asked[group]
             if skip is not None:
                 self._dequeue(key)
                 self.outcomes[key] = Outcome.MODEL_SKIPPED
-                events.append(skip)
+                events.append(ModelSkipped(key, skip.probability, skip.prediction))
                 continue
-            rank = self._rank(entry, model, wave)
-            if rank != entry.model_rank:
-                entry.model_rank = rank
+            ranked = (rank,) if model.spec.ordered is not None else (wave, rank)
+            if ranked != entry.model_rank:
+                entry.model_rank = ranked
                 heapq.heappush(self._queue, (entry.order(), key))
         return events
 

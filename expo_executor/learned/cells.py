@@ -137,12 +137,13 @@ class CellBook:
                    for e in self.cut)
 
     def below(self, key: Key, mu: Sequence[float]) -> float | None:
-        """For an unseen cell: the highest mean of the seen cells declared as easy as it (so
-        its rank stays monotone), else the lowest of its slice; None with no order."""
+        """For a cell the last fit did not see: the highest mean of the fitted cells declared
+        as easy as it (so its rank stays monotone), else the lowest of its slice; None with no
+        order."""
         if self.ordered is None:
             return None
         coords, slice_ = self._place(key)
-        same = [c for c in range(len(self.keys)) if self._slices[c] == slice_]
+        same = [c for c in range(min(len(self.keys), len(mu))) if self._slices[c] == slice_]
         easier = [mu[c] for c in same if all(a <= b for a, b in zip(self._coords[c], coords))]
         if easier:
             return max(easier)

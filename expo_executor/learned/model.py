@@ -2,9 +2,10 @@
 family, fitted online from its finished jobs (:mod:`.tobit_fit` over :mod:`.cells`).
 
 Cost stays bounded: a finish updates only its group's posterior (a grid of ``GRID`` points over
-that group's few jobs); the whole model is refitted when its observations have grown by
-``growth`` (10%) since the last fit, warm-started, so a sweep of n jobs refits about
-log(n)/log(1.1) times and predictions are cached per group until they move.
+that group's few jobs); the whole model is refitted when its observations, or its timeouts
+(which come late, and teach most of what a skip needs), have grown by ``growth`` (20%) since
+the last fit, warm-started, so a sweep of n jobs with t timeouts refits about
+log(n/20)/log(1.2) + log(t/5)/log(1.2) times and predictions are cached per group until they move.
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ HOPELESS_RANK = 20.0  # log seconds a sure-hopeless group's rank is pushed back
 class LearnedModel:
     """Observations in, predictions out; ``version`` counts refits."""
 
-    def __init__(self, spec: ModelSpec, growth: float = 0.1, first_fit: int = 20,
+    def __init__(self, spec: ModelSpec, growth: float = 0.2, first_fit: int = 20,
                  rounds: int = 12):
         self.spec = spec
         self.observations = 0
         self.version = 0
         self._growth, self._next_fit, self._rounds = growth, first_fit, rounds
+        self._censored = 0
+        self._next_censored_fit = 5
         self._cells = CellBook(spec)
         self._groups: dict[tuple, int] = {}
         self._group_cell: list[int] = []
@@ -66,7 +69,9 @@ class LearnedModel:
         self._cens.append(not obs.finished)
         self._cell.append(cell)
         self.observations += 1
-        if self.observations >= self._next_fit:
+        self._censored += not obs.finished
+        if self.observations >= self._next_fit or (self._censored >= self._next_censored_fit
+                                                   and self.observations >= 20):
             self.refit()
         elif self._fit is not None and cell < len(self._fit.mu):
             self._dirty.add(group)
@@ -95,6 +100,8 @@ class LearnedModel:
                                     for e in sorted(book.cut, key=lambda e: (e.dim, e.easier)))
         self.version += 1
         self._next_fit = max(self._next_fit, math.ceil(self.observations * (1 + self._growth)))
+        self._next_censored_fit = max(self._censored + 5,
+                                      math.ceil(self._censored * (1 + self._growth)))
 
     def _group_of_obs(self) -> list[int]:
         out = [0] * len(self._y)

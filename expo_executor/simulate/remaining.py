@@ -18,9 +18,19 @@ class RemainingCheck:
 
     def take(self, scheduler: Any, model: Any, rows: Sequence[Any],
              running: Mapping[str, tuple[float, str]], now: float, deadline_s: float) -> None:
-        """The estimate now, from the undecided jobs (queued, and running for so long)."""
+        """The estimate now, from the undecided jobs (queued, and running for so long). The
+        running jobs are observations too, censored at what they have run so far: the jobs
+        decided this early are the quick ones, and a model of them alone would think every
+        job quick."""
+        from expo_executor.core.runtime_model import RuntimeObservation
+        from expo_executor.learned.model import model_from_dict
         from expo_executor.learned.remaining import Pending, remaining_cost
 
+        model = model_from_dict(model.to_dict())
+        for key, (start, _worker) in running.items():
+            if now > start:
+                model.observe(RuntimeObservation(rows[int(key)].params, now - start, False))
+        model.refit()
         pending = [Pending(rows[int(key)].params) for key in scheduler.queued_keys()]
         for key, (start, _worker) in running.items():
             pending.append(Pending(rows[int(key)].params, now - start, True))

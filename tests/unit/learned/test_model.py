@@ -115,4 +115,4 @@ def test_refits_on_a_schedule_not_per_observation():
     model = LearnedModel(ModelSpec(("instance", "rep")))
     sweep(model, lambda p: 3.0, groups=400, reps=5, algo=["a"])  # 2,000 observations
     assert model.observations == 2000
-    assert model.version <= math.ceil(math.log(2000 / 20) / math.log(1.1)) + 1
+    assert model.version <= math.ceil(math.log(2000 / 20) / math.log(1.2)) + 1
