@@ -82,8 +82,7 @@ class ModelHooks:
         if model is None:
             return None
         family = entry.task.family or ""
-        if self._versions.setdefault(family, model.version) != model.version:
-            self._rerank(self._by_family.get(family, []), family)
+        self._versions.setdefault(family, model.version)  # a later refit re-ranks (_feed)
         members = self._members.setdefault(self._group_of(entry.task, model), [])
         members.append(entry.task.key)
         self._by_family.setdefault(family, []).append(entry.task.key)
