@@ -82,7 +82,10 @@ def fit(obs: Observations, start: Fit | None, rounds: int,
         grid, weights, hopeless = parts.posteriors(mu, sigma, tau, pi)
         mu, sigma, tau, pi = parts.m_step(grid, weights, hopeless, mu, sigma, tau, grand)
     grid, weights, hopeless = parts.posteriors(mu, sigma, tau, pi)
-    mu_var = 1.0 / (cell_n / (sigma ** 2 + tau ** 2) + 1.0 / PRIOR_SD ** 2)
+    # a cell mean's variance: its groups' effects and its jobs' noise, both averaged
+    groups_n = np.bincount(parts.group_cell, minlength=obs.cells)
+    spread = tau ** 2 / np.maximum(groups_n, 1) + sigma ** 2 / np.maximum(cell_n, 1)
+    mu_var = 1.0 / (1.0 / spread + 1.0 / PRIOR_SD ** 2)
     return Fit(project(mu, mu_var, cell_n), mu, mu_var, cell_n, sigma, tau, grid, weights,
                pi, hopeless)
 
@@ -163,19 +166,27 @@ class _Parts:
             self.cc, weights=regular[self.gc], minlength=cells)
         prior_w = sigma ** 2 / PRIOR_SD ** 2
         new_mu = (target + prior_w * grand) / (n + prior_w)
+        # recentre (parameter-expanded EM): the groups' effects average zero in each cell, or
+        # a cell's mean would creep toward it by a few percent a round
+        groups = np.bincount(self.group_cell, weights=regular, minlength=cells)
+        drift = np.bincount(self.group_cell, weights=regular * eu, minlength=cells) \
+            / np.maximum(groups, 1e-12)
+        moved = new_mu - mu  # the censored jobs' means move by this (their u by -drift)
+        new_mu = new_mu + drift
+        eu = eu - drift[self.group_cell]
+        grid = grid - drift[self.group_cell][:, None]
         resid = self.ys - new_mu[self.cs] - eu[self.gs]
         total = float((resid ** 2 + vu[self.gs]).sum())
         if second is not None:
             moment, excess, w = second
-            shift = (new_mu - mu)[self.cc][:, None]
+            shift = moved[self.cc][:, None]
             total += float(((moment - 2.0 * shift * excess + shift ** 2) * w).sum())
         new_sigma = max(float(np.sqrt(total / max(float(n.sum()), 1.0))), 0.01)
         second_u = (weights * grid ** 2).sum(axis=1)  # already weighted by ``regular``
         new_tau = max(float(np.sqrt(second_u.sum() / max(float(regular.sum()), 1.0))), 0.01)
-        groups = np.bincount(self.group_cell, minlength=cells)
         share = float(hopeless.mean()) if len(hopeless) else 0.0
         pi = (np.bincount(self.group_cell, weights=hopeless, minlength=cells)
-              + PI_PRIOR * share) / (groups + PI_PRIOR)
+              + PI_PRIOR * share) / (np.bincount(self.group_cell, minlength=cells) + PI_PRIOR)
         return new_mu, new_sigma, new_tau, np.clip(pi, 1e-6, 1.0 - 1e-6)
 
 
