@@ -227,3 +227,28 @@ def storage_file(path: Path, storage: object) -> object:
     file = _IOFile(name, None)
     file.rule = SimpleNamespace(workflow=SimpleNamespace(iocache=SimpleNamespace(active=False)))
     return file
+
+
+def runtime_sweep(model, log_mean, groups: int = 150, reps: int = 3, seed: int = 1,
+                  deadline: float = 1000.0, sd_group: float = 1.0, sd_noise: float = 0.2,
+                  **fixed: list[str]) -> None:
+    """Feed a runtime model a synthetic sweep with a known answer: ``groups`` instances per
+    cell (every combination of ``fixed``), each run ``reps`` times; runtimes
+    exp(log_mean(params) + instance effect + noise), cut (censored) at ``deadline``."""
+    import math
+    import random
+
+    from expo_executor.core.runtime_model import RuntimeObservation
+
+    rng = random.Random(seed)
+    cells: list[dict[str, str]] = [{}]
+    for name, values in fixed.items():
+        cells = [{**c, name: v} for c in cells for v in values]
+    for cell in cells:
+        for instance in range(groups):
+            effect = rng.gauss(0.0, sd_group)
+            for rep in range(reps):
+                params = {**cell, "instance": str(instance), "rep": str(rep)}
+                seconds = math.exp(log_mean(params) + effect + rng.gauss(0.0, sd_noise))
+                model.observe(RuntimeObservation(params, min(seconds, deadline),
+                                                 seconds < deadline))

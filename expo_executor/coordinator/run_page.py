@@ -19,7 +19,8 @@ from expo_executor.core.run_status import (STATES, OutcomeMap, RunStatus, cost_p
 
 REFRESH_S = 5
 COLOURS = {"queued": "#d9d9d9", "running": "#6baed6", "solved": "#31a354",
-           "timeout": "#e6550d", "skipped": "#fdae6b", "failed": "#a50f15"}
+           "timeout": "#e6550d", "skipped": "#fdae6b", "failed": "#a50f15",
+           "model-skipped": "#9e9ac8"}
 STYLE = """
 body{font-family:sans-serif;margin:1.2em;color:#222}
 h1{font-size:1.3em}h2{font-size:1.1em;margin-top:1.2em}

@@ -123,7 +123,7 @@ class HeldTasks:
         deferred: list[tuple[tuple, str]] = []
         while self._queue and any(holders.values()):
             order, key = heapq.heappop(self._queue)
-            if key not in self._queued:
+            if self._stale(order, key):
                 continue
             entry = self._entries[key]
             task = entry.task
@@ -132,6 +132,8 @@ class HeldTasks:
                     if w.held_free >= task.cpus and w.cpus >= task.cpus
                     and (spot_ok or w.pool is not Pool.SPOT)
                     and (not w.mem_mb or w.free_mem_mb >= task.mem_mb)]
+            if self._parks(order, key):
+                continue
             if key in self._confirming or not fits:
                 deferred.append((order, key))
                 continue
@@ -144,6 +146,7 @@ class HeldTasks:
             worker = min(fits, key=lambda w: (len(w.held), w.worker_id))
             self._dequeue(key)
             self._hold_on(entry, worker)
+            self._started(entry)
             taken[worker.worker_id] = taken.get(worker.worker_id, 0) + 1
             if worker.held_free <= 0 or taken[worker.worker_id] >= share:
                 holders[task.shape].remove(worker)

@@ -1,11 +1,14 @@
 """The domino effect and the confirmation of timeouts: a trusted timeout joins its family's
 frontier and skips the queued tasks and cancels the running ones it dominates; with
 ``confirm_timeouts``, a family's first timeouts are re-run once on another worker before they
-prune. Part of :class:`~expo_executor.core.scheduler.Scheduler`, whose table it reads and
+prune; where a trusted runtime model finds the declared order wrong, its tasks are left alone
+(``_disputed``). Part of :class:`~expo_executor.core.scheduler.Scheduler`, whose table it reads and
 changes.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from expo_executor.core.hardness import Frontier, FrontierPoint, HardnessPoint
 from expo_executor.core.records import Outcome
@@ -26,6 +29,7 @@ class Pruning:
     _queued: set[str]
     _open: dict[tuple[str, tuple[str, ...]], list[str]]
     unconfirmed: list[Event]
+    _disputed: Callable[[Task], bool]  # the model's veto (model_hooks)
 
     def add_timeout(self, family: str, point: HardnessPoint, label: str) -> list[Event]:
         """A timeout measured outside this run (a crashed run's job that no task of this run
@@ -77,7 +81,8 @@ class Pruning:
         return events
 
     def _dominator(self, task: Task) -> FrontierPoint | None:
-        if task.family is None or task.point is None or task.family not in self.frontiers:
+        if task.family is None or task.point is None or task.family not in self.frontiers \
+                or self._disputed(task):
             return None
         return self.frontiers[task.family].dominator(task.point)
 
@@ -99,7 +104,7 @@ class Pruning:
             still_open.append(key)
             entry = self._entries[key]
             point = entry.task.point
-            if point is None or not newest.as_easy_as(point):
+            if point is None or not newest.as_easy_as(point) or self._disputed(entry.task):
                 continue
             dominator = frontier.dominator(point)
             if dominator is None:

@@ -20,7 +20,8 @@ class Outcome(str, Enum):
     SOLVED = "solved"
     FAILED = "failed"
     TIMEOUT = "timeout"
-    SKIPPED = "skipped"
+    SKIPPED = "skipped"  # the domino effect: an easier job timed out
+    MODEL_SKIPPED = "model-skipped"  # the runtime model: it would pass its deadline (skip_above)
 
 
 class AttemptEnd(str, Enum):

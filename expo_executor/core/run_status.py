@@ -20,7 +20,7 @@ MAX_RUNNING = 50  # running jobs listed (the count covers them all)
 MAX_TIMEOUTS = 20  # recent timeouts kept
 MAX_AXIS = 40  # values per axis of the outcome map
 MAX_CELLS = 4_000  # cells the map draws in all (panels x columns x rows)
-STATES = ("queued", "running", "solved", "timeout", "skipped", "failed")
+STATES = ("queued", "running", "solved", "timeout", "skipped", "failed", "model-skipped")
 
 
 @dataclass(frozen=True)

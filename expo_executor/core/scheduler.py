@@ -8,8 +8,9 @@ under Snakemake, under cwltool and inside a simulator.
 This module keeps the task table, the queue and the events in; its parts, each one idea, are
 mixed in: :mod:`.free_slots` (which worker a task fits), :mod:`.held_tasks` (prefetch's held
 tasks, and taking them back), :mod:`.pruning` (the domino effect, confirming timeouts),
-:mod:`.placing` (a task's place, the one record of where it stands, and its every move); the
-records it answers with are :mod:`.tasks`'.
+:mod:`.placing` (a task's place, the one record of where it stands, and its every move),
+:mod:`.model_hooks` (a runtime model's order, skips and learning); the records it answers
+with are :mod:`.tasks`'.
 """
 
 from __future__ import annotations
@@ -22,20 +23,23 @@ from expo_executor.core.free_slots import FreeSlots
 from expo_executor.core.hardness import Frontier
 from expo_executor.core.held_jobs import wants_refill
 from expo_executor.core.held_tasks import HeldTasks
+from expo_executor.core.model_hooks import ModelHooks
 from expo_executor.core.placing import Placing
 from expo_executor.core.pruning import Pruning
 from expo_executor.core.records import Outcome
+from expo_executor.core.runtime_model import RuntimeModel
 from expo_executor.core.shapes import Shape
-from expo_executor.core.tasks import (Assignment, Cancel, Confirming, Event, Finished, Place,
-                                      Pool, Release, Requeued, Skipped, Stage, Task, TaskEntry,
-                                      Unconfirmed, WorkerSlots)
+from expo_executor.core.tasks import (Assignment, Cancel, Confirming, Event, Finished,
+                                      ModelSkipped, Place, Pool, Release, Requeued, Skipped, Stage,
+                                      Task, TaskEntry, Unconfirmed, WorkerSlots)
 
 # The scheduler's records live in .tasks; callers import them from here, with the scheduler.
-__all__ = ["Assignment", "Cancel", "Confirming", "Event", "Finished", "Outcome", "Place", "Pool",
-           "Release", "Requeued", "Scheduler", "Skipped", "Stage", "Task", "Unconfirmed"]
+__all__ = ["Assignment", "Cancel", "Confirming", "Event", "Finished", "ModelSkipped", "Outcome",
+           "Place", "Pool", "Release", "Requeued", "Scheduler", "Skipped", "Stage", "Task",
+           "Unconfirmed"]
 
 
-class Scheduler(FreeSlots, HeldTasks, Pruning, Placing):
+class Scheduler(FreeSlots, HeldTasks, Pruning, Placing, ModelHooks):
     """Task table and dispatch policy. ``spot_attempts``: preemptions before on-demand only.
     ``confirm_timeouts``: a timeout of a family whose timeouts are not trusted yet runs once
     more on an idle other worker before it prunes (a confirmed one makes the family trusted).
@@ -44,10 +48,15 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing):
     task is cancelled like a running one, and re-queued with it. With ``prefetch`` 2 or more a
     worker is refilled only once it runs low (:meth:`_wants_refill`), then up to the full
     ``cpus * prefetch``: its worker batches its reports until then (worker/result_reports.py), so one
-    result object and one inbox write serve several tasks."""
+    result object and one inbox write serve several tasks. ``models``: a runtime model per
+    family, which orders its queue and learns from its finishes; ``skip_above``: skip a queued
+    task the trusted model gives at least this probability of passing its deadline
+    (:mod:`.model_hooks`)."""
 
     def __init__(self, frontiers: dict[str, Frontier] | None = None, spot_attempts: int = 2,
-                 confirm_timeouts: bool = False, prefetch: int = 0):
+                 confirm_timeouts: bool = False, prefetch: int = 0,
+                 models: Mapping[str, RuntimeModel] | None = None,
+                 skip_above: float | None = None, trust_after: int = 50):
         self.frontiers: dict[str, Frontier] = dict(frontiers or {})
         self.spot_attempts = spot_attempts
         self.confirm_timeouts = confirm_timeouts
@@ -76,6 +85,7 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing):
         self._requests = itertools.count(1)  # Release.request: each one new
         # held task asked back -> the worker whose room the last round kept for it
         self._kept: dict[str, str] = {}
+        self._init_models(models, skip_above, trust_after)
 
     # -- events in ---------------------------------------------------------------------------
     def submit(self, task: Task) -> list[Event]:
@@ -89,6 +99,9 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing):
         if dominator is not None:
             self.outcomes[task.key] = Outcome.SKIPPED
             return [Skipped(task.key, dominator, on_arrival=True)]
+        skip = self._model_arrival(entry)
+        if skip is not None:
+            return [skip]
         if task.family is not None and task.point is not None:
             self._open.setdefault((task.family, task.point.scope), []).append(task.key)
         self._push(entry)
@@ -178,8 +191,10 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing):
             events.append(Requeued(key, worker_id, entry.preemptions, self._on_demand_only(entry)))
         return events
 
-    def finish(self, key: str, outcome: Outcome) -> list[Event]:
-        """A running task ended. A timeout moves the frontier and sets off the domino effect."""
+    def finish(self, key: str, outcome: Outcome, runtime_s: float | None = None) -> list[Event]:
+        """A running task ended. A timeout moves the frontier and sets off the domino effect;
+        its family's runtime model learns from it (a solved task's ``runtime_s``, a timeout
+        censored at its deadline) and may skip what it now rules out."""
         entry = self._entries[key]
         if key in self.outcomes or entry.worker_id is None:
             return []  # a late or duplicate report: the first one stands
@@ -200,10 +215,11 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing):
         self.outcomes[key] = outcome
         first = entry.first_timeout_on
         if not prunes:
-            return [Finished(key, outcome, first_timeout_on=first)]
+            return [Finished(key, outcome, first_timeout_on=first),
+                    *self._feed(entry, outcome, runtime_s)]
         if first is not None:
             self._trusted.add(family)  # it timed out twice: its family's timeouts hold
-        return self._prune(entry, outcome)
+        return self._prune(entry, outcome) + self._feed(entry, outcome, runtime_s)
 
     def cancelled(self, key: str, ran: bool = True) -> list[Event]:
         """The worker confirmed that it killed a task we cancelled (``ran``), or that it
@@ -250,12 +266,15 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing):
         assignments: list[Assignment] = []
         deferred: list[tuple[tuple, str]] = []
         unconfirmed = self._give_up_confirming()
+        self._unpark()
         held: list[TaskEntry] | None = None  # built when first needed
         kept: dict[str, WorkerSlots] = {}  # held task -> the worker whose room it keeps this round
         while self._queue and (with_free[False] or with_free[True]):
             order, key = heapq.heappop(self._queue)
-            if key not in self._queued:
-                continue  # stale heap entry
+            if self._stale(order, key):
+                continue
+            if self._parks(order, key):
+                continue
             entry = self._entries[key]
             worker = self._fit(entry, allow_spot and entry.task.shape not in spot_held)
             if worker is None:
@@ -270,6 +289,7 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing):
                 continue
             self._dequeue(key)
             self._run_on(entry, worker)
+            self._started(entry)
             assignments.append(Assignment(key, worker.worker_id))
         for item in deferred:
             heapq.heappush(self._queue, item)
@@ -367,6 +387,11 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing):
         slot = (entry.task.shape, self._demand_pool(entry))
         self._demand[slot] = self._demand.get(slot, 0) + entry.task.cpus
         heapq.heappush(self._queue, (entry.order(), entry.task.key))
+
+    def _stale(self, order: tuple, key: str) -> bool:
+        """A heap entry no longer for its task: decided, placed, or re-ranked since (a newer
+        entry with its current order stands for it)."""
+        return key not in self._queued or order != self._entries[key].order()
 
     def _dequeue(self, key: str) -> None:
         if key in self._queued:

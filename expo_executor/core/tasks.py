@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Mapping
 
 from expo_executor.core.hardness import FrontierPoint, HardnessPoint
 from expo_executor.core.records import Outcome
+from expo_executor.core.runtime_model import RuntimePrediction
 from expo_executor.core.shapes import Shape
 
 
@@ -39,6 +41,10 @@ class Task:
     preemptible: bool = True
     spot_attempts: int | None = None  # preemptions before on-demand only; None: the run's
     shape: Shape | None = None  # the machine it needs; None: the run's own workers
+    # the job's parameters (wildcards), which a runtime model predicts from; and its deadline,
+    # at which a timeout is censored and against which the model's p_exceed is asked
+    params: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    deadline_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,17 @@ class Skipped:
     # skipped as it was submitted: a timeout it knew of already dominated it (no timeout of
     # this round set it off, and no worker ever had it)
     on_arrival: bool = False
+
+
+@dataclass(frozen=True)
+class ModelSkipped:
+    """A queued task the runtime model skips: it predicts the task passes its deadline with
+    ``probability`` >= the run's ``skip_above`` (not the domino effect: no timeout dominates
+    it). A rerun may run it."""
+
+    key: str
+    probability: float
+    prediction: RuntimePrediction
 
 
 @dataclass(frozen=True)
@@ -122,7 +139,7 @@ class Unconfirmed:
     worker_id: str
 
 
-Event = Skipped | Cancel | Finished | Requeued | Confirming | Unconfirmed
+Event = Skipped | Cancel | Finished | Requeued | Confirming | Unconfirmed | ModelSkipped
 
 
 class Stage(str, Enum):
@@ -188,6 +205,8 @@ class TaskEntry:
     preemptions: int = 0
     first_timeout_on: str | None = None  # set while (and after) its timeout is re-run
     place: Place = field(default_factory=Place)
+    # its place in the queue by the runtime model (:mod:`.model_hooks`); () without one
+    model_rank: tuple = ()
 
     @property
     def worker_id(self) -> str | None:
@@ -203,4 +222,4 @@ class TaskEntry:
 
     def order(self) -> tuple:
         hardness = self.task.point.sort_key() if self.task.point else (0.0, ())
-        return (not self.requeued, -self.task.priority, hardness, self.seq)
+        return (not self.requeued, -self.task.priority, self.model_rank, hardness, self.seq)

@@ -22,6 +22,7 @@ from expo_executor.settings.values import max_on_demand
 from expo_executor.simulate.policies import POLICIES, SimConfig
 from expo_executor.simulate.regions import RegionSet, SimRegion
 from expo_executor.simulate.simulation import compare
+from expo_executor.simulate.replay_command import add_replay_arguments, run_replay
 from expo_executor.simulate.table import plot, table
 from expo_executor.simulate.workload import BootDelay, Workload, load_run, synthetic
 
@@ -39,6 +40,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     source.add_argument("--run", metavar="RUN_ID|DIR",
                         help="the workload of a past run (its jobs.jsonl)")
     source.add_argument("--synthetic", type=int, metavar="N", help="a synthetic sweep of N jobs")
+    source.add_argument("--workload", type=Path, metavar="FILE.csv",
+                        help="recorded runtimes (parameter columns, runtime_s, status) replayed "
+                        "under the real scheduler on --vms x --slots slots (replay.py)")
     p.add_argument("--state-dir", type=Path, default=Path(".expocloud"),
                    help="the workflow's state directory (default: .expocloud)")
     p.add_argument("--rule", help="with --run: this rule's jobs (default: rules with hardness)")
@@ -74,6 +78,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--png", type=Path, default=Path("simulate.png"))
     p.add_argument("--md", type=Path, help="also write the table here")
+    add_replay_arguments(p)
     return p
 
 
@@ -83,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     from expo_executor.cost.preemption_fit import load_models
 
     _check(args)
+    if args.workload is not None:
+        return run_replay(args)
     workload, recorded = _workload(args)
     base = _base_config(args, recorded)
     machine_type = base.machine_type

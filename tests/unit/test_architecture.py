@@ -78,7 +78,9 @@ LAYERS: Mapping[str, Layer] = {
     "engines": _ENGINES,
     "cost": _COST,
     "report": _layer("core", "cost", "runs", "report"),
-    "simulate": _layer("core", "cost", "simulate", "runs", "settings", "report"),
+    # the learned runtime model: numpy and scipy inside its functions only
+    "learned": _layer("core", "learned"),
+    "simulate": _layer("core", "cost", "simulate", "runs", "settings", "report", "learned"),
     "coordinator": _layer("core", "protocol", "engines", "cost", "gcp", "runs", "settings",
                           "notify", "coordinator"),
     "emulator": _layer("emulator", "processes", "protocol.keys"),

@@ -15,7 +15,8 @@ from expo_executor.core.run_status import (MAX_AXIS, MAX_CELLS, PoolStatus, Runn
 
 from tests.recorded_run import run  # noqa: F401  (the fixture: a recorded, still-open run)
 
-COUNTS = {"queued": 3, "running": 2, "solved": 5, "timeout": 1, "skipped": 4, "failed": 0}
+COUNTS = {"queued": 3, "running": 2, "solved": 5, "timeout": 1, "skipped": 4, "failed": 0,
+          "model-skipped": 0}
 SPEC = "variant:a<b, n, m"
 
 

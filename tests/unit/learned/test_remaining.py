@@ -1,0 +1,45 @@
+"""The remaining cost's interval: groups share their draws, a group's jobs after its first
+timeout cost nothing under the skip rule, and the interval holds a sweep drawn as the model
+says."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+
+from expo_executor.core.runtime_model import ModelSpec
+from expo_executor.learned.model import LearnedModel
+from expo_executor.learned.remaining import Pending, _skip_after_first_timeout, remaining_cost
+from tests.helpers import runtime_sweep
+
+DEADLINE = 1000.0
+
+
+def test_a_groups_jobs_after_its_first_timeout_cost_nothing():
+    cost = np.array([[5.0], [9.0], [7.0], [1.0], [2.0]])
+    timeout = np.array([[False], [True], [False], [True], [False]])
+    group = np.array([0, 0, 0, 1, 1])  # group 0: job 2 follows a timeout; group 1: job 4 too
+    assert _skip_after_first_timeout(cost, timeout, group)[:, 0].tolist() == \
+        [5.0, 9.0, 0.0, 1.0, 0.0]
+
+
+def test_the_interval_holds_new_jobs_drawn_as_the_data_was():
+    model = LearnedModel(ModelSpec(("instance", "rep")))
+    runtime_sweep(model, lambda p: 3.0, groups=300, algo=["a"])
+    jobs = [Pending({"algo": "a", "instance": f"new{i}", "rep": str(r)})
+            for i in range(100) for r in range(3)]
+    estimate = remaining_cost(model, jobs, DEADLINE, None, draws=400)
+    rng = random.Random(7)
+    truths = []
+    for _ in range(50):
+        total = 0.0
+        for _i in range(100):
+            effect = rng.gauss(0.0, 1.0)
+            total += sum(min(math.exp(3.0 + effect + rng.gauss(0.0, 0.2)), DEADLINE)
+                         for _r in range(3))
+        truths.append(total)
+    inside = sum(estimate.low_s <= t <= estimate.high_s for t in truths)
+    assert inside >= 40  # a 90% interval: about 45 of 50
+    assert estimate.low_s < estimate.median_s < estimate.high_s
