@@ -9,7 +9,8 @@ This module keeps the task table, the queue and the events in; its parts, each o
 mixed in: :mod:`.free_slots` (which worker a task fits), :mod:`.held_tasks` (prefetch's held
 tasks, and taking them back), :mod:`.pruning` (the domino effect, confirming timeouts),
 :mod:`.placing` (a task's place, the one record of where it stands, and its every move),
-:mod:`.model_hooks` (a runtime model's order, skips and learning); the records it answers
+:mod:`.model_hooks` (a runtime model's order, skips and learning), :mod:`.queued_demand` (what the
+queue wants per shape and pool, and the head start before it); the records it answers
 with are :mod:`.tasks`'.
 """
 
@@ -26,6 +27,7 @@ from expo_executor.core.held_tasks import HeldTasks
 from expo_executor.core.model_hooks import ModelHooks
 from expo_executor.core.placing import Placing
 from expo_executor.core.pruning import Pruning
+from expo_executor.core.queued_demand import QueuedDemand
 from expo_executor.core.records import Outcome
 from expo_executor.core.runtime_model import RuntimeModel
 from expo_executor.core.shapes import Shape
@@ -39,7 +41,7 @@ __all__ = ["Assignment", "Cancel", "Confirming", "Event", "Finished", "ModelSkip
            "Unconfirmed"]
 
 
-class Scheduler(FreeSlots, HeldTasks, Pruning, Placing, ModelHooks):
+class Scheduler(FreeSlots, HeldTasks, Pruning, Placing, ModelHooks, QueuedDemand):
     """Task table and dispatch policy. ``spot_attempts``: preemptions before on-demand only.
     ``confirm_timeouts``: a timeout of a family whose timeouts are not trusted yet runs once
     more on an idle other worker before it prunes (a confirmed one makes the family trusted).
@@ -129,13 +131,6 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing, ModelHooks):
             return []
         self._cancel_place(entry, dominator)
         return [Cancel(task.key, worker_id, dominator)]
-
-    def expect(self, demand: Mapping[tuple[Shape | None, Pool], int]) -> None:
-        """A head start: CPUs per (shape, pool) the front end's planned jobs will want, known
-        before it submits any (Snakemake still selects its first jobs). They count as queued
-        demand, so the first VMs boot meanwhile, until the first task comes."""
-        if not self._entries:
-            self._expected = {slot: cpus for slot, cpus in demand.items() if cpus > 0}
 
     def set_prefetch(self, prefetch: int) -> None:
         """Hold ``prefetch`` tasks per CPU from now on (the coordinator sizes it to the jobs'
@@ -335,28 +330,6 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing, ModelHooks):
             counts[outcome.value] += 1
         return counts
 
-    def _queued_cpus(self, shape: Shape | None) -> int:
-        demand = self._demand
-        return demand.get((shape, Pool.SPOT), 0) + demand.get((shape, Pool.ON_DEMAND), 0)
-
-    def queued_demand(self) -> dict[Pool, int]:
-        """CPUs wanted by queued tasks, split by whether they may still run on Spot."""
-        totals = {Pool.SPOT: 0, Pool.ON_DEMAND: 0}
-        for (_shape, pool), cpus in (self._expected or self._demand).items():
-            totals[pool] += cpus
-        return totals
-
-    def queued_by_shape(self) -> dict[Shape | None, dict[Pool, int]]:
-        """``queued_demand`` per shape: each shape's pools grow for their own work only."""
-        out: dict[Shape | None, dict[Pool, int]] = {}
-        for (shape, pool), cpus in (self._expected or self._demand).items():
-            out.setdefault(shape, {Pool.SPOT: 0, Pool.ON_DEMAND: 0})[pool] += cpus
-        return out
-
-    def demand_pool(self, key: str) -> Pool:
-        """The pool a queued task's demand counts in: ON_DEMAND if it must not run on Spot."""
-        return self._demand_pool(self._entries[key])
-
     def running_on(self, worker_id: str) -> set[str]:
         worker = self._workers.get(worker_id)
         return set(worker.running) if worker else set()
@@ -398,12 +371,3 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing, ModelHooks):
             self._queued.discard(key)
             entry = self._entries[key]
             self._demand[(entry.task.shape, self._demand_pool(entry))] -= entry.task.cpus
-
-    def _demand_pool(self, entry: TaskEntry) -> Pool:
-        """Fixed while a task waits: preemptions are only counted before it is re-queued."""
-        return Pool.ON_DEMAND if self._on_demand_only(entry) else Pool.SPOT
-
-    def _on_demand_only(self, entry: TaskEntry) -> bool:
-        attempts = entry.task.spot_attempts
-        return not entry.task.preemptible or entry.preemptions >= (
-            self.spot_attempts if attempts is None else attempts)
