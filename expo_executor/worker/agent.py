@@ -18,7 +18,7 @@ from pathlib import Path
 
 from expo_executor.protocol.bucket import open_bucket
 from expo_executor.protocol.keys import WORKER_KEY_ENV
-from expo_executor.worker.agent_loop import ALLOWANCE_ENV, STAGING_ALLOWANCE_S, Worker
+from expo_executor.worker.agent_loop import ALLOWANCE_ENV, STAGING_ALLOWANCE_S, Worker, zygote_for
 from expo_executor.worker.console import guard_output
 
 __all__ = ["Worker", "main"]  # Worker: the agent, imported from here by its callers
@@ -104,10 +104,15 @@ def _main_on_vm(scratch: Path) -> int:
     if boot.storage_emulator_host:
         os.environ["STORAGE_EMULATOR_HOST"] = boot.storage_emulator_host
     bucket = open_bucket(boot.bucket)
+    zygote = zygote_for(scratch, boot.name)
+    if zygote is not None:
+        zygote.start()  # Snakemake's imports overlap the wait for the key (the first job's way)
     try:
         key = guest.worker_key(boot, bucket)
     except OSError as exc:  # no key (TimeoutError: no coordinator to work for; or the
         # metadata server gave no identity token): stop as when the coordinator falls silent
+        if zygote is not None:
+            zygote.close()
         why = f"worker {boot.name}: cannot get its key: {exc}"
         print(f"{why}; deleting this VM" if boot.self_delete else why, flush=True)
         if boot.self_delete:
@@ -115,6 +120,7 @@ def _main_on_vm(scratch: Path) -> int:
         return 3
     worker = Worker(bucket, boot.name, boot.slots, key, scratch,
                     boot.poll, boot.grace, boot.heartbeat, boot.slow_poll, _allowance(),
+                    zygote=zygote if zygote is not None else False,
                     report_delay=boot.report_delay, pulse=boot.pulse)
     stop_watching = threading.Event()
     guest.watch_preemption(lambda: worker.request_stop("preempted"), stop_watching)

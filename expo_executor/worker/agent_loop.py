@@ -46,6 +46,19 @@ STAGING_ALLOWANCE_S = 1800.0
 ALLOWANCE_ENV = "EXPOCLOUD_STAGING_ALLOWANCE_S"
 
 
+def zygote_for(scratch: Path, worker_id: str) -> Zygote | None:
+    """The worker's zygote (None where forking is not wanted), not started yet. Its own
+    environment has no worker key and carries the VM's mark, which its jobs' /proc environ
+    shows. A VM's agent starts it before it waits for its key, so that Snakemake's imports
+    overlap that wait too (agent.py)."""
+    if not zygote_wanted():
+        return None
+    env = {k: v for k, v in os.environ.items() if k != WORKER_KEY_ENV}
+    name, _, value = vm_mark(scratch).partition("=")
+    env[name] = value
+    return Zygote(env, f"worker {worker_id}")
+
+
 class Worker(CoordinatorContact, JobStarts, RunningJobs, ResultReports):
     """One worker agent; ``run`` returns the process exit code. Its parts, one module each:
     ``coordinator_contact`` (the inbox; the pulse: ``pulse_reader``), ``job_starts``,
@@ -54,7 +67,7 @@ class Worker(CoordinatorContact, JobStarts, RunningJobs, ResultReports):
     def __init__(self, bucket: Bucket, worker_id: str, slots: int, key: bytes,
                  scratch: Path, poll: float = 0.2, grace: float = 60.0,
                  heartbeat: float = 10.0, slow_poll: float | None = None,
-                 allowance: float = STAGING_ALLOWANCE_S, zygote: bool = True,
+                 allowance: float = STAGING_ALLOWANCE_S, zygote: bool | Zygote = True,
                  report_delay: float | None = None, pulse: float | None = None) -> None:
         self.bucket = bucket
         self.worker_id = worker_id
@@ -105,15 +118,9 @@ class Worker(CoordinatorContact, JobStarts, RunningJobs, ResultReports):
         self.said_unstamped = False  # the fallback to timing whole jobs is said once
         # Snakemake jobs are forked from a process that imported Snakemake once; its own
         # environment carries the VM's mark, which its jobs' /proc environ shows
-        self.zygote = Zygote(self._zygote_env(), f"worker {worker_id}") \
-            if zygote and zygote_wanted() else None
+        self.zygote = zygote if isinstance(zygote, Zygote) else \
+            zygote_for(scratch, worker_id) if zygote else None
         self.wakeup = Wakeup()
-
-    def _zygote_env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k != WORKER_KEY_ENV}
-        name, _, value = vm_mark(self.scratch).partition("=")
-        env[name] = value
-        return env
 
     def run(self) -> int:
         if self.zygote is not None:
