@@ -21,6 +21,9 @@ class Outcome(str, Enum):
     FAILED = "failed"
     TIMEOUT = "timeout"
     SKIPPED = "skipped"
+    # not run: the runtime model gave it at least --expocloud-skip-above of running past its
+    # deadline (a domino skip is SKIPPED: a timeout dominated it)
+    MODEL_SKIPPED = "model-skipped"
 
 
 class AttemptEnd(str, Enum):

@@ -25,14 +25,16 @@ from expo_executor.core.held_tasks import HeldTasks
 from expo_executor.core.placing import Placing
 from expo_executor.core.pruning import Pruning
 from expo_executor.core.records import Outcome
+from expo_executor.core.runtime_model import RuntimeModel, RuntimeObservation
 from expo_executor.core.shapes import Shape
-from expo_executor.core.tasks import (Assignment, Cancel, Confirming, Event, Finished, Place,
-                                      Pool, Release, Requeued, Skipped, Stage, Task, TaskEntry,
-                                      Unconfirmed, WorkerSlots)
+from expo_executor.core.tasks import (Assignment, Cancel, Confirming, Event, Finished,
+                                      ModelSkipped, Place, Pool, Release, Requeued, Skipped,
+                                      Stage, Task, TaskEntry, Unconfirmed, WorkerSlots)
 
 # The scheduler's records live in .tasks; callers import them from here, with the scheduler.
-__all__ = ["Assignment", "Cancel", "Confirming", "Event", "Finished", "Outcome", "Place", "Pool",
-           "Release", "Requeued", "Scheduler", "Skipped", "Stage", "Task", "Unconfirmed"]
+__all__ = ["Assignment", "Cancel", "Confirming", "Event", "Finished", "ModelSkipped", "Outcome",
+           "Place", "Pool", "Release", "Requeued", "Scheduler", "Skipped", "Stage", "Task",
+           "Unconfirmed"]
 
 
 class Scheduler(FreeSlots, HeldTasks, Pruning, Placing):
@@ -44,11 +46,17 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing):
     task is cancelled like a running one, and re-queued with it. With ``prefetch`` 2 or more a
     worker is refilled only once it runs low (:meth:`_wants_refill`), then up to the full
     ``cpus * prefetch``: its worker batches its reports until then (worker/result_reports.py), so one
-    result object and one inbox write serve several tasks."""
+    result object and one inbox write serve several tasks. ``models``: a runtime model per
+    family, told of each solved or timed-out task; with ``skip_above``, a task its model gives
+    at least that probability of passing its deadline is model-skipped as it is submitted."""
 
     def __init__(self, frontiers: dict[str, Frontier] | None = None, spot_attempts: int = 2,
-                 confirm_timeouts: bool = False, prefetch: int = 0):
+                 confirm_timeouts: bool = False, prefetch: int = 0,
+                 models: dict[str, RuntimeModel] | None = None,
+                 skip_above: float | None = None):
         self.frontiers: dict[str, Frontier] = dict(frontiers or {})
+        self.models: dict[str, RuntimeModel] = models if models is not None else {}
+        self.skip_above = skip_above
         self.spot_attempts = spot_attempts
         self.confirm_timeouts = confirm_timeouts
         self.prefetch = prefetch
@@ -87,6 +95,12 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing):
         if dominator is not None:
             self.outcomes[task.key] = Outcome.SKIPPED
             return [Skipped(task.key, dominator, on_arrival=True)]
+        model = self.models.get(task.family or "")
+        if model is not None and self.skip_above is not None and task.deadline_s is not None:
+            prediction = model.predict(dict(task.params), task.deadline_s)
+            if prediction.p_exceed >= self.skip_above:
+                self.outcomes[task.key] = Outcome.MODEL_SKIPPED
+                return [ModelSkipped(task.key, prediction.p_exceed, prediction)]
         if task.family is not None and task.point is not None:
             self._open.setdefault((task.family, task.point.scope), []).append(task.key)
         self._push(entry)
@@ -169,11 +183,18 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing):
             events.append(Requeued(key, worker_id, entry.preemptions, self._on_demand_only(entry)))
         return events
 
-    def finish(self, key: str, outcome: Outcome) -> list[Event]:
-        """A running task ended. A timeout moves the frontier and sets off the domino effect."""
+    def finish(self, key: str, outcome: Outcome, seconds: float | None = None) -> list[Event]:
+        """A running task ended (in ``seconds``, when known). A timeout moves the frontier and
+        sets off the domino effect; its family's model learns of a solve or a timeout."""
         entry = self._entries[key]
         if key in self.outcomes or entry.worker_id is None:
             return []  # a late or duplicate report: the first one stands
+        model, task = self.models.get(entry.task.family or ""), entry.task
+        if model is not None and seconds is not None and outcome in (Outcome.SOLVED,
+                                                                     Outcome.TIMEOUT):
+            finished = outcome is Outcome.SOLVED
+            model.observe(RuntimeObservation(dict(task.params), seconds if finished else
+                                             task.deadline_s or seconds, finished))
         worker_id, dominator = entry.worker_id, entry.cancelling
         self._unplace(entry)
         if dominator is not None and outcome is not Outcome.SOLVED:

@@ -1,6 +1,6 @@
 """The scheduler's records: a worker's pool, a task, what the scheduler answers (an
-``Assignment``, a ``Release`` and the ``Event``s: skipped, cancel, finished, confirming,
-requeued, unconfirmed), and its own table rows (``WorkerSlots``, ``TaskEntry`` with its
+``Assignment``, a ``Release`` and the ``Event``s: skipped, model-skipped, cancel, finished,
+confirming, requeued, unconfirmed), and its own table rows (``WorkerSlots``, ``TaskEntry`` with its
 ``Place``: where the task stands, the one record of it).
 
 Pure data: the decisions are :mod:`.scheduler`'s; callers import these names from there too.
@@ -13,6 +13,7 @@ from enum import Enum
 
 from expo_executor.core.hardness import FrontierPoint, HardnessPoint
 from expo_executor.core.records import Outcome
+from expo_executor.core.runtime_model import RuntimePrediction
 from expo_executor.core.shapes import Shape
 
 
@@ -39,6 +40,10 @@ class Task:
     preemptible: bool = True
     spot_attempts: int | None = None  # preemptions before on-demand only; None: the run's
     shape: Shape | None = None  # the machine it needs; None: the run's own workers
+    # what its family's runtime model reads: its parameters (wildcards or CWL inputs), as
+    # (name, value) pairs, and its deadline (None: no deadline, never model-skipped)
+    params: tuple[tuple[str, str], ...] = ()
+    deadline_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,16 @@ class Skipped:
     # skipped as it was submitted: a timeout it knew of already dominated it (no timeout of
     # this round set it off, and no worker ever had it)
     on_arrival: bool = False
+
+
+@dataclass(frozen=True)
+class ModelSkipped:
+    """A task that will not run because its family's runtime model gives it at least the
+    run's ``skip_above`` probability of running past its deadline."""
+
+    key: str
+    probability: float
+    prediction: RuntimePrediction
 
 
 @dataclass(frozen=True)
@@ -122,7 +137,7 @@ class Unconfirmed:
     worker_id: str
 
 
-Event = Skipped | Cancel | Finished | Requeued | Confirming | Unconfirmed
+Event = Skipped | ModelSkipped | Cancel | Finished | Requeued | Confirming | Unconfirmed
 
 
 class Stage(str, Enum):

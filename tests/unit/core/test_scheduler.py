@@ -759,7 +759,7 @@ def test_counts_cover_every_state():
     sched.finish("t1", Outcome.FAILED)
     counts = sched.counts()
     assert counts == {"queued": 3, "running": 0, "solved": 1, "failed": 1, "timeout": 0,
-                      "skipped": 0}
+                      "skipped": 0, "model-skipped": 0}
     assert sum(counts.values()) == 5
 
 
