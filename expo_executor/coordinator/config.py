@@ -57,6 +57,9 @@ class CoordinatorConfig:
     prefetch_hold_s: float | None = None
     # Per-rule machines (GCE): every shape's size and prices; None: the run's own shape only.
     shapes: ShapeBook | None = None
+    # --expocloud-skip-above: a job its runtime model gives at least this probability of
+    # passing its deadline is model-skipped (None: none is)
+    skip_above: float | None = None
 
     def size(self, shape: Shape | None) -> ShapeSize:
         """What a worker of ``shape`` (None: the run's own) holds for its jobs."""

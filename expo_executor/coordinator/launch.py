@@ -18,6 +18,7 @@ from expo_executor.coordinator.loop import Coordinator, CoordinatorConfig
 from expo_executor.coordinator.recover import recover
 from expo_executor.coordinator.run_state import RunState, record
 from expo_executor.coordinator.rule_machines import auto_inputs, dims_of
+from expo_executor.coordinator.runtime_models import factory_of
 from expo_executor.coordinator.shapes import AUTO, ShapeBook
 from expo_executor.coordinator.settings import ExecutorSettings, worker_memory_mb
 from expo_executor.coordinator.state import StateDir
@@ -37,9 +38,10 @@ from expo_executor.engines.gce.settings_checks import check_credentials
 from expo_executor.engines.local import LocalEngine, LocalEngineConfig
 from expo_executor.engines.local_settings import local_max_workers
 from expo_executor.protocol.bucket import Bucket, LocalBucket, open_bucket
-from expo_executor.settings.values import (boot_timeout, capacity_timeout, heartbeat_grace,
-                                           heartbeat_interval, max_on_demand, poll_interval,
-                                           prefetch, prefetch_hold_s, worker_requirements)
+from expo_executor.settings.values import (boot_timeout, capacity_timeout, hardness_model,
+                                           heartbeat_grace, heartbeat_interval, max_on_demand,
+                                           poll_interval, prefetch, prefetch_hold_s,
+                                           worker_requirements)
 
 
 def max_workers(settings: ExecutorSettings) -> int:
@@ -56,6 +58,7 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
     Raises ExpoError (before anything is provisioned) on a setting the engine cannot use.
     """
     run_id = run_dir.name
+    model_factory = factory_of(hardness_model(settings))  # refused here, before anything starts
     run_key = secrets.token_bytes(32)
     poll, grace = poll_interval(settings), heartbeat_grace(settings)
     workers = max_workers(settings)
@@ -65,7 +68,8 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
         idle_timeout=settings.idle_timeout, poll=poll, heartbeat=heartbeat_interval(settings),
         status_interval=settings.status_interval, boot_timeout=boot_timeout(settings),
         capacity_timeout=capacity_timeout(settings), shapes=shapes,
-        prefetch_hold_s=prefetch_hold_s(settings), keep_bucket=settings.keep_bucket)
+        prefetch_hold_s=prefetch_hold_s(settings), keep_bucket=settings.keep_bucket,
+        skip_above=settings.skip_above)
     if settings.engine == EngineName.GCE:
         bucket, engine = _gce(settings, config, run_key, run_dir, default_storage_prefix, log,
                               shapes.known() if shapes else [])
@@ -86,7 +90,7 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
     coordinator = Coordinator(config, engine, bucket, run_key, run_dir, state, log,
                               Scheduler(spot_attempts=settings.spot_attempts,
                                         confirm_timeouts=settings.confirm_timeouts,
-                                        prefetch=prefetch(settings)))
+                                        prefetch=prefetch(settings)), model_factory)
     coordinator.held_run = held
     coordinator.harvested = recovery.harvested
     coordinator.adopted = recovery.adopted

@@ -97,7 +97,8 @@ class Observe:
                 self._read_results({result.worker}, unlisted=True)
             self._cancels.append(result)
             return
-        events = self.scheduler.finish(key, outcome)
+        ran = result.command_s if result.command_s is not None else result.runtime_s
+        events = self.scheduler.finish(key, outcome, seconds=ran)
         if outcome is Outcome.SOLVED and self.prefetch_depth is not None:
             self.prefetch_depth.observe(result.ended - result.started)
         self.reporter.handle(events, result)

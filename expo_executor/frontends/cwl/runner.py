@@ -34,7 +34,7 @@ from expo_executor.engines.gce.settings import needs_credentials, pool_machine_t
 from expo_executor.engines.gce.settings_checks import check_credentials
 from expo_executor.frontends.cwl.executor import ExpoExecutor
 from expo_executor.frontends.cwl.hints import Containers, make_tool, register_schema
-from expo_executor.settings.values import with_default_slots
+from expo_executor.settings.values import hardness_noise, with_default_slots
 
 PREFIX = "expocloud-"
 ON_TIMEOUT = ("skipped", "permanentFail")
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
 
     executor = ExpoExecutor(start, workflow, settings.slots_per_worker, root,
                             args.expocloud_on_timeout, worker_mem_mb, RunFiles(run_dir),
-                            measured_on(settings))
+                            measured_on(settings), hardness_noise(settings))
     executor.open_run(settings.engine, settings, cwl=workflow)
     loading = LoadingContext(vars(args))
     loading.construct_tool_object = make_tool
