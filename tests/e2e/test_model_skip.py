@@ -1,0 +1,97 @@
+"""End to end through ``snakemake --executor expocloud`` on the local engine: a runtime model
+(the test double of ``tests/runtime_model_double.py``, named by ``--expocloud-hardness-model``
+as a user's own model would be) judges n >= 3 hopeless, and with ``--expocloud-skip-above``
+those jobs never run: each is ``model-skipped`` with its probability in ``jobs.jsonl``, in the
+run page's data (``status.json``) and page, and in Snakemake's error for the job. The model
+is saved beside the frontier; a rerun without the setting runs the skipped jobs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from expo_executor.runs.files import RunFiles
+
+from tests.helpers import REPO, job_records, run_dirs, run_snakemake
+from tests.runtime_model_double import HOPELESS
+
+SNAKEFILE = """
+rule all:
+    input: expand("out/{n}.txt", n=[0, 1, 2, 3, 4])
+
+rule work:
+    output: "out/{n}.txt"
+    shell: "echo solved > {output}"
+"""
+
+MODEL = "tests.runtime_model_double:factory"
+
+
+def _args(*extra: str) -> list[str]:
+    return ["--executor", "expocloud", "-j", "4", "--keep-going",
+            "--set-resources", 'work:hardness="n"', "work:deadline=30s",
+            "--expocloud-max-workers", "1", "--expocloud-slots-per-worker", "2",
+            "--expocloud-poll-interval", "0.1", "--expocloud-status-interval", "1", *extra]
+
+
+def _env() -> dict[str, str]:
+    """The test double must be importable in snakemake's process: the repository's root on
+    its path, ahead of whatever the caller set."""
+    path = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{path}" if path else str(REPO)}
+
+
+@pytest.fixture(scope="module")
+def skipped_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+    workdir = tmp_path_factory.mktemp("model-skip")
+    (workdir / "Snakefile").write_text(SNAKEFILE)
+    return workdir, run_snakemake(workdir, *_args("--expocloud-hardness-model", MODEL,
+                                                  "--expocloud-skip-above", "0.99"), env=_env())
+
+
+def test_a_model_skip_is_its_own_outcome_with_its_probability(skipped_run) -> None:
+    workdir, result = skipped_run
+    assert result.returncode != 0  # the skipped jobs are errors to Snakemake
+    records = job_records(run_dirs(workdir)[-1])
+    assert {n: records[n]["outcome"] for n in "01234"} == {
+        "0": "solved", "1": "solved", "2": "solved", "3": "model-skipped", "4": "model-skipped"}
+    for n in "34":
+        assert records[n]["p_exceed"] == HOPELESS and records[n]["runtime_s"] is None
+        assert records[n]["dominator"] is None  # not a domino skip
+        assert "--expocloud-skip-above 0.99" in records[n]["reason"]
+    assert not (workdir / "out" / "3.txt").exists()
+    assert records["0"]["predicted_s"] == 0.1  # the double's median for n=0
+
+
+def test_snakemake_s_error_says_why_and_how_to_run_it(skipped_run) -> None:
+    _, result = skipped_run
+    assert result.stderr.count("model-skipped: 99.5% likely to run past its deadline of 30 s") \
+        == 2, result.stderr[-3000:]
+    assert "a rerun with a higher --expocloud-skip-above, or without it, runs it" in result.stderr
+
+
+def test_the_run_page_shows_the_model_skips(skipped_run) -> None:
+    workdir, _ = skipped_run
+    run_dir = run_dirs(workdir)[-1]
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["model-skipped"] == 2 and status["solved"] == 3
+    assert sorted(note["label"] for note in status["model_skips"]) == ["work {n=3}", "work {n=4}"]
+    assert all(note["probability"] == HOPELESS for note in status["model_skips"])
+    page = (run_dir / "run.html").read_text()
+    assert '<table id="model-skips">' in page and "99.5%" in page
+
+
+def test_the_model_is_saved_and_a_rerun_without_the_setting_runs_the_skipped(
+        skipped_run) -> None:
+    workdir, _ = skipped_run
+    saved = [json.loads(p.read_text()) for p in (workdir / ".expocloud" / "frontiers")
+             .glob("*.model.json")]
+    assert [s["model"]["observed"] for s in saved] == [3]  # its three solved jobs
+    rerun = run_snakemake(workdir, *_args("--expocloud-hardness-model", MODEL), env=_env())
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    records = RunFiles(run_dirs(workdir)[-1]).jobs()
+    assert sorted(r["wildcards"]["n"] for r in records if r["outcome"] == "solved") == ["3", "4"]
