@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from expo_executor.cli import main
 from expo_executor.runs.files import RunFiles
 
 from tests.helpers import REPO, job_records, run_dirs, run_snakemake
@@ -56,7 +57,7 @@ def skipped_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subproc
 def test_a_model_skip_is_its_own_outcome_with_its_probability(skipped_run) -> None:
     workdir, result = skipped_run
     assert result.returncode != 0  # the skipped jobs are errors to Snakemake
-    records = job_records(run_dirs(workdir)[-1])
+    records = job_records(run_dirs(workdir)[0])
     assert {n: records[n]["outcome"] for n in "01234"} == {
         "0": "solved", "1": "solved", "2": "solved", "3": "model-skipped", "4": "model-skipped"}
     for n in "34":
@@ -76,13 +77,22 @@ def test_snakemake_s_error_says_why_and_how_to_run_it(skipped_run) -> None:
 
 def test_the_run_page_shows_the_model_skips(skipped_run) -> None:
     workdir, _ = skipped_run
-    run_dir = run_dirs(workdir)[-1]
+    run_dir = run_dirs(workdir)[0]  # the skipping run, whatever ran since
     status = json.loads((run_dir / "status.json").read_text())
     assert status["model-skipped"] == 2 and status["solved"] == 3
     assert sorted(note["label"] for note in status["model_skips"]) == ["work {n=3}", "work {n=4}"]
     assert all(note["probability"] == HOPELESS for note in status["model_skips"])
     page = (run_dir / "run.html").read_text()
     assert '<table id="model-skips">' in page and "99.5%" in page
+
+
+def test_the_report_counts_the_model_skips_and_sets_predictions_against_runtimes(
+        skipped_run, capsys) -> None:
+    workdir, _ = skipped_run
+    assert main(["report", str(run_dirs(workdir)[0])]) == 0
+    out = capsys.readouterr().out
+    assert "runtime model, predicted against actual:" in out
+    assert "| work | 3 |" in out and out.count("model-skipped") >= 2
 
 
 def test_the_model_is_saved_and_a_rerun_without_the_setting_runs_the_skipped(
