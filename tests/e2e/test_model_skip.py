@@ -2,8 +2,10 @@
 (the test double of ``tests/runtime_model_double.py``, named by ``--expocloud-hardness-model``
 as a user's own model would be) judges n >= 3 hopeless, and with ``--expocloud-skip-above``
 those jobs never run: each is ``model-skipped`` with its probability in ``jobs.jsonl``, in the
-run page's data (``status.json``) and page, and in Snakemake's error for the job. The model
-is saved beside the frontier; a rerun without the setting runs the skipped jobs."""
+run page's data (``status.json``) and page, and in Snakemake's error for the job; while a job
+is left (n=2 waits for the test to release it), the page and the log show the estimate of what
+is left. The model is saved beside the frontier; a rerun without the setting runs the skipped
+jobs."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import pytest
 from expo_executor.cli import main
 from expo_executor.runs.files import RunFiles
 
-from tests.helpers import REPO, job_records, run_dirs, run_snakemake
+from tests.helpers import SNAKEMAKE, REPO, job_records, run_dirs, run_snakemake, wait_until
 from tests.runtime_model_double import HOPELESS
 
 SNAKEFILE = """
@@ -26,7 +28,7 @@ rule all:
 
 rule work:
     output: "out/{n}.txt"
-    shell: "echo solved > {output}"
+    shell: "if [ {wildcards.n} = 2 ]; then while [ ! -e release ]; do sleep 0.1; done; fi; echo solved > {output}"
 """
 
 MODEL = "tests.runtime_model_double:factory"
@@ -46,16 +48,49 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{path}" if path else str(REPO)}
 
 
+def _live_estimate(workdir: Path) -> tuple[dict, str] | None:
+    """The run's status.json and run.html once both show an estimate (None until then: the
+    page is written just after the status)."""
+    for status_file in (workdir / ".expocloud" / "runs").glob("*/status.json"):
+        try:
+            status = json.loads(status_file.read_text())
+            page = (status_file.parent / "run.html").read_text()
+        except (OSError, ValueError):  # not written yet
+            continue
+        if status.get("estimate") and not status.get("finished") and 'id="estimate"' in page:
+            return status, page
+    return None
+
+
 @pytest.fixture(scope="module")
-def skipped_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess]:
+def skipped_run(tmp_path_factory: pytest.TempPathFactory):
+    """The run, and its status and page as they were while job n=2 waited for the test (so
+    the estimate of what is left is on them): the test releases it once it has seen them."""
     workdir = tmp_path_factory.mktemp("model-skip")
     (workdir / "Snakefile").write_text(SNAKEFILE)
-    return workdir, run_snakemake(workdir, *_args("--expocloud-hardness-model", MODEL,
-                                                  "--expocloud-skip-above", "0.99"), env=_env())
+    process = subprocess.Popen([SNAKEMAKE, *_args("--expocloud-hardness-model", MODEL,
+                                                  "--expocloud-skip-above", "0.99")],
+                               cwd=workdir, env=_env(), text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    try:
+        seen: list[tuple[dict, str]] = []
+
+        def shown() -> bool:
+            found = _live_estimate(workdir)
+            seen.extend([found] if found else [])
+            return found is not None
+
+        assert wait_until(shown, timeout=120)
+        live, page = seen[-1]
+    finally:
+        (workdir / "release").touch()
+        stdout, stderr = process.communicate(timeout=300)
+    return workdir, subprocess.CompletedProcess(process.args, process.returncode, stdout,
+                                                stderr), live, page
 
 
 def test_a_model_skip_is_its_own_outcome_with_its_probability(skipped_run) -> None:
-    workdir, result = skipped_run
+    workdir, result, _, _ = skipped_run
     assert result.returncode != 0  # the skipped jobs are errors to Snakemake
     records = job_records(run_dirs(workdir)[0])
     assert {n: records[n]["outcome"] for n in "01234"} == {
@@ -69,14 +104,14 @@ def test_a_model_skip_is_its_own_outcome_with_its_probability(skipped_run) -> No
 
 
 def test_snakemake_s_error_says_why_and_how_to_run_it(skipped_run) -> None:
-    _, result = skipped_run
+    _, result, _, _ = skipped_run
     assert result.stderr.count("model-skipped: 99.5% likely to run past its deadline of 30 s") \
         == 2, result.stderr[-3000:]
     assert "a rerun with a higher --expocloud-skip-above, or without it, runs it" in result.stderr
 
 
 def test_the_run_page_shows_the_model_skips(skipped_run) -> None:
-    workdir, _ = skipped_run
+    workdir, _, _, _ = skipped_run
     run_dir = run_dirs(workdir)[0]  # the skipping run, whatever ran since
     status = json.loads((run_dir / "status.json").read_text())
     assert status["model-skipped"] == 2 and status["solved"] == 3
@@ -86,9 +121,16 @@ def test_the_run_page_shows_the_model_skips(skipped_run) -> None:
     assert '<table id="model-skips">' in page and "99.5%" in page
 
 
+def test_the_run_page_shows_the_estimate_while_jobs_are_left(skipped_run) -> None:
+    _, _, live, page = skipped_run
+    assert live["estimate"]["jobs"] >= 1 and live["estimate"]["wall_s"] > 0
+    assert '<p id="estimate">estimate for ' in page
+    assert "| estimate for " in skipped_run[1].stderr  # the log's progress line
+
+
 def test_the_report_counts_the_model_skips_and_sets_predictions_against_runtimes(
         skipped_run, capsys) -> None:
-    workdir, _ = skipped_run
+    workdir, _, _, _ = skipped_run
     assert main(["report", str(run_dirs(workdir)[0])]) == 0
     out = capsys.readouterr().out
     assert "runtime model, predicted against actual:" in out
@@ -97,7 +139,7 @@ def test_the_report_counts_the_model_skips_and_sets_predictions_against_runtimes
 
 def test_the_model_is_saved_and_a_rerun_without_the_setting_runs_the_skipped(
         skipped_run) -> None:
-    workdir, _ = skipped_run
+    workdir, _, _, _ = skipped_run
     saved = [json.loads(p.read_text()) for p in (workdir / ".expocloud" / "frontiers")
              .glob("*.model.json")]
     assert [s["model"]["observed"] for s in saved] == [3]  # its three solved jobs
