@@ -147,3 +147,45 @@ def test_the_model_is_saved_and_a_rerun_without_the_setting_runs_the_skipped(
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     records = RunFiles(run_dirs(workdir)[-1]).jobs()
     assert sorted(r["wildcards"]["n"] for r in records if r["outcome"] == "solved") == ["3", "4"]
+
+
+CWL_TOOL = """cwlVersion: v1.2
+class: CommandLineTool
+$namespaces: {expo: "https://expocloud.dev/cwl#"}
+hints:
+  expo:Hardness: {dimensions: [n], noise: [seed], deadline: 30s}
+inputs:
+  n: {type: int, inputBinding: {position: 1}}
+  seed: {type: int, inputBinding: {position: 2}}
+baseCommand: [echo]
+outputs: []
+"""
+CWL_WORKFLOW = """cwlVersion: v1.2
+class: Workflow
+requirements: {ScatterFeatureRequirement: {}}
+inputs: {ns: "int[]"}
+outputs: []
+steps:
+  work:
+    run: tool.cwl
+    scatter: n
+    in: {n: ns, seed: {default: 7}}
+    out: []
+"""
+
+
+def test_the_cwl_runner_model_skips_too(tmp_path: Path) -> None:
+    (tmp_path / "tool.cwl").write_text(CWL_TOOL)
+    (tmp_path / "wf.cwl").write_text(CWL_WORKFLOW)
+    result = subprocess.run(
+        [str(Path(SNAKEMAKE).parent / "expocloud-cwl"), "--outdir", str(tmp_path / "out"),
+         "--expocloud-state-dir", str(tmp_path / "state"), "--expocloud-hardness-model", MODEL,
+         "--expocloud-skip-above", "0.99", "wf.cwl", "--ns", "1", "--ns", "5"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=_env())
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run_dir,) = (tmp_path / "state" / "runs").glob("*")
+    outcome = {r["wildcards"]["n"]: (r["outcome"], r["p_exceed"]) for r in RunFiles(run_dir).jobs()}
+    assert outcome == {"1": ("solved", 0.01), "5": ("model-skipped", HOPELESS)}
+    saved = [json.loads(p.read_text()) for p in (tmp_path / "state" / "frontiers")
+             .glob("*.model.json")]
+    assert [s["model"]["noise"] for s in saved] == [["seed"]]  # the hint's noise reached it
