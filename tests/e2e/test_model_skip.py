@@ -19,7 +19,7 @@ import pytest
 from expo_executor.cli import main
 from expo_executor.runs.files import RunFiles
 
-from tests.helpers import SNAKEMAKE, REPO, job_records, run_dirs, run_snakemake, wait_until
+from tests.helpers import REPO, SNAKEMAKE, job_records, run_dirs, run_snakemake, wait_for_estimate
 from tests.runtime_model_double import HOPELESS
 
 SNAKEFILE = """
@@ -48,20 +48,6 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{path}" if path else str(REPO)}
 
 
-def _live_estimate(workdir: Path) -> tuple[dict, str] | None:
-    """The run's status.json and run.html once both show an estimate (None until then: the
-    page is written just after the status)."""
-    for status_file in (workdir / ".expocloud" / "runs").glob("*/status.json"):
-        try:
-            status = json.loads(status_file.read_text())
-            page = (status_file.parent / "run.html").read_text()
-        except (OSError, ValueError):  # not written yet
-            continue
-        if status.get("estimate") and not status.get("finished") and 'id="estimate"' in page:
-            return status, page
-    return None
-
-
 @pytest.fixture(scope="module")
 def skipped_run(tmp_path_factory: pytest.TempPathFactory):
     """The run, and its status and page as they were while job n=2 waited for the test (so
@@ -73,15 +59,7 @@ def skipped_run(tmp_path_factory: pytest.TempPathFactory):
                                cwd=workdir, env=_env(), text=True, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
     try:
-        seen: list[tuple[dict, str]] = []
-
-        def shown() -> bool:
-            found = _live_estimate(workdir)
-            seen.extend([found] if found else [])
-            return found is not None
-
-        assert wait_until(shown, timeout=120)
-        live, page = seen[-1]
+        live, page = wait_for_estimate(workdir, timeout=120)
     finally:
         (workdir / "release").touch()
         stdout, stderr = process.communicate(timeout=300)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
 from tests.gcs_emulator import gcs_emulator  # noqa: F401
-from tests.helpers import REPO, SNAKEMAKE, job_records, run_dirs, wait_until
+from tests.helpers import REPO, SNAKEMAKE, job_records, run_dirs, wait_for_estimate
 from tests.runtime_model_double import HOPELESS
 
 SNAKEFILE = """
@@ -23,18 +23,6 @@ rule work:
     output: "out/{{n}}.txt"
     shell: "if [ {{wildcards.n}} = 2 ]; then while [ ! -e {release} ]; do sleep 0.1; done; fi; echo solved > {{output}}"
 """
-
-
-def _live(workdir: Path) -> dict | None:
-    for path in (workdir / ".expocloud" / "runs").glob("*/status.json"):
-        try:
-            status = json.loads(path.read_text())
-            page = (path.parent / "run.html").read_text()
-        except (OSError, ValueError):
-            continue
-        if status.get("estimate") and not status.get("finished") and 'id="estimate"' in page:
-            return status
-    return None
 
 
 def test_a_model_skip_and_the_estimate_on_the_emulated_gce_path(
@@ -53,18 +41,12 @@ def test_a_model_skip_and_the_estimate_on_the_emulated_gce_path(
     env["PYTHONPATH"] = f"{REPO}:{env['PYTHONPATH']}" if env.get("PYTHONPATH") else str(REPO)
     process = subprocess.Popen([SNAKEMAKE, *args], cwd=workdir, env=env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    seen: list[dict] = []
     try:
-        def shown() -> bool:
-            found = _live(workdir)
-            seen.extend([found] if found else [])
-            return found is not None
-
-        assert wait_until(shown, timeout=240)
+        live, _ = wait_for_estimate(workdir, timeout=240)
     finally:
         release.touch()
         _, stderr = process.communicate(timeout=300)
-    assert seen[-1]["estimate"]["cost_high_usd"] > 0  # GCE prices what is left
+    assert live["estimate"]["cost_high_usd"] > 0  # GCE prices what is left
     records = job_records(run_dirs(workdir)[-1])
     assert {n: records[n]["outcome"] for n in "01234"} == {
         "0": "solved", "1": "solved", "2": "solved", "3": "model-skipped", "4": "model-skipped"}
