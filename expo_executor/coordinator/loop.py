@@ -337,7 +337,7 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
         if not (force or self.progress.due(now)):
             return
         if self.models is not None and not force:
-            self.models.save()  # as often as the status: a crash loses little of what it learned
+            self.models.save(now)  # now and then: a crash loses little of what it learned
         self.progress.report(self.status(now), force)
 
     def status(self, now: float) -> RunStatus:

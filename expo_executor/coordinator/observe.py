@@ -97,8 +97,7 @@ class Observe:
                 self._read_results({result.worker}, unlisted=True)
             self._cancels.append(result)
             return
-        ran = result.command_s if result.command_s is not None else result.runtime_s
-        events = self.scheduler.finish(key, outcome, seconds=ran)
+        events = self.scheduler.finish(key, outcome, seconds=result.timed_s)
         if outcome is Outcome.SOLVED and self.prefetch_depth is not None:
             self.prefetch_depth.observe(result.ended - result.started)
         self.reporter.handle(events, result)

@@ -20,7 +20,7 @@ def finished(event: Finished, request: JobRequest, result: WorkerResult | None) 
     runtime = result.runtime_s if result else None
     worker = result.worker if result else None
     if event.outcome is Outcome.TIMEOUT:
-        ran = result.command_s if result and result.command_s is not None else runtime
+        ran = result.timed_s if result else runtime
         again = f", as on {event.first_timeout_on} before" if event.first_timeout_on else ""
         message = (f"timed out after {ran or 0:.0f} s (deadline {request.spec.deadline_s:g} s"
                    f"{again}); {event.harder} harder "

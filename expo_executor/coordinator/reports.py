@@ -142,7 +142,7 @@ class Reporter:
         if result is None:  # an unconfirmed timeout, pruning later: it ran to its deadline
             ran = request.spec.deadline_s
         else:
-            ran = result.command_s if result.command_s is not None else result.runtime_s
+            ran = result.timed_s
         hardness = request.meta.hardness
         note = TimeoutNote(
             request.task.label, ", ".join(

@@ -26,6 +26,7 @@ from expo_executor.core.runtime_model import ModelSpec, RuntimeModel, RuntimePre
 
 ModelFactory = Callable[[ModelSpec, Mapping[str, Any] | None], RuntimeModel]
 SETTING = "--expocloud-hardness-model"
+SAVE_EVERY_S = 60.0  # while the run goes on: a crash loses at most this much of what it learned
 
 
 def factory_of(name: str) -> ModelFactory | None:
@@ -40,7 +41,11 @@ def factory_of(name: str) -> ModelFactory | None:
             raise ExpoError(SETTING, f"the learned model cannot be loaded ({exc})",
                             "install the package with its model extra, or set "
                             f"{SETTING} none") from None
-        return learned.model_factory
+        found = getattr(learned, "model_factory", None)
+        if not callable(found):
+            raise ExpoError(SETTING, "expo_executor.learned has no model_factory",
+                            f"set {SETTING} none, or report this as a bug")
+        return found
     module, _, attribute = name.partition(":")
     try:
         found = getattr(importlib.import_module(module), attribute)
@@ -64,6 +69,7 @@ class ModelBook:
         self.models: dict[str, RuntimeModel] = {}
         self._refs: dict[str, FamilyRef] = {}
         self.predictions: dict[str, RuntimePrediction] = {}
+        self._saved = 0.0  # when the models were last saved
 
     def take_in(self, request: JobRequest) -> RuntimeModel | None:
         """The model of the job's family (built on its first job, from the saved one), and
@@ -79,9 +85,15 @@ class ModelBook:
         self.predictions[task.key] = model.predict(dict(task.params), task.deadline_s)
         return model
 
-    def save(self) -> None:
+    def save(self, now: float | None = None) -> None:
         """Each model's state beside its frontier (through the persister: retried if the disk
-        fails), for the next run of the family to start from."""
+        fails), for the next run of the family to start from: at once (``now`` None: the end
+        of the run), else once :data:`SAVE_EVERY_S` has passed since the last save (a big
+        model's state is not written every status interval)."""
+        if now is not None:
+            if now - self._saved < SAVE_EVERY_S:
+                return
+            self._saved = now
         for key, model in self.models.items():
             ref, data = self._refs[key], model.to_dict()
             self.persist.write(f"the runtime model of {key}",

@@ -55,6 +55,14 @@ def test_one_model_per_family_from_its_saved_state_and_saved_again(tmp_path: Pat
     assert book.predictions["j5"].p_exceed == HOPELESS and "j2" not in book.predictions
     book.save()
     assert state.load_model(FAMILY)["observed"] == 4
+    model.observe(object())  # type: ignore[arg-type]  # the double only counts
+    book.save(now=100.0)  # the first save of the run's clock
+    assert state.load_model(FAMILY)["observed"] == 5
+    model.observe(object())  # type: ignore[arg-type]
+    book.save(now=130.0)  # too soon after the last
+    assert state.load_model(FAMILY)["observed"] == 5
+    book.save(now=160.0)
+    assert state.load_model(FAMILY)["observed"] == 6
 
 
 def test_the_estimate_counts_only_what_is_left_and_predicted(tmp_path: Path) -> None:
