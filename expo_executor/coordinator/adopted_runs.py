@@ -89,7 +89,7 @@ class AdoptedRuns:
         else:
             outcome = result.end.outcome
             assert outcome is not None
-            self.reporter.handle(self.scheduler.finish(key, outcome, seconds=result.timed_s),
+            self.reporter.handle(self.scheduler.finish(key, outcome, runtime_s=result.timed_s),
                                  result)
         self.reporter.handle(self.scheduler.remove_worker(place))  # nothing left there
 

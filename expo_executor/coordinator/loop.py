@@ -139,12 +139,13 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
         self.harvested: dict[str, Harvested] = {}
         # crashed runs whose live workers and jobs in flight this run took over (adopt.py)
         self.adopted: list[Adoption] = []
-        self.models = self._models(model_factory)
-        self._hook_reporter()
+        self._hook_reporter(model_factory)
 
-    def _hook_reporter(self) -> None:
+    def _hook_reporter(self, model_factory: ModelFactory | None) -> None:
         """Who hears of the reporter's events: a cancel for an adopted run's worker, each
-        report (the notices), each result's staged files moved across regions (the meter)."""
+        report (the notices), each result's staged files moved across regions (the meter),
+        and the runtime models (built here from ``model_factory``; None: no model)."""
+        self.models = self._models(model_factory)
         self.reporter.elsewhere = self._cancel_adopted
         self.reporter.on_report = self.notices.reported
         self.reporter.on_egress = self.meter.egress

@@ -160,7 +160,7 @@ class ExpoExecutor(JobExecutor, FrontEnd):
         # the command reaches the bucket only sealed for its worker (as every job's does)
         sweep = job.tool.sweep
         spec = None if family is None or sweep is None else ModelSpec(
-            sweep.noise or self.noise, tuple(d.name for d in sweep.spec.dimensions))
+            sweep.noise or self.noise, sweep.spec)
         return job_request(task, argv, job.outdir, env, deadline, stage=stage, redact=secrets,
                            family=family, meta=_meta(job, task), model_spec=spec)
 

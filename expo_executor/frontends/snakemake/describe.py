@@ -155,7 +155,7 @@ class JobDescriber:
             point=point if family else None, cpus=notes.cpus, mem_mb=notes.mem_mb,
             priority=int(getattr(job, "priority", 0) or 0) if not job.is_group() else 0,
             preemptible=notes.preemptible, shape=notes.shape,
-            params=tuple(sorted(wildcards.items())) if family else (),
+            params=dict(wildcards) if family else {},
             deadline_s=notes.deadline_s if family else None,
         )
         hardness = None if point is None or notes.spec is None else HardnessMeta(
@@ -164,8 +164,7 @@ class JobDescriber:
         meta = JobMeta(rule, wildcards, tuple(str(o) for o in job.output), hardness,
                        attempt=int(job.attempt))
         spec = None if family is None or notes.spec is None else ModelSpec(
-            noise_columns(get(HARDNESS_NOISE)) or self.noise,
-            tuple(d.name for d in notes.spec.dimensions))
+            noise_columns(get(HARDNESS_NOISE)) or self.noise, notes.spec)
         return job_request(task, argv, cwd, env, notes.deadline_s, family=family, meta=meta,
                            model_spec=spec, **more)
 
