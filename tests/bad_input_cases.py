@@ -165,6 +165,8 @@ CASES = [
     Case("a model skip without a model", "settings",
          ["--expocloud-skip-above", "0.99", "--expocloud-hardness-model", "none"],
          "--expocloud-skip-above", "--expocloud-hardness-model is 'none'"),
+    Case("a negative trust threshold", "settings", ["--expocloud-model-trust-after", "-1"],
+         "--expocloud-model-trust-after", "-1 is not a count of finished jobs"),
     Case("an unknown runtime model", "settings", ["--expocloud-hardness-model", "magic"],
          "--expocloud-hardness-model", "unknown model 'magic'"),
     Case("a runtime model that cannot be loaded", "settings",

@@ -98,7 +98,8 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
                   run_key)
     scheduler = Scheduler(spot_attempts=settings.spot_attempts,
                           confirm_timeouts=settings.confirm_timeouts, prefetch=prefetch(settings),
-                          skip_above=settings.skip_above)
+                          skip_above=settings.skip_above,
+                          trust_after=settings.model_trust_after)
     scheduler.expect(expected or {})
     coordinator = Coordinator(config, engine, bucket, run_key, run_dir, state, log, scheduler,
                               notifier_for(settings, log), model_factory)

@@ -5,6 +5,7 @@ the worker's result.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -91,8 +92,14 @@ def job_record(report: JobReport, request: JobRequest, result: WorkerResult | No
         "preemptions": preemptions,
         "first_timeout_on": report.first_timeout_on,
         "logs_dir": str(logs_dir) if logs_dir is not None else None,
-        "predicted_s": prediction.median_s if prediction else None,
-        "predicted_low_s": prediction.low_s if prediction else None,
-        "predicted_high_s": prediction.high_s if prediction else None,
+        # None where the model has no finite figure (it predicts the job never finishes):
+        # JSON has no infinity
+        "predicted_s": _finite(prediction.median_s) if prediction else None,
+        "predicted_low_s": _finite(prediction.low_s) if prediction else None,
+        "predicted_high_s": _finite(prediction.high_s) if prediction else None,
         "p_exceed": prediction.p_exceed if prediction else None,
     }
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None

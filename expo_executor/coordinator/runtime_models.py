@@ -14,6 +14,7 @@ record carries it, for the report's predicted-against-actual table.
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -82,7 +83,9 @@ class ModelBook:
             spec = request.model_spec or ModelSpec()
             model = self.models[task.family] = self.factory(spec, self.state.load_model(family))
             self._refs[task.family] = family
-        self.predictions[task.key] = model.predict(dict(task.params), task.deadline_s)
+        prediction = model.predict(dict(task.params), task.deadline_s)
+        if not math.isnan(prediction.median_s):  # NaN: the model knows nothing yet
+            self.predictions[task.key] = prediction
         return model
 
     def save(self, now: float | None = None) -> None:

@@ -84,9 +84,13 @@ def _left(job: JobLeft) -> tuple[float, float, float]:
 
 
 def _moments(prediction: RuntimePrediction, deadline_s: float | None) -> tuple[float, float]:
-    """E[T] and E[T^2] of the job's runtime T, lognormal, cut at its deadline."""
-    median = max(prediction.median_s, 1e-6)
-    spread = math.log(max(prediction.high_s, median) / max(prediction.low_s, 1e-6))
+    """E[T] and E[T^2] of the job's runtime T, lognormal, cut at its deadline. A model may put
+    a job's median or interval at infinity (it likely never finishes): with a deadline, what
+    lies past ten times it is read as ten times it (the job costs its deadline either way)."""
+    cap = math.inf if deadline_s is None else 10.0 * deadline_s
+    median = max(min(prediction.median_s, cap), 1e-6)
+    spread = math.log(max(min(prediction.high_s, cap), median)
+                      / max(min(prediction.low_s, cap), 1e-6))
     mu, sigma = math.log(median), max(spread / (2 * Z90), 1e-9)
     if deadline_s is None:
         return (math.exp(mu + sigma ** 2 / 2), math.exp(2 * mu + 2 * sigma ** 2))

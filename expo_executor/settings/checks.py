@@ -103,6 +103,9 @@ def _check_model(settings: Settings) -> None:
             and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", model):
         raise ExpoError("--expocloud-hardness-model", f"unknown model {model!r}",
                         f"use one of {', '.join(HARDNESS_MODELS)}, or module:attribute")
+    if settings.model_trust_after < 0:
+        raise ExpoError("--expocloud-model-trust-after", f"{settings.model_trust_after} is not "
+                        "a count of finished jobs", "give 0 or more (the default is 50)")
     if skip is not None and model == "none":
         raise ExpoError("--expocloud-skip-above", "it needs a runtime model, and "
                         "--expocloud-hardness-model is 'none'", "drop one of the two (the "

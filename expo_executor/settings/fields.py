@@ -104,6 +104,11 @@ class Settings(ExecutorSettingsBase):
         "declared order only). Default: 'learned' when --expocloud-skip-above is given, else "
         "'none', so a run without either behaves as before. A model of your own: "
         "module:attribute, a callable (ModelSpec, saved dict or None) -> RuntimeModel."))
+    model_trust_after: int = field(default=50, metadata=option(
+        "Finished jobs of a rule its runtime model must have seen before it may skip any "
+        "(--expocloud-skip-above): below that it knows too little. Lower it only for a small "
+        "sweep you watch (0: from the first job, for a model of your own that needs no "
+        "learning).", type=int))
     hardness_noise: Optional[str] = field(default=None, metadata=option(
         "Wildcards (or CWL inputs) that the runtime model treats as noise, comma-separated, "
         "e.g. 'seed,instance': a seed or an instance names a repetition, not a harder or "

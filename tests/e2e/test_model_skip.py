@@ -5,7 +5,9 @@ those jobs never run: each is ``model-skipped`` with its probability in ``jobs.j
 run page's data (``status.json``) and page, and in Snakemake's error for the job; while a job
 is left (n=2 waits for the test to release it), the page and the log show the estimate of what
 is left. The model is saved beside the frontier; a rerun without the setting runs the skipped
-jobs."""
+jobs. The real learned model (``--expocloud-hardness-model learned``) skips too: a first run
+teaches it which instances never finish, and the rerun it starts informed skips their next
+repetition."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ MODEL = "tests.runtime_model_double:factory"
 
 def _args(*extra: str) -> list[str]:
     return ["--executor", "expocloud", "-j", "4", "--keep-going",
+            "--expocloud-model-trust-after", "0",  # the double needs no learning
             "--set-resources", 'work:hardness="n"', "work:deadline=30s",
             "--expocloud-max-workers", "1", "--expocloud-slots-per-worker", "2",
             "--expocloud-poll-interval", "0.1", "--expocloud-status-interval", "1", *extra]
@@ -158,7 +161,8 @@ def test_the_cwl_runner_model_skips_too(tmp_path: Path) -> None:
     result = subprocess.run(
         [str(Path(SNAKEMAKE).parent / "expocloud-cwl"), "--outdir", str(tmp_path / "out"),
          "--expocloud-state-dir", str(tmp_path / "state"), "--expocloud-hardness-model", MODEL,
-         "--expocloud-skip-above", "0.99", "wf.cwl", "--ns", "1", "--ns", "5"],
+         "--expocloud-skip-above", "0.99", "--expocloud-model-trust-after", "0", "wf.cwl",
+         "--ns", "1", "--ns", "5"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300, env=_env())
     assert result.returncode == 0, result.stderr[-3000:]
     (run_dir,) = (tmp_path / "state" / "runs").glob("*")
@@ -167,3 +171,47 @@ def test_the_cwl_runner_model_skips_too(tmp_path: Path) -> None:
     saved = [json.loads(p.read_text()) for p in (tmp_path / "state" / "frontiers")
              .glob("*.model.json")]
     assert [s["model"]["noise"] for s in saved] == [["seed"]]  # the hint's noise reached it
+
+
+LEARNED_SNAKEFILE = """
+rule all:
+    input: expand("out/{n}/{inst}/{rep}.txt", n=[1], inst=range(24), rep=range(config["reps"]))
+
+rule work:
+    output: "out/{n}/{inst}/{rep}.txt"
+    shell: "if [ $(( {wildcards.inst} % 4 )) = 0 ]; then sleep 60; fi; echo solved > {output}"
+"""
+
+
+def _learned_args(reps: int, *extra: str) -> list[str]:
+    """Every instance with a multiple of 4 never finishes (past its 2 s deadline); the others
+    are quick. The declared order is one size, n=1, and the scope keeps a timeout from
+    dominating anything but itself, so what is skipped is the model's doing. The model may skip once it has seen 20 jobs (the default,
+    50, would need a bigger sweep)."""
+    return ["--executor", "expocloud", "-j", "8", "--keep-going", "--config", f"reps={reps}",
+            "--set-resources", 'work:hardness="n; scope: inst, rep"', "work:deadline=2s",
+            "--expocloud-hardness-model", "learned", "--expocloud-hardness-noise", "inst,rep",
+            "--expocloud-model-trust-after", "20", "--expocloud-max-workers", "1",
+            "--expocloud-slots-per-worker", "2", "--expocloud-poll-interval", "0.1", *extra]
+
+
+def test_the_learned_model_learns_the_hopeless_instances_and_a_rerun_skips_them(
+        tmp_path: Path) -> None:
+    (tmp_path / "Snakefile").write_text(LEARNED_SNAKEFILE)
+    first = run_snakemake(tmp_path, *_learned_args(1))
+    assert first.returncode != 0  # the hopeless instances timed out
+    learned = job_records(run_dirs(tmp_path)[0])
+    assert {k: r["outcome"] for k, r in learned.items()} == {
+        f"1/{i}/0": "timeout" if i % 4 == 0 else "solved" for i in range(24)}
+    rerun = run_snakemake(tmp_path, *_learned_args(2, "--expocloud-skip-above", "0.99"))
+    records = job_records(run_dirs(tmp_path)[-1])
+    skipped = {k for k, r in records.items() if r["outcome"] == "model-skipped"}
+    assert skipped == {f"1/{i}/1" for i in range(0, 24, 4)}  # each hopeless one's next repetition
+    assert all(records[f"1/{i}/1"]["outcome"] == "solved" for i in range(24) if i % 4)
+    for key in skipped:
+        assert records[key]["p_exceed"] >= 0.99 and records[key]["runtime_s"] is None
+    status = json.loads((run_dirs(tmp_path)[-1] / "status.json").read_text())
+    assert status["model-skipped"] == 6
+    assert all(note["probability"] >= 0.99 for note in status["model_skips"])
+    assert rerun.stderr.count("model-skipped: ") == 6, rerun.stderr[-3000:]
+    assert "likely to run past its deadline of 2 s" in rerun.stderr

@@ -36,6 +36,7 @@ def test_a_model_skip_and_the_estimate_on_the_emulated_gce_path(
                          "--set-resources", 'work:hardness="n"', "work:deadline=60s",
                          "--expocloud-hardness-model", "tests.runtime_model_double:factory",
                          "--expocloud-skip-above", "0.99", "--expocloud-status-interval", "1",
+                         "--expocloud-model-trust-after", "0",
                          flag="--profile")
     env = emulated_env(gcs_emulator)
     env["PYTHONPATH"] = f"{REPO}:{env['PYTHONPATH']}" if env.get("PYTHONPATH") else str(REPO)

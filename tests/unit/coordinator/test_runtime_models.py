@@ -5,6 +5,7 @@ models saved for the next run, and the estimate of what is left; and how a model
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -29,9 +30,9 @@ SPEC = HardnessSpec.parse("n", "test")
 def _request(n: int, family: FamilyRef | None = FAMILY) -> JobRequest:
     task = Task(f"j{n}", f"solve {{n={n}}}", family=family.key if family else None,
                 point=SPEC.point({"n": str(n)}, "test") if family else None,
-                params=(("n", str(n)),), deadline_s=30.0 if family else None)
+                params={"n": str(n)}, deadline_s=30.0 if family else None)
     return job_request(task, ["true"], None, {}, 30.0, family=family,
-                       model_spec=ModelSpec(("seed",), ("n",)))
+                       model_spec=ModelSpec(("seed",), HardnessSpec.parse("n")))
 
 
 def test_none_means_no_model_and_a_name_of_ones_own_is_loaded() -> None:
@@ -49,7 +50,7 @@ def test_one_model_per_family_from_its_saved_state_and_saved_again(tmp_path: Pat
     book = ModelBook(factory, state, Persister(print), skip_above=0.99)
     model = book.take_in(_request(1))
     assert isinstance(model, ThresholdModel) and model.earlier == 4
-    assert model.spec == ModelSpec(("seed",), ("n",))
+    assert model.spec == ModelSpec(("seed",), HardnessSpec.parse("n"))
     assert book.take_in(_request(5)) is model
     assert book.take_in(_request(2, family=None)) is None  # no family: no model
     assert book.predictions["j5"].p_exceed == HOPELESS and "j2" not in book.predictions
@@ -88,3 +89,35 @@ def test_a_model_skip_reads_as_its_own_outcome_with_the_setting_and_the_way_back
                                  prediction=prediction)
     assert (record["outcome"], record["p_exceed"], record["predicted_s"]) == \
         ("model-skipped", 0.995, 4000.0)
+    never = RuntimePrediction(math.inf, 9000.0, math.inf, 0.9999)  # the learned model's hopeless
+    record = outcomes.job_record(report, _request(5), None, None, None, 0, 1.0, prediction=never)
+    assert (record["predicted_s"], record["predicted_low_s"], record["predicted_high_s"]) == \
+        (None, 9000.0, None)  # JSON has no infinity
+
+
+def test_learned_is_the_real_model_and_a_rerun_starts_from_the_saved_one() -> None:
+    """'learned' names expo_executor.learned's model_factory: a fresh LearnedModel, or the
+    saved one read under this run's spec; a saved state it cannot read starts afresh."""
+    from expo_executor.core.runtime_model import RuntimeObservation
+    from expo_executor.learned.model import LearnedModel
+
+    made = factory_of("learned")
+    spec = ModelSpec(("seed",), HardnessSpec.parse("n"))
+    first = made(spec, None)
+    assert isinstance(first, LearnedModel) and first.observations == 0
+    assert math.isnan(first.predict({"n": "1", "seed": "0"}, 30.0).median_s)  # knows nothing
+    for seed in range(25):
+        first.observe(RuntimeObservation({"n": "1", "seed": str(seed)}, 2.0 + seed % 3, True))
+    again = made(spec, first.to_dict())
+    assert again.observations == 25 and again.spec == spec
+    # refitted on load from the same observations (the first was fitted at 20 of them)
+    assert again.predict({"n": "1", "seed": "99"}, 30.0).median_s == pytest.approx(
+        first.predict({"n": "1", "seed": "99"}, 30.0).median_s, rel=0.05)
+    assert made(spec, {"kind": "something else"}).observations == 0
+
+
+def test_a_prediction_of_nothing_known_is_not_kept(tmp_path: Path) -> None:
+    """Before its first fit the learned model's median is NaN: the book keeps no prediction
+    (the estimate and the job's record have nothing to show yet)."""
+    book = ModelBook(factory_of("learned"), StateDir(tmp_path), Persister(print))
+    assert book.take_in(_request(1)) is not None and "j1" not in book.predictions

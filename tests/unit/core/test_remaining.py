@@ -52,3 +52,15 @@ def test_the_line_gives_time_and_cost_with_their_intervals() -> None:
     line = Remaining(3, 5400.0, 3600.0, 9000.0, 1.5, 1.0, 2.5).line()
     assert line == ("estimate for 3 jobs: 90 min left (90%: 60 min to 2.5 h), $1.50 more "
                     "(90%: $1.00 to $2.50)")
+
+
+def test_a_job_predicted_never_to_finish_costs_its_deadline() -> None:
+    """The learned model puts a hopeless job's median (and interval) at infinity: with a
+    deadline, the job costs the deadline, not NaN."""
+    never = RuntimePrediction(math.inf, math.inf, math.inf, 1.0)
+    half = RuntimePrediction(10.0, 5.0, math.inf, 0.3)  # a hopeless share over 5%
+    estimate = remaining([JobLeft(never, 60.0), JobLeft(half, 60.0)], slots=1,
+                         slot_hour_usd=0.0)
+    assert all(math.isfinite(v) for v in (estimate.wall_low_s, estimate.wall_s,
+                                          estimate.wall_high_s))
+    assert 60.0 <= estimate.wall_low_s <= estimate.wall_s <= estimate.wall_high_s <= 120.0
