@@ -11,6 +11,7 @@ from typing import Any
 
 from expo_executor.coordinator.requests import JobReport, JobRequest
 from expo_executor.core.hardness import FrontierPoint
+from expo_executor.core.run_status import predicted
 from expo_executor.core.runtime_model import RuntimePrediction
 from expo_executor.core.scheduler import Finished, ModelSkipped, Outcome, Pool, Skipped
 from expo_executor.protocol.records import WorkerResult
@@ -54,8 +55,9 @@ def model_skipped(event: ModelSkipped, request: JobRequest, skip_above: float) -
     was to pass its deadline, the setting that skipped it, and how to run it after all."""
     p = event.prediction
     message = (f"model-skipped: {event.probability:.1%} likely to run past its deadline of "
-               f"{request.spec.deadline_s or 0:g} s (predicted {p.median_s:.0f} s, 90% "
-               f"{p.low_s:.0f} to {p.high_s:.0f} s), at or above --expocloud-skip-above "
+               f"{request.spec.deadline_s or 0:g} s (predicted {predicted(p.median_s)}, 90% "
+               f"{predicted(p.low_s).removesuffix(' s')} to {predicted(p.high_s)}), at or above "
+               "--expocloud-skip-above "
                f"{skip_above:g}; not run (a rerun with a higher --expocloud-skip-above, or "
                "without it, runs it)")
     return JobReport(event.key, Outcome.MODEL_SKIPPED, message)
@@ -94,12 +96,13 @@ def job_record(report: JobReport, request: JobRequest, result: WorkerResult | No
         "logs_dir": str(logs_dir) if logs_dir is not None else None,
         # None where the model has no finite figure (it predicts the job never finishes):
         # JSON has no infinity
-        "predicted_s": _finite(prediction.median_s) if prediction else None,
-        "predicted_low_s": _finite(prediction.low_s) if prediction else None,
-        "predicted_high_s": _finite(prediction.high_s) if prediction else None,
+        "predicted_s": finite(prediction.median_s) if prediction else None,
+        "predicted_low_s": finite(prediction.low_s) if prediction else None,
+        "predicted_high_s": finite(prediction.high_s) if prediction else None,
         "p_exceed": prediction.p_exceed if prediction else None,
     }
 
 
-def _finite(value: float) -> float | None:
+def finite(value: float) -> float | None:
+    """A figure for JSON, which has no infinity or NaN: None for those."""
     return value if math.isfinite(value) else None

@@ -124,7 +124,8 @@ class Reporter:
         request = self.requests[event.key]
         skip_above = self.scheduler.skip_above or 0.0
         self.model_skips.append(ModelSkipNote(
-            request.task.label, event.probability, skip_above, event.prediction.median_s,
+            request.task.label, event.probability, skip_above,
+            outcomes.finite(event.prediction.median_s),
             request.spec.deadline_s, time.time()))
         self._model_skipped += 1
         self.report(outcomes.model_skipped(event, request, skip_above), None)

@@ -16,7 +16,7 @@ import datetime as dt
 from html import escape
 
 from expo_executor.core.run_status import (STATES, OutcomeMap, RunStatus, cost_phrase,
-                                           counts_line, elapsed_phrase)
+                                           counts_line, elapsed_phrase, predicted)
 
 REFRESH_S = 5
 COLOURS = {"queued": "#d9d9d9", "running": "#6baed6", "solved": "#31a354",
@@ -154,7 +154,7 @@ def _model_skips(status: RunStatus) -> str:
     if not status.model_skips:
         return ""
     rows = [f'<tr class="model-skip"><td>{escape(n.label)}</td><td>{n.probability:.1%}</td>'
-            f"<td>{n.median_s:.0f} s</td>"
+            f"<td>{predicted(n.median_s)}</td>"
             f"<td>{'-' if n.deadline_s is None else f'{n.deadline_s:g} s'}</td></tr>"
             for n in reversed(status.model_skips)]
     setting = f"--expocloud-skip-above {status.model_skips[-1].skip_above:g}"

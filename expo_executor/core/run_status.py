@@ -12,6 +12,7 @@ sweep's status stays cheap to write every round.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -72,15 +73,21 @@ class ModelSkipNote:
     label: str
     probability: float
     skip_above: float
-    median_s: float
+    median_s: float | None  # None: the model predicts it never finishes (JSON has no infinity)
     deadline_s: float | None
     time: float
+
+
+def predicted(seconds: float | None) -> str:
+    """A predicted runtime for people: the learned model puts a job it judges hopeless at
+    infinity (None once written to JSON)."""
+    return "unbounded" if seconds is None or not math.isfinite(seconds) else f"{seconds:.0f} s"
 
 
 def model_skip_line(note: ModelSkipNote) -> str:
     """The log's (and the status's) one line for a model skip."""
     return (f"expocloud: model-skipped: {note.label}: {note.probability:.1%} likely to pass its "
-            f"deadline of {note.deadline_s or 0:g} s (predicted median {note.median_s:.0f} s; "
+            f"deadline of {note.deadline_s or 0:g} s (predicted median {predicted(note.median_s)}; "
             f"--expocloud-skip-above {note.skip_above:g})")
 
 

@@ -90,6 +90,8 @@ def test_a_model_skip_reads_as_its_own_outcome_with_the_setting_and_the_way_back
     assert (record["outcome"], record["p_exceed"], record["predicted_s"]) == \
         ("model-skipped", 0.995, 4000.0)
     never = RuntimePrediction(math.inf, 9000.0, math.inf, 0.9999)  # the learned model's hopeless
+    report = outcomes.model_skipped(ModelSkipped("j5", 0.9999, never), _request(5), 0.99)
+    assert "(predicted unbounded, 90% 9000 to unbounded), at or above" in report.message
     record = outcomes.job_record(report, _request(5), None, None, None, 0, 1.0, prediction=never)
     assert (record["predicted_s"], record["predicted_low_s"], record["predicted_high_s"]) == \
         (None, 9000.0, None)  # JSON has no infinity
