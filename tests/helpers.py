@@ -13,6 +13,7 @@ on a local bucket, and ``require`` for a prerequisite.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -252,3 +253,31 @@ def runtime_sweep(model, log_mean, groups: int = 150, reps: int = 3, seed: int =
                 seconds = math.exp(log_mean(params) + effect + rng.gauss(0.0, sd_noise))
                 model.observe(RuntimeObservation(params, min(seconds, deadline),
                                                  seconds < deadline))
+
+
+def live_estimate(workdir: Path) -> tuple[dict, str] | None:
+    """A live run's ``status.json`` and ``run.html`` once both show the runtime model's
+    estimate of what is left (None until then: the page is written just after the status)."""
+    for path in (workdir / ".expocloud" / "runs").glob("*/status.json"):
+        try:
+            status = json.loads(path.read_text())
+            page = (path.parent / "run.html").read_text()
+        except (OSError, ValueError):  # not written yet
+            continue
+        if status.get("estimate") and not status.get("finished") and 'id="estimate"' in page:
+            return status, page
+    return None
+
+
+def wait_for_estimate(workdir: Path, timeout: float) -> tuple[dict, str]:
+    """Wait (bounded) for :func:`live_estimate`, and return what it saw."""
+    seen: list[tuple[dict, str]] = []
+
+    def shown() -> bool:
+        found = live_estimate(workdir)
+        seen.extend([found] if found else [])
+        return found is not None
+
+    if not wait_until(shown, timeout):
+        raise AssertionError(f"no estimate on the run page of {workdir} within {timeout:g} s")
+    return seen[-1]

@@ -89,7 +89,8 @@ class AdoptedRuns:
         else:
             outcome = result.end.outcome
             assert outcome is not None
-            self.reporter.handle(self.scheduler.finish(key, outcome), result)
+            self.reporter.handle(self.scheduler.finish(key, outcome, runtime_s=result.timed_s),
+                                 result)
         self.reporter.handle(self.scheduler.remove_worker(place))  # nothing left there
 
     def _unclaimed_end(self, adoption: Adoption, end: Ended) -> None:

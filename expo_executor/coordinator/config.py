@@ -69,6 +69,9 @@ class CoordinatorConfig:
     # No job started or ended this long while workers are alive: the run is notified as
     # stalled (--expocloud-stall-after; core.notices.stall_step)
     stall_after: float = STALL_AFTER
+    # --expocloud-skip-above: a job its runtime model gives at least this probability of
+    # passing its deadline is model-skipped (None: none is)
+    skip_above: float | None = None
 
     def size(self, shape: Shape | None) -> ShapeSize:
         """What a worker of ``shape`` (None: the run's own) holds for its jobs."""

@@ -149,7 +149,7 @@ def record_timeout(files: RunFiles, state: StateDir, record: dict[str, Any],
         state.add_timeout(FamilyRef(**family), HardnessPoint(tuple(point["scope"]),
                                                              tuple(point["vector"])),
                           record["label"], files.run_id)
-    ran = result.command_s if result.command_s is not None else result.runtime_s
+    ran = result.timed_s
     files.append_job({
         "v": 1, "key": result.key, **record.get("meta", {}), "outcome": "timeout",
         "killed": False, "runtime_s": result.runtime_s, "worker": result.worker,

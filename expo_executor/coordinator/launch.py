@@ -19,6 +19,7 @@ from expo_executor.coordinator.recover import recover
 from expo_executor.coordinator.region_prices import bucket_location, price_regions, region_weights
 from expo_executor.coordinator.run_state import RunState, record
 from expo_executor.coordinator.rule_machines import auto_inputs, dims_of
+from expo_executor.coordinator.runtime_models import factory_of
 from expo_executor.coordinator.shapes import AUTO, ShapeBook
 from expo_executor.coordinator.settings import ExecutorSettings, worker_memory_mb
 from expo_executor.coordinator.state import StateDir
@@ -43,9 +44,10 @@ from expo_executor.notify.targets import Command, Target, Webhook, public_name
 from expo_executor.protocol.bucket import Bucket, LocalBucket, open_bucket
 from expo_executor.runs.files import RunFiles
 from expo_executor.settings.notify import notify_argv, notify_secret, notify_url, stall_after
-from expo_executor.settings.values import (boot_timeout, capacity_timeout, heartbeat_grace,
-                                           heartbeat_interval, max_on_demand, poll_interval,
-                                           prefetch, prefetch_hold_s, worker_requirements)
+from expo_executor.settings.values import (boot_timeout, capacity_timeout, hardness_model,
+                                           heartbeat_grace, heartbeat_interval, max_on_demand,
+                                           poll_interval, prefetch, prefetch_hold_s,
+                                           worker_requirements)
 
 
 def max_workers(settings: ExecutorSettings) -> int:
@@ -65,6 +67,7 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
     Raises ExpoError (before anything is provisioned) on a setting the engine cannot use.
     """
     run_id = run_dir.name
+    model_factory = factory_of(hardness_model(settings))  # refused here, before anything starts
     run_key = secrets.token_bytes(32)
     poll, grace = poll_interval(settings), heartbeat_grace(settings)
     workers = max_workers(settings)
@@ -75,7 +78,7 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
         status_interval=settings.status_interval, boot_timeout=boot_timeout(settings),
         capacity_timeout=capacity_timeout(settings), shapes=shapes,
         prefetch_hold_s=prefetch_hold_s(settings), keep_bucket=settings.keep_bucket,
-        stall_after=stall_after(settings))
+        stall_after=stall_after(settings), skip_above=settings.skip_above)
     if settings.engine == EngineName.GCE:
         bucket, engine = _gce(settings, config, run_key, run_dir, default_storage_prefix, log,
                               shapes.known() if shapes else [], state.root)
@@ -94,10 +97,12 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
     held = record(run_dir, _run_state(settings, config.run_id, bucket, default_storage_prefix),
                   run_key)
     scheduler = Scheduler(spot_attempts=settings.spot_attempts,
-                          confirm_timeouts=settings.confirm_timeouts, prefetch=prefetch(settings))
+                          confirm_timeouts=settings.confirm_timeouts, prefetch=prefetch(settings),
+                          skip_above=settings.skip_above,
+                          trust_after=settings.model_trust_after)
     scheduler.expect(expected or {})
     coordinator = Coordinator(config, engine, bucket, run_key, run_dir, state, log, scheduler,
-                              notifier_for(settings, log))
+                              notifier_for(settings, log), model_factory)
     coordinator.held_run = held
     coordinator.harvested = recovery.harvested
     coordinator.adopted = recovery.adopted

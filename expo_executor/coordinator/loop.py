@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Callable
 
@@ -43,6 +44,7 @@ from expo_executor.coordinator.prefetch_depth import PrefetchDepth
 from expo_executor.coordinator.pools import PoolWatch
 from expo_executor.coordinator.progress import Progress
 from expo_executor.coordinator.reports import Reporter
+from expo_executor.coordinator.runtime_models import ModelBook, ModelFactory
 from expo_executor.coordinator.requests import Harvested, JobReport, JobRequest
 from expo_executor.runs.files import RunFiles
 from expo_executor.coordinator.run_state import HeldRun
@@ -56,6 +58,7 @@ from expo_executor.core.fleet import pools
 from expo_executor.core.notices import RunEnd
 from expo_executor.core.pool_health import CAPACITY_TIMEOUT
 from expo_executor.core.records import VmEnd
+from expo_executor.core.remaining import Remaining
 from expo_executor.core.run_status import RunStatus
 from expo_executor.core.scaling import FleetSetup
 from expo_executor.core.scheduler import Outcome, Scheduler
@@ -80,7 +83,8 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
 
     def __init__(self, config: CoordinatorConfig, engine: Engine, bucket: Bucket, run_key: bytes,
                  run_dir: Path, state: StateDir, log: Callable[[str], None],
-                 scheduler: Scheduler | None = None, notifier: Notifier | None = None) -> None:
+                 scheduler: Scheduler | None = None, notifier: Notifier | None = None,
+                 model_factory: ModelFactory | None = None) -> None:
         self.config = config
         self.engine = engine
         self.bucket = bucket
@@ -136,14 +140,27 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
         self.harvested: dict[str, Harvested] = {}
         # crashed runs whose live workers and jobs in flight this run took over (adopt.py)
         self.adopted: list[Adoption] = []
-        self._hook_reporter()
+        self._hook_reporter(model_factory)
 
-    def _hook_reporter(self) -> None:
+    def _hook_reporter(self, model_factory: ModelFactory | None) -> None:
         """Who hears of the reporter's events: a cancel for an adopted run's worker, each
-        report (the notices), each result's staged files moved across regions (the meter)."""
+        report (the notices), each result's staged files moved across regions (the meter),
+        and the runtime models (built here from ``model_factory``; None: no model)."""
+        self.models = self._models(model_factory)
         self.reporter.elsewhere = self._cancel_adopted
         self.reporter.on_report = self.notices.reported
         self.reporter.on_egress = self.meter.egress
+
+    def _models(self, factory: ModelFactory | None) -> ModelBook | None:
+        """One runtime model per family (runtime_models.py), which the scheduler asks (and,
+        with ``skip_above``, skips by) and tells of each end; None: no model."""
+        if factory is None:
+            return None
+        book = ModelBook(factory, self.state, self.persist, self.config.skip_above)
+        self.scheduler.models = book.models
+        self.scheduler.skip_above = self.config.skip_above
+        self.reporter.models = book
+        return book
 
     # -- front-end side (any thread) ---------------------------------------------------------
     def submit(self, requests: list[JobRequest]) -> None:
@@ -186,6 +203,8 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
         self.channel.close()
         self._finished = True
         self._progress(time.time(), force=True)
+        if self.models is not None:
+            self.models.save()  # for the next run of each family to start from
         self.persist.flush()
         self._write_requests()
         if self.config.hourly and not self.files.has_cost():
@@ -318,6 +337,8 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
             if family is not None and request.family is not None \
                     and family not in self.scheduler.frontiers:
                 self.scheduler.frontiers[family] = self.state.load_frontier(request.family)
+            if self.models is not None:
+                self.models.take_in(request)
             worker = self._claim(request)
             if worker is not None:  # in flight on a crashed run's worker: not run again
                 self.reporter.handle(self.scheduler.adopt(request.task, worker))
@@ -331,6 +352,7 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
                 continue
             self.reporter.handle(self.scheduler.submit(request.task))
         self.reporter.say_arrivals()
+        self.reporter.say_model_skips()
 
     def _add_shape(self, shape: Shape | None) -> None:
         """A per-rule machine's first job: its Spot and on-demand pools, each as large as the
@@ -349,6 +371,8 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
     def _progress(self, now: float, force: bool = False) -> None:
         if not (force or self.progress.due(now)):
             return
+        if self.models is not None and not force:
+            self.models.save(now)  # now and then: a crash loses little of what it learned
         status = self.status(now)
         self.progress.report(status, force)
         self.notices.status(status)
@@ -368,6 +392,19 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
             running_jobs(running, self._requests, since),
             snapshot.pools(self.vms, self.meter.ended_by, self.config, now),
             tuple(self.reporter.timeouts),
-            self.job_map.get(self.scheduler, self._requests, now, force=self._finished))
+            self.job_map.get(self.scheduler, self._requests, now, force=self._finished),
+            tuple(self.reporter.model_skips), self._estimate(since))
+
+    def _estimate(self, since: Mapping[str, float]) -> Remaining | None:
+        """The runtime model's estimate of the jobs queued and running (None: no model), on
+        the run's whole fleet at the main pool's price per slot-hour."""
+        if self.models is None:
+            return None
+        now, config = time.time(), self.config
+        left = {key: (now - since[key]) if key in since else None for key in self._requests
+                if self.scheduler.state(key) in ("queued", "running", "cancelling")}
+        slot_hour = config.hourly.get(config.pool, 0.0) / max(1, config.slots_per_worker)
+        return self.models.estimate(left, self._requests, config.max_workers
+                                    * config.slots_per_worker, slot_hour)
 
     # -- failing jobs that will not run -------------------------------------------------------

@@ -97,7 +97,7 @@ class Observe:
                 self._read_results({result.worker}, unlisted=True)
             self._cancels.append(result)
             return
-        events = self.scheduler.finish(key, outcome)
+        events = self.scheduler.finish(key, outcome, runtime_s=result.timed_s)
         if outcome is Outcome.SOLVED and self.prefetch_depth is not None:
             self.prefetch_depth.observe(result.ended - result.started)
         self.reporter.handle(events, result)

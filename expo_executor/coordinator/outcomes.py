@@ -5,12 +5,15 @@ the worker's result.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 from expo_executor.coordinator.requests import JobReport, JobRequest
 from expo_executor.core.hardness import FrontierPoint
-from expo_executor.core.scheduler import Finished, Outcome, Pool, Skipped
+from expo_executor.core.run_status import predicted
+from expo_executor.core.runtime_model import RuntimePrediction
+from expo_executor.core.scheduler import Finished, ModelSkipped, Outcome, Pool, Skipped
 from expo_executor.protocol.records import WorkerResult
 
 
@@ -19,7 +22,7 @@ def finished(event: Finished, request: JobRequest, result: WorkerResult | None) 
     runtime = result.runtime_s if result else None
     worker = result.worker if result else None
     if event.outcome is Outcome.TIMEOUT:
-        ran = result.command_s if result and result.command_s is not None else runtime
+        ran = result.timed_s if result else runtime
         again = f", as on {event.first_timeout_on} before" if event.first_timeout_on else ""
         message = (f"timed out after {ran or 0:.0f} s (deadline {request.spec.deadline_s:g} s"
                    f"{again}); {event.harder} harder "
@@ -47,11 +50,27 @@ def skipped(event: Skipped, result: WorkerResult | None) -> JobReport:
                      result.worker if ran else None, killed=event.killed)
 
 
+def model_skipped(event: ModelSkipped, request: JobRequest, skip_above: float) -> JobReport:
+    """A job the runtime model judged hopeless: never run. Its sentence says how likely it
+    was to pass its deadline, the setting that skipped it, and how to run it after all."""
+    p = event.prediction
+    message = (f"model-skipped: {event.probability:.1%} likely to run past its deadline of "
+               f"{request.spec.deadline_s or 0:g} s (predicted {predicted(p.median_s)}, 90% "
+               f"{predicted(p.low_s).removesuffix(' s')} to {predicted(p.high_s)}), at or above "
+               "--expocloud-skip-above "
+               f"{skip_above:g}; not run (a rerun with a higher --expocloud-skip-above, or "
+               "without it, runs it)")
+    return JobReport(event.key, Outcome.MODEL_SKIPPED, message)
+
+
 def job_record(report: JobReport, request: JobRequest, result: WorkerResult | None,
                dominator: FrontierPoint | None, pool: Pool | None, preemptions: int,
-               ended: float, run_dir: Path | None = None) -> dict[str, Any]:
+               ended: float, run_dir: Path | None = None,
+               prediction: RuntimePrediction | None = None) -> dict[str, Any]:
     """The job's line in ``jobs.jsonl``; its saved logs directory (if any) relative to
-    ``run_dir``, so that a moved state directory still finds them."""
+    ``run_dir``, so that a moved state directory still finds them. ``prediction``: the runtime
+    model's, as the job was taken in (the report sets it against the runtime); a model skip's
+    ``p_exceed`` is the probability that skipped it."""
     logs_dir = report.logs_dir
     if logs_dir is not None and run_dir is not None and logs_dir.is_relative_to(run_dir):
         logs_dir = logs_dir.relative_to(run_dir)
@@ -75,4 +94,15 @@ def job_record(report: JobReport, request: JobRequest, result: WorkerResult | No
         "preemptions": preemptions,
         "first_timeout_on": report.first_timeout_on,
         "logs_dir": str(logs_dir) if logs_dir is not None else None,
+        # None where the model has no finite figure (it predicts the job never finishes):
+        # JSON has no infinity
+        "predicted_s": finite(prediction.median_s) if prediction else None,
+        "predicted_low_s": finite(prediction.low_s) if prediction else None,
+        "predicted_high_s": finite(prediction.high_s) if prediction else None,
+        "p_exceed": prediction.p_exceed if prediction else None,
     }
+
+
+def finite(value: float) -> float | None:
+    """A figure for JSON, which has no infinity or NaN: None for those."""
+    return value if math.isfinite(value) else None

@@ -1,6 +1,6 @@
 """The run's live status: ``status.json`` and the run page (``run.html``) every status interval,
-and the progress line in the log whenever it says something new (the cost meter alone is no
-news).
+and the progress line in the log whenever it says something new (the cost meter and the runtime
+model's estimate of what is left ride along with it, but alone they are no news).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ class Progress:
         self._last_text = text
         if status.cost_usd is not None:
             text += f" | {cost_phrase(status.cost_usd, status.budget_usd)}"
+        if status.estimate is not None and not status.finished:
+            text += f" | {status.estimate.line()}"
         self.files.write_status(status.to_dict())
         self.files.write_page(run_page.render(status, self.files.run_id, status.time))
         if force or changed:

@@ -23,14 +23,16 @@ from expo_executor.coordinator import harvest, outcomes
 from expo_executor.coordinator.desk import JobDesk
 from expo_executor.coordinator.persist import Persister
 from expo_executor.coordinator.requests import JobReport, JobRequest
+from expo_executor.coordinator.runtime_models import ModelBook
 from expo_executor.runs.files import RunFiles
 from expo_executor.coordinator.saved_logs import LogFetcher
 from expo_executor.coordinator.state import StateDir
 from expo_executor.coordinator.vms import VmFleet
 from expo_executor.core.hardness import FrontierPoint
-from expo_executor.core.run_status import MAX_TIMEOUTS, TimeoutNote, timeout_line
-from expo_executor.core.scheduler import (Cancel, Confirming, Event, Finished, Outcome, Requeued,
-                                          Scheduler, Skipped, Unconfirmed)
+from expo_executor.core.run_status import (MAX_TIMEOUTS, ModelSkipNote, TimeoutNote,
+                                           timeout_line)
+from expo_executor.core.scheduler import (Cancel, Confirming, Event, Finished, ModelSkipped,
+                                          Outcome, Requeued, Scheduler, Skipped, Unconfirmed)
 from expo_executor.protocol.records import WorkerResult
 
 
@@ -60,6 +62,11 @@ class Reporter:
         self.adopted_from: dict[str, str] = {}  # job -> the adopted run it ran in (adopt.py)
         self.timeouts: collections.deque[TimeoutNote] = collections.deque(maxlen=MAX_TIMEOUTS)
         self._arrivals: collections.Counter[str] = collections.Counter()  # dominator -> jobs
+        # the run's runtime models (coordinator/runtime_models.py), when it has them
+        self.models: ModelBook | None = None
+        self.model_skips: collections.deque[ModelSkipNote] = \
+            collections.deque(maxlen=MAX_TIMEOUTS)
+        self._model_skipped = 0  # since the last say_model_skips
 
     def handle(self, events: list[Event], result: WorkerResult | None = None) -> None:
         """Act on ``events``; ``result``: the worker's result that caused them, if any."""
@@ -76,6 +83,8 @@ class Reporter:
                 self.report(outcomes.skipped(event, mine), mine, event.dominator)
             elif isinstance(event, Finished):
                 self._finish(event, result)
+            elif isinstance(event, ModelSkipped):
+                self._model_skip(event)
             elif isinstance(event, Confirming):
                 self.log(f"expocloud: {self.scheduler.task(event.key).label} timed out on "
                          f"{event.worker_id}; running it once more on another, idle worker "
@@ -111,13 +120,34 @@ class Reporter:
                      f"as hard as or harder than {label}, which timed out in an earlier run")
         self._arrivals.clear()
 
+    def _model_skip(self, event: ModelSkipped) -> None:
+        request = self.requests[event.key]
+        skip_above = self.scheduler.skip_above or 0.0
+        self.model_skips.append(ModelSkipNote(
+            request.task.label, event.probability, skip_above,
+            outcomes.finite(event.prediction.median_s),
+            request.spec.deadline_s, time.time()))
+        self._model_skipped += 1
+        self.report(outcomes.model_skipped(event, request, skip_above), None)
+
+    def say_model_skips(self) -> None:
+        """One line for the round's model skips (each one's detail is in ``jobs.jsonl`` and
+        its sentence in the front end's error)."""
+        if self._model_skipped:
+            self.log(f"expocloud: model-skipped {self._model_skipped} job"
+                     f"{'s' if self._model_skipped != 1 else ''}: each at least "
+                     f"{self.scheduler.skip_above:.0%} likely to pass its deadline "
+                     f"(--expocloud-skip-above {self.scheduler.skip_above:g}; the last: "
+                     f"{self.model_skips[-1].label})")
+            self._model_skipped = 0
+
     def _timed_out(self, key: str, result: WorkerResult | None, pruned: int,
                    cancelled: int) -> None:
         request = self.requests[key]
         if result is None:  # an unconfirmed timeout, pruning later: it ran to its deadline
             ran = request.spec.deadline_s
         else:
-            ran = result.command_s if result.command_s is not None else result.runtime_s
+            ran = result.timed_s
         hardness = request.meta.hardness
         note = TimeoutNote(
             request.task.label, ", ".join(
@@ -193,9 +223,10 @@ class Reporter:
         if result is not None and result.staged.total:
             self.on_egress(self.vms.staged_egress_usd(result.worker, result.staged.total))
         pool = self.vms.pool_of.get(report.worker) if report.worker else None
+        prediction = self.models.predictions.get(report.key) if self.models else None
         record = outcomes.job_record(report, request, result, dominator, pool,
                                      self.scheduler.preemptions(report.key), time.time(),
-                                     self.files.dir)
+                                     self.files.dir, prediction)
         if report.key in self.adopted_from:  # its worker was the adopted run's, not ours
             record["adopted_from"] = self.adopted_from[report.key]
         self.persist.write(f"the record of {report.key} in jobs.jsonl",

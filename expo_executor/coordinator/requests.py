@@ -11,6 +11,7 @@ from pathlib import Path
 
 from expo_executor.coordinator.state import FamilyRef
 from expo_executor.core.records import JobMeta
+from expo_executor.core.runtime_model import ModelSpec
 from expo_executor.core.scheduler import Outcome, Task
 from expo_executor.protocol.records import JobSpec, PrunePoint
 
@@ -45,6 +46,8 @@ class JobRequest:
     # set by the front end when a crashed run solved this very job and its outputs exist:
     # the coordinator reports it solved without running it
     harvested: Harvested | None = None
+    # what its family's runtime model is built from (noise columns, ordered dimensions)
+    model_spec: ModelSpec | None = None
 
     def __post_init__(self) -> None:
         if self.spec.cpus != self.task.cpus:

@@ -1,6 +1,7 @@
 """The run page: ``run.html`` in the run directory, one self-contained static page of the run's
-status (progress, the outcome map filling in, the jobs running, the pools and their cost, the
-recent timeouts), written again with ``status.json``.
+status (progress and the runtime model's estimate of what is left, the outcome map filling in,
+the jobs running, the pools and their cost, the recent timeouts and model skips), written again
+with ``status.json``.
 
 No server and no open port: a browser opens the file, and a ``<meta http-equiv="refresh">``
 reloads it every :data:`REFRESH_S` seconds while the run goes on (a finished run's page stops
@@ -15,7 +16,7 @@ import datetime as dt
 from html import escape
 
 from expo_executor.core.run_status import (STATES, OutcomeMap, RunStatus, cost_phrase,
-                                           counts_line, elapsed_phrase)
+                                           counts_line, elapsed_phrase, predicted)
 
 REFRESH_S = 5
 COLOURS = {"queued": "#d9d9d9", "running": "#6baed6", "solved": "#31a354",
@@ -49,7 +50,7 @@ def render(status: RunStatus, run_id: str, now: float) -> str:
         f'<p id="updated">as of {when}'
         + ("" if status.finished else f"; this page reloads every {REFRESH_S} s") + "</p>",
         _progress(status), _outcome_map(status.outcome_map), _running(status, now),
-        _pools(status), _timeouts(status), "</body></html>"]
+        _pools(status), _timeouts(status), _model_skips(status), "</body></html>"]
     return "\n".join(part for part in parts if part)
 
 
@@ -63,7 +64,9 @@ def _progress(status: RunStatus) -> str:
             f'<div class="bar">{segments}</div>'
             f'<p id="fleet">{status.workers} workers'
             f"{f' (+{status.booting} booting)' if status.booting else ''}, {status.slots} slots"
-            f"{f' | {escape(cost)}' if cost else ''}</p>")
+            f"{f' | {escape(cost)}' if cost else ''}</p>"
+            + (f'<p id="estimate">{escape(status.estimate.line())}</p>'
+               if status.estimate is not None and not status.finished else ""))
 
 
 def _outcome_map(omap: OutcomeMap | None) -> str:
@@ -145,6 +148,20 @@ def _timeouts(status: RunStatus) -> str:
     return ("<h2>Recent timeouts</h2>"
             + _table("timeouts", ("job", "after", "deadline", "pruned queued",
                                   "cancelled running"), rows))
+
+
+def _model_skips(status: RunStatus) -> str:
+    if not status.model_skips:
+        return ""
+    rows = [f'<tr class="model-skip"><td>{escape(n.label)}</td><td>{n.probability:.1%}</td>'
+            f"<td>{predicted(n.median_s)}</td>"
+            f"<td>{'-' if n.deadline_s is None else f'{n.deadline_s:g} s'}</td></tr>"
+            for n in reversed(status.model_skips)]
+    setting = f"--expocloud-skip-above {status.model_skips[-1].skip_above:g}"
+    return (f"<h2>Recent model skips</h2><p>not run: the runtime model gave each at least "
+            f"{escape(setting)} of passing its deadline</p>"
+            + _table("model-skips", ("job", "p(past deadline)", "predicted median",
+                                     "deadline"), rows))
 
 
 def _table(ident: str, headers: tuple[str, ...], rows: list[str]) -> str:

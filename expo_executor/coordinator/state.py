@@ -1,4 +1,5 @@
-"""What outlives a run, under ``.expocloud/``: run directories, frontiers, placeholders.
+"""What outlives a run, under ``.expocloud/``: run directories, frontiers (each with its
+family's runtime model, when the run had one), placeholders.
 
 The frontier is stored per workflow, rule, hardness spec, engine and machine (where the
 timeout was measured: coordinator/measured_on.py), so that a rerun on the same kind of machine
@@ -141,6 +142,29 @@ class StateDir:
             })
             _write_json(path, data)
 
+    # -- runtime models (coordinator/runtime_models.py) ---------------------------------------
+    def _model_path(self, ref: FamilyRef) -> Path:
+        return self.root / "frontiers" / f"{ref.digest}.model.json"
+
+    def load_model(self, ref: FamilyRef) -> dict | None:
+        """The family's saved runtime model, when one was saved with this deadline or a longer
+        one (as a timeout holds: a model learned under a shorter deadline saw censored runs
+        that a longer one would have finished)."""
+        data = _read_json(self._model_path(ref), None)
+        if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
+            return None
+        try:
+            return data["model"] if float(data["deadline_s"]) >= ref.deadline_s else None
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def save_model(self, ref: FamilyRef, model: dict) -> None:
+        """Keep the family's runtime model beside its frontier (``forget`` drops both)."""
+        _write_json(self._model_path(ref), {
+            "v": 1, "workflow": ref.workflow, "rule": ref.rule, "spec": ref.spec,
+            "engine": ref.engine, "machine": ref.machine, "deadline_s": ref.deadline_s,
+            "model": model})
+
     # -- placeholders ------------------------------------------------------------------------
     @property
     def _placeholders_path(self) -> Path:
@@ -166,8 +190,8 @@ class StateDir:
         for path in sorted((self.root / "frontiers").glob("*.json")):
             data = _read_json(path, {})
             if rule is None or (isinstance(data, dict) and data.get("rule") == rule):
-                path.unlink()
-                dropped += 1
+                path.unlink()  # a runtime model goes with its frontier, uncounted
+                dropped += not path.name.endswith(".model.json")
         placeholders = _read_json(self._placeholders_path, {})
         if not isinstance(placeholders, dict):
             placeholders = {}

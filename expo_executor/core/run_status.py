@@ -1,6 +1,7 @@
 """A run's live status as one typed record (``status.json``): the counts, the jobs running (where
 and for how long against their deadline), the pools (VMs by state and machine type, their cost),
-the recent timeouts with what each pruned, and the outcome map as it fills in.
+the recent timeouts with what each pruned, the recent model skips with their probability, the
+runtime model's estimate of what is left, and the outcome map as it fills in.
 
 The coordinator builds it every status interval; ``expocloud status`` and the run page
 (``run.html``) show it. Everything here is pure: what to show is a function of the record and
@@ -11,10 +12,12 @@ sweep's status stays cheap to write every round.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
 from expo_executor.core.records import HardnessMeta
+from expo_executor.core.remaining import Remaining
 
 MAX_RUNNING = 50  # running jobs listed (the count covers them all)
 MAX_TIMEOUTS = 20  # recent timeouts kept
@@ -63,6 +66,32 @@ class TimeoutNote:
 
 
 @dataclass(frozen=True)
+class ModelSkipNote:
+    """A job the runtime model skipped: its probability of passing its deadline, the setting's
+    threshold it reached, and its predicted median."""
+
+    label: str
+    probability: float
+    skip_above: float
+    median_s: float | None  # None: the model predicts it never finishes (JSON has no infinity)
+    deadline_s: float | None
+    time: float
+
+
+def predicted(seconds: float | None) -> str:
+    """A predicted runtime for people: the learned model puts a job it judges hopeless at
+    infinity (None once written to JSON)."""
+    return "unbounded" if seconds is None or not math.isfinite(seconds) else f"{seconds:.0f} s"
+
+
+def model_skip_line(note: ModelSkipNote) -> str:
+    """The log's (and the status's) one line for a model skip."""
+    return (f"expocloud: model-skipped: {note.label}: {note.probability:.1%} likely to pass its "
+            f"deadline of {note.deadline_s or 0:g} s (predicted median {predicted(note.median_s)}; "
+            f"--expocloud-skip-above {note.skip_above:g})")
+
+
+@dataclass(frozen=True)
 class OutcomeMap:
     """Outcome counts over the hardness dims of the run's swept jobs: one panel per ``facet``
     value, one cell per ``(x, y)``; ``cells`` holds ``(facet, x, y) -> {state: count}``."""
@@ -105,6 +134,8 @@ class RunStatus:
     pools: tuple[PoolStatus, ...] = ()
     timeouts: tuple[TimeoutNote, ...] = ()
     outcome_map: OutcomeMap | None = None
+    model_skips: tuple[ModelSkipNote, ...] = ()
+    estimate: Remaining | None = None  # None: no runtime model, or nothing predicted yet
 
     def to_dict(self) -> dict[str, Any]:
         """The ``status.json`` record: the counts at the top level, as older readers expect."""
@@ -115,7 +146,9 @@ class RunStatus:
             "running_jobs": [asdict(job) for job in self.running_jobs],
             "pools": [asdict(pool) for pool in self.pools],
             "timeouts": [asdict(note) for note in self.timeouts],
-            "outcome_map": self.outcome_map.to_dict() if self.outcome_map else None}
+            "outcome_map": self.outcome_map.to_dict() if self.outcome_map else None,
+            "model_skips": [asdict(note) for note in self.model_skips],
+            "estimate": asdict(self.estimate) if self.estimate else None}
         if self.cost_usd is not None:
             record["cost_usd"] = self.cost_usd
         return record
@@ -132,7 +165,9 @@ class RunStatus:
             tuple(RunningJob(**job) for job in data.get("running_jobs", ())),
             tuple(PoolStatus(**pool) for pool in data.get("pools", ())),
             tuple(TimeoutNote(**note) for note in data.get("timeouts", ())),
-            OutcomeMap.from_dict(omap) if omap else None)
+            OutcomeMap.from_dict(omap) if omap else None,
+            tuple(ModelSkipNote(**note) for note in data.get("model_skips", ())),
+            Remaining(**data["estimate"]) if data.get("estimate") else None)
 
     def stale(self, now: float) -> bool:
         """No status written for long: the coordinator may have died (a finished run is not
@@ -150,9 +185,11 @@ def timeout_line(note: TimeoutNote) -> str:
 
 def counts_line(status: RunStatus) -> str:
     counts = status.counts
+    model = counts.get("model-skipped", 0)  # said only when the model skipped something
     return (f"{counts['queued']} queued, {counts['running']} running, {counts['solved']} solved, "
             f"{counts['timeout']} timed out, {counts['skipped']} skipped, "
-            f"{counts['failed']} failed")
+            + (f"{model} model-skipped, " if model else "")
+            + f"{counts['failed']} failed")
 
 
 def cost_phrase(cost_usd: float | None, budget_usd: float | None) -> str:
@@ -180,6 +217,8 @@ def text_lines(status: RunStatus, now: float) -> list[str]:
              f"{f' (+{status.booting} booting)' if status.booting else ''}, {status.slots} slots"
              f"{f' | {cost}' if cost else ''} (as of {age:.0f} s ago"
              f"{', finished' if status.finished else ''})"]
+    if status.estimate is not None and not status.finished:
+        lines.append(status.estimate.line())
     if status.running_jobs:
         lines.append(f"running ({status.counts['running']}):")
         lines += [f"  {job.label}  on {job.worker}  {elapsed_phrase(job, now)}"
@@ -197,6 +236,10 @@ def text_lines(status: RunStatus, now: float) -> list[str]:
         lines.append("recent timeouts:")
         lines += [f"  {timeout_line(note).removeprefix('expocloud: timeout: ')}"
                   for note in reversed(status.timeouts)]
+    if status.model_skips:
+        lines.append("recent model skips:")
+        lines += [f"  {model_skip_line(note).removeprefix('expocloud: model-skipped: ')}"
+                  for note in reversed(status.model_skips)]
     return lines
 
 

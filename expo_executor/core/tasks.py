@@ -1,6 +1,6 @@
 """The scheduler's records: a worker's pool, a task, what the scheduler answers (an
-``Assignment``, a ``Release`` and the ``Event``s: skipped, cancel, finished, confirming,
-requeued, unconfirmed), and its own table rows (``WorkerSlots``, ``TaskEntry`` with its
+``Assignment``, a ``Release`` and the ``Event``s: skipped, model-skipped, cancel, finished,
+confirming, requeued, unconfirmed), and its own table rows (``WorkerSlots``, ``TaskEntry`` with its
 ``Place``: where the task stands, the one record of it).
 
 Pure data: the decisions are :mod:`.scheduler`'s; callers import these names from there too.

@@ -6,8 +6,13 @@ online from a family's finished jobs. It implements ``core.runtime_model.Runtime
 - ``tobit_fit``: the EM fit (numpy and scipy, imported lazily, inside its functions);
 - ``cells``: the fixed effects' cells, the declared order over them, its monotone projection
   and where the data disagrees with it;
-- ``model``: ``LearnedModel`` (observe, predict, rank, persistence) and ``model_from_dict``.
+- ``model``: ``LearnedModel`` (observe, predict, rank, persistence), ``model_from_dict`` and
+  ``model_factory`` (what ``--expocloud-hardness-model learned`` builds a family's model with).
 
 It may import the core only (``core``); numpy and scipy only inside functions, so that a run
 without a model never loads them.
 """
+
+from expo_executor.learned.model import model_factory
+
+__all__ = ["model_factory"]

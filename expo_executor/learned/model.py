@@ -270,13 +270,15 @@ def _prediction(m: float, s: float, p: float, hopeless: float) -> RuntimePredict
     return RuntimePrediction(median, low, high, p)
 
 
-def model_from_dict(data: Mapping[str, Any]) -> LearnedModel:
-    """A model saved by ``to_dict``, refitted from its observations."""
+def model_from_dict(data: Mapping[str, Any], spec: ModelSpec | None = None) -> LearnedModel:
+    """A model saved by ``to_dict``, refitted from its observations (under ``spec`` when given:
+    a run whose noise columns or order changed re-reads the same observations its own way)."""
     if not isinstance(data, Mapping) or data.get("kind") != KIND:
         raise ValueError(f"not a saved runtime model ({KIND})")
-    ordered = data.get("ordered")
-    spec = ModelSpec(tuple(data.get("noise") or ()),
-                     HardnessSpec.parse(ordered) if ordered else None)
+    if spec is None:
+        ordered = data.get("ordered")
+        spec = ModelSpec(tuple(data.get("noise") or ()),
+                         HardnessSpec.parse(ordered) if ordered else None)
     model = LearnedModel(spec, first_fit=1 << 62)
     columns = list(data["columns"])
     for row in data["rows"]:
@@ -286,3 +288,15 @@ def model_from_dict(data: Mapping[str, Any]) -> LearnedModel:
     if model.observations >= 20:
         model.refit()
     return model
+
+
+def model_factory(spec: ModelSpec, saved: Mapping[str, Any] | None) -> LearnedModel:
+    """What ``--expocloud-hardness-model learned`` builds for a family: a fresh model, or the
+    one its earlier runs saved (beside the frontier), read under this run's ``spec``. A saved
+    model that cannot be read is dropped (the run learns afresh) rather than failing the run."""
+    if saved:
+        try:
+            return model_from_dict(saved, spec)
+        except (KeyError, TypeError, ValueError, IndexError):
+            pass
+    return LearnedModel(spec)

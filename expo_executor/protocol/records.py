@@ -287,6 +287,12 @@ class WorkerResult:
         return self.ended - self.started
 
     @property
+    def timed_s(self) -> float:
+        """The seconds its deadline timed: the command's own, or the whole job's when the
+        command left no stamps (what a timeout reports, and a runtime model learns)."""
+        return self.command_s if self.command_s is not None else self.runtime_s
+
+    @property
     def overhead_s(self) -> float | None:
         """Start-up and file staging: the runtime outside its command."""
         return None if self.command_s is None else max(0.0, self.runtime_s - self.command_s)

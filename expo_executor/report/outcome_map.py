@@ -13,11 +13,13 @@ from typing import Any
 
 from expo_executor.report.run_reader import ReportError
 from expo_executor.report.safe_expr import as_number
-from expo_executor.report.values import (FAILED, OUTCOMES, SKIPPED, SOLVED, TIMEOUT, Row,
+from expo_executor.report.values import (FAILED, MODEL_SKIPPED, OUTCOMES, SKIPPED, SOLVED,
+                                         TIMEOUT, Row,
                                          check_columns, format_value, natural_key, norm)
 
 
-OUTCOME_COLOURS = {SOLVED: "#2ca02c", TIMEOUT: "#d62728", FAILED: "#1a1a1a", SKIPPED: "#b4b4b4"}
+OUTCOME_COLOURS = {SOLVED: "#2ca02c", TIMEOUT: "#d62728", FAILED: "#1a1a1a", SKIPPED: "#b4b4b4",
+                   MODEL_SKIPPED: "#bcbddc"}
 OTHER_COLOUR = "#9467bd"
 
 

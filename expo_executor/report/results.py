@@ -3,8 +3,8 @@ that say what was kept, what is best and where the files went.
 
 Each step lives in a module of its own (``run_reader``: finding and reading a run;
 ``rule_hardness``: which jobs and their rule's hardness; ``table``: the rows and the steps over
-them; ``table_output``: Markdown and CSV; ``outcome_map``: the PNG); this one strings them
-together for ``expocloud report``.
+them; ``table_output``: Markdown and CSV; ``outcome_map``: the PNG; ``predictions``: the
+runtime model against the truth); this one strings them together for ``expocloud report``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from expo_executor.report.outcome_map import plot_outcomes
+from expo_executor.report.predictions import compare
+from expo_executor.report.predictions import to_markdown as predictions_markdown
 from expo_executor.report.rule_hardness import (HardnessInfo, default_group_by, hardness_info,
                                                 select_jobs)
 from expo_executor.report.run_reader import (RUNS_DIR, ReportError, load_jobs, load_run_info)
@@ -73,6 +75,9 @@ def report(
         rows = kept
 
     lines = [notes[0], "", to_markdown(rows), *notes[1:]]
+    predicted = compare(selected)
+    if predicted:  # the run had a runtime model: how it did
+        lines += ["", "runtime model, predicted against actual:", predictions_markdown(predicted)]
     if best is not None:
         lines.append(_best_line(rows, best))
     csv_path = Path(csv_path) if csv_path is not None else run_dir / CSV_NAME

@@ -14,7 +14,8 @@ from expo_executor.report.safe_expr import as_number, is_number
 
 SOLVED, TIMEOUT, FAILED, SKIPPED = (Outcome.SOLVED.value, Outcome.TIMEOUT.value,
                                     Outcome.FAILED.value, Outcome.SKIPPED.value)
-OUTCOMES = (SOLVED, TIMEOUT, FAILED, SKIPPED)
+MODEL_SKIPPED = Outcome.MODEL_SKIPPED.value
+OUTCOMES = (SOLVED, TIMEOUT, FAILED, SKIPPED, MODEL_SKIPPED)
 Row = dict[str, object]
 
 

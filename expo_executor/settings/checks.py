@@ -9,7 +9,8 @@ import re
 from string import Template
 
 from expo_executor.core.errors import ExpoError
-from expo_executor.settings.fields import BUDGET_ACTIONS, ENGINE_CHOICES, ON_SKIP_CHOICES, Settings
+from expo_executor.settings.fields import (BUDGET_ACTIONS, ENGINE_CHOICES, HARDNESS_MODELS,
+                                           ON_SKIP_CHOICES, Settings)
 from expo_executor.settings.notify import check_notify
 from expo_executor.settings.values import (boot_timeout, capacity_timeout, heartbeat_grace,
                                            poll_interval, prefetch, slow_poll_interval,
@@ -25,6 +26,7 @@ def check(settings: Settings) -> Settings:
     _check_timing(settings)
     _check_pools(settings)
     _check_names(settings)
+    _check_model(settings)
     worker_requirements(settings)
     check_notify(settings)
     return settings
@@ -87,6 +89,27 @@ def _check_pools(settings: Settings) -> None:
             raise ExpoError("--expocloud-max-on-demand",
                             f"{settings.max_on_demand} is below --expocloud-on-demand-min "
                             f"{settings.on_demand_min}", "raise it or lower the minimum")
+
+
+def _check_model(settings: Settings) -> None:
+    """The runtime model's settings: a probability strictly between 0 and 1, a known model
+    (or a module:attribute of the user's own), and skipping only with a model."""
+    skip, model = settings.skip_above, settings.hardness_model
+    if skip is not None and not 0 < skip < 1:
+        raise ExpoError("--expocloud-skip-above", f"{skip!r} is not a probability between 0 "
+                        "and 1", "give a P with 0 < P < 1, e.g. 0.99 (leave it unset to skip "
+                        "nothing)")
+    if model is not None and model not in HARDNESS_MODELS \
+            and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", model):
+        raise ExpoError("--expocloud-hardness-model", f"unknown model {model!r}",
+                        f"use one of {', '.join(HARDNESS_MODELS)}, or module:attribute")
+    if settings.model_trust_after < 0:
+        raise ExpoError("--expocloud-model-trust-after", f"{settings.model_trust_after} is not "
+                        "a count of finished jobs", "give 0 or more (the default is 50)")
+    if skip is not None and model == "none":
+        raise ExpoError("--expocloud-skip-above", "it needs a runtime model, and "
+                        "--expocloud-hardness-model is 'none'", "drop one of the two (the "
+                        "model defaults to 'learned' with --expocloud-skip-above)")
 
 
 def _check_names(settings: Settings) -> None:

@@ -20,6 +20,7 @@ from expo_executor.settings.engine_defaults import GCE, HOLD_S, LOCAL, MAX_DEPTH
 ON_SKIP_CHOICES = ("error", "placeholder")
 ENGINE_CHOICES = tuple(name.value for name in EngineName)
 BUDGET_ACTIONS = ("drain", "cancel")
+HARDNESS_MODELS = ("none", "learned")  # or a factory of your own, as module:attribute
 DEFAULT_PLACEHOLDER = '{"expocloud_outcome": "$outcome"}\n'
 
 
@@ -90,6 +91,28 @@ class Settings(ExecutorSettingsBase):
         "re-run that is solved prunes nothing (a slow worker, recorded as such), one that "
         "times out again prunes, and the family's later timeouts prune at once. Needs a "
         "second worker: with only one, timeouts prune as without it."))
+    skip_above: Optional[float] = field(default=None, metadata=option(
+        "Skip a job whose runtime model gives it at least this probability (0 < P < 1, e.g. "
+        "0.99) of running past its deadline: it is recorded as 'model-skipped' with its "
+        "probability and never runs; a rerun without it (or with a higher P) runs it. Off by "
+        "default; it turns on the learned runtime model unless --expocloud-hardness-model "
+        "says otherwise.", type=float))
+    hardness_model: Optional[str] = field(default=None, metadata=option(
+        "The runtime model of each rule with a hardness and a deadline: 'learned' (fitted "
+        "from the run's finished jobs, timeouts as censored; it orders the queue, estimates "
+        "what is left, and with --expocloud-skip-above skips the hopeless) or 'none' (the "
+        "declared order only). Default: 'learned' when --expocloud-skip-above is given, else "
+        "'none', so a run without either behaves as before. A model of your own: "
+        "module:attribute, a callable (ModelSpec, saved dict or None) -> RuntimeModel."))
+    model_trust_after: int = field(default=50, metadata=option(
+        "Finished jobs of a rule its runtime model must have seen before it may skip any "
+        "(--expocloud-skip-above): below that it knows too little. Lower it only for a small "
+        "sweep you watch (0: from the first job, for a model of your own that needs no "
+        "learning).", type=int))
+    hardness_noise: Optional[str] = field(default=None, metadata=option(
+        "Wildcards (or CWL inputs) that the runtime model treats as noise, comma-separated, "
+        "e.g. 'seed,instance': a seed or an instance names a repetition, not a harder or "
+        "easier job. A rule's own 'hardness_noise' resource (set-resources) overrides it."))
     no_adopt: bool = field(default=False, metadata=option(
         "A rerun after a crash stops the crashed run's workers (their jobs in flight run "
         "again) instead of adopting them and using their results: for a rerun after changing "

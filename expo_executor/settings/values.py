@@ -126,3 +126,23 @@ def worker_requirements(settings: Settings) -> tuple[UserPin, ...]:
         raise ExpoError(REQUIREMENTS_SETTING, f"cannot read {path} ({reason})",
                         "give a readable UTF-8 text file of name==version lines") from None
     return parse_requirements(text, path)
+
+
+def hardness_model(settings: Settings) -> str:
+    """The runtime model in force: as given, else 'learned' with --expocloud-skip-above (a
+    skip needs a model), else 'none' (the declared order only, as before the model)."""
+    if settings.hardness_model is not None:
+        return settings.hardness_model
+    return "learned" if settings.skip_above is not None else "none"
+
+
+def hardness_noise(settings: Settings) -> tuple[str, ...]:
+    """The run's default noise columns (a rule's 'hardness_noise' resource overrides them)."""
+    return noise_columns(settings.hardness_noise)
+
+
+def noise_columns(text: object) -> tuple[str, ...]:
+    """'seed, instance' -> ('seed', 'instance'); None or '' -> ()."""
+    if text is None:
+        return ()
+    return tuple(name.strip() for name in str(text).split(",") if name.strip())

@@ -39,10 +39,11 @@ from expo_executor.runs.files import RunFiles
 from expo_executor.coordinator.state import FamilyRef
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import HardnessMeta, JobMeta
+from expo_executor.core.runtime_model import ModelSpec
 from expo_executor.core.scheduler import Outcome, Task
 from expo_executor.core.shapes import Shape
 from expo_executor.frontends.base import FrontEnd, job_request
-from expo_executor.frontends.cwl.hints import SweepJob
+from expo_executor.frontends.cwl.hints import SweepJob, param_text
 from expo_executor.frontends.cwl.staging import Staging
 
 WAIT_S = 1.0  # longest wait for reports before looking at the job generator again
@@ -55,11 +56,12 @@ class ExpoExecutor(JobExecutor, FrontEnd):
                  staging_root: Path | None, on_timeout: str = "skipped",
                  worker_mem_mb: int = 0, run_files: RunFiles | None = None,
                  measured_on: tuple[str, str] = ("local", ""),
-                 labelled_machine: str | None = None) -> None:
+                 labelled_machine: str | None = None, noise: tuple[str, ...] = ()) -> None:
         super().__init__()
         # the machine type of a tool with expo:Labels, whose jobs get VMs of their own (GCE:
         # the run's Spot type); None: labels are not used (the local engine)
         self.labelled_machine = labelled_machine
+        self.noise = noise  # the run's noise inputs for the runtime model (a hint's win)
         if run_files is not None:
             self.run_files = run_files
         self._start = start  # the coordinator starts with the first command: no VM before
@@ -156,8 +158,11 @@ class ExpoExecutor(JobExecutor, FrontEnd):
                 raise WorkflowException(f"[job {job.name}] cannot stage its files: {exc}") from None
         _logger.info("[job %s] %s on expocloud: %s", job.name, task.label, shown)
         # the command reaches the bucket only sealed for its worker (as every job's does)
+        sweep = job.tool.sweep
+        spec = None if family is None or sweep is None else ModelSpec(
+            sweep.noise or self.noise, sweep.spec)
         return job_request(task, argv, job.outdir, env, deadline, stage=stage, redact=secrets,
-                           family=family, meta=_meta(job, task))
+                           family=family, meta=_meta(job, task), model_spec=spec)
 
     def _command(self, job: SweepJob,
                  rc: RuntimeContext) -> tuple[list[str], dict[str, str], list[tuple[str, bool]]]:
@@ -205,15 +210,18 @@ class ExpoExecutor(JobExecutor, FrontEnd):
         attempts = tool.spot_attempts
         shape = Shape(self.labelled_machine, labels=tool.labels) \
             if self.labelled_machine and tool.labels else None
+        params = {k: param_text(v) for k, v in values.items()
+                  if isinstance(v, (str, int, float, bool))} if family else {}
         task = Task(key=key, label=label, family=family.key if family else None,
                     point=point if family else None, cpus=max(1, cores), mem_mb=ram,
-                    preemptible=attempts != 0, spot_attempts=attempts, shape=shape)
+                    preemptible=attempts != 0, spot_attempts=attempts, shape=shape,
+                    params=params, deadline_s=deadline if family else None)
         return task, family, deadline
 
     def _finish(self, job: SweepJob, request: JobRequest, report: JobReport,
                 rc: RuntimeContext) -> None:
         """Bring the outputs back, collect them as cwltool would, and tell the workflow."""
-        skipped = report.outcome is Outcome.SKIPPED or (
+        skipped = report.outcome in (Outcome.SKIPPED, Outcome.MODEL_SKIPPED) or (
             report.outcome is Outcome.TIMEOUT and job.tool.sweep is not None
             and self.on_timeout == "skipped")
         if skipped:  # the coordinator's timeout line summarizes it (coordinator/reports.py)

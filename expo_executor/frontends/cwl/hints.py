@@ -1,8 +1,9 @@
 """Our CWL hints: the schema extension, and what a tool's hints say about each of its jobs.
 
 ``expo:Hardness`` names the input parameters forming ordered dimensions (numbers, or declared
-orders for categorical values), an optional scope and a deadline for tools without
-``ToolTimeLimit``. ``expo:Preemptible`` says how many Spot preemptions a job may suffer before
+orders for categorical values), an optional scope, a deadline for tools without
+``ToolTimeLimit``, and the inputs the runtime model treats as noise (``noise``: a seed, an
+instance; else the run's ``--expocloud-hardness-noise``). ``expo:Preemptible`` says how many Spot preemptions a job may suffer before
 it runs on-demand (0: never on Spot); the Arvados ``arv:UsePreemptible`` hint is honoured as
 other runners honour it. Hints usually sit on a workflow step, so a published tool is swept
 without being edited. ``expo:Labels`` gives a tool's jobs GCE labels for the bill, and so VMs
@@ -76,16 +77,17 @@ class Sweep:
 
     spec: HardnessSpec
     deadline_s: float | None
+    noise: tuple[str, ...] = ()  # inputs the runtime model treats as noise (a seed, ...)
 
     def point(self, values: Mapping[str, Any], setting: str) -> HardnessPoint:
-        return self.spec.point({name: _text(values.get(name)) for name in self.spec.names},
+        return self.spec.point({name: param_text(values.get(name)) for name in self.spec.names},
                                setting)
 
     def describe(self, values: Mapping[str, Any]) -> str:
-        return self.spec.describe({n: _text(values.get(n)) for n in self.spec.names})
+        return self.spec.describe({n: param_text(values.get(n)) for n in self.spec.names})
 
 
-def _text(value: Any) -> str:
+def param_text(value: Any) -> str:
     """A parameter value as a dimension reads it (integral floats as integers)."""
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -118,7 +120,8 @@ def read_sweep(tool_id: str, inputs: list[dict], hints: list[dict]) -> Sweep | N
                             "and has no declared order",
                             f"add orders: {{{name}: [easiest, ..., hardest]}}")
         dims.append(Dimension(name, orders.get(name)))
-    for name in list(orders) + list(hint.get("scope") or []):
+    noise = tuple(hint.get("noise") or ())
+    for name in list(orders) + list(hint.get("scope") or []) + list(noise):
         if name not in types:
             raise _unknown(setting, name, types)
     for name in orders:
@@ -129,7 +132,7 @@ def read_sweep(tool_id: str, inputs: list[dict], hints: list[dict]) -> Sweep | N
     HardnessSpec.parse(spec.text, setting)  # the same checks as a Snakemake spec (names, repeats)
     deadline = hint.get("deadline")
     return Sweep(spec, parse_duration(deadline, f"{setting}: deadline")
-                 if deadline is not None else None)
+                 if deadline is not None else None, noise)
 
 
 def spot_attempts(hints: list[dict]) -> int | None:

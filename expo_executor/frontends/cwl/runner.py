@@ -34,7 +34,7 @@ from expo_executor.engines.gce.settings import labels, needs_credentials, pool_m
 from expo_executor.engines.gce.settings_checks import check_credentials
 from expo_executor.frontends.cwl.executor import ExpoExecutor
 from expo_executor.frontends.cwl.hints import Containers, make_tool, register_schema
-from expo_executor.settings.values import with_default_slots
+from expo_executor.settings.values import hardness_noise, with_default_slots
 
 PREFIX = "expocloud-"
 ON_TIMEOUT = ("skipped", "permanentFail")
@@ -248,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
                             args.expocloud_on_timeout, worker_mem_mb, RunFiles(run_dir),
                             measured_on(settings),
                             pool_machine_types(settings)[0]
-                            if settings.engine == EngineName.GCE else None)
+                            if settings.engine == EngineName.GCE else None,
+                            hardness_noise(settings))
     executor.open_run(settings.engine, settings, cwl=workflow)
     loading = LoadingContext(vars(args))
     loading.construct_tool_object = make_tool

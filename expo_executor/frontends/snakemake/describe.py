@@ -3,7 +3,8 @@ deadline, CPUs), and the command the executor gives it, in one spec.
 
 Hardness and deadlines come from the job's resources, so a profile can add them to an existing
 pipeline (``set-resources: {solve: {hardness: "...", deadline: "5m"}}``) without touching the
-Snakefile. The standard ``runtime`` resource (minutes) is a deadline too; ``deadline`` is finer.
+Snakefile; so do the runtime model's noise wildcards (``hardness_noise: "seed,instance"``, else
+the run's ``--expocloud-hardness-noise``). The standard ``runtime`` resource (minutes) is a deadline too; ``deadline`` is finer.
 """
 
 from __future__ import annotations
@@ -23,13 +24,16 @@ from expo_executor.coordinator.state import FamilyRef
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import HardnessSpec, parse_duration
 from expo_executor.core.records import HardnessMeta, JobMeta
+from expo_executor.core.runtime_model import ModelSpec
 from expo_executor.core.scheduler import Task
 from expo_executor.core.shapes import Shape
 from expo_executor.coordinator.requests import JobRequest
 from expo_executor.core.shapes import find_misfit
 from expo_executor.frontends.base import job_request
+from expo_executor.settings.values import noise_columns
 
 HARDNESS = "hardness"
+HARDNESS_NOISE = "hardness_noise"  # wildcards the runtime model treats as noise (seed, ...)
 DEADLINE = "deadline"
 RUNTIME = "runtime"
 PREEMPTIBLE = "expocloud_preemptible"  # 0: this rule's jobs run on on-demand VMs only
@@ -76,8 +80,10 @@ class JobDescriber:
     def __init__(self, workflow: str, fleet: Fleet,
                  log: Callable[[str], None] = lambda line: None,
                  shapes: ShapeBook | None = None,
-                 measured_on: Callable[[Shape | None], tuple[str, str]] | None = None) -> None:
+                 measured_on: Callable[[Shape | None], tuple[str, str]] | None = None,
+                 noise: tuple[str, ...] = ()) -> None:
         self.workflow = workflow
+        self.noise = noise  # the run's noise wildcards (a rule's hardness_noise overrides)
         # (engine, machine) a job of a shape is timed on: part of its frontier's key
         self.measured_on = measured_on or (lambda shape: ("local", ""))
         self.fleet = fleet
@@ -149,14 +155,18 @@ class JobDescriber:
             point=point if family else None, cpus=notes.cpus, mem_mb=notes.mem_mb,
             priority=int(getattr(job, "priority", 0) or 0) if not job.is_group() else 0,
             preemptible=notes.preemptible, shape=notes.shape,
+            params=dict(wildcards) if family else {},
+            deadline_s=notes.deadline_s if family else None,
         )
         hardness = None if point is None or notes.spec is None else HardnessMeta(
             notes.spec.text, tuple(d.name for d in notes.spec.dimensions),
             tuple(point.vector), tuple(point.scope))
         meta = JobMeta(rule, wildcards, tuple(str(o) for o in job.output), hardness,
                        attempt=int(job.attempt))
+        spec = None if family is None or notes.spec is None else ModelSpec(
+            noise_columns(get(HARDNESS_NOISE)) or self.noise, notes.spec)
         return job_request(task, argv, cwd, env, notes.deadline_s, family=family, meta=meta,
-                           **more)
+                           model_spec=spec, **more)
 
     def order(self, job) -> tuple:
         """Where the coordinator's queue puts ``job`` among new ones (``TaskEntry.order``):

@@ -46,7 +46,7 @@ from expo_executor.frontends.snakemake.planned_rules import (Planned, auto_rules
 from expo_executor.frontends.snakemake.run_budget import log_request_budget
 from expo_executor.frontends.snakemake.temp_outputs import stored_outputs_args
 from expo_executor.protocol.keys import DEPLOY_DIR_ENV
-from expo_executor.settings.values import with_default_slots
+from expo_executor.settings.values import hardness_noise, with_default_slots
 from expo_executor.worker import command_clock
 
 common_settings = CommonSettings(
@@ -86,7 +86,8 @@ class Executor(RemoteExecutor, FrontEnd):
                                      {rule.name: jobs for rule, (_, jobs) in planned.items()})
             self.describer = JobDescriber(os.path.abspath(self.workflow.main_snakefile), fleet,
                                           self.logger.info, self.shapes,
-                                          functools.partial(measured_on, settings))
+                                          functools.partial(measured_on, settings),
+                                          hardness_noise(settings))
             self._check_rules(planned)
             check_software(settings, self.workflow.deployment_settings.deployment_method,
                            planned)

@@ -81,3 +81,17 @@ def test_local_runs_are_timed_on_this_host_and_gce_runs_on_the_jobs_machine() ->
     mixed = ExecutorSettings(engine="gce", gce_machine_type="e2-standard-2",
                              gce_on_demand_machine_type="n2-standard-2")
     assert measured_on(mixed) == ("gce", "e2-standard-2 or n2-standard-2")
+
+
+def test_a_runtime_model_is_kept_beside_its_frontier_and_forgotten_with_it(
+        tmp_path: Path) -> None:
+    state = StateDir(tmp_path / ".expocloud")
+    assert state.load_model(_ref(60)) is None
+    state.add_timeout(_ref(60), HardnessPoint((), (1.0, 9.0)), "x", "r1")
+    state.save_model(_ref(60), {"observed": 7})
+    assert state.load_model(_ref(60)) == {"observed": 7}
+    assert state.load_model(_ref(30)) == {"observed": 7}  # learned with a longer deadline
+    assert state.load_model(_ref(120)) is None  # its censored runs might finish now
+    assert state.load_model(_ref(60, rule="other")) is None
+    assert state.forget(rule="solve") == (1, 0)  # one frontier (its model goes uncounted)
+    assert state.load_model(_ref(60)) is None

@@ -10,8 +10,10 @@ from pathlib import Path
 from expo_executor.cli import main
 from expo_executor.coordinator.run_page import render
 from expo_executor.core.records import HardnessMeta
-from expo_executor.core.run_status import (MAX_AXIS, MAX_CELLS, PoolStatus, RunningJob,
-                                           RunStatus, TimeoutNote, outcome_map, text_lines)
+from expo_executor.core.remaining import Remaining
+from expo_executor.core.run_status import (MAX_AXIS, MAX_CELLS, ModelSkipNote, PoolStatus,
+                                           RunningJob, RunStatus, TimeoutNote, outcome_map,
+                                           text_lines)
 
 from tests.recorded_run import run  # noqa: F401  (the fixture: a recorded, still-open run)
 
@@ -51,6 +53,33 @@ def test_the_record_reads_back_and_an_older_one_reads_too() -> None:
     old = RunStatus.from_dict({**COUNTS, "workers": 2, "booting": 0, "slots": 2, "time": 5.0})
     assert old.counts == COUNTS and old.running_jobs == () and not old.finished
     assert old.stale(now=200.0) and not _status(finished=True).stale(now=1e9)
+
+
+SKIP = ModelSkipNote("solve {n=12, seed=1}", 0.995, 0.99, 4000.0, 30.0, 998.0)
+ESTIMATE = Remaining(7, 600.0, 300.0, 1200.0, 0.5, 0.25, 1.0)
+
+
+def test_model_skips_and_the_estimate_show_in_the_text_and_read_back() -> None:
+    counts = {**COUNTS, "model-skipped": 2}
+    status = _status(counts=counts, model_skips=(SKIP,), estimate=ESTIMATE)
+    lines = text_lines(status, now=1002.0)
+    assert lines[0].startswith("3 queued, 2 running, 5 solved, 1 timed out, 4 skipped, "
+                               "2 model-skipped, 0 failed |")
+    assert lines[1] == ("estimate for 7 jobs: 10 min left (90%: 5 min to 20 min), $0.50 more "
+                        "(90%: $0.25 to $1.00)")
+    assert lines[-2:] == ["recent model skips:", "  solve {n=12, seed=1}: 99.5% likely to pass "
+                          "its deadline of 30 s (predicted median 4000 s; "
+                          "--expocloud-skip-above 0.99)"]
+    assert RunStatus.from_dict(json.loads(json.dumps(status.to_dict()))) == status
+
+
+def test_the_page_shows_the_estimate_and_the_model_skips() -> None:
+    page = render(_status(model_skips=(SKIP,), estimate=ESTIMATE), "r1", now=1002.0)
+    assert '<p id="estimate">estimate for 7 jobs: 10 min left' in page
+    assert '<table id="model-skips">' in page and "99.5%" in page
+    assert "--expocloud-skip-above 0.99" in page
+    finished = render(_status(estimate=ESTIMATE, finished=True), "r1", now=1002.0)
+    assert 'id="estimate"' not in finished and 'id="model-skips"' not in finished
 
 
 def _job(variant: str, n: int, m: int, state: str) -> tuple:

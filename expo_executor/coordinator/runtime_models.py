@@ -1,0 +1,113 @@
+"""The run's runtime models: one per family (rule, spec, deadline, engine and machine: the
+frontier's own key), built on the family's first job by a factory the launch chose, started
+from what the family's earlier runs learned, and saved beside its frontier so that a rerun
+starts informed.
+
+The factory is named by ``--expocloud-hardness-model``: 'learned' is ``expo_executor.learned``'s
+model (a library's, imported here lazily and only then, so a run without a model never loads
+it); ``module:attribute`` is a callable of the user's own, ``(ModelSpec, saved dict or None)
+-> RuntimeModel``. The book also keeps each job's prediction as it was taken in (before the
+model learned of its end): the run's estimate of what is left reads those, and the job's
+record carries it, for the report's predicted-against-actual table.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from expo_executor.coordinator.persist import Persister
+from expo_executor.coordinator.requests import JobRequest
+from expo_executor.coordinator.state import FamilyRef, StateDir
+from expo_executor.core.errors import ExpoError
+from expo_executor.core.remaining import JobLeft, Remaining, remaining
+from expo_executor.core.runtime_model import ModelSpec, RuntimeModel, RuntimePrediction
+
+ModelFactory = Callable[[ModelSpec, Mapping[str, Any] | None], RuntimeModel]
+SETTING = "--expocloud-hardness-model"
+SAVE_EVERY_S = 60.0  # while the run goes on: a crash loses at most this much of what it learned
+
+
+def factory_of(name: str) -> ModelFactory | None:
+    """The factory ``name`` means (None for 'none'); raises ExpoError, before anything
+    starts, when it cannot be loaded."""
+    if name == "none":
+        return None
+    if name == "learned":
+        try:
+            learned = importlib.import_module("expo_executor.learned")
+        except ImportError as exc:
+            raise ExpoError(SETTING, f"the learned model cannot be loaded ({exc})",
+                            "install the package with its model extra, or set "
+                            f"{SETTING} none") from None
+        found = getattr(learned, "model_factory", None)
+        if not callable(found):
+            raise ExpoError(SETTING, "expo_executor.learned has no model_factory",
+                            f"set {SETTING} none, or report this as a bug")
+        return found
+    module, _, attribute = name.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ExpoError(SETTING, f"cannot load {name!r} ({exc})",
+                        "name an importable module:attribute, or use learned or none") from None
+    if not callable(found):
+        raise ExpoError(SETTING, f"{name!r} is not callable", "name a model factory")
+    return found
+
+
+class ModelBook:
+    """The run's models by family key, and each job's prediction as it was taken in."""
+
+    def __init__(self, factory: ModelFactory, state: StateDir, persist: Persister,
+                 skip_above: float | None = None) -> None:
+        self.factory = factory
+        self.state = state
+        self.persist = persist
+        self.skip_above = skip_above
+        self.models: dict[str, RuntimeModel] = {}
+        self._refs: dict[str, FamilyRef] = {}
+        self.predictions: dict[str, RuntimePrediction] = {}
+        self._saved = 0.0  # when the models were last saved
+
+    def take_in(self, request: JobRequest) -> RuntimeModel | None:
+        """The model of the job's family (built on its first job, from the saved one), and
+        the job's prediction noted; None for a job of no family or with no deadline."""
+        family, task = request.family, request.task
+        if family is None or task.family is None or task.deadline_s is None:
+            return None
+        model = self.models.get(task.family)
+        if model is None:
+            spec = request.model_spec or ModelSpec()
+            model = self.models[task.family] = self.factory(spec, self.state.load_model(family))
+            self._refs[task.family] = family
+        prediction = model.predict(dict(task.params), task.deadline_s)
+        if not math.isnan(prediction.median_s):  # NaN: the model knows nothing yet
+            self.predictions[task.key] = prediction
+        return model
+
+    def save(self, now: float | None = None) -> None:
+        """Each model's state beside its frontier (through the persister: retried if the disk
+        fails), for the next run of the family to start from: at once (``now`` None: the end
+        of the run), else once :data:`SAVE_EVERY_S` has passed since the last save (a big
+        model's state is not written every status interval)."""
+        if now is not None:
+            if now - self._saved < SAVE_EVERY_S:
+                return
+            self._saved = now
+        for key, model in self.models.items():
+            ref, data = self._refs[key], model.to_dict()
+            self.persist.write(f"the runtime model of {key}",
+                               lambda ref=ref, data=data: self.state.save_model(ref, data),
+                               {"family": key})
+
+    def estimate(self, left: Mapping[str, float | None], requests: Mapping[str, JobRequest],
+                 slots: int, slot_hour_usd: float) -> Remaining | None:
+        """What is left of the jobs ``left`` (key -> seconds running so far, None queued)
+        that have a prediction; None when none has."""
+        jobs = [JobLeft(self.predictions[key], requests[key].task.deadline_s,
+                        requests[key].task.cpus, elapsed or 0.0)
+                for key, elapsed in left.items() if key in self.predictions]
+        return remaining(jobs, slots, slot_hour_usd) if jobs else None
