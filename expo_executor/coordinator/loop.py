@@ -75,7 +75,6 @@ __all__ = ["CAPACITY_TIMEOUT", "GIVE_UP_AFTER",
            "Coordinator", "CoordinatorConfig", "JobReport", "JobRequest"]
 
 ADOPTED_GONE_TIMEOUT = 120.0  # s the end of a run waits for an adopted run's VMs to go
-FIRST_BOOT_POLL_S = 0.25  # the coordinator's poll until its first VM is ready (Coordinator.poll_now)
 
 
 class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
@@ -260,15 +259,6 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
         while not self._stopping.is_set() and self.round(time.time()):
             self._wake.wait(self.poll_now())
             self._wake.clear()
-
-    def poll_now(self) -> float:
-        """The wait before the next round: the poll, or at most ``FIRST_BOOT_POLL_S`` while
-        the run's first VMs boot (created, none ready yet). Then a worker's key request and its
-        ready status are answered within a fraction of a second, not a poll each, on the first
-        job's way; the cost is a few more bucket listings, once per run."""
-        if len(self.vms) and not self.vms.ready_count():
-            return min(self.config.poll, FIRST_BOOT_POLL_S)
-        return self.config.poll
 
     def round(self, now: float) -> bool:
         """One :meth:`tick`, never dying silently (the run would hang with VMs billing): a

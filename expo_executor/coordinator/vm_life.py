@@ -1,6 +1,6 @@
 """The VMs' lives as the coordinator acts on them: what the engine says (creates that failed,
-VMs preempted, gone, or halted before they were ready), boots that time out, and the plan's
-creates and deletes; a VM that goes gives its jobs back to the queue, and its end is recorded
+VMs preempted, gone, or halted before they were ready), boots that time out, the plan's
+creates and deletes, and the fast poll while the first VMs boot; a VM that goes gives its jobs back to the queue, and its end is recorded
 once. Part of :class:`~.loop.Coordinator`.
 """
 
@@ -23,6 +23,7 @@ from expo_executor.core.shapes import Shape
 from expo_executor.engines.base import CreateFailed, Engine
 
 HALTING = ("STOPPING", "SUSPENDING")
+FIRST_BOOT_POLL_S = 0.25  # the coordinator's poll until its first VM is ready (poll_now)
 
 
 class VmLife:
@@ -39,6 +40,15 @@ class VmLife:
     reporter: Reporter
     log: Callable[[str], None]
     _read_results: Callable[..., None]
+
+    def poll_now(self) -> float:
+        """The wait before the next round: the poll, or at most ``FIRST_BOOT_POLL_S`` while
+        the run's first VMs boot (created, none ready yet). Then a worker's key request and its
+        ready status are answered within a fraction of a second, not a poll each, on the first
+        job's way; the cost is a few more bucket listings, once per run."""
+        if len(self.vms) and not self.vms.ready_count():
+            return min(self.config.poll, FIRST_BOOT_POLL_S)
+        return self.config.poll
 
     def _watch_engine(self, now: float) -> Exception | None:
         """What the engine says of the VMs, and the boots that timed out. Its error is

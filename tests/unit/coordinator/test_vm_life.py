@@ -1,12 +1,12 @@
-"""The coordinator polls fast while its first VMs boot (a worker's key request and ready status
-are on the first job's way), and at its own poll once one is ready. The real coordinator, round
-by round (tests/coordinator_rig.py)."""
+"""The coordinator's VM life (vm_life.py): it polls fast while its first VMs boot (a worker's
+key request and ready status are on the first job's way), and at its own poll once one is
+ready. The real coordinator, round by round (tests/coordinator_rig.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from expo_executor.coordinator.loop import FIRST_BOOT_POLL_S
+from expo_executor.coordinator.vm_life import FIRST_BOOT_POLL_S
 
 from tests.coordinator_rig import Rig
 
