@@ -4,7 +4,8 @@ that say what was kept, what is best and where the files went.
 Each step lives in a module of its own (``run_reader``: finding and reading a run;
 ``rule_hardness``: which jobs and their rule's hardness; ``table``: the rows and the steps over
 them; ``table_output``: Markdown and CSV; ``outcome_map``: the PNG; ``predictions``: the
-runtime model against the truth); this one strings them together for ``expocloud report``.
+runtime model against the truth; ``order_disagreements``: where the data disagrees with a
+declared order); this one strings them together for ``expocloud report``.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from expo_executor.report.order_disagreements import check_orders, write_disagreements_csv
+from expo_executor.report.order_disagreements import to_markdown as disagreements_markdown
 from expo_executor.report.outcome_map import plot_outcomes
 from expo_executor.report.predictions import compare
 from expo_executor.report.predictions import to_markdown as predictions_markdown
 from expo_executor.report.rule_hardness import (HardnessInfo, default_group_by, hardness_info,
                                                 select_jobs)
-from expo_executor.report.run_reader import (RUNS_DIR, ReportError, load_jobs, load_run_info)
+from expo_executor.report.run_reader import (RUNS_DIR, ReportError, load_jobs, load_run_info,
+                                              state_dir_of)
 from expo_executor.report.safe_expr import Expression
 from expo_executor.report.table import (Direction, apply_filter, apply_min_group_size,
                                         as_expression, best_row, build_rows, expression_values,
@@ -28,6 +32,7 @@ from expo_executor.report.values import (Row, check_columns, format_value, is_nu
 
 
 CSV_NAME = "results.csv"
+DISAGREEMENTS_CSV_NAME = "order_disagreements.csv"
 PNG_NAME = "outcomes.png"
 
 
@@ -83,9 +88,22 @@ def report(
     csv_path = Path(csv_path) if csv_path is not None else run_dir / CSV_NAME
     write_csv(rows, csv_path)
     lines.append(f"CSV: {csv_path}")
+    lines += _order_lines(state_dir_of(run_dir), rules, csv_path.with_name(DISAGREEMENTS_CSV_NAME))
     png_path = Path(png_path) if png_path is not None else run_dir / PNG_NAME
     lines.append(_plot_line(rows, hardness, dims, facet, png_path, info, rules))
     return "\n".join(lines)
+
+
+def _order_lines(state_dir: Path | None, rules: Sequence[str], csv_path: Path) -> list[str]:
+    """The section on where the data disagrees with a declared order (none without a saved
+    model), and its CSV beside the results' when there is a disagreement."""
+    checks = check_orders(state_dir, rules)
+    if not checks:
+        return []
+    lines = [disagreements_markdown(checks)]
+    if write_disagreements_csv(checks, csv_path):
+        lines.append(f"CSV: {csv_path}")
+    return lines
 
 
 def _guess_workdir(run_dir: Path) -> Path:

@@ -50,6 +50,13 @@ def find_run(state_dir: Path, run: str | None = None) -> Path:
     return max(candidates, key=_run_sort_key)
 
 
+def state_dir_of(run_dir: Path) -> Path | None:
+    """The state dir a run directory lives in (``<state>/runs/<id>``: the frontiers and the
+    runtime models saved beside them are there), or None for a run directory kept elsewhere."""
+    run_dir = Path(run_dir).resolve()
+    return run_dir.parent.parent if run_dir.parent.name == RUNS_DIR else None
+
+
 def load_run_info(run_dir: Path) -> dict[str, object]:
     """``run.json``, read by the run files' reader; an unreadable one gives {}."""
     return RunFiles(Path(run_dir)).info()

@@ -77,7 +77,9 @@ LAYERS: Mapping[str, Layer] = {
                      "worker").plus(lazily=["engines.gce.guest"]),
     "engines": _ENGINES,
     "cost": _COST,
-    "report": _layer("core", "cost", "runs", "report"),
+    # the saved runtime models are read back (refitted) by learned: numpy and scipy load only
+    # when a report finds one
+    "report": _layer("core", "cost", "runs", "report").plus(lazily=["learned"]),
     # the learned runtime model: numpy and scipy inside its functions only
     "learned": _layer("core", "learned"),
     "simulate": _layer("core", "cost", "simulate", "runs", "settings", "report", "learned"),
