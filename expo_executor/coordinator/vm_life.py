@@ -1,7 +1,7 @@
 """The VMs' lives as the coordinator acts on them: what the engine says (creates that failed,
 VMs preempted, gone, or halted before they were ready), boots that time out, the plan's
-creates and deletes, and the fast poll while the first VMs boot; a VM that goes gives its jobs back to the queue, and its end is recorded
-once. Part of :class:`~.loop.Coordinator`.
+creates and deletes, and the fast poll while the first VMs boot; a VM that goes gives its jobs
+back to the queue, and its end is recorded once. Part of :class:`~.loop.Coordinator`.
 """
 
 from __future__ import annotations
