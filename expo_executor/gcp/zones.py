@@ -2,12 +2,12 @@
 
 Why a catalogue and not only the zones API: a zone that does not exist, or a region named with
 ``--expocloud-gce-regions``, is judged before anything is staged or any VM is asked for, even
-without credentials (``engines.gce.settings_checks``), and a region's zones are known to every module that
-reads the settings, in the same order. ``expocloud doctor`` then asks the real API
+without credentials (``engines.gce.settings_checks``), and a region's zones are known to every
+module that reads the settings, in the same order. ``expocloud doctor`` then asks the real API
 (``regions.get``) that each zone is there: the catalogue can only lag behind Google's (a region
 opened since), and then the doctor, not a guess, says so. Kept as Google lists them (``gcloud
-compute zones list``); the fake Compute Engine keeps its own copy (``emulator/catalogue.py``,
-which may not import this), and tests/unit/emulator/test_catalogue.py holds the two equal.
+compute zones list``); the fake Compute Engine keeps its own copy (``emulator/catalogue.py``, which
+may not import this), and tests/unit/emulator/test_catalogue.py holds the two equal.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@
 - ``replay``: ``--workload FILE.csv``, recorded runtimes replayed under the real scheduler on
   a fixed pool of slots, with the domino effect and the learned model (issue 32);
 
-It may import the core, cost, the learned runtime model (``learned``), the leaves ``runs`` (the run records' reader, to load past runs)
-and ``settings`` (the command line's defaults are a GCE run's: machine type, poll, idle timeout,
-on-demand pool size), and the report's run finder and job selection; never the coordinator,
-engines or front ends: it takes decisions through the same pure functions (``core.scaling``,
-``core.pool_health``, ``core.budget``).
+It may import the core, cost, the learned runtime model (``learned``), the leaves ``runs`` (the run
+records' reader, to load past runs) and ``settings`` (the command line's defaults are a GCE run's:
+machine type, poll, idle timeout, on-demand pool size), and the report's run finder and job
+selection; never the coordinator, engines or front ends: it takes decisions through the same pure
+functions (``core.scaling``, ``core.pool_health``, ``core.budget``).
 """

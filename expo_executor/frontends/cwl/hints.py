@@ -1,12 +1,12 @@
 """Our CWL hints: the schema extension, and what a tool's hints say about each of its jobs.
 
-``expo:Hardness`` names the input parameters forming ordered dimensions (numbers, or declared
-orders for categorical values), an optional scope, a deadline for tools without
-``ToolTimeLimit``, and the inputs the runtime model treats as noise (``noise``: a seed, an
-instance; else the run's ``--expocloud-hardness-noise``). ``expo:Preemptible`` says how many Spot preemptions a job may suffer before
-it runs on-demand (0: never on Spot); the Arvados ``arv:UsePreemptible`` hint is honoured as
-other runners honour it. Hints usually sit on a workflow step, so a published tool is swept
-without being edited. ``expo:Labels`` gives a tool's jobs GCE labels for the bill, and so VMs
+``expo:Hardness`` names the input parameters forming ordered dimensions (numbers, or declared orders
+for categorical values), an optional scope, a deadline for tools without ``ToolTimeLimit``, and the
+inputs the runtime model treats as noise (``noise``: a seed, an instance; else the run's
+``--expocloud-hardness-noise``). ``expo:Preemptible`` says how many Spot preemptions a job may
+suffer before it runs on-demand (0: never on Spot); the Arvados ``arv:UsePreemptible`` hint is
+honoured as other runners honour it. Hints usually sit on a workflow step, so a published tool is
+swept without being edited. ``expo:Labels`` gives a tool's jobs GCE labels for the bill, and so VMs
 of their own (``coordinator.shapes.rule_labels``: checked by Google's rules as the tool loads).
 
 A hint is checked twice before any job runs: its shape by schema salad when the document loads

@@ -4,7 +4,8 @@ deadline, CPUs), and the command the executor gives it, in one spec.
 Hardness and deadlines come from the job's resources, so a profile can add them to an existing
 pipeline (``set-resources: {solve: {hardness: "...", deadline: "5m"}}``) without touching the
 Snakefile; so do the runtime model's noise wildcards (``hardness_noise: "seed,instance"``, else
-the run's ``--expocloud-hardness-noise``). The standard ``runtime`` resource (minutes) is a deadline too; ``deadline`` is finer.
+the run's ``--expocloud-hardness-noise``). The standard ``runtime`` resource (minutes) is a
+deadline too; ``deadline`` is finer.
 """
 
 from __future__ import annotations
