@@ -108,7 +108,8 @@ def test_simulator_and_a_real_run_agree_on_outcomes_and_makespan(tmp_path: Path)
                    name="hybrid")
 
     assert sim.outcomes == real_outcomes
-    assert sim.counts() == {"solved": 9, "failed": 1, "timeout": 1, "skipped": 3}
+    assert sim.counts() == {"solved": 9, "failed": 1, "timeout": 1, "skipped": 3,
+                            "model-skipped": 0}  # every outcome is counted, none learned here
     assert sim.preemptions == 1 and sim.requeues == 1
     assert abs(sim.makespan_s - real_makespan) <= 0.15 * real_makespan, \
         f"simulated {sim.makespan_s:.2f} s, real {real_makespan:.2f} s"

@@ -15,6 +15,12 @@ Snakemake runs in its own process (``localrules``), group jobs (sized for their 
 submitted), and, once an earlier run recorded timeouts, a rule with hardness (its jobs may all
 be skipped on arrival). A wrong guess costs little: a VM that gets no job is deleted at the
 idle timeout, as any idle VM is.
+
+GCE only: the ready jobs are still checked on the local engine (bad input refused as early), but
+its workers start when the first job comes, as before. A local worker starts in about a second
+and costs nothing, and a workflow whose Snakefile has side effects when parsed (Snakemake's own
+test_protected_symlink_output creates an output then) meets its worker's copy of the workflow
+at the same moment as under plain Snakemake's order of things.
 """
 
 from __future__ import annotations
