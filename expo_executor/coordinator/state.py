@@ -103,7 +103,8 @@ class StateDir:
     def has_frontiers(self) -> bool:
         """Whether an earlier run recorded a timeout here (one of this run's jobs may then be
         skipped on arrival)."""
-        return any((self.root / "frontiers").glob("*.json"))
+        return any(not path.name.endswith(".model.json")  # a runtime model is no timeout
+                   for path in (self.root / "frontiers").glob("*.json"))
 
     def load_frontier(self, ref: FamilyRef) -> Frontier:
         """Timeouts recorded with a deadline at least as long as ``ref``'s, on its engine and

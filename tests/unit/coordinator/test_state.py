@@ -95,3 +95,14 @@ def test_a_runtime_model_is_kept_beside_its_frontier_and_forgotten_with_it(
     assert state.load_model(_ref(60, rule="other")) is None
     assert state.forget(rule="solve") == (1, 0)  # one frontier (its model goes uncounted)
     assert state.load_model(_ref(60)) is None
+
+
+def test_only_a_recorded_timeout_counts_as_a_known_frontier(tmp_path: Path) -> None:
+    """The head start leaves out rules with hardness once a timeout is known here
+    (frontends/snakemake/head_start.py); a saved runtime model alone is no timeout."""
+    state = StateDir(tmp_path / ".expocloud")
+    assert not state.has_frontiers()
+    state.save_model(_ref(60), {"observed": 7})
+    assert not state.has_frontiers()
+    state.add_timeout(_ref(60), HardnessPoint((), (1.0, 9.0)), "x", "r1")
+    assert state.has_frontiers()
