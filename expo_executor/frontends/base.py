@@ -25,6 +25,7 @@ from expo_executor.coordinator.requests import JobRequest
 from expo_executor.core.scheduler import Task
 from expo_executor.core.shapes import Misfit, find_misfit
 from expo_executor.protocol.records import JobSpec, PrunePoint
+from expo_executor.frontends.exit_collection import skip_exit_collection
 from expo_executor.runs.files import RunFiles
 
 
@@ -80,7 +81,10 @@ class FrontEnd(ABC):
         return find_misfit(cpus, mem_mb, self.slots, self.worker_mem_mb)
 
     def open_run(self, engine: str, settings: Any, **source: str) -> None:
+        """The run's files begin; from now on this process ends without a last garbage
+        collection of its (possibly 50,000-job) graph (exit_collection.py)."""
         self.run_files.start(engine, settings, **source)
+        skip_exit_collection()
 
     def close_run(self) -> None:
         self.run_files.end()
