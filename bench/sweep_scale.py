@@ -55,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from common import (PYTHON, REPO, WRAP, fmt, machine_line, show_cmd, versions,  # noqa: E402
                     wait_quiet, write_section)
 import sweep_workflow  # noqa: E402
+from tests.helpers import interruptible  # noqa: E402
 
 from expo_executor.emulator.compute import FakeCompute  # noqa: E402
 from expo_executor.emulator.faulty_proxy import FaultyProxy, Request  # noqa: E402
@@ -276,7 +277,7 @@ def run(result: Result, args: list[str], cwd: Path, env: dict, max_seconds: floa
     started = time.time()
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=interruptible)
         watch = RssWatch(proc.pid)
         try:
             proc.wait(timeout=max_seconds)
