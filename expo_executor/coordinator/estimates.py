@@ -5,8 +5,10 @@ coordinator's thread.
 Drawing 50,000 jobs 200 times, after a refit of a copy of the model that has seen the running
 jobs, takes seconds of CPU (bench/RESULTS.md, "Issue 32: the live estimate"): far too much for
 a status interval. So it is recomputed in a thread of its own, when a model has refitted
-(its ``version`` moved) or new jobs have come in, at most every :data:`EVERY_S`; in between,
-the last figure is shown with the CPU-seconds the running jobs have spent since taken off.
+(its ``version`` moved), new jobs have come in or a tenth of those left are done, at most every
+:data:`EVERY_S`; in between, the last figure is shown with the CPU-seconds the running jobs
+have spent since taken off. The thread shares the coordinator's process (and interpreter
+lock): while it draws, the coordinator's rounds run a little slower, never blocked.
 """
 
 from __future__ import annotations

@@ -124,11 +124,12 @@ class ModelBook:
 
     def _drawn(self, left: Mapping[str, float | None], requests: Mapping[str, JobRequest],
                slots: int, slot_hour_usd: float, now: float) -> Remaining | None:
-        """The drawn estimate: asked for again when a model has refitted or jobs came in."""
+        """The drawn estimate: asked for again when a model has refitted, jobs came in, or the
+        jobs left have fallen by a tenth (a draw's totals then hold many jobs since done)."""
         counted = {key: elapsed for key, elapsed in left.items()
                    if requests[key].task.family in self.models}
         key = (tuple(sorted((name, m.version) for name, m in self.models.items())),
-               self._taken)
+               self._taken, round(math.log1p(len(counted)) / math.log(1.1)))  # 10% fewer left
         if self.drawn.wanted(key, now):
             by_family: dict[str, tuple[Any, list[Pending]]] = {}
             for job, elapsed in counted.items():

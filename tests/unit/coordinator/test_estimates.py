@@ -77,3 +77,23 @@ def test_between_refits_the_running_jobs_time_is_taken_off(tmp_path: Path) -> No
     assert first is not None and later is not None and book.drawn.recomputes == 1
     assert abs((first.cost_usd - later.cost_usd) - 20.0) < 1e-6
     assert abs((first.wall_low_s - later.wall_low_s) - 20.0) < 1e-6
+
+
+def test_a_tenth_of_the_jobs_done_calls_for_new_draws(tmp_path: Path) -> None:
+    book = _book(tmp_path)
+    requests = {r.task.key: r for r in map(_request, range(100))}
+    for request in requests.values():
+        book.take_in(request)
+    model = book.models[FAMILY.key]
+    for i in range(20):
+        model.observe(RuntimeObservation(dict(requests[f"j{i}"].task.params), 50.0, True))
+    left: dict[str, float | None] = {key: None for key in list(requests)[20:]}
+    assert book.estimate(left, requests, slots=1, slot_hour_usd=0.0, now=0.0) is not None
+    for key in list(requests)[20:24]:  # 4 of 80 done: no refit, not a tenth
+        del left[key]
+    book.estimate(left, requests, slots=1, slot_hour_usd=0.0, now=100.0)
+    assert book.drawn.recomputes == 1
+    for key in list(requests)[24:32]:  # 12 of 80 done
+        del left[key]
+    fewer = book.estimate(left, requests, slots=1, slot_hour_usd=0.0, now=200.0)
+    assert book.drawn.recomputes == 2 and fewer is not None and fewer.jobs == 68
