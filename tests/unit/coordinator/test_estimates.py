@@ -38,6 +38,18 @@ def _book(tmp_path: Path) -> ModelBook:
                      drawn=DrawnEstimate(run=lambda work: work(), every_s=30.0))
 
 
+def _fitted(tmp_path: Path) -> tuple[ModelBook, dict[str, JobRequest], dict[str, float | None]]:
+    """A book whose model has fitted on 20 jobs of 50 s, and the 80 others left, queued."""
+    book = _book(tmp_path)
+    requests = {r.task.key: r for r in map(_request, range(100))}
+    for request in requests.values():
+        book.take_in(request)
+    model = book.models[FAMILY.key]
+    for i in range(20):
+        model.observe(RuntimeObservation(dict(requests[f"j{i}"].task.params), 50.0, True))
+    return book, requests, {key: None for key in list(requests)[20:]}
+
+
 def test_the_estimate_follows_the_model_after_it_refits(tmp_path: Path) -> None:
     book = _book(tmp_path)
     requests = {r.task.key: r for r in map(_request, range(200))}
@@ -62,14 +74,7 @@ def test_the_estimate_follows_the_model_after_it_refits(tmp_path: Path) -> None:
 
 
 def test_between_refits_the_running_jobs_time_is_taken_off(tmp_path: Path) -> None:
-    book = _book(tmp_path)
-    requests = {r.task.key: r for r in map(_request, range(100))}
-    for request in requests.values():
-        book.take_in(request)
-    model = book.models[FAMILY.key]
-    for i in range(20):
-        model.observe(RuntimeObservation(dict(requests[f"j{i}"].task.params), 50.0, True))
-    left: dict[str, float | None] = {key: None for key in list(requests)[20:]}
+    book, requests, left = _fitted(tmp_path)
     left["j20"] = left["j21"] = 0.0
     first = book.estimate(left, requests, slots=1, slot_hour_usd=3600.0, now=100.0)
     left["j20"] = left["j21"] = 10.0  # ten seconds on, no refit: the same draws, less 20 s
@@ -80,14 +85,7 @@ def test_between_refits_the_running_jobs_time_is_taken_off(tmp_path: Path) -> No
 
 
 def test_a_tenth_of_the_jobs_done_calls_for_new_draws(tmp_path: Path) -> None:
-    book = _book(tmp_path)
-    requests = {r.task.key: r for r in map(_request, range(100))}
-    for request in requests.values():
-        book.take_in(request)
-    model = book.models[FAMILY.key]
-    for i in range(20):
-        model.observe(RuntimeObservation(dict(requests[f"j{i}"].task.params), 50.0, True))
-    left: dict[str, float | None] = {key: None for key in list(requests)[20:]}
+    book, requests, left = _fitted(tmp_path)
     assert book.estimate(left, requests, slots=1, slot_hour_usd=0.0, now=0.0) is not None
     for key in list(requests)[20:24]:  # 4 of 80 done: no refit, not a tenth
         del left[key]
