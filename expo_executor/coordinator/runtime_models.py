@@ -126,6 +126,8 @@ class ModelBook:
                slots: int, slot_hour_usd: float, now: float) -> Remaining | None:
         """The drawn estimate: asked for again when a model has refitted, jobs came in, or the
         jobs left have fallen by a tenth (a draw's totals then hold many jobs since done)."""
+        if not any(model.version for model in self.models.values()):
+            return None  # no model has fitted yet: nothing to draw from
         counted = {key: elapsed for key, elapsed in left.items()
                    if requests[key].task.family in self.models}
         key = (tuple(sorted((name, m.version) for name, m in self.models.items())),
