@@ -11,6 +11,10 @@ that is wrong the same way for many jobs makes the true spread wider than the in
 Wall time is the CPU-seconds over the run's slots (perfect packing), each bound never less
 than the same bound of the longest single job left (the one of largest median: with few jobs
 left on many slots, it decides); cost is the CPU-seconds at the price of a slot-hour.
+
+That per-job sum is what a model of the user's own gets. A model that draws its jobs' total
+whole (``runtime_model.DrawsRemaining``: the learned one) gets :func:`from_draws` instead, the
+draws' percentiles; ``coordinator.runtime_models.ModelBook.estimate`` picks.
 """
 
 from __future__ import annotations
