@@ -58,7 +58,8 @@ def test_the_learned_model_skips_and_estimates_on_the_emulated_gce_path(
                          "work:deadline=2s", "--expocloud-hardness-model", "learned",
                          "--expocloud-hardness-noise", "inst,rep",
                          "--expocloud-model-trust-after", "20",
-                         "--expocloud-status-interval", "1", flag="--profile")
+                         "--expocloud-status-interval", "1", "--expocloud-poll-interval", "0.2",
+                         flag="--profile")
     env = emulated_env(gcs_emulator)
     env["PYTHONPATH"] = f"{REPO}:{env['PYTHONPATH']}" if env.get("PYTHONPATH") else str(REPO)
     Path(f"{release}1").touch()
