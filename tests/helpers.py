@@ -255,26 +255,29 @@ def runtime_sweep(model, log_mean, groups: int = 150, reps: int = 3, seed: int =
                                                  seconds < deadline))
 
 
-def live_estimate(workdir: Path) -> tuple[dict, str] | None:
+def live_estimate(workdir: Path, wanted=lambda status: True) -> tuple[dict, str] | None:
     """A live run's ``status.json`` and ``run.html`` once both show the runtime model's
-    estimate of what is left (None until then: the page is written just after the status)."""
+    estimate of what is left, and the status is ``wanted`` (None until then: the page is
+    written just after the status)."""
     for path in (workdir / ".expocloud" / "runs").glob("*/status.json"):
         try:
             status = json.loads(path.read_text())
             page = (path.parent / "run.html").read_text()
         except (OSError, ValueError):  # not written yet
             continue
-        if status.get("estimate") and not status.get("finished") and 'id="estimate"' in page:
+        if status.get("estimate") and not status.get("finished") and 'id="estimate"' in page \
+                and wanted(status):
             return status, page
     return None
 
 
-def wait_for_estimate(workdir: Path, timeout: float) -> tuple[dict, str]:
+def wait_for_estimate(workdir: Path, timeout: float,
+                      wanted=lambda status: True) -> tuple[dict, str]:
     """Wait (bounded) for :func:`live_estimate`, and return what it saw."""
     seen: list[tuple[dict, str]] = []
 
     def shown() -> bool:
-        found = live_estimate(workdir)
+        found = live_estimate(workdir, wanted)
         seen.extend([found] if found else [])
         return found is not None
 

@@ -33,5 +33,8 @@ outage to ride out); never a front end (front ends import it).
   the engines'); ``profile_settings``: them read from a profile; ``launch``: a started
   coordinator for them;
 - ``shapes``: per-rule machines (GCE) and their sizes and prices; ``rule_machines``: how one is
-  chosen (a rule's ``auto``, a job beyond the run's workers).
+  chosen (a rule's ``auto``, a job beyond the run's workers);
+- ``runtime_models``: the run's runtime models, one per family, and the one place that picks
+  how the estimate of what is left is made; ``estimates``: the learned model's drawn estimate,
+  recomputed in a thread of its own.
 """

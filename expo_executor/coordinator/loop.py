@@ -395,6 +395,6 @@ class Coordinator(Observe, VmLife, Decisions, AdoptedRuns):
                 if self.scheduler.state(key) in ("queued", "running", "cancelling")}
         slot_hour = config.hourly.get(config.pool, 0.0) / max(1, config.slots_per_worker)
         return self.models.estimate(left, self._requests, config.max_workers
-                                    * config.slots_per_worker, slot_hour)
+                                    * config.slots_per_worker, slot_hour, now)
 
     # -- failing jobs that will not run -------------------------------------------------------

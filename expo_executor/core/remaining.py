@@ -11,13 +11,17 @@ that is wrong the same way for many jobs makes the true spread wider than the in
 Wall time is the CPU-seconds over the run's slots (perfect packing), each bound never less
 than the same bound of the longest single job left (the one of largest median: with few jobs
 left on many slots, it decides); cost is the CPU-seconds at the price of a slot-hour.
+
+That per-job sum is what a model of the user's own gets. A model that draws its jobs' total
+whole (``runtime_model.DrawsRemaining``: the learned one) gets :func:`from_draws` instead, the
+draws' percentiles; ``coordinator.runtime_models.ModelBook.estimate`` picks.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from expo_executor.core.runtime_model import RuntimePrediction
 
@@ -73,6 +77,32 @@ def remaining(jobs: Iterable[JobLeft], slots: int, slot_hour_usd: float) -> Rema
     wall = [max(alone, value * per_slot) for alone, value in zip(longest, (mid, low, high))]
     cost = [value / 3600.0 * slot_hour_usd for value in (mid, low, high)]
     return Remaining(count, *wall, *cost)
+
+
+def from_draws(totals: Sequence[float], jobs: int, slots: int,
+               slot_hour_usd: float) -> Remaining:
+    """The estimate from a model's joint draws of the CPU-seconds left (``DrawsRemaining``):
+    their 5th, 50th and 95th percentiles, over ``slots`` slots (perfect packing) and at
+    ``slot_hour_usd`` per slot-hour."""
+    low, mid, high = quantiles(totals)
+    per_slot = 1.0 / max(1, slots)
+    return Remaining(jobs, mid * per_slot, low * per_slot, high * per_slot,
+                     *(value / 3600.0 * slot_hour_usd for value in (mid, low, high)))
+
+
+def quantiles(values: Sequence[float]) -> tuple[float, float, float]:
+    """(5th percentile, median, 95th percentile), interpolated as numpy's default does."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0, 0.0, 0.0
+
+    def at(q: float) -> float:
+        place = q * (len(ordered) - 1)
+        below = int(place)
+        above = min(below + 1, len(ordered) - 1)
+        return ordered[below] + (ordered[above] - ordered[below]) * (place - below)
+
+    return at(0.05), at(0.5), at(0.95)
 
 
 def _left(job: JobLeft) -> tuple[float, float, float]:

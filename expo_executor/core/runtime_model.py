@@ -11,7 +11,7 @@ without a model never imports a numerical library.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, Protocol, Sequence
 
 from expo_executor.core.hardness import HardnessSpec
 
@@ -36,6 +36,16 @@ class RuntimePrediction:
     low_s: float
     high_s: float
     p_exceed: float
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A job not yet decided, for an estimate of what is left: its parameters and, if running,
+    the seconds it has run so far (its runtime is known to exceed them)."""
+
+    params: Mapping[str, str]
+    elapsed_s: float = 0.0
+    running: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,3 +104,16 @@ class RuntimeModel(Protocol):
     def disagreements(self) -> tuple[OrderDisagreement, ...]: ...
 
     def to_dict(self) -> dict[str, Any]: ...
+
+
+class DrawsRemaining(Protocol):
+    """A model that can draw what a family's undecided jobs will cost as a whole (the learned
+    one): ``draws`` totals of slot-seconds, each one joint draw of all the jobs, with what they
+    share (a cell's mean, a group's effect) drawn once per draw. An estimate from these holds
+    the truth where one from per-job predictions summed as independent does not (the jobs of
+    one cell are wrong together). Optional: a model without it gets that per-job estimate
+    (``core.remaining.remaining``). It may be called from a thread other than the one that
+    feeds the model, and must not change the model."""
+
+    def remaining_draws(self, jobs: Sequence[Pending], deadline_s: float,
+                        skip_above: float | None, draws: int) -> Sequence[float]: ...

@@ -7,7 +7,9 @@ online from a family's finished jobs. It implements ``core.runtime_model.Runtime
 - ``cells``: the fixed effects' cells, the declared order over them, its monotone projection
   and where the data disagrees with it;
 - ``model``: ``LearnedModel`` (observe, predict, rank, persistence), ``model_from_dict`` and
-  ``model_factory`` (what ``--expocloud-hardness-model learned`` builds a family's model with).
+  ``model_factory`` (what ``--expocloud-hardness-model learned`` builds a family's model with);
+- ``remaining``: what the undecided jobs will cost, drawn jointly (cells' and groups' effects
+  shared): the estimate runs show and the replay checks.
 
 It may import the core only (``core``); numpy and scipy only inside functions, so that a run
 without a model never loads them.

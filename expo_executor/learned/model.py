@@ -11,11 +11,11 @@ log(n/20)/log(1.2) + log(t/5)/log(1.2) times and predictions are cached per grou
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from expo_executor.core.hardness import HardnessSpec
-from expo_executor.core.runtime_model import (ModelSpec, OrderDisagreement, RuntimeObservation,
-                                              RuntimePrediction)
+from expo_executor.core.runtime_model import (ModelSpec, OrderDisagreement, Pending,
+                                              RuntimeObservation, RuntimePrediction)
 from expo_executor.learned.cells import CellBook
 from expo_executor.learned.tobit_fit import PRIOR_SD, Fit, Observations, fit, group_posterior
 
@@ -241,6 +241,23 @@ class LearnedModel:
     @property
     def sigma(self) -> float:
         return self._fit.sigma if self._fit is not None else math.inf
+
+    def copy(self) -> LearnedModel:
+        """A model of the observations so far, not yet fitted: the list of them is taken in
+        one step, so another thread may copy while this model goes on learning."""
+        rows = self._rows[:]
+        copy = LearnedModel(self.spec, first_fit=1 << 62)
+        copy._next_censored_fit = 1 << 62  # no fit while it is filled
+        for params, seconds, finished in rows:
+            copy.observe(RuntimeObservation(params, seconds, finished))
+        return copy
+
+    def remaining_draws(self, jobs: Sequence[Pending], deadline_s: float,
+                        skip_above: float | None, draws: int = 200) -> list[float]:
+        """``core.runtime_model.DrawsRemaining``: :func:`.remaining.informed_draws`."""
+        from expo_executor.learned.remaining import informed_draws
+
+        return informed_draws(self, jobs, deadline_s, skip_above, draws)
 
     def disputes(self, params: Mapping[str, str]) -> bool:
         cell = self._cells.index.get(self._cells.key(params))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ def _config(args: argparse.Namespace, columns: set[str]) -> ReplayConfig:
     if args.deadline is None:
         raise ExpoError("--deadline", "--workload needs a deadline", "give e.g. --deadline 3600")
     deadline = parse_duration(args.deadline, "--deadline")
-    hardness = HardnessSpec.parse(args.hardness, "--hardness") if args.hardness else None
+    hardness = _hardness(args.hardness, columns) if args.hardness else None
     if hardness is not None:
         hardness.check_wildcards(columns, "--hardness")
     noise = tuple(n.strip() for n in args.noise.split(",") if n.strip())
@@ -51,6 +52,22 @@ def _config(args: argparse.Namespace, columns: set[str]) -> ReplayConfig:
                             "give P with 0 < P <= 1, e.g. 0.99")
     return ReplayConfig(deadline, hardness, args.hardness_model == "learned", noise,
                         args.skip_above, args.vms, args.slots or 8)
+
+
+def _hardness(text: str, columns: set[str]) -> HardnessSpec:
+    """The declared order; a CSV column it cannot name (a space, a dash) is to be renamed in
+    the CSV, and the error says so, with the name to give it."""
+    try:
+        return HardnessSpec.parse(text, "--hardness")
+    except ExpoError as exc:
+        odd = sorted(c for c in columns if not c.isidentifier() and c in text)
+        if not odd:
+            raise
+        fixed = re.sub(r"\W+", "_", odd[0]).strip("_") or "p"
+        raise ExpoError("--hardness", f"{exc.problem}: a declared order names wildcards, and "
+                        f"the CSV's column {odd[0]!r} is not one",
+                        f"rename the column in the CSV (e.g. to {fixed}) and in --hardness") \
+            from None
 
 
 def run_replay(args: argparse.Namespace) -> int:

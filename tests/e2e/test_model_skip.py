@@ -7,7 +7,7 @@ is left (n=2 waits for the test to release it), the page and the log show the es
 is left. The model is saved beside the frontier; a rerun without the setting runs the skipped
 jobs. The real learned model (``--expocloud-hardness-model learned``) skips too: a first run
 teaches it which instances never finish, and the rerun it starts informed skips their next
-repetition."""
+repetition, while its live page shows those skips and the estimate drawn from the model."""
 
 from __future__ import annotations
 
@@ -175,7 +175,13 @@ def test_the_cwl_runner_model_skips_too(tmp_path: Path) -> None:
 
 LEARNED_SNAKEFILE = """
 rule all:
-    input: expand("out/{n}/{inst}/{rep}.txt", n=[1], inst=range(24), rep=range(config["reps"]))
+    input:
+        expand("out/{n}/{inst}/{rep}.txt", n=[1], inst=range(24), rep=range(config["reps"])),
+        f"hold{config['reps']}.txt"
+
+rule hold:
+    output: "hold{reps}.txt"
+    shell: "while [ ! -e release{wildcards.reps} ]; do sleep 0.1; done; echo held > {output}"
 
 rule work:
     output: "out/{n}/{inst}/{rep}.txt"
@@ -192,18 +198,34 @@ def _learned_args(reps: int, *extra: str) -> list[str]:
             "--set-resources", 'work:hardness="n; scope: inst, rep"', "work:deadline=2s",
             "--expocloud-hardness-model", "learned", "--expocloud-hardness-noise", "inst,rep",
             "--expocloud-model-trust-after", "20", "--expocloud-max-workers", "1",
-            "--expocloud-slots-per-worker", "2", "--expocloud-poll-interval", "0.1", *extra]
+            "--expocloud-slots-per-worker", "2", "--expocloud-poll-interval", "0.1",
+            "--expocloud-status-interval", "1", *extra]
 
 
 def test_the_learned_model_learns_the_hopeless_instances_and_a_rerun_skips_them(
         tmp_path: Path) -> None:
+    """The rerun holds a job of another rule (``hold``, outside the model's family) until the
+    test has seen its live page show a model skip and the estimate drawn from the model."""
     (tmp_path / "Snakefile").write_text(LEARNED_SNAKEFILE)
+    (tmp_path / "release1").touch()
     first = run_snakemake(tmp_path, *_learned_args(1))
     assert first.returncode != 0  # the hopeless instances timed out
     learned = job_records(run_dirs(tmp_path)[0])
-    assert {k: r["outcome"] for k, r in learned.items()} == {
+    assert {k: r["outcome"] for k, r in learned.items() if r["rule"] == "work"} == {
         f"1/{i}/0": "timeout" if i % 4 == 0 else "solved" for i in range(24)}
-    rerun = run_snakemake(tmp_path, *_learned_args(2, "--expocloud-skip-above", "0.99"))
+    process = subprocess.Popen([SNAKEMAKE, *_learned_args(2, "--expocloud-skip-above", "0.99")],
+                               cwd=tmp_path, text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    try:
+        live, page = wait_for_estimate(tmp_path, 120, lambda status: bool(
+            status.get("model-skipped")) and status["estimate"]["jobs"] >= 1)
+    finally:
+        (tmp_path / "release2").touch()
+        _, stderr = process.communicate(timeout=300)
+    rerun = subprocess.CompletedProcess(process.args, process.returncode, "", stderr)
+    assert live["estimate"]["wall_low_s"] <= live["estimate"]["wall_s"] \
+        <= live["estimate"]["wall_high_s"]
+    assert '<p id="estimate">estimate for ' in page and '<table id="model-skips">' in page
     records = job_records(run_dirs(tmp_path)[-1])
     skipped = {k for k, r in records.items() if r["outcome"] == "model-skipped"}
     assert skipped == {f"1/{i}/1" for i in range(0, 24, 4)}  # each hopeless one's next repetition
