@@ -11,7 +11,7 @@ from expo_executor.core.errors import ExpoError
 from expo_executor.core.records import EngineName
 from expo_executor.engines.gce.settings import needs_credentials
 from expo_executor.engines.gce.settings_checks import check_credentials
-from expo_executor.frontends.exit_collection import skip_exit_collection
+from expo_executor.frontends.process_exit import interrupt_at_once, skip_exit_collection
 from expo_executor.frontends.snakemake import storage_listing
 from expo_executor.frontends.snakemake.executor import Executor, common_settings
 
@@ -25,12 +25,13 @@ class ExecutorSettings(_Settings):
     plugin (which asks google-auth first otherwise). It is also the first moment we know the
     run is ours, in its main process and before any storage object: Snakemake's existence
     checks in the GCS default storage are answered from one listing of its prefix from here on
-    (``storage_listing``), and from here on the process ends without a last garbage
-    collection of its DAG, even when Ctrl-C stops it while Snakemake builds that DAG
-    (``exit_collection``).
+    (``storage_listing``); and from here on Ctrl-C interrupts at once, also while Snakemake
+    builds its DAG, and the process ends without a last garbage collection of that DAG
+    (``process_exit``).
     """
 
     def __post_init__(self) -> None:
+        interrupt_at_once()
         skip_exit_collection()
         unchanged = storage_listing.install()
         if unchanged and self.engine == EngineName.GCE:  # the engine whose files are in GCS

@@ -25,7 +25,7 @@ from expo_executor.coordinator.requests import JobRequest
 from expo_executor.core.scheduler import Task
 from expo_executor.core.shapes import Misfit, find_misfit
 from expo_executor.protocol.records import JobSpec, PrunePoint
-from expo_executor.frontends.exit_collection import skip_exit_collection
+from expo_executor.frontends.process_exit import skip_exit_collection
 from expo_executor.runs.files import RunFiles
 
 
@@ -82,7 +82,7 @@ class FrontEnd(ABC):
 
     def open_run(self, engine: str, settings: Any, **source: str) -> None:
         """The run's files begin; from now on this process ends without a last garbage
-        collection of its (possibly 50,000-job) graph (exit_collection.py)."""
+        collection of its (possibly 50,000-job) graph (process_exit.py)."""
         self.run_files.start(engine, settings, **source)
         skip_exit_collection()
 
