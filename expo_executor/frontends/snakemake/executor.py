@@ -38,7 +38,8 @@ from expo_executor.core.records import EngineName
 from expo_executor.core.scheduler import Outcome
 from expo_executor.frontends.base import FrontEnd
 from expo_executor.frontends.snakemake.describe import Fleet, JobDescriber, identity
-from expo_executor.frontends.snakemake import job_outputs, job_selection, workflow_profile
+from expo_executor.frontends.snakemake import (direct_jobs, job_outputs, job_selection,
+                                               workflow_profile)
 from expo_executor.frontends.snakemake.head_start import Demand, first_wave, planned_demand
 from expo_executor.frontends.snakemake.planned_rules import (Planned, auto_rules, check_software,
                                                              planned_rules,
@@ -161,13 +162,25 @@ class Executor(RemoteExecutor, FrontEnd):
         job's resources; raises ExpoError on a bad annotation or a job no worker holds."""
         env = dict(self.envvars())  # the Snakefile's envvars: and storage plugins' secrets
         stable = identity(job)
-        command = f"{command_clock.ANNOUNCE}; {self._job_command(job)}"
-        return self.describer.describe(
-            job, ["/bin/sh", "-c", command],
-            None if self.settings.engine == EngineName.GCE else os.getcwd(), env,
-            redact=_secret_values(env),
+        harvested = self._harvested(job, stable)
+        direct = self._direct(job) if harvested is None else None
+        argv = direct.argv if direct else \
+            ["/bin/sh", "-c", f"{command_clock.ANNOUNCE}; {self._job_command(job)}"]
+        request = self.describer.describe(
+            job, argv, None if self.settings.engine == EngineName.GCE else os.getcwd(),
+            {**env, **direct.env} if direct else env, redact=_secret_values(env),
             logs=_log_files(job, self.workflow.storage_settings.default_storage_prefix),
-            identity=stable, harvested=self._harvested(job, stable))
+            identity=stable, harvested=harvested)
+        if direct:
+            direct_jobs.prepare(job, self.workflow)
+        return request
+
+    def _direct(self, job: JobExecutorInterface) -> direct_jobs.DirectCommand | None:
+        """The job's own shell line when it is a direct job (direct_jobs.py), else None."""
+        if not direct_jobs.enabled() or direct_jobs.why_not(
+                job, self.workflow, self.settings.engine == EngineName.LOCAL, self.slots):
+            return None
+        return direct_jobs.command(job)
 
     def _harvested(self, job: JobExecutorInterface, stable: str) -> Harvested | None:
         """What a crashed run's worker solved of this very job after its coordinator died
