@@ -29,6 +29,8 @@ from typing import Any
 from snakemake.io import is_flagged
 from snakemake_interface_executor_plugins.settings import SharedFSUsage
 
+from expo_executor.protocol.keys import COMMAND_ONLY_ENV
+
 DIRECT_ENV = "EXPOCLOUD_DIRECT_JOBS"  # "0": every job in its own snakemake, as before
 # Snakemake's shell writes a longer line to a script file first (shell.MAX_ARG_LEN): such a
 # job runs in its own snakemake instead
@@ -112,7 +114,7 @@ def command(job: Any) -> DirectCommand | None:
     if len(line.replace("'", r"'\''")) + 2 > MAX_LINE:
         return None
     threads = str(job.threads)
-    env = {name: threads for name in THREAD_VARIABLES}
+    env = {COMMAND_ONLY_ENV: "1", **{name: threads for name in THREAD_VARIABLES}}
     tmpdir = job.resources.get("tmpdir")
     if tmpdir:
         env.update({name: str(tmpdir) for name in TMPDIR_VARIABLES})
@@ -142,8 +144,33 @@ def _rule_locals(job: Any) -> dict[str, Any]:
                 runtime_sourcecache_path=None, runtime_paths=None)
 
 
-def prepare(job: Any, workflow: Any) -> None:
-    """What plain Snakemake's local executor does before it runs the job, in its main process
-    (``job_args_and_prepare``): check protected outputs, remove old ones, make directories,
-    wait for the inputs."""
-    workflow.async_run(job.prepare())
+class DirectJobs:
+    """The direct jobs of one run: which jobs are, their commands, their preparation."""
+
+    def __init__(self, workflow: Any, local_engine: bool, slots: int) -> None:
+        self.workflow = workflow
+        self.local_engine = local_engine
+        self.slots = slots  # CPUs of every worker
+        self.on = enabled()
+        self.count = 0  # jobs run directly so far
+
+    def command(self, job: Any) -> DirectCommand | None:
+        """The job's command when it is a direct job, else None (it runs as before)."""
+        if not self.on or why_not(job, self.workflow, self.local_engine, self.slots):
+            return None
+        return command(job)
+
+    def prepare(self, job: Any) -> None:
+        """What plain Snakemake's local executor does before it runs the job, in its main
+        process (``job_args_and_prepare``): check protected outputs, remove old ones, make
+        directories, wait for the inputs. Only once the job's request is built: a job whose
+        annotations are refused must not lose its old outputs."""
+        self.workflow.async_run(job.prepare())
+        self.count += 1
+
+    def summary(self) -> str | None:
+        """The run's line on them, for the end of the run; None when none ran."""
+        if not self.count:
+            return None
+        return (f"expocloud: {self.count} jobs ran directly (their shell lines, prepared and "
+                f"postprocessed here as plain Snakemake does; {DIRECT_ENV}=0 turns this off)")

@@ -114,6 +114,8 @@ class Executor(RemoteExecutor, FrontEnd):
                          f"{max_workers(settings)} workers x {settings.slots_per_worker} slots "
                          f"(state in {self.run_dir})")
         self._warn_lost_annotations()
+        self.direct = direct_jobs.DirectJobs(self.workflow, settings.engine == EngineName.LOCAL,
+                                             self.slots)
         # last: Snakemake reads its scheduler's selection as this returns
         self.selection = job_selection.Selection(self.describer.order, self.logger.debug,
                                                  self.logger.warning)
@@ -158,12 +160,13 @@ class Executor(RemoteExecutor, FrontEnd):
 
     # -- the front end's hooks ----------------------------------------------------------------
     def describe(self, job: JobExecutorInterface) -> JobRequest:
-        """The command Snakemake would run remotely, with hardness, deadline and CPUs from the
-        job's resources; raises ExpoError on a bad annotation or a job no worker holds."""
+        """The command Snakemake would run remotely (a direct job's: its shell line,
+        direct_jobs.py), with hardness, deadline and CPUs from the job's resources; raises
+        ExpoError on a bad annotation or a job no worker holds."""
         env = dict(self.envvars())  # the Snakefile's envvars: and storage plugins' secrets
         stable = identity(job)
         harvested = self._harvested(job, stable)
-        direct = self._direct(job) if harvested is None else None
+        direct = self.direct.command(job) if harvested is None else None
         argv = direct.argv if direct else \
             ["/bin/sh", "-c", f"{command_clock.ANNOUNCE}; {self._job_command(job)}"]
         request = self.describer.describe(
@@ -172,15 +175,8 @@ class Executor(RemoteExecutor, FrontEnd):
             logs=_log_files(job, self.workflow.storage_settings.default_storage_prefix),
             identity=stable, harvested=harvested)
         if direct:
-            direct_jobs.prepare(job, self.workflow)
+            self.direct.prepare(job)
         return request
-
-    def _direct(self, job: JobExecutorInterface) -> direct_jobs.DirectCommand | None:
-        """The job's own shell line when it is a direct job (direct_jobs.py), else None."""
-        if not direct_jobs.enabled() or direct_jobs.why_not(
-                job, self.workflow, self.settings.engine == EngineName.LOCAL, self.slots):
-            return None
-        return direct_jobs.command(job)
 
     def _harvested(self, job: JobExecutorInterface, stable: str) -> Harvested | None:
         """What a crashed run's worker solved of this very job after its coordinator died
@@ -349,6 +345,8 @@ class Executor(RemoteExecutor, FrontEnd):
             log_request_budget(self.run_files, self.coordinator,
                                self.settings.slots_per_worker, self.logger.info,
                                self.logger.warning)
+        if line := self.direct.summary():
+            self.logger.info(line)
         self.close_run()
         super().shutdown()
 
