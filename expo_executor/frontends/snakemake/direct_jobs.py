@@ -76,7 +76,8 @@ def why_not(job: Any, workflow: Any, local_engine: bool, cpus: int) -> str | Non
         return "a benchmark"
     files = [*job.input, *job.output, *job.log]
     if any(is_flagged(f, flag) for f in files for flag in SPECIAL_FLAGS) \
-            or any(getattr(f, "is_storage", False) for f in files):
+            or any(getattr(f, "is_storage", False) for f in files) \
+            or any(job.is_pipe_or_service_input(f) for f in job.input):
         return "a pipe, service or storage file"
     if any(is_flagged(f, "update") for f in job.output):
         return "an update output"
@@ -156,7 +157,12 @@ class DirectJobs:
 
     def command(self, job: Any) -> DirectCommand | None:
         """The job's command when it is a direct job, else None (it runs as before)."""
-        if not self.on or why_not(job, self.workflow, self.local_engine, self.slots):
+        if not self.on:
+            return None
+        try:
+            if why_not(job, self.workflow, self.local_engine, self.slots):
+                return None
+        except AttributeError:  # a Snakemake whose jobs or settings differ: none is direct
             return None
         return command(job)
 
