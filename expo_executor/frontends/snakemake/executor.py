@@ -115,7 +115,7 @@ class Executor(RemoteExecutor, FrontEnd):
                          f"(state in {self.run_dir})")
         self._warn_lost_annotations()
         self.direct = direct_jobs.DirectJobs(self.workflow, settings.engine == EngineName.LOCAL,
-                                             self.slots)
+                                             min(self.slots, self._given_cores() or self.slots))
         # last: Snakemake reads its scheduler's selection as this returns
         self.selection = job_selection.Selection(self.describer.order, self.logger.debug,
                                                  self.logger.warning)
