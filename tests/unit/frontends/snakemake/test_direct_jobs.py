@@ -14,6 +14,8 @@ from expo_executor.frontends.snakemake.direct_jobs import (DIRECT_ENV, THREAD_VA
                                                            DirectJobs, command, why_not)
 from expo_executor.protocol.keys import COMMAND_ONLY_ENV
 
+from tests.helpers import snakemake_dag
+
 SNAKEFILE = """
 NAME = "sweep"
 shell.prefix("set -eu; ")
@@ -115,33 +117,13 @@ rule consumer:
 def workflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """Snakemake's workflow with its DAG built as the main process builds it (the dry-run
     plugin stands for our remote executor: both make Snakemake form group jobs)."""
-    from snakemake.api import SnakemakeApi
-    from snakemake.settings.types import (DAGSettings, ExecutionSettings, OutputSettings,
-                                          Quietness, ResourceSettings, StorageSettings)
-    from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
-
     root = tmp_path_factory.mktemp("direct-jobs")
     (root / "Snakefile").write_text(SNAKEFILE)
     (root / "in.txt").write_text("in\n")
     (root / "s.py").write_text("")
     (root / "env.yaml").write_text("dependencies: []\n")
-    cwd = os.getcwd()
-    try:
-        with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
-            api_workflow = api.workflow(resource_settings=ResourceSettings(cores=8),
-                                        storage_settings=StorageSettings(),
-                                        snakefile=root / "Snakefile", workdir=root)
-            api_workflow.dag(DAGSettings())
-            built = api_workflow._workflow
-            built._executor_plugin = ExecutorPluginRegistry().get_plugin("dryrun")
-            built.execution_settings = ExecutionSettings()
-            built._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=False,
-                               nolock=True)
-            built._build_dag()
-            built.async_run(built.dag.postprocess(update_needrun=False, check_initial=True))
-            yield built
-    finally:
-        os.chdir(cwd)
+    with snakemake_dag(root, cores=8) as built:
+        yield built
 
 
 def _job(workflow, name: str):
