@@ -7,10 +7,11 @@ executor prepares the job and formats the rule's shell command in its main proce
 (``snakemake/executors/local.py``: ``job_args_and_prepare`` calls ``job.prepare()``, then
 ``run_wrapper`` calls the rule's function, which calls ``snakemake.shell.shell``), and its
 scheduler postprocesses the job there too. A *direct job* does the same: the main process
-prepares it (:func:`prepare`) and formats its command as ``shell`` does (:func:`command`), the
-worker runs that line in a fresh shell, and Snakemake's scheduler postprocesses it as for any
-job of ours (with the input/output shared file system of the local engine, that is the local
-executor's postprocessing: logs, touch, output checks, storage, protected outputs, metadata).
+prepares it (:meth:`DirectJobs.prepare`) and formats its command as ``shell`` does
+(:func:`command`), the worker runs that line in a fresh shell, and Snakemake's scheduler
+postprocesses it as for any job of ours (with the input/output shared file system of the local
+engine, that is the local executor's postprocessing: logs, touch, output checks, storage,
+protected outputs, metadata).
 
 Eligibility is strict (:func:`why_not`): anything this path does not reproduce exactly runs as
 before, in a job's own snakemake. ``EXPOCLOUD_DIRECT_JOBS=0`` turns the path off.
@@ -131,9 +132,11 @@ def _formatted(pattern: str, variables: dict[str, Any]) -> str:
 
 
 def _rule_locals(job: Any) -> dict[str, Any]:
-    """The names a rule's function gives its ``shell`` call's formatting, with the values
-    plain Snakemake's local executor passes (``job_args_and_prepare``; the rule function's
-    signature in ``snakemake/parser.py``, ``Run.start``)."""
+    """The names a rule's function gives its ``shell`` call's formatting (the rule function's
+    signature in ``snakemake/parser.py``, ``Run.start``), with the values plain Snakemake's
+    local executor passes (``job_args_and_prepare``) for the job's files, params, wildcards,
+    threads, resources, rule and id; the deployment and source-cache ones, which an eligible
+    job does not use, as None or empty."""
     return dict(input=job.input._plainstrings(), output=job.output._plainstrings(),
                 params=job.params, wildcards=job.wildcards, threads=job.threads,
                 resources=job.resources, log=job.log._plainstrings(), rule=job.rule.name,
