@@ -18,7 +18,7 @@ GREETING = "hello"
 shell.prefix("set -eu; PREFIXED={GREETING}-prefixed; ")
 
 rule all:
-    input: expand("out/{n}.txt", n=[1, 2]), "ran.txt"
+    input: expand("out/{n}.txt", n=[1, 2]), "ran.txt", "who/direct.txt", "who/shadowed.txt"
 
 rule make:
     input: "in.txt"
@@ -29,6 +29,15 @@ rule make:
     shell: "echo {GREETING} {input} {output} {params.word:q} {params.n} {wildcards} "
            "{wildcards.n} {threads} $OMP_NUM_THREADS $PREFIXED > {output}; echo logged {rule} > {log}"
 
+rule who:  # the process that started the job's shell: its worker, or the job's own snakemake
+    output: "who/direct.txt"
+    shell: "tr '\\\\0' ' ' < /proc/$PPID/cmdline > {output}"
+
+rule shadowed:  # not a direct job (a shadow rule)
+    output: "who/shadowed.txt"
+    shadow: "minimal"
+    shell: "tr '\\\\0' ' ' < /proc/$PPID/cmdline > {output}"
+
 rule ran:
     output: "ran.txt"
     run:
@@ -36,7 +45,7 @@ rule ran:
             f.write("ran\\n")
 """
 
-DIRECT_LINE = "expocloud: 2 jobs ran directly"
+DIRECT_LINE = "expocloud: 3 jobs ran directly"
 FAILING = """
 rule fail:
     output: "never.txt"
@@ -47,7 +56,7 @@ rule fail:
 def _files(workdir: Path) -> dict[str, str]:
     return {str(p.relative_to(workdir)): p.read_text() for p in sorted(workdir.rglob("*"))
             if p.is_file() and not {".snakemake", ".expocloud"} & set(p.parts)
-            and p.name != "Snakefile"}
+            and p.name != "Snakefile" and p.parent.name != "who"}
 
 
 def _workdir(root: Path, name: str, snakefile: str) -> Path:
@@ -76,8 +85,12 @@ def test_direct_jobs_write_what_plain_snakemake_writes(plain, tmp_path: Path) ->
     workdir = _workdir(tmp_path, "expocloud", SNAKEFILE)
     result = _expocloud(workdir)
     assert result.returncode == 0, result.stderr
-    assert DIRECT_LINE in result.stderr  # the run: job is not one of them
+    assert DIRECT_LINE in result.stderr  # the run: and shadow jobs are not among them
     assert _files(workdir) == plain
+    # a direct job's shell is its worker's child; the others' run in a snakemake of their own,
+    # forked from the worker's zygote as before
+    assert "expo_executor.worker.agent" in (workdir / "who/direct.txt").read_text()
+    assert "expo_executor.worker.zygote" in (workdir / "who/shadowed.txt").read_text()
     assert plain["out/1.txt"] == "hello in.txt out/1.txt two words 10 n=1 1 2 2 hello-prefixed\n"
     assert plain["logs/2.log"] == "logged make\n"
 
