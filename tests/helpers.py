@@ -216,6 +216,36 @@ def write_inbox(bucket: Bucket, worker: str, seq: int, jobs: dict[str, JobSpec],
     return inbox
 
 
+@contextmanager
+def snakemake_dag(root: Path, cores: int = 1) -> Iterator[object]:
+    """Snakemake's workflow object for ``root/Snakefile`` with its DAG built as the main
+    process builds it (the dry-run plugin stands for a remote executor: both make Snakemake
+    form group jobs); the working directory is ``root`` until the block ends. Snakemake is
+    imported here, not for every user of these helpers."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import (DAGSettings, ExecutionSettings, OutputSettings,
+                                          Quietness, ResourceSettings, StorageSettings)
+    from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
+
+    cwd = os.getcwd()
+    try:
+        with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+            api_workflow = api.workflow(resource_settings=ResourceSettings(cores=cores),
+                                        storage_settings=StorageSettings(),
+                                        snakefile=root / "Snakefile", workdir=root)
+            api_workflow.dag(DAGSettings())
+            built = api_workflow._workflow
+            built._executor_plugin = ExecutorPluginRegistry().get_plugin("dryrun")
+            built.execution_settings = ExecutionSettings()
+            built._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=False,
+                               nolock=True)
+            built._build_dag()
+            built.async_run(built.dag.postprocess(update_needrun=False, check_initial=True))
+            yield built
+    finally:
+        os.chdir(cwd)
+
+
 def storage_file(path: Path, storage: object) -> object:
     """Snakemake's own file object (``_IOFile``) for a storage file whose local copy is ``path``
     and whose storage object is ``storage``: what the tests of the job process's hooks on

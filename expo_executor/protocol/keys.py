@@ -48,6 +48,10 @@ WORKER_KEY_ENV = "EXPOCLOUD_WORKER_KEY"
 #: The environment variable naming a worker's own directory for software its jobs deploy
 #: (conda environments, apptainer images): it outlives each job's scratch directory.
 DEPLOY_DIR_ENV = "EXPOCLOUD_DEPLOY_DIR"
+#: "1" in a job's environment: its command is all it runs, no start-up or file staging around
+#: it (a direct job: frontends/snakemake/direct_jobs.py), so its worker times it whole as its
+#: command (command_clock.whole_command); the worker takes it out of the job's environment.
+COMMAND_ONLY_ENV = "EXPOCLOUD_COMMAND_ONLY"
 #: The instance metadata attribute of a GCE worker's settings (JSON; nothing secret: anyone
 #: with compute.instances.get reads it).
 WORKER_ATTRIBUTE = "expocloud-worker"

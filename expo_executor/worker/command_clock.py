@@ -58,6 +58,15 @@ def stamp(path: str | None, **fields: Any) -> None:
         pass
 
 
+def whole_command(path: str) -> None:
+    """Stamp a job whose command is all it runs (protocol.keys.COMMAND_ONLY_ENV) as it starts:
+    hooked, its command started now. No end stamp: its open interval counts until the worker
+    reaps it (``Stamps.command_s``), so its deadline times the command and its record says how
+    long the command ran, as for a job that stamps itself."""
+    stamp(path, hooked=True)
+    stamp(path, start=time.monotonic())
+
+
 def timed(path: str, call: Callable[..., Any]) -> Callable[..., Any]:
     """``call`` with a start stamp before it and an end stamp after it, however it ends."""
     @functools.wraps(call)

@@ -25,9 +25,9 @@ from pathlib import Path
 from expo_executor.core.held_jobs import starts_now
 from expo_executor.core.records import AttemptEnd
 from expo_executor.protocol import messages
-from expo_executor.protocol.keys import DEPLOY_DIR_ENV, WORKER_KEY_ENV
+from expo_executor.protocol.keys import COMMAND_ONLY_ENV, DEPLOY_DIR_ENV, WORKER_KEY_ENV
 from expo_executor.protocol.records import JobSpec
-from expo_executor.worker.command_clock import STAMPS_ENV
+from expo_executor.worker.command_clock import STAMPS_ENV, whole_command
 from expo_executor.worker.failure_reason import worker_fault
 from expo_executor.worker.forked import ForkedJob, job_chain
 from expo_executor.processes.private_files import private_dir, private_output, write_private
@@ -121,6 +121,8 @@ class JobStarts:
         env[STAMPS_ENV] = str(stamps)
         started = time.time()
         stamps.unlink(missing_ok=True)  # a restarted agent's leftovers are not this job's
+        if env.pop(COMMAND_ONLY_ENV, None) == "1":
+            whole_command(str(stamps))
         # This disk is the worker's own: a failure to write on it (as to write a staged job's
         # spec) is not the job's, and ends the worker (its jobs are lost: ``crashed``). What a
         # job leaves here (its directory, its log: its secrets unblanked) only we may read.

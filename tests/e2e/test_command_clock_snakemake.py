@@ -8,6 +8,7 @@ everything around it took."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -44,7 +45,10 @@ def test_the_deadline_times_the_rules_body_not_snakemakes_start_up(tmp_path: Pat
         "--set-resources", 'quick:hardness="n"', f"quick:deadline={DEADLINE}s",
         'slow:hardness="n"', f"slow:deadline={DEADLINE}s",
         "--expocloud-max-workers", "1", "--expocloud-slots-per-worker", "2",
-        "--expocloud-poll-interval", "0.1", "--expocloud-status-interval", "2")
+        "--expocloud-poll-interval", "0.1", "--expocloud-status-interval", "2",
+        # each job in a snakemake of its own, whose start-up reads the Snakefile: a direct
+        # job (direct_jobs.py) has no start-up to tell from its command
+        env={**os.environ, "EXPOCLOUD_DIRECT_JOBS": "0"})
     lines = (run_dirs(tmp_path)[-1] / "jobs.jsonl").read_text().splitlines()
     records = {r["rule"]: r for r in map(json.loads, lines)}
     quick, slow = records["quick"], records["slow"]

@@ -74,6 +74,9 @@ def test_timeout_kills_running_and_skips_queued(first_run) -> None:
     assert records["x/1"]["runtime_s"] >= DEADLINE
     log = result.stdout + result.stderr
     assert "timed out after 10 s (deadline 10 s); 5 harder combinations will be skipped" in log
+    # its work jobs ran directly, their shell lines alone (frontends/snakemake/direct_jobs.py):
+    # the deadline and the domino effect time and kill them as they did their own snakemakes
+    assert "jobs ran directly" in log
     assert "skipped: as hard as or harder than work {a=x, n=1}, which timed out" in log
     # the coordinator's own line says the timeout once, with what it pruned, before Snakemake
     # hears of any skip (each skip's error above is Snakemake's own, per job)

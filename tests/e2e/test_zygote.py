@@ -202,9 +202,11 @@ def test_snakemake_through_the_plugin_runs_its_jobs_in_forks(tmp_path: Path) -> 
     zygote's fork, the first too (it waits for the zygote, which starts with the worker,
     rather than start a fresh interpreter), and every job is done as before."""
     (tmp_path / "Snakefile").write_text(PLUGIN_SNAKEFILE)
+    # its shell jobs would otherwise run directly, no snakemake of their own (direct_jobs.py)
     result = run_snakemake(tmp_path, "--executor", "expocloud", "-j", "4",
                            "--expocloud-max-workers", "1", "--expocloud-slots-per-worker", "1",
-                           "--expocloud-poll-interval", "0.1")
+                           "--expocloud-poll-interval", "0.1",
+                           env={**os.environ, "EXPOCLOUD_DIRECT_JOBS": "0"})
     assert result.returncode == 0, result.stderr[-3000:]
     whos = [(tmp_path / f"who/{n}.txt").read_text() for n in range(4)]
     assert all("expo_executor.worker.zygote" in who for who in whos), whos

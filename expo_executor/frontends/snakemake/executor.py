@@ -38,7 +38,8 @@ from expo_executor.core.records import EngineName
 from expo_executor.core.scheduler import Outcome
 from expo_executor.frontends.base import FrontEnd
 from expo_executor.frontends.snakemake.describe import Fleet, JobDescriber, identity
-from expo_executor.frontends.snakemake import job_outputs, job_selection, workflow_profile
+from expo_executor.frontends.snakemake import (direct_jobs, job_outputs, job_selection,
+                                               workflow_profile)
 from expo_executor.frontends.snakemake.head_start import Demand, first_wave, planned_demand
 from expo_executor.frontends.snakemake.planned_rules import (Planned, auto_rules, check_software,
                                                              planned_rules,
@@ -113,6 +114,8 @@ class Executor(RemoteExecutor, FrontEnd):
                          f"{max_workers(settings)} workers x {settings.slots_per_worker} slots "
                          f"(state in {self.run_dir})")
         self._warn_lost_annotations()
+        self.direct = direct_jobs.DirectJobs(self.workflow, settings.engine == EngineName.LOCAL,
+                                             min(self.slots, self._given_cores() or self.slots))
         # last: Snakemake reads its scheduler's selection as this returns
         self.selection = job_selection.Selection(self.describer.order, self.logger.debug,
                                                  self.logger.warning)
@@ -157,17 +160,23 @@ class Executor(RemoteExecutor, FrontEnd):
 
     # -- the front end's hooks ----------------------------------------------------------------
     def describe(self, job: JobExecutorInterface) -> JobRequest:
-        """The command Snakemake would run remotely, with hardness, deadline and CPUs from the
-        job's resources; raises ExpoError on a bad annotation or a job no worker holds."""
+        """The command Snakemake would run remotely (a direct job's: its shell line,
+        direct_jobs.py), with hardness, deadline and CPUs from the job's resources; raises
+        ExpoError on a bad annotation or a job no worker holds."""
         env = dict(self.envvars())  # the Snakefile's envvars: and storage plugins' secrets
         stable = identity(job)
-        command = f"{command_clock.ANNOUNCE}; {self._job_command(job)}"
-        return self.describer.describe(
-            job, ["/bin/sh", "-c", command],
-            None if self.settings.engine == EngineName.GCE else os.getcwd(), env,
-            redact=_secret_values(env),
+        harvested = self._harvested(job, stable)
+        direct = self.direct.command(job) if harvested is None else None
+        argv = direct.argv if direct else \
+            ["/bin/sh", "-c", f"{command_clock.ANNOUNCE}; {self._job_command(job)}"]
+        request = self.describer.describe(
+            job, argv, None if self.settings.engine == EngineName.GCE else os.getcwd(),
+            {**env, **direct.env} if direct else env, redact=_secret_values(env),
             logs=_log_files(job, self.workflow.storage_settings.default_storage_prefix),
-            identity=stable, harvested=self._harvested(job, stable))
+            identity=stable, harvested=harvested)
+        if direct:
+            self.direct.prepare(job)
+        return request
 
     def _harvested(self, job: JobExecutorInterface, stable: str) -> Harvested | None:
         """What a crashed run's worker solved of this very job after its coordinator died
@@ -336,6 +345,8 @@ class Executor(RemoteExecutor, FrontEnd):
             log_request_budget(self.run_files, self.coordinator,
                                self.settings.slots_per_worker, self.logger.info,
                                self.logger.warning)
+        if line := self.direct.summary():
+            self.logger.info(line)
         self.close_run()
         super().shutdown()
 

@@ -33,6 +33,19 @@ def test_commands_running_at_once_count_once(tmp_path: Path) -> None:
     assert not stamps.running and stamps.command_s(now=50.0) == pytest.approx(4.0)
 
 
+def test_a_command_only_job_is_timed_whole_as_its_command(tmp_path: Path) -> None:
+    """A direct job (frontends/snakemake/direct_jobs.py) runs its command alone: stamped at its
+    start by its worker, its command runs until it is reaped, and its deadline is a timeout."""
+    path = tmp_path / "stamps"
+    command_clock.whole_command(str(path))
+    stamps = read_stamps(path)
+    started = stamps.intervals[0][0]
+    assert stamps.hooked and stamps.running
+    assert stamps.command_s(now=started + 7.0) == pytest.approx(7.0)
+    overrun = judge(stamps, spawned=started, now=started + 5.0, deadline_s=5.0, allowance_s=1.0)
+    assert overrun is not None and overrun.timeout
+
+
 def test_slow_start_up_is_not_counted_against_the_deadline() -> None:
     stamps = Stamps(True, None, [[100.0, None]])  # the command started 100 s after the spawn
     assert judge(stamps, spawned=0.0, now=104.0, deadline_s=5.0, allowance_s=600.0) is None

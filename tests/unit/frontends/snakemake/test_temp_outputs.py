@@ -4,7 +4,6 @@ the arguments Snakemake's remote executors give a job (``RealExecutor.get_job_ar
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,6 +12,8 @@ import pytest
 from snakemake_interface_executor_plugins.executors.real import RealExecutor
 
 from expo_executor.frontends.snakemake.temp_outputs import FLAG, upload_awaited
+
+from tests.helpers import snakemake_dag
 
 # Snakemake's test_temp_expand (one job writes a, b and c as temp; only a is read), and a
 # group whose first member's temp output only its second member reads
@@ -46,30 +47,10 @@ rule second:
 def workflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """Snakemake's workflow object with its DAG built as the main process builds it (the
     dry-run plugin stands for a remote executor: both make Snakemake form group jobs)."""
-    from snakemake.api import SnakemakeApi
-    from snakemake.settings.types import (DAGSettings, ExecutionSettings, OutputSettings,
-                                          Quietness, ResourceSettings, StorageSettings)
-    from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
-
     root = tmp_path_factory.mktemp("temp-outputs")
     (root / "Snakefile").write_text(SNAKEFILE)
-    cwd = os.getcwd()
-    try:
-        with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
-            api_workflow = api.workflow(resource_settings=ResourceSettings(cores=1),
-                                        storage_settings=StorageSettings(),
-                                        snakefile=root / "Snakefile", workdir=root)
-            api_workflow.dag(DAGSettings())
-            built = api_workflow._workflow
-            built._executor_plugin = ExecutorPluginRegistry().get_plugin("dryrun")
-            built.execution_settings = ExecutionSettings()
-            built._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=False,
-                               nolock=True)
-            built._build_dag()
-            built.async_run(built.dag.postprocess(update_needrun=False, check_initial=True))
-            yield built
-    finally:
-        os.chdir(cwd)
+    with snakemake_dag(root) as built:
+        yield built
 
 
 def _job(workflow, name: str):
