@@ -103,13 +103,10 @@ def _main_on_vm(scratch: Path) -> int:
     boot = guest.Boot.from_metadata()
     if boot.storage_emulator_host:
         os.environ["STORAGE_EMULATOR_HOST"] = boot.storage_emulator_host
-    # The zygote's Snakemake imports are the first job's longest wait: started first, they
-    # overlap the bucket client's import and the wait for the key (the first job's way). It
-    # ends when this process does (its stdin closes), should the bucket fail to open.
+    bucket = open_bucket(boot.bucket)
     zygote = zygote_for(scratch, boot.name)
     if zygote is not None:
-        zygote.start()
-    bucket = open_bucket(boot.bucket)
+        zygote.start()  # Snakemake's imports overlap the wait for the key (the first job's way)
     try:
         key = guest.worker_key(boot, bucket)
     except OSError as exc:  # no key (TimeoutError: no coordinator to work for; or the

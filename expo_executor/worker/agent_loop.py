@@ -49,8 +49,8 @@ ALLOWANCE_ENV = "EXPOCLOUD_STAGING_ALLOWANCE_S"
 def zygote_for(scratch: Path, worker_id: str) -> Zygote | None:
     """The worker's zygote (None where forking is not wanted), not started yet. Its own
     environment has no worker key and carries the VM's mark, which its jobs' /proc environ
-    shows. A VM's agent starts it as soon as it has read its settings, before it opens the
-    bucket and waits for its key, so that Snakemake's imports overlap both (agent.py)."""
+    shows. A VM's agent starts it before it waits for its key, so that Snakemake's imports
+    overlap that wait too (agent.py)."""
     if not zygote_wanted():
         return None
     env = {k: v for k, v in os.environ.items() if k != WORKER_KEY_ENV}

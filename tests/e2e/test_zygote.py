@@ -251,31 +251,3 @@ def test_memory_does_not_grow_with_jobs_run(tmp_path: Path) -> None:
     assert rig.worker.zygote.pid is None  # closed with the worker
     assert after_500[0] - after_50[0] < 50, (after_50, after_500)  # the agent
     assert after_500[1] - after_50[1] < 50, (after_50, after_500)  # the zygote
-
-
-def test_a_vm_worker_whose_bucket_cannot_open_leaves_no_zygote(tmp_path: Path) -> None:
-    """On a VM the zygote starts before the bucket's client loads (the first job's way,
-    worker/agent.py): a worker whose bucket then cannot be opened exits with the reason, and
-    its zygote ends with it (its stdin closed), leaving no process on the VM."""
-    import json
-    import subprocess
-
-    from expo_executor.emulator.metadata import FakeMetadata
-    from expo_executor.protocol import worker_keys
-    from expo_executor.protocol.keys import WORKER_ATTRIBUTE
-
-    config = {"v": 1, "bucket": "s3://not-a-bucket/run", "slots": 1, "poll": 0.05,
-              "grace": 60, "heartbeat": 5, "self_delete": False,
-              "grant_verify_key": worker_keys.grant_verify_key(os.urandom(32)).hex()}
-    meta = FakeMetadata(project="proj", zone="europe-west1-b", name="expo-r1-w1",
-                        attributes={WORKER_ATTRIBUTE: json.dumps(config)}).start()
-    scratch = tmp_path / "scratch"
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "expo_executor.worker.agent", "--from-metadata",
-             "--scratch", str(scratch)], env={**os.environ, "GCE_METADATA_HOST": meta.host},
-            capture_output=True, text=True, timeout=120)
-    finally:
-        meta.stop()
-    assert done.returncode != 0 and "unsupported bucket URL" in done.stderr, done.stderr
-    assert wait_until(lambda: not marked_sessions(scratch), 30)
