@@ -298,6 +298,18 @@ CASES = [
          ["tool.cwl", "--variant", "a", "--size", "3"], "expo:Hardness", "deadline",
          front="cwl", files={"tool.cwl": HINTED_TOOL.replace(
              "HINT", "    dimensions: [size]\n    deadline: soon")}),
+    Case("cwl hint: skipAbove not a probability", "cwl-hint",
+         ["tool.cwl", "--variant", "a", "--size", "3"], "hint expo:Hardness of tool.cwl",
+         "skipAbove 1.5 is not a probability between 0 and 1", front="cwl",
+         files={"tool.cwl": HINTED_TOOL.replace(
+             "HINT", "    dimensions: [size]\n    deadline: 30s\n    skipAbove: 1.5")},
+         fix="0 < P < 1"),
+    Case("cwl hint: skipAbove with the model set to none", "cwl-hint",
+         ["--expocloud-hardness-model", "none", "tool.cwl", "--variant", "a", "--size", "3"],
+         "hint expo:Hardness of tool.cwl", "skipAbove needs a runtime model", front="cwl",
+         files={"tool.cwl": HINTED_TOOL.replace(
+             "HINT", "    dimensions: [size]\n    deadline: 30s\n    skipAbove: 0.99")},
+         fix="drop skipAbove or the setting"),
     Case("cwl hint: a label Google refuses", "cwl-hint", ["tool.cwl", "--size", "3"],
          "hint expo:Labels of tool.cwl", "label key 'Team' does not start with a lowercase letter",
          front="cwl", files={"tool.cwl": PLAIN_TOOL.replace(

@@ -58,16 +58,19 @@ def start_coordinator(settings: ExecutorSettings, run_dir: Path, state: StateDir
                       log: Callable[[str], None],
                       default_storage_prefix: str | None = None,
                       shapes: ShapeBook | None = None,
-                      expected: Mapping[tuple[Shape | None, Pool], int] | None = None
-                      ) -> Coordinator:
+                      expected: Mapping[tuple[Shape | None, Pool], int] | None = None,
+                      skip_hinted: bool = False) -> Coordinator:
     """Build the engine and bucket for ``settings`` and start the coordinator's loop
     (``shapes``: the run's per-rule machines, from :func:`shape_book`; ``expected``: the CPUs
-    the front end's planned jobs will want, for the first VMs' head start, ``Scheduler.expect``).
+    the front end's planned jobs will want, for the first VMs' head start, ``Scheduler.expect``;
+    ``skip_hinted``: a CWL tool's hint gives skipAbove, so the model is on as with
+    --expocloud-skip-above).
 
     Raises ExpoError (before anything is provisioned) on a setting the engine cannot use.
     """
     run_id = run_dir.name
-    model_factory = factory_of(hardness_model(settings))  # refused here, before anything starts
+    # refused here, before anything starts
+    model_factory = factory_of(hardness_model(settings, skip_hinted))
     run_key = secrets.token_bytes(32)
     poll, grace = poll_interval(settings), heartbeat_grace(settings)
     workers = max_workers(settings)

@@ -50,15 +50,15 @@ def skipped(event: Skipped, result: WorkerResult | None) -> JobReport:
                      result.worker if ran else None, killed=event.killed)
 
 
-def model_skipped(event: ModelSkipped, request: JobRequest, skip_above: float) -> JobReport:
+def model_skipped(event: ModelSkipped, request: JobRequest) -> JobReport:
     """A job the runtime model judged hopeless: never run. Its sentence says how likely it
-    was to pass its deadline, the setting that skipped it, and how to run it after all."""
+    was to pass its deadline, the setting that skipped it (the run's, or its tool's hint), and
+    how to run it after all."""
     p = event.prediction
     message = (f"model-skipped: {event.probability:.1%} likely to run past its deadline of "
                f"{request.spec.deadline_s or 0:g} s (predicted {predicted(p.median_s)}, 90% "
                f"{predicted(p.low_s).removesuffix(' s')} to {predicted(p.high_s)}), at or above "
-               "--expocloud-skip-above "
-               f"{skip_above:g}; not run (a rerun with a higher --expocloud-skip-above, or "
+               f"{event.rule.text}; not run (a rerun with a higher {event.rule.setting}, or "
                "without it, runs it)")
     return JobReport(event.key, Outcome.MODEL_SKIPPED, message)
 

@@ -122,23 +122,22 @@ class Reporter:
 
     def _model_skip(self, event: ModelSkipped) -> None:
         request = self.requests[event.key]
-        skip_above = self.scheduler.skip_above or 0.0
         self.model_skips.append(ModelSkipNote(
-            request.task.label, event.probability, skip_above,
+            request.task.label, event.probability, event.rule.above,
             outcomes.finite(event.prediction.median_s),
-            request.spec.deadline_s, time.time()))
+            request.spec.deadline_s, time.time(), event.rule.setting))
         self._model_skipped += 1
-        self.report(outcomes.model_skipped(event, request, skip_above), None)
+        self.report(outcomes.model_skipped(event, request), None)
 
     def say_model_skips(self) -> None:
         """One line for the round's model skips (each one's detail is in ``jobs.jsonl`` and
         its sentence in the front end's error)."""
         if self._model_skipped:
+            last = self.model_skips[-1]
             self.log(f"expocloud: model-skipped {self._model_skipped} job"
-                     f"{'s' if self._model_skipped != 1 else ''}: each at least "
-                     f"{self.scheduler.skip_above:.0%} likely to pass its deadline "
-                     f"(--expocloud-skip-above {self.scheduler.skip_above:g}; the last: "
-                     f"{self.model_skips[-1].label})")
+                     f"{'s' if self._model_skipped != 1 else ''}: each at or above its "
+                     f"threshold of passing its deadline (the last: {last.label}, "
+                     f"{last.setting} {last.skip_above:g})")
             self._model_skipped = 0
 
     def _timed_out(self, key: str, result: WorkerResult | None, pruned: int,

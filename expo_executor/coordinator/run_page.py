@@ -151,17 +151,19 @@ def _timeouts(status: RunStatus) -> str:
 
 
 def _model_skips(status: RunStatus) -> str:
+    """The recent model skips, each with the threshold it reached and the setting that set it
+    (the run's --expocloud-skip-above, or its CWL tool's hint)."""
     if not status.model_skips:
         return ""
     rows = [f'<tr class="model-skip"><td>{escape(n.label)}</td><td>{n.probability:.1%}</td>'
+            f"<td>{escape(f'{n.setting} {n.skip_above:g}')}</td>"
             f"<td>{predicted(n.median_s)}</td>"
             f"<td>{'-' if n.deadline_s is None else f'{n.deadline_s:g} s'}</td></tr>"
             for n in reversed(status.model_skips)]
-    setting = f"--expocloud-skip-above {status.model_skips[-1].skip_above:g}"
-    return (f"<h2>Recent model skips</h2><p>not run: the runtime model gave each at least "
-            f"{escape(setting)} of passing its deadline</p>"
-            + _table("model-skips", ("job", "p(past deadline)", "predicted median",
-                                     "deadline"), rows))
+    return ("<h2>Recent model skips</h2><p>not run: the runtime model gave each at least its "
+            "threshold of passing its deadline</p>"
+            + _table("model-skips", ("job", "p(past deadline)", "threshold",
+                                     "predicted median", "deadline"), rows))
 
 
 def _table(ident: str, headers: tuple[str, ...], rows: list[str]) -> str:

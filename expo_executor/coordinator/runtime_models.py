@@ -139,7 +139,8 @@ class ModelBook:
                 by_family.setdefault(task.family or "", (task, []))[1].append(
                     Pending(dict(task.params), elapsed or 0.0, elapsed is not None))
             families = [FamilyLeft(self.models[name], tuple(jobs), first.deadline_s or 0.0,
-                                   first.cpus, self.skip_above)
+                                   first.cpus, first.skip.above if first.skip is not None
+                                   else self.skip_above)
                         for name, (first, jobs) in by_family.items()]
             self.drawn.recompute(key, now, families)
         running = {job: (elapsed, requests[job].task.cpus) for job, elapsed in counted.items()

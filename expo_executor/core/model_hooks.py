@@ -19,10 +19,12 @@ group's queued tasks are ranked again), every task after a refit (``RuntimeModel
 which the model schedules as its observations grow by a fraction, not per finish. A re-ranked
 task is pushed again; its old heap entry is stale (its order differs) and is dropped when met.
 
-Skip. With ``skip_above`` P, a queued task (never a running one) whose ``p_exceed`` of its
+Skip. With a threshold P, a queued task (never a running one) whose ``p_exceed`` of its
 deadline is >= P is skipped (``ModelSkipped``), once its family's model is trusted: it has seen
 ``trust_after`` finished tasks. Predictions are looked at when they move (a finish of the group,
-a refit) and when a task arrives.
+a refit) and when a task arrives. The threshold is the task's family's (``Task.skip``: a CWL
+tool's hint, carried by each of its tasks), else the run's ``skip_above``; the skip records the
+one that applied (``ModelSkipped.rule``), so that its sentence names the setting to change.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from collections.abc import Callable, Mapping
 
 from expo_executor.core.records import Outcome
 from expo_executor.core.runtime_model import RuntimeModel, RuntimeObservation
-from expo_executor.core.tasks import Event, ModelSkipped, Task, TaskEntry
+from expo_executor.core.tasks import Event, ModelSkipped, SkipRule, Task, TaskEntry
 
 Group = tuple[str, tuple[tuple[str, str], ...]]  # (family, ModelSpec.group)
 
@@ -96,19 +98,25 @@ class ModelHooks:
         rank = model.rank(entry.task.params)
         return (rank,) if model.spec.ordered is not None else (wave, rank)
 
+    def skip_rule(self, task: Task) -> SkipRule | None:
+        """The threshold that applies to ``task``: its family's own, else the run's."""
+        if task.skip is not None:
+            return task.skip
+        return SkipRule(self.skip_above) if self.skip_above is not None else None
+
     def _model_skip(self, entry: TaskEntry, model: RuntimeModel) -> ModelSkipped | None:
         task = entry.task
-        if self.skip_above is None or task.deadline_s is None \
-                or model.observations < self.trust_after:
+        rule = self.skip_rule(task)
+        if rule is None or task.deadline_s is None or model.observations < self.trust_after:
             return None
         prediction = model.predict(task.params, task.deadline_s)
-        if prediction.p_exceed < self.skip_above:
+        if prediction.p_exceed < rule.above:
             return None
-        return ModelSkipped(task.key, prediction.p_exceed, prediction)
+        return ModelSkipped(task.key, prediction.p_exceed, prediction, rule)
 
     def _feed(self, entry: TaskEntry, outcome: Outcome, runtime_s: float | None) -> list[Event]:
         """A task ended: its model learns (a timeout censored at the deadline), and the tasks
-        whose prediction moved are ranked again and, if trusted and over ``skip_above``,
+        whose prediction moved are ranked again and, if trusted and over their threshold,
         skipped."""
         task = entry.task
         model = self._model_of(task)
@@ -150,7 +158,7 @@ class ModelHooks:
             if skip is not None:
                 self._dequeue(key)
                 self.outcomes[key] = Outcome.MODEL_SKIPPED
-                events.append(ModelSkipped(key, skip.probability, skip.prediction))
+                events.append(ModelSkipped(key, skip.probability, skip.prediction, skip.rule))
                 continue
             ranked = (rank,) if model.spec.ordered is not None else (wave, rank)
             if ranked != entry.model_rank:

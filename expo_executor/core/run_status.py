@@ -67,8 +67,9 @@ class TimeoutNote:
 
 @dataclass(frozen=True)
 class ModelSkipNote:
-    """A job the runtime model skipped: its probability of passing its deadline, the setting's
-    threshold it reached, and its predicted median."""
+    """A job the runtime model skipped: its probability of passing its deadline, the threshold
+    it reached and the setting that set it (the run's, or its CWL tool's hint), and its
+    predicted median."""
 
     label: str
     probability: float
@@ -76,6 +77,7 @@ class ModelSkipNote:
     median_s: float | None  # None: the model predicts it never finishes (JSON has no infinity)
     deadline_s: float | None
     time: float
+    setting: str = "--expocloud-skip-above"
 
 
 def predicted(seconds: float | None) -> str:
@@ -88,7 +90,7 @@ def model_skip_line(note: ModelSkipNote) -> str:
     """The log's (and the status's) one line for a model skip."""
     return (f"expocloud: model-skipped: {note.label}: {note.probability:.1%} likely to pass its "
             f"deadline of {note.deadline_s or 0:g} s (predicted median {predicted(note.median_s)}; "
-            f"--expocloud-skip-above {note.skip_above:g})")
+            f"{note.setting} {note.skip_above:g})")
 
 
 @dataclass(frozen=True)

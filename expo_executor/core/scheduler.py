@@ -32,13 +32,13 @@ from expo_executor.core.records import Outcome
 from expo_executor.core.runtime_model import RuntimeModel
 from expo_executor.core.shapes import Shape
 from expo_executor.core.tasks import (Assignment, Cancel, Confirming, Event, Finished,
-                                      ModelSkipped, Place, Pool, Release, Requeued, Skipped, Stage,
-                                      Task, TaskEntry, Unconfirmed, WorkerSlots)
+                                      ModelSkipped, Place, Pool, Release, Requeued, SkipRule,
+                                      Skipped, Stage, Task, TaskEntry, Unconfirmed, WorkerSlots)
 
 # The scheduler's records live in .tasks; callers import them from here, with the scheduler.
 __all__ = ["Assignment", "Cancel", "Confirming", "Event", "Finished", "ModelSkipped", "Outcome",
-           "Place", "Pool", "Release", "Requeued", "Scheduler", "Skipped", "Stage", "Task",
-           "Unconfirmed"]
+           "Place", "Pool", "Release", "Requeued", "Scheduler", "SkipRule", "Skipped", "Stage",
+           "Task", "Unconfirmed"]
 
 
 class Scheduler(FreeSlots, HeldTasks, Pruning, Placing, ModelHooks, QueuedDemand):
@@ -52,8 +52,8 @@ class Scheduler(FreeSlots, HeldTasks, Pruning, Placing, ModelHooks, QueuedDemand
     ``cpus * prefetch``: its worker batches its reports until then (worker/result_reports.py), so one
     result object and one inbox write serve several tasks. ``models``: a runtime model per
     family, which orders its queue and learns from its finishes; ``skip_above``: skip a queued
-    task the trusted model gives at least this probability of passing its deadline
-    (:mod:`.model_hooks`)."""
+    task the trusted model gives at least this probability of passing its deadline, unless
+    the task carries its family's own threshold (``Task.skip``) (:mod:`.model_hooks`)."""
 
     def __init__(self, frontiers: dict[str, Frontier] | None = None, spot_attempts: int = 2,
                  confirm_timeouts: bool = False, prefetch: int = 0,

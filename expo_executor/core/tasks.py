@@ -27,6 +27,24 @@ class Pool(str, Enum):
 
 
 @dataclass(frozen=True)
+class SkipRule:
+    """A model skip's threshold and the setting that set it, named in everything a skip
+    records (the run's ``--expocloud-skip-above``, or a CWL tool's ``expo:Hardness`` hint)."""
+
+    above: float
+    setting: str = "--expocloud-skip-above"
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.above <= 1.0:
+            raise ValueError(f"{self.setting} {self.above} is not a probability in (0, 1]")
+
+    @property
+    def text(self) -> str:
+        """The setting with its value, e.g. ``--expocloud-skip-above 0.99``."""
+        return f"{self.setting} {self.above:g}"
+
+
+@dataclass(frozen=True)
 class Task:
     """What the scheduler needs to know about a job; the front end keeps everything else."""
 
@@ -45,6 +63,8 @@ class Task:
     # at which a timeout is censored and against which the model's p_exceed is asked
     params: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     deadline_s: float | None = None
+    # the model skip's threshold for this task's family (a CWL tool's hint); None: the run's
+    skip: SkipRule | None = None
 
 
 @dataclass(frozen=True)
@@ -82,12 +102,13 @@ class Skipped:
 @dataclass(frozen=True)
 class ModelSkipped:
     """A queued task the runtime model skips: it predicts the task passes its deadline with
-    ``probability`` >= the run's ``skip_above`` (not the domino effect: no timeout dominates
-    it). A rerun may run it."""
+    ``probability`` >= the threshold of ``rule`` (its family's, else the run's ``skip_above``;
+    not the domino effect: no timeout dominates it). A rerun may run it."""
 
     key: str
     probability: float
     prediction: RuntimePrediction
+    rule: SkipRule
 
 
 @dataclass(frozen=True)

@@ -128,12 +128,13 @@ def worker_requirements(settings: Settings) -> tuple[UserPin, ...]:
     return parse_requirements(text, path)
 
 
-def hardness_model(settings: Settings) -> str:
-    """The runtime model in force: as given, else 'learned' with --expocloud-skip-above (a
-    skip needs a model), else 'none' (the declared order only, as before the model)."""
+def hardness_model(settings: Settings, skip_hinted: bool = False) -> str:
+    """The runtime model in force: as given, else 'learned' with --expocloud-skip-above or
+    when a CWL tool's hint gives skipAbove (``skip_hinted``: a skip needs a model, and one
+    model setting serves the run), else 'none' (the declared order only, as before the model)."""
     if settings.hardness_model is not None:
         return settings.hardness_model
-    return "learned" if settings.skip_above is not None else "none"
+    return "learned" if settings.skip_above is not None or skip_hinted else "none"
 
 
 def hardness_noise(settings: Settings) -> tuple[str, ...]:

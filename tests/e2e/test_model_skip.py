@@ -147,17 +147,18 @@ requirements: {ScatterFeatureRequirement: {}}
 inputs: {ns: "int[]"}
 outputs: []
 steps:
-  work:
-    run: tool.cwl
-    scatter: n
-    in: {n: ns, seed: {default: 7}}
-    out: []
 """
+
+
+def _step(name: str, tool: str) -> str:
+    """A workflow step scattering ``tool`` over ``ns``, its seed fixed."""
+    return (f"  {name}:\n    run: {tool}\n    scatter: n\n"
+            "    in: {n: ns, seed: {default: 7}}\n    out: []\n")
 
 
 def test_the_cwl_runner_model_skips_too(tmp_path: Path) -> None:
     (tmp_path / "tool.cwl").write_text(CWL_TOOL)
-    (tmp_path / "wf.cwl").write_text(CWL_WORKFLOW)
+    (tmp_path / "wf.cwl").write_text(CWL_WORKFLOW + _step("work", "tool.cwl"))
     result = subprocess.run(
         [str(Path(SNAKEMAKE).parent / "expocloud-cwl"), "--outdir", str(tmp_path / "out"),
          "--expocloud-state-dir", str(tmp_path / "state"), "--expocloud-hardness-model", MODEL,
@@ -171,6 +172,29 @@ def test_the_cwl_runner_model_skips_too(tmp_path: Path) -> None:
     saved = [json.loads(p.read_text()) for p in (tmp_path / "state" / "frontiers")
              .glob("*.model.json")]
     assert [s["model"]["noise"] for s in saved] == [["seed"]]  # the hint's noise reached it
+
+
+def test_a_tools_skip_above_hint_alone_skips_its_jobs_and_no_others(tmp_path: Path) -> None:
+    """No --expocloud-skip-above: the hinted tool's hopeless job is model-skipped, its record
+    naming the hint; the same job of a tool without the hint runs in the same run."""
+    (tmp_path / "tool.cwl").write_text(CWL_TOOL)
+    (tmp_path / "hinted.cwl").write_text(CWL_TOOL.replace("deadline: 30s}",
+                                                          "deadline: 30s, skipAbove: 0.99}"))
+    (tmp_path / "wf.cwl").write_text(CWL_WORKFLOW + _step("hinted", "hinted.cwl")
+                                     + _step("plain", "tool.cwl"))
+    result = subprocess.run(
+        [str(Path(SNAKEMAKE).parent / "expocloud-cwl"), "--outdir", str(tmp_path / "out"),
+         "--expocloud-state-dir", str(tmp_path / "state"), "--expocloud-hardness-model", MODEL,
+         "--expocloud-model-trust-after", "0", "wf.cwl", "--ns", "5"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=_env())
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run_dir,) = (tmp_path / "state" / "runs").glob("*")
+    records = {r["rule"]: r for r in RunFiles(run_dir).jobs()}
+    assert {tool: r["outcome"] for tool, r in records.items()} == {
+        "hinted.cwl": "model-skipped", "tool.cwl": "solved"}
+    assert "at or above expo:Hardness skipAbove of hinted.cwl 0.99" in \
+        records["hinted.cwl"]["reason"]
+    assert "--expocloud-skip-above" not in records["hinted.cwl"]["reason"]
 
 
 LEARNED_SNAKEFILE = """

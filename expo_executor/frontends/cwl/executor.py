@@ -43,7 +43,7 @@ from expo_executor.core.runtime_model import ModelSpec
 from expo_executor.core.scheduler import Outcome, Task
 from expo_executor.core.shapes import Shape
 from expo_executor.frontends.base import FrontEnd, job_request
-from expo_executor.frontends.cwl.hints import SweepJob, param_text
+from expo_executor.frontends.cwl.hints import SweepJob, param_text, skip_hinted
 from expo_executor.frontends.cwl.staging import Staging
 
 WAIT_S = 1.0  # longest wait for reports before looking at the job generator again
@@ -76,11 +76,14 @@ class ExpoExecutor(JobExecutor, FrontEnd):
         self._pending: dict[str, tuple[SweepJob, JobRequest]] = {}
         self._keys = itertools.count(1)  # job keys; cwltool's walk is single-threaded
         self._rc: RuntimeContext | None = None  # the walk's context, for describe
+        # the tools whose hint gives skipAbove: the run's start turns the model on for them
+        self.skip_hinted: tuple[str, ...] = ()
 
     # -- the generator walk ------------------------------------------------------------------
     def run_jobs(self, process: Process, job_order_object: CWLObjectType,
                  logger: logging.Logger, runtime_context: RuntimeContext) -> None:
         self._rc = runtime_context
+        self.skip_hinted = skip_hinted(process)
         batch: list[SweepJob] = []
         for job in process.job(job_order_object, self.output_callback, runtime_context):
             if job is None:  # cwltool waits for outstanding jobs: send the batch, take reports
@@ -215,7 +218,8 @@ class ExpoExecutor(JobExecutor, FrontEnd):
         task = Task(key=key, label=label, family=family.key if family else None,
                     point=point if family else None, cpus=max(1, cores), mem_mb=ram,
                     preemptible=attempts != 0, spot_attempts=attempts, shape=shape,
-                    params=params, deadline_s=deadline if family else None)
+                    params=params, deadline_s=deadline if family else None,
+                    skip=tool.sweep.skip if family and tool.sweep else None)
         return task, family, deadline
 
     def _finish(self, job: SweepJob, request: JobRequest, report: JobReport,

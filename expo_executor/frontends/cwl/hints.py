@@ -3,7 +3,9 @@
 ``expo:Hardness`` names the input parameters forming ordered dimensions (numbers, or declared orders
 for categorical values), an optional scope, a deadline for tools without ``ToolTimeLimit``, and the
 inputs the runtime model treats as noise (``noise``: a seed, an instance; else the run's
-``--expocloud-hardness-noise``). ``expo:Preemptible`` says how many Spot preemptions a job may
+``--expocloud-hardness-noise``), and the tool's own model-skip threshold (``skipAbove``: else the
+run's ``--expocloud-skip-above``; a hint that gives one turns the learned model on, see
+:func:`skip_hinted`). ``expo:Preemptible`` says how many Spot preemptions a job may
 suffer before it runs on-demand (0: never on Spot); the Arvados ``arv:UsePreemptible`` hint is
 honoured as other runners honour it. Hints usually sit on a workflow step, so a published tool is
 swept without being edited. ``expo:Labels`` gives a tool's jobs GCE labels for the bill, and so VMs
@@ -33,6 +35,7 @@ from schema_salad.exceptions import ValidationException
 from expo_executor.coordinator.shapes import rule_labels
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import Dimension, HardnessPoint, HardnessSpec, parse_duration
+from expo_executor.core.scheduler import SkipRule
 
 NAMESPACE = "https://expocloud.dev/cwl"
 HARDNESS = f"{NAMESPACE}#Hardness"
@@ -78,6 +81,7 @@ class Sweep:
     spec: HardnessSpec
     deadline_s: float | None
     noise: tuple[str, ...] = ()  # inputs the runtime model treats as noise (a seed, ...)
+    skip: SkipRule | None = None  # the hint's skipAbove; None: the run's --expocloud-skip-above
 
     def point(self, values: Mapping[str, Any], setting: str) -> HardnessPoint:
         return self.spec.point({name: param_text(values.get(name)) for name in self.spec.names},
@@ -132,7 +136,40 @@ def read_sweep(tool_id: str, inputs: list[dict], hints: list[dict]) -> Sweep | N
     HardnessSpec.parse(spec.text, setting)  # the same checks as a Snakemake spec (names, repeats)
     deadline = hint.get("deadline")
     return Sweep(spec, parse_duration(deadline, f"{setting}: deadline")
-                 if deadline is not None else None, noise)
+                 if deadline is not None else None, noise, _skip_rule(tool_id, hint, setting))
+
+
+def _skip_rule(tool_id: str, hint: Mapping[str, Any], setting: str) -> SkipRule | None:
+    """The hint's skipAbove, a probability strictly between 0 and 1 (as the run's setting)."""
+    above = hint.get("skipAbove")
+    if above is None:
+        return None
+    if isinstance(above, bool) or not 0 < above < 1:
+        raise ExpoError(setting, f"skipAbove {above!r} is not a probability between 0 and 1",
+                        "give a P with 0 < P < 1, e.g. 0.99, or drop skipAbove")
+    return SkipRule(float(above), f"expo:Hardness skipAbove of {tool_id}")
+
+
+def check_skip_model(tool_id: str, sweep: Sweep | None, model: str | None) -> None:
+    """A skipAbove needs a runtime model: refused as the tool loads when the run's
+    ``--expocloud-hardness-model`` (``model``, None when not given) is 'none'."""
+    if sweep is not None and sweep.skip is not None and model == "none":
+        raise ExpoError(f"hint expo:Hardness of {tool_id}", "skipAbove needs a runtime model, "
+                        "and --expocloud-hardness-model is 'none'", "drop skipAbove or the "
+                        "setting (the model is 'learned' when a hint gives skipAbove)")
+
+
+def skip_hinted(process: Any) -> tuple[str, ...]:
+    """The tools under ``process`` (a tool or a workflow, walked into its steps) whose
+    expo:Hardness hint gives skipAbove: the run's model is turned on for them (a skip needs
+    one), as ``--expocloud-skip-above`` turns it on. cwltool builds every step's tool as the
+    workflow loads, so the walk sees them all before the first job."""
+    if isinstance(process, SweepTool):
+        return (process.name,) if process.sweep and process.sweep.skip else ()
+    found: tuple[str, ...] = ()
+    for step in getattr(process, "steps", ()):
+        found += skip_hinted(getattr(step, "embedded_tool", None))
+    return found
 
 
 def spot_attempts(hints: list[dict]) -> int | None:
@@ -188,6 +225,8 @@ class SweepTool(CommandLineTool):
                              getattr(loadingContext, "expo_containers", None))
             self.labels = labels(shortname(self.tool["id"]), self.hints,
                                  getattr(loadingContext, "expo_run_labels", None))
+            check_skip_model(shortname(self.tool["id"]), self.sweep,
+                             getattr(loadingContext, "expo_hardness_model", None))
         except ExpoError as exc:
             raise ValidationException(str(exc)) from None
         self.spot_attempts = spot_attempts(self.hints)

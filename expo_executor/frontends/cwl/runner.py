@@ -241,8 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     def start():
         _logger.info(f"expocloud: run {run_dir.name} on the {settings.engine} engine "
                      f"(state in {run_dir})")
+        if executor.skip_hinted and settings.hardness_model is None:
+            _logger.info("expocloud: the learned runtime model is on: the expo:Hardness hint of "
+                         f"{', '.join(executor.skip_hinted)} gives skipAbove")
         return start_coordinator(settings, run_dir, state, _logger.info,
-                                 args.default_storage_prefix)
+                                 args.default_storage_prefix,
+                                 skip_hinted=bool(executor.skip_hinted))
 
     executor = ExpoExecutor(start, workflow, settings.slots_per_worker, root,
                             args.expocloud_on_timeout, worker_mem_mb, RunFiles(run_dir),
@@ -254,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     loading = LoadingContext(vars(args))
     loading.construct_tool_object = make_tool
     loading.expo_containers = found  # type: ignore[attr-defined]  # read by SweepTool
+    # a hint's skipAbove is refused as its tool loads when the model is set to 'none'
+    loading.expo_hardness_model = settings.hardness_model  # type: ignore[attr-defined]
     # the run's labels, which every VM carries: a tool's expo:Labels are counted with them
     loading.expo_run_labels = labels(settings) \
         if settings.engine == EngineName.GCE else {}  # type: ignore[attr-defined]

@@ -18,7 +18,7 @@ from expo_executor.coordinator.state import FamilyRef, StateDir
 from expo_executor.core.errors import ExpoError
 from expo_executor.core.hardness import HardnessSpec
 from expo_executor.core.runtime_model import ModelSpec, RuntimePrediction
-from expo_executor.core.scheduler import ModelSkipped, Outcome, Task
+from expo_executor.core.scheduler import ModelSkipped, Outcome, SkipRule, Task
 from expo_executor.frontends.base import job_request
 
 from tests.runtime_model_double import HOPELESS, ThresholdModel, factory
@@ -79,7 +79,8 @@ def test_the_estimate_counts_only_what_is_left_and_predicted(tmp_path: Path) -> 
 
 def test_a_model_skip_reads_as_its_own_outcome_with_the_setting_and_the_way_back() -> None:
     prediction = RuntimePrediction(4000.0, 2000.0, 8000.0, 0.995)
-    report = outcomes.model_skipped(ModelSkipped("j5", 0.995, prediction), _request(5), 0.99)
+    report = outcomes.model_skipped(ModelSkipped("j5", 0.995, prediction, SkipRule(0.99)),
+                                    _request(5))
     assert report.outcome is Outcome.MODEL_SKIPPED and report.runtime_s is None
     assert report.message == (
         "model-skipped: 99.5% likely to run past its deadline of 30 s (predicted 4000 s, 90% "
@@ -90,11 +91,21 @@ def test_a_model_skip_reads_as_its_own_outcome_with_the_setting_and_the_way_back
     assert (record["outcome"], record["p_exceed"], record["predicted_s"]) == \
         ("model-skipped", 0.995, 4000.0)
     never = RuntimePrediction(math.inf, 9000.0, math.inf, 0.9999)  # the learned model's hopeless
-    report = outcomes.model_skipped(ModelSkipped("j5", 0.9999, never), _request(5), 0.99)
+    report = outcomes.model_skipped(ModelSkipped("j5", 0.9999, never, SkipRule(0.99)),
+                                    _request(5))
     assert "(predicted unbounded, 90% 9000 to unbounded), at or above" in report.message
     record = outcomes.job_record(report, _request(5), None, None, None, 0, 1.0, prediction=never)
     assert (record["predicted_s"], record["predicted_low_s"], record["predicted_high_s"]) == \
         (None, 9000.0, None)  # JSON has no infinity
+
+
+def test_a_model_skip_by_a_tools_hint_names_the_hint() -> None:
+    rule = SkipRule(0.95, "expo:Hardness skipAbove of solve")
+    report = outcomes.model_skipped(
+        ModelSkipped("j5", 0.97, RuntimePrediction(90.0, 40.0, 200.0, 0.97), rule), _request(5))
+    assert "at or above expo:Hardness skipAbove of solve 0.95; not run (a rerun with a higher " \
+        "expo:Hardness skipAbove of solve, or without it, runs it)" in report.message
+    assert "--expocloud-skip-above" not in report.message
 
 
 def test_learned_is_the_real_model_and_a_rerun_starts_from_the_saved_one() -> None:

@@ -78,6 +78,11 @@ def test_the_page_shows_the_estimate_and_the_model_skips() -> None:
     assert '<p id="estimate">estimate for 7 jobs: 10 min left' in page
     assert '<table id="model-skips">' in page and "99.5%" in page
     assert "--expocloud-skip-above 0.99" in page
+    hinted = ModelSkipNote("solve {n=13, seed=1}", 0.97, 0.95, None, 30.0, 999.0,
+                           "expo:Hardness skipAbove of solve")
+    page = render(_status(model_skips=(SKIP, hinted)), "r1", now=1002.0)
+    assert "<td>expo:Hardness skipAbove of solve 0.95</td>" in page  # each row its own
+    assert "<td>--expocloud-skip-above 0.99</td>" in page
     finished = render(_status(estimate=ESTIMATE, finished=True), "r1", now=1002.0)
     assert 'id="estimate"' not in finished and 'id="model-skips"' not in finished
 
