@@ -13,6 +13,7 @@ from expo_executor.engines.gce.settings import needs_credentials
 from expo_executor.engines.gce.settings_checks import check_credentials
 from expo_executor.frontends.snakemake import storage_listing
 from expo_executor.frontends.snakemake.executor import Executor, common_settings
+from expo_executor.worker import checkpoint_copies
 
 
 @dataclass
@@ -24,10 +25,13 @@ class ExecutorSettings(_Settings):
     plugin (which asks google-auth first otherwise). It is also the first moment we know the
     run is ours, in its main process and before any storage object: Snakemake's existence
     checks in the GCS default storage are answered from one listing of its prefix from here on
-    (``storage_listing``).
+    (``storage_listing``), and a finished checkpoint's storage outputs are fetched to their
+    local copies when an input function asks for them, as the job ran elsewhere
+    (``worker/checkpoint_copies.py``).
     """
 
     def __post_init__(self) -> None:
+        checkpoint_copies.install()
         unchanged = storage_listing.install()
         if unchanged and self.engine == EngineName.GCE:  # the engine whose files are in GCS
             get_logger().warning(unchanged)
