@@ -260,6 +260,18 @@ def storage_file(path: Path, storage: object) -> object:
     return file
 
 
+def keep_job_hooks_local(monkeypatch) -> None:
+    """Every Snakemake method the job process's hooks replace (worker/command_clock.py's
+    ``hook_job``: local copies, checkpoint copies, staged bytes), restored after the test, so
+    that a test installing them leaves no other test a patched Snakemake."""
+    from snakemake.checkpoints import Checkpoint
+    from snakemake.io import _IOFile
+
+    for name in ("retrieve_from_storage", "store_in_storage", "size"):
+        monkeypatch.setattr(_IOFile, name, getattr(_IOFile, name))
+    monkeypatch.setattr(Checkpoint, "get", Checkpoint.get)
+
+
 def runtime_sweep(model, log_mean, groups: int = 150, reps: int = 3, seed: int = 1,
                   deadline: float = 1000.0, sd_group: float = 1.0, sd_noise: float = 0.2,
                   **fixed: list[str]) -> None:

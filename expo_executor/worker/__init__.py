@@ -6,8 +6,9 @@ module each: ``coordinator_contact`` (the inbox; the pulse through ``pulse_reade
 by the job runner: the ``zygote`` (its agent side ``forked``, its forking ``sibling_fork``) and
 each workflow's template (``workflow_template``, ``loaded_workflow``, ``job_arguments``). A
 Snakemake job's own process runs under ``command_clock``, which also has it read storage
-files' local copies first (``local_copies``) and count the bytes it moves to and from the
-bucket (``staged_bytes``).
+files' local copies first (``local_copies``), fetch a finished checkpoint's outputs when an
+input function asks for them (``checkpoint_copies``, which the Snakemake plugin installs in the
+main process too) and count the bytes it moves to and from the bucket (``staged_bytes``).
 
 Runs on each VM (or as a local process standing in for one) and talks to the coordinator only
 through the bucket. It may import the core's records, its hardness (the coordinator's rule of

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from expo_executor.worker import local_copies, staged_bytes
+from expo_executor.worker import checkpoint_copies, local_copies, staged_bytes
 
 STAMPS_ENV = "EXPOCLOUD_STAMPS"
 # The first words of a Snakemake job's shell command: it will stamp its command, so whatever
@@ -95,10 +95,12 @@ def install(path: str) -> str | None:
 
 def hook_job(path: str | None) -> None:
     """What the job's own snakemake gets before it runs, in its process: storage files' local
-    copies read first (worker/local_copies.py) and, given a stamps file ``path``, this clock
-    (its word on it stamped) and the bytes it moves to and from the bucket
+    copies read first (worker/local_copies.py), a checkpoint's outputs fetched when an input
+    function asks for them (worker/checkpoint_copies.py) and, given a stamps file ``path``,
+    this clock (its word on it stamped) and the bytes it moves to and from the bucket
     (worker/staged_bytes.py)."""
     local_copies.install()
+    checkpoint_copies.install()
     if path:
         staged_bytes.install(lambda way, nbytes: stamp(path, **{way: nbytes}))
         why = install(path)

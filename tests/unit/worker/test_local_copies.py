@@ -12,7 +12,7 @@ from snakemake.io import _IOFile
 
 from expo_executor.worker import command_clock, local_copies
 
-from tests.helpers import storage_file
+from tests.helpers import keep_job_hooks_local, storage_file
 
 
 class Storage:
@@ -80,6 +80,6 @@ def test_a_changed_snakemake_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -
 
 def test_the_job_hook_installs_it_with_or_without_a_stamps_file(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_IOFile, "size", _IOFile.size)
+    keep_job_hooks_local(monkeypatch)
     command_clock.hook_job(None)
     assert getattr(_IOFile.size, local_copies.MARK, False)

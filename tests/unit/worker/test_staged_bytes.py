@@ -14,7 +14,7 @@ from snakemake.io import _IOFile
 from expo_executor.worker import command_clock, staged_bytes
 from expo_executor.worker.command_clock import read_stamps
 
-from tests.helpers import storage_file
+from tests.helpers import keep_job_hooks_local, storage_file
 
 
 class Storage:
@@ -36,8 +36,7 @@ class Storage:
 @pytest.fixture
 def stamps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The job hook installed with a stamps file (Snakemake's methods restored after)."""
-    for name in ("retrieve_from_storage", "store_in_storage", "size"):
-        monkeypatch.setattr(_IOFile, name, getattr(_IOFile, name))
+    keep_job_hooks_local(monkeypatch)
     monkeypatch.setattr(command_clock, "install", lambda path: None)  # the clock: not tested here
     monkeypatch.setattr(staged_bytes, "_record", staged_bytes._record)
     path = tmp_path / "j.stamps"
