@@ -310,6 +310,12 @@ CASES = [
          files={"tool.cwl": HINTED_TOOL.replace(
              "HINT", "    dimensions: [size]\n    deadline: 30s\n    skipAbove: 0.99")},
          fix="drop skipAbove or the setting"),
+    Case("cwl hint: skipAbove without a deadline", "cwl-hint",
+         ["tool.cwl", "--variant", "a", "--size", "3"], "hint expo:Hardness of tool.cwl",
+         "skipAbove needs a deadline to skip against", front="cwl",
+         files={"tool.cwl": HINTED_TOOL.replace(
+             "HINT", "    dimensions: [size]\n    skipAbove: 0.99")},
+         fix="add deadline: to the hint"),
     Case("cwl hint: a label Google refuses", "cwl-hint", ["tool.cwl", "--size", "3"],
          "hint expo:Labels of tool.cwl", "label key 'Team' does not start with a lowercase letter",
          front="cwl", files={"tool.cwl": PLAIN_TOOL.replace(

@@ -150,13 +150,23 @@ def _skip_rule(tool_id: str, hint: Mapping[str, Any], setting: str) -> SkipRule 
     return SkipRule(float(above), f"expo:Hardness skipAbove of {tool_id}")
 
 
-def check_skip_model(tool_id: str, sweep: Sweep | None, model: str | None) -> None:
-    """A skipAbove needs a runtime model: refused as the tool loads when the run's
-    ``--expocloud-hardness-model`` (``model``, None when not given) is 'none'."""
-    if sweep is not None and sweep.skip is not None and model == "none":
-        raise ExpoError(f"hint expo:Hardness of {tool_id}", "skipAbove needs a runtime model, "
+def check_skip_model(tool_id: str, sweep: Sweep | None, model: str | None,
+                     time_limited: bool) -> None:
+    """A skipAbove needs a runtime model and a deadline to skip against: refused as the tool
+    loads when the run's ``--expocloud-hardness-model`` (``model``, None when not given) is
+    'none', or when neither the hint nor a ToolTimeLimit (``time_limited``) gives a deadline
+    (the model then has no family to learn, and would skip nothing, silently)."""
+    if sweep is None or sweep.skip is None:
+        return
+    setting = f"hint expo:Hardness of {tool_id}"
+    if model == "none":
+        raise ExpoError(setting, "skipAbove needs a runtime model, "
                         "and --expocloud-hardness-model is 'none'", "drop skipAbove or the "
                         "setting (the model is 'learned' when a hint gives skipAbove)")
+    if sweep.deadline_s is None and not time_limited:
+        raise ExpoError(setting, "skipAbove needs a deadline to skip against, and the tool has "
+                        "none", "add deadline: to the hint (e.g. deadline: 10m) or a "
+                        "ToolTimeLimit, or drop skipAbove")
 
 
 def skip_hinted(process: Any) -> tuple[str, ...]:
@@ -226,7 +236,9 @@ class SweepTool(CommandLineTool):
             self.labels = labels(shortname(self.tool["id"]), self.hints,
                                  getattr(loadingContext, "expo_run_labels", None))
             check_skip_model(shortname(self.tool["id"]), self.sweep,
-                             getattr(loadingContext, "expo_hardness_model", None))
+                             getattr(loadingContext, "expo_hardness_model", None),
+                             any(r.get("class") == "ToolTimeLimit"
+                                 for r in [*self.requirements, *self.hints]))
         except ExpoError as exc:
             raise ValidationException(str(exc)) from None
         self.spot_attempts = spot_attempts(self.hints)

@@ -85,13 +85,22 @@ def test_a_skip_above_outside_0_1_is_refused_naming_the_hint(bad: float) -> None
 
 
 def test_a_skip_above_with_the_model_set_to_none_is_refused() -> None:
-    hint = {"class": HARDNESS, "dimensions": ["size"], "skipAbove": 0.99}
+    hint = {"class": HARDNESS, "dimensions": ["size"], "skipAbove": 0.99, "deadline": "10m"}
     sweep = read_sweep("solve", INPUTS, [hint])
-    check_skip_model("solve", sweep, None)  # not given: the hint turns the model on
-    check_skip_model("solve", sweep, "learned")
+    check_skip_model("solve", sweep, None, False)  # not given: the hint turns the model on
+    check_skip_model("solve", sweep, "learned", False)
     with pytest.raises(ExpoError, match="^hint expo:Hardness of solve: skipAbove needs a "
                                         "runtime model, and --expocloud-hardness-model is"):
-        check_skip_model("solve", sweep, "none")
+        check_skip_model("solve", sweep, "none", False)
+
+
+def test_a_skip_above_without_a_deadline_is_refused_unless_a_time_limit_gives_one() -> None:
+    hint = {"class": HARDNESS, "dimensions": ["size"], "skipAbove": 0.99}
+    sweep = read_sweep("solve", INPUTS, [hint])
+    check_skip_model("solve", sweep, None, True)  # a ToolTimeLimit gives each job its deadline
+    with pytest.raises(ExpoError, match="^hint expo:Hardness of solve: skipAbove needs a "
+                                        "deadline to skip against, and the tool has none"):
+        check_skip_model("solve", sweep, None, False)
 
 
 TOOL = """cwlVersion: v1.2
