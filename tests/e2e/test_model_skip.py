@@ -209,17 +209,22 @@ rule hold:
 
 rule work:
     output: "out/{n}/{inst}/{rep}.txt"
-    shell: "if [ $(( {wildcards.inst} % 4 )) = 0 ]; then sleep 60; fi; echo solved > {output}"
+    shell: "if [ $(( {wildcards.inst} % 4 )) = 0 ]; then sleep 60; else sleep 1; fi; echo solved > {output}"
 """
 
 
 def _learned_args(reps: int, *extra: str) -> list[str]:
-    """Every instance with a multiple of 4 never finishes (past its 2 s deadline); the others
-    are quick. The declared order is one size, n=1, and the scope keeps a timeout from
-    dominating anything but itself, so what is skipped is the model's doing. The model may skip once it has seen 20 jobs (the default,
+    """Every instance with a multiple of 4 never finishes (past its 3 s deadline); the others
+    take a second each, so that the rerun's model family is still at work when its estimate
+    is first drawn (with one slot of the two held by ``hold``, about 18 s: jobs of a few
+    milliseconds let the family end first on a loaded machine, and the page then shows an
+    estimate of no jobs). Both runs' jobs take the same time: the rerun's model must meet the
+    runtimes it learned. The declared order is one
+    size, n=1, and the scope keeps a timeout from dominating anything but itself, so what is
+    skipped is the model's doing. The model may skip once it has seen 20 jobs (the default,
     50, would need a bigger sweep)."""
     return ["--executor", "expocloud", "-j", "8", "--keep-going", "--config", f"reps={reps}",
-            "--set-resources", 'work:hardness="n; scope: inst, rep"', "work:deadline=2s",
+            "--set-resources", 'work:hardness="n; scope: inst, rep"', "work:deadline=3s",
             "--expocloud-hardness-model", "learned", "--expocloud-hardness-noise", "inst,rep",
             "--expocloud-model-trust-after", "20", "--expocloud-max-workers", "1",
             "--expocloud-slots-per-worker", "2", "--expocloud-poll-interval", "0.1",
@@ -261,7 +266,7 @@ def test_the_learned_model_learns_the_hopeless_instances_and_a_rerun_skips_them(
     assert status["model-skipped"] == 6
     assert all(note["probability"] >= 0.99 for note in status["model_skips"])
     assert rerun.stderr.count("model-skipped: ") == 6, rerun.stderr[-3000:]
-    assert "likely to run past its deadline of 2 s (predicted unbounded" in rerun.stderr
+    assert "likely to run past its deadline of 3 s (predicted unbounded" in rerun.stderr
 
 
 def _no_infinity(constant: str) -> None:
