@@ -29,6 +29,8 @@ import functools
 import os
 from typing import Any, Callable
 
+from expo_executor.worker.method_patch import Wrap, not_found, wrap_once
+
 MARK = "_expocloud_checkpoint_copies"
 
 
@@ -52,7 +54,6 @@ def fetching(get: Callable[..., Any], raise_open: Callable[[Any], BaseException]
             raise raise_open(missing)
         return job
 
-    setattr(wrapper, MARK, True)
     return wrapper
 
 
@@ -63,12 +64,8 @@ def install() -> str | None:
         from snakemake.checkpoints import Checkpoint
         from snakemake.exceptions import InputOpenException
         from snakemake.io import _IOFile
-        get = Checkpoint.get
     except Exception as exc:  # noqa: BLE001 - any import-time surprise: leave Snakemake be
-        return f"cannot find Snakemake's checkpoints ({type(exc).__name__}: {exc})"
-    if getattr(get, MARK, False):
-        return None
-    if not callable(get) or not hasattr(_IOFile, "should_not_be_retrieved_from_storage"):
-        return "Snakemake's checkpoints are not the expected ones"
-    Checkpoint.get = fetching(get, InputOpenException)
-    return None
+        return not_found("checkpoints", exc)
+    return wrap_once([Wrap(Checkpoint, "get", lambda get: fetching(get, InputOpenException))],
+                     MARK, "checkpoints",
+                     expected=hasattr(_IOFile, "should_not_be_retrieved_from_storage"))

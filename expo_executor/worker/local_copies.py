@@ -22,6 +22,8 @@ import functools
 import os
 from typing import Any, Callable
 
+from expo_executor.worker.method_patch import Wrap, not_found, wrap_once
+
 MARK = "_expocloud_local_copy_first"
 
 
@@ -33,7 +35,6 @@ def local_copy_first(size: Callable[..., Any]) -> Callable[..., Any]:
             return await self.size_local()
         return await size(self)
 
-    setattr(wrapper, MARK, True)
     return wrapper
 
 
@@ -42,12 +43,7 @@ def install() -> str | None:
     not (nothing changed)."""
     try:
         from snakemake.io import _IOFile
-        size = _IOFile.size
     except Exception as exc:  # noqa: BLE001 - any import-time surprise: leave Snakemake be
-        return f"cannot find Snakemake's file size ({type(exc).__name__}: {exc})"
-    if getattr(size, MARK, False):
-        return None
-    if not callable(size) or not hasattr(_IOFile, "size_local"):
-        return "Snakemake's file size is not the expected method"
-    _IOFile.size = local_copy_first(size)
-    return None
+        return not_found("file size", exc)
+    return wrap_once([Wrap(_IOFile, "size", local_copy_first)], MARK, "file size",
+                     expected=hasattr(_IOFile, "size_local"))

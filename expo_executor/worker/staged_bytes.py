@@ -19,6 +19,8 @@ import functools
 import os
 from typing import Any, Callable
 
+from expo_executor.worker.method_patch import Wrap, not_found, wrap_once
+
 MARK = "_expocloud_staged_bytes"
 
 Record = Callable[[str, int], None]  # ("down" or "up", bytes)
@@ -62,7 +64,6 @@ def counted(method: Callable[..., Any], way: str) -> Callable[..., Any]:
             _record(way, local_size(path))
         return result
 
-    setattr(wrapper, MARK, True)
     return wrapper
 
 
@@ -72,15 +73,11 @@ def install(record: Record) -> str | None:
     global _record
     try:
         from snakemake.io import _IOFile
-        retrieve, store = _IOFile.retrieve_from_storage, _IOFile.store_in_storage
     except Exception as exc:  # noqa: BLE001 - any import-time surprise: leave Snakemake be
-        return f"cannot find Snakemake's storage transfers ({type(exc).__name__}: {exc})"
-    if getattr(retrieve, MARK, False):
+        return not_found("storage transfers", exc)
+    why = wrap_once([Wrap(_IOFile, "retrieve_from_storage", lambda m: counted(m, "down")),
+                     Wrap(_IOFile, "store_in_storage", lambda m: counted(m, "up"))],
+                    MARK, "storage transfers")
+    if why is None:
         _record = record
-        return None
-    if not callable(retrieve) or not callable(store):
-        return "Snakemake's storage transfers are not the expected methods"
-    _IOFile.retrieve_from_storage = counted(retrieve, "down")
-    _IOFile.store_in_storage = counted(store, "up")
-    _record = record
-    return None
+    return why
