@@ -25,6 +25,9 @@ one also holds every worker and job process below it. So this wrapper calls
   what grows with the jobs of a run (measured after Snakemake returned, so as not to slow
   its stop);
 * ``returned_at``: when Snakemake returned (epoch s), before those sizes were taken;
+* ``executor_started_at``: when the executor's ``__post_init__`` began (epoch s): Snakemake had
+  then built its DAG (with storage, its existence checks) and uploaded the sources, and nothing
+  of the run was provisioned yet;
 * ``maxrss_mb``: this process's peak RSS (``ru_maxrss``).
 
 Set BENCH_PROFILE_COORDINATOR=FILE to also write a cProfile of the coordinator thread to FILE.
@@ -104,6 +107,14 @@ def _instrument_expocloud() -> None:
 
     front.Executor.run_jobs = run_jobs
     front.Executor.check_active_jobs = check_active_jobs
+
+    orig_post_init = front.Executor.__post_init__
+
+    def __post_init__(self):
+        _stats.setdefault("executor_started_at", time.time())
+        return orig_post_init(self)
+
+    front.Executor.__post_init__ = __post_init__
 
 
 OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
