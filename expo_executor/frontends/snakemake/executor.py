@@ -264,10 +264,12 @@ class Executor(RemoteExecutor, FrontEnd):
 
     @functools.cached_property
     def _resource_args(self) -> str:
-        given = self.workflow.resource_settings  # parsed once: the same for every job
-        return "".join(f" {arg}" for arg in (
-            default_resources_arg(given._parsed_default_resources),
-            set_resources_arg(given._parsed_overwrite_resources)) if arg)
+        given = self.workflow.resource_settings  # the same for every job: rendered once
+        return "".join(f" {arg}" for arg in (  # what Snakemake itself would pass (spawn_jobs.py)
+            default_resources_arg(getattr(given, "_parsed_default_resources",
+                                          given.default_resources)),
+            set_resources_arg(getattr(given, "_parsed_overwrite_resources",
+                                      given.overwrite_resources))) if arg)
 
     def _deploy_prefixes(self) -> str:
         """Where a job's snakemake builds conda environments and pulls apptainer images when

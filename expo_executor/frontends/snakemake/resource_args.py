@@ -44,7 +44,10 @@ def given(resource: object) -> object:
 
 def rendered(name: str, resource: object) -> str | None:
     """``NAME=VALUE`` for one resource, as a job's snakemake parses it to what the main process
-    holds; None for one that has no text to give (Snakemake passes none either)."""
+    holds; None for one that has no text to give (Snakemake passes none either). A plain value
+    (a Snakemake whose resources are not ``Resource`` objects) is passed as it is."""
+    if not hasattr(resource, "is_evaluable"):
+        return f"{name}={resource}"
     if not resource.is_evaluable():
         value = resource.value
         if isinstance(value, int):
@@ -58,7 +61,10 @@ def rendered(name: str, resource: object) -> str | None:
 
 def resource_texts(resources: object) -> list[str]:
     """Every resource of a Snakemake ``Resources`` as ``rendered`` gives it; Snakemake's own
-    ``args`` for anything else (a version whose resources are not a mapping of ``Resource``)."""
+    ``args`` for anything else (a version whose resources are not a mapping of ``Resource``);
+    none for None."""
+    if resources is None:
+        return []
     if not isinstance(resources, Mapping):
         return list(resources.args)
     texts = (rendered(name, resource) for name, resource in resources.items())
