@@ -217,10 +217,12 @@ def write_inbox(bucket: Bucket, worker: str, seq: int, jobs: dict[str, JobSpec],
 
 
 @contextmanager
-def snakemake_dag(root: Path, cores: int = 1) -> Iterator[object]:
+def snakemake_dag(root: Path, cores: int = 1,
+                  default_resources: object = None) -> Iterator[object]:
     """Snakemake's workflow object for ``root/Snakefile`` with its DAG built as the main
     process builds it (the dry-run plugin stands for a remote executor: both make Snakemake
-    form group jobs); the working directory is ``root`` until the block ends. Snakemake is
+    form group jobs), with ``default_resources`` as ``--default-resources`` gives them (a
+    ``Resources``); the working directory is ``root`` until the block ends. Snakemake is
     imported here, not for every user of these helpers."""
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import (DAGSettings, ExecutionSettings, OutputSettings,
@@ -230,7 +232,8 @@ def snakemake_dag(root: Path, cores: int = 1) -> Iterator[object]:
     cwd = os.getcwd()
     try:
         with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
-            api_workflow = api.workflow(resource_settings=ResourceSettings(cores=cores),
+            api_workflow = api.workflow(resource_settings=ResourceSettings(
+                cores=cores, default_resources=default_resources),
                                         storage_settings=StorageSettings(),
                                         snakefile=root / "Snakefile", workdir=root)
             api_workflow.dag(DAGSettings())

@@ -44,6 +44,8 @@ from expo_executor.frontends.snakemake.head_start import Demand, first_wave, pla
 from expo_executor.frontends.snakemake.planned_rules import (Planned, auto_rules, check_software,
                                                              planned_rules,
                                                              resolve_auto_machine_types)
+from expo_executor.frontends.snakemake.resource_args import (default_resources_arg,
+                                                             set_resources_arg)
 from expo_executor.frontends.snakemake.run_budget import log_request_budget
 from expo_executor.frontends.snakemake.temp_outputs import stored_outputs_args
 from expo_executor.protocol.keys import DEPLOY_DIR_ENV
@@ -55,7 +57,7 @@ common_settings = CommonSettings(
     implies_no_shared_fs=False,
     job_deploy_sources=True,
     pass_default_storage_provider_args=True,
-    pass_default_resources_args=True,
+    pass_default_resources_args=False,  # given in their units by additional_general_args
     pass_envvar_declarations_to_cmd=False,  # given to the job's environment instead
     auto_deploy_default_storage_provider=False,  # no unpinned installs on workers
     # Snakemake's status thread starts before __post_init__ and would sleep its default 10 s
@@ -250,11 +252,24 @@ class Executor(RemoteExecutor, FrontEnd):
         CPUs the scheduler gave it (its ``--cores all`` would let a scaled-down job take the
         machine). With ``--cores N`` the user has said what a job may use, and plain Snakemake
         would give it min(threads, N): so does the job's own snakemake, which gets ``--cores N``.
+
+        ``--default-resources`` and ``--set-resources`` in the units they were given in: as
+        Snakemake passes them, ``mem_mib=953.67`` reaches the job as ``mem_mb=953.67``
+        (resource_args.py). The latter replaces Snakemake's own, given before it.
         """
         slots = self.shapes.max_slots() if self.shapes else self.slots
         limit = f" --max-threads {slots}" if self._given_cores() is None else ""
         return "--max-jobs-per-timespan 1000/0s --scheduler greedy" + limit + \
-            self._deploy_prefixes()
+            self._resource_args + self._deploy_prefixes()
+
+    @functools.cached_property
+    def _resource_args(self) -> str:
+        given = self.workflow.resource_settings  # the same for every job: rendered once
+        return "".join(f" {arg}" for arg in (  # what Snakemake itself would pass (spawn_jobs.py)
+            default_resources_arg(getattr(given, "_parsed_default_resources",
+                                          given.default_resources)),
+            set_resources_arg(getattr(given, "_parsed_overwrite_resources",
+                                      given.overwrite_resources))) if arg)
 
     def _deploy_prefixes(self) -> str:
         """Where a job's snakemake builds conda environments and pulls apptainer images when

@@ -1,7 +1,8 @@
 """A Snakemake job on the GCE path, described against its run's machines: a job (or a group job,
 sized for its whole group) beyond the run's own workers gets a machine of its own that holds
-it, on one worker, also when the user set the slots of the run's own workers. Stand-in job objects, the real
-ShapeBook over the bundled price snapshot."""
+it, on one worker, also when the user set the slots of the run's own workers; memory and disk in
+MiB or in words size it as in MB. Stand-in job objects (real ones of Snakemake's own DAG for the
+units), the real ShapeBook over the bundled price snapshot."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from expo_executor.coordinator.settings import ExecutorSettings, worker_memory_m
 from expo_executor.coordinator.state import StateDir
 from expo_executor.core.errors import ExpoError
 from expo_executor.cost import machines
-from expo_executor.frontends.snakemake.describe import Fleet, JobDescriber
+from expo_executor.frontends.snakemake.describe import Fleet, JobDescriber, rule_values
 from expo_executor.settings.values import with_default_slots
+from tests.helpers import snakemake_dag
 from tests.unit.frontends.test_base import COMMAND, SnakemakeJob
 
 GCE = {"engine": "gce", "gce_project": "p", "gce_zones": "us-central1-a", "max_workers": 2}
@@ -108,3 +110,53 @@ def test_a_job_no_machine_holds_is_refused_before_any_vm(tmp_path: Path) -> None
     with pytest.raises(ExpoError, match="threads of rule 'huge': it needs 500 threads, more "
                        "than any machine type has"):
         _describer(tmp_path, []).check_rule("huge", {"_cores": 500})
+
+
+# One machine's worth of memory and disk, said four ways: in MB, in MiB, in words, and by
+# functions (which only a job evaluates: the plan leaves them out)
+SIZES_SNAKEFILE = """
+rule all:
+    input: expand("{r}.txt", r=["mb", "mib", "words", "functions"])
+
+rule mb:
+    output: "mb.txt"
+    resources: mem_mb=12000, disk_mb=200000
+    shell: "touch {output}"
+
+rule mib:
+    output: "mib.txt"
+    resources: mem_mib=11445, disk_mib=190735
+    shell: "touch {output}"
+
+rule words:
+    output: "words.txt"
+    resources: mem="12 GB", disk="200 GB"
+    shell: "touch {output}"
+
+rule functions:
+    output: "functions.txt"
+    resources: mem=lambda wildcards: "12 GB", disk_mib=lambda wildcards: 190735
+    shell: "touch {output}"
+"""
+
+
+def test_memory_and_disk_in_mib_or_words_size_the_machine_as_in_mb(tmp_path: Path) -> None:
+    """``mem_mib``, ``disk_mib`` and sizes in words ("12 GB") choose the machine and boot disk
+    that the same ``mem_mb``/``disk_mb`` choose, in the plan (rule_values, before the run) and
+    for each job: Snakemake's own DAG of a workflow that says one size four ways."""
+    (tmp_path / "wf").mkdir()
+    (tmp_path / "wf" / "Snakefile").write_text(SIZES_SNAKEFILE)
+    with snakemake_dag(tmp_path / "wf") as workflow:
+        planned = {rule.name: rule_values(rule) for rule in workflow.rules}
+        jobs = {job.name: job for job in workflow.dag.jobs if job.name != "all"}
+        describer = _describer(tmp_path, [])
+        tasks = {name: describer.describe(job, *COMMAND).task for name, job in jobs.items()}
+    sizes = {name: (values.get("mem_mb"), values.get("disk_mb"))
+             for name, values in planned.items()}
+    assert sizes["mib"] == sizes["words"] == sizes["mb"] == (12000, 200000)
+    assert sizes["functions"] == (None, None)
+    chosen = {name: (task.shape, task.mem_mb) for name, task in tasks.items()}
+    shape = chosen["mb"][0]  # beyond the default worker (e2-standard-2, 8 GB, 10 GB disk)
+    assert shape is not None and shape.disk_gb > 0 and chosen["mb"][1] == 12000
+    assert machines.shape(shape.machine_type).memory_mb >= 12000
+    assert chosen["mib"] == chosen["words"] == chosen["functions"] == chosen["mb"]
