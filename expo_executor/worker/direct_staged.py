@@ -21,6 +21,7 @@ import io
 import os
 import sys
 import tarfile
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -88,8 +89,6 @@ def before(objects: Objects, stage: dict, base: Path) -> int:
     for path, url in [*stage["outputs"], *stage["logs"]]:
         objects.delete(url)  # absent is fine
         local(base, path).parent.mkdir(parents=True, exist_ok=True)
-    if stage.get("tmpdir"):
-        os.makedirs(stage["tmpdir"], exist_ok=True)
     return moved
 
 
@@ -128,6 +127,11 @@ def run(spec: dict, base: Path, command: Callable[[list[str], str, dict[str, str
     env.pop(STAMPS_ENV, None)  # ours, not the command's
     env.update(spec["env"])
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    if stage.get("tmpdir"):  # the job's own, or this machine's (Snakemake's default)
+        path, names = stage["tmpdir"]
+        path = path or tempfile.gettempdir()
+        os.makedirs(path, exist_ok=True)  # as Job.prepare makes it
+        env.update({name: path for name in names})
     outcome, code, reason = command(spec["argv"], str(base), env)
     if code is None:
         return outcome, code, reason  # it did not start, or its limit killed it: nothing stored

@@ -1,4 +1,5 @@
-"""Direct jobs: on the local engine, a plain ``shell:`` job's worker runs only its shell line.
+"""Direct jobs: a plain ``shell:`` job's worker runs only its shell line (on the GCE path, with
+its storage files moved by the worker: staged_direct.py).
 
 A job's own snakemake (forked from the worker's template, worker/forked.py) costs about
 40-60 ms of CPU per job: a one-job DAG, its scheduler, logging, postprocessing. For a trivial
@@ -190,15 +191,11 @@ class DirectJobs:
         if found is None or self.local_engine:
             return found
         try:
-            stage = staged_direct.stage(job, self.workflow)
-        except (AssertionError, AttributeError):  # no source archive, or another Snakemake
+            staged = staged_direct.staged(found.argv, found.env, job, self.workflow,
+                                          TMPDIR_VARIABLES)
+        except AttributeError:  # a Snakemake whose jobs or workflow differ
             return None
-        tmpdir = job.resources.get("tmpdir")
-        if tmpdir:
-            stage["tmpdir"] = str(tmpdir)
-        # the worker's staged job stamps its command itself (worker/command_clock.py)
-        env = {k: v for k, v in found.env.items() if k != COMMAND_ONLY_ENV}
-        return DirectCommand(found.argv, env, stage)
+        return DirectCommand(found.argv, *staged) if staged else None
 
     def prepare(self, job: Any) -> None:
         """What plain Snakemake's local executor does before it runs the job, in its main

@@ -15,19 +15,26 @@ Eligibility (:func:`why_not_staged`, on top of :func:`direct_jobs.why_not`'s rul
 strict: the default storage provider is ``gcs`` with a prefix, the main process does not share
 the storage's local copies with the workers, and every input, output and log is a plain file
 of that storage: no flag but its storage object (no temp, protected, touch, directory, ancient,
-local or nodelocal file), one Snakemake retrieves, whose local copy is a relative path. Anything
-else runs in its own snakemake, as before.
+local or nodelocal file), one Snakemake retrieves, whose local copy is a relative path. The
+line (:func:`staged`) names no value the main process left to the worker (``<TBD>``) and no
+absolute path of this machine (its working directory, ``{workflow.basedir}``): the job's own
+snakemake would name its own. Its ``tmpdir`` is the worker's system one unless the job names
+one, as a remote job's own snakemake evaluates it. Anything else runs in its own snakemake.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from snakemake_interface_executor_plugins.settings import SharedFSUsage
 
+from expo_executor.protocol.keys import COMMAND_ONLY_ENV
 from expo_executor.worker.staged_checks import safe_relative
 
 GCS_PLUGIN = "snakemake_storage_plugin_gcs"  # the storage objects a worker can store
+# Snakemake's TBDString: what the main process leaves to a remote job's own snakemake
+UNDECIDED = "<TBD>"
 # the only flags a file of an eligible job carries: default storage sets both on every file
 # (its storage object, and snakemake/path_modifier.py's mark that the path was rewritten)
 PLAIN_FLAGS = frozenset({"storage_object", "path_modified"})
@@ -85,3 +92,32 @@ def stage(job: Any, workflow: Any) -> dict:
     return {"direct": True, "host_env": True, "fetch": pairs(job.input),
             "outputs": pairs(job.output), "logs": pairs(job.log),
             "sources": [str(archive.query), str(archive.checksum)]}
+
+
+def staged(argv: list[str], env: dict[str, str], job: Any, workflow: Any,
+           tmpdir_names: tuple[str, ...]) -> tuple[dict[str, str], dict] | None:
+    """A direct job's environment and stage on the GCE path, from its local command (``argv``
+    and ``env``, direct_jobs.command); None when its line names what only its worker knows,
+    or Snakemake uploaded no source archive: it then runs in its own snakemake."""
+    line = argv[-1]
+    if UNDECIDED in line or any(path in line for path in _this_machine(job, workflow)):
+        return None
+    try:
+        spec = stage(job, workflow)
+    except AssertionError:  # no source archive
+        return None
+    tmpdir = job.resources.get("tmpdir")
+    if tmpdir is not None and (tmpdir or str(tmpdir) == UNDECIDED):
+        # [the job's own, or None: the worker's system tmpdir (Snakemake's default, which the
+        # job's own snakemake evaluates there)], and the variables shell sets to it
+        spec["tmpdir"] = [str(tmpdir) if tmpdir else None, list(tmpdir_names)]
+    # the worker's staged job stamps its command itself (worker/command_clock.py)
+    env = {k: v for k, v in env.items() if k not in (COMMAND_ONLY_ENV, *tmpdir_names)}
+    return env, spec
+
+
+def _this_machine(job: Any, workflow: Any) -> set[str]:
+    """The absolute paths of this machine a line may name that a worker's are not: the
+    working directory and the Snakefile's folder (``{workflow.basedir}``, ``basedir``)."""
+    paths = {os.getcwd(), str(job.rule.basedir), str(workflow.basedir)}
+    return {path for path in paths if os.path.isabs(path) and path != "/"}

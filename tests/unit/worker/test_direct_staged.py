@@ -161,3 +161,21 @@ def test_a_verdict_of_a_command_that_failed_on_its_own_reads_as_its_exit_code(
         AttemptEnd.FAILED, 3, "exit code 3")
     verdict.write_text('{"outcome": "failed", "returncode": 0, "reason": "missing output"}')
     assert _read_verdict(verdict, AttemptEnd.FAILED, 1, None)[2] == "missing output"
+
+
+@pytest.mark.parametrize("given", [None, "explicit"])
+def test_the_tmpdir_is_the_jobs_own_or_this_machines(tmp_path: Path, storage, given) -> None:
+    import tempfile
+
+    objects, archive = storage
+    spec, seen = _spec(archive), {}
+    path = str(tmp_path / "t") if given else None
+    spec["stage"]["tmpdir"] = [path, ["TMPDIR", "TEMP"]]
+
+    def command(argv, cwd, env):
+        seen.update(env)
+        return _line(0)(argv, cwd, env)
+
+    assert direct_staged.run(spec, tmp_path / "root", command, objects)[0] is AttemptEnd.SOLVED
+    expected = path or tempfile.gettempdir()
+    assert seen["TMPDIR"] == seen["TEMP"] == expected and Path(expected).is_dir()

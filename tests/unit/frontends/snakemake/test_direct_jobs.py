@@ -14,7 +14,7 @@ from snakemake_interface_executor_plugins.settings import SharedFSUsage
 
 from expo_executor.frontends.snakemake.direct_jobs import (DIRECT_ENV, THREAD_VARIABLES,
                                                            DirectJobs, command, why_not)
-from expo_executor.frontends.snakemake.staged_direct import stage, why_not_staged
+from expo_executor.frontends.snakemake.staged_direct import staged, stage, why_not_staged
 from expo_executor.protocol.keys import COMMAND_ONLY_ENV
 
 from tests.helpers import snakemake_dag, storage_file
@@ -282,3 +282,31 @@ def test_the_switch_turns_every_job_off(workflow, monkeypatch: pytest.MonkeyPatc
     assert DirectJobs(workflow, True, 4).command(_job(workflow, "plain")) is None
     monkeypatch.delenv(DIRECT_ENV)
     assert DirectJobs(workflow, True, 4).command(_job(workflow, "plain")) is not None
+
+
+def _staged(line: str, tmpdir: object) -> tuple[dict, dict] | None:
+    """``staged`` for a job with one output whose line is ``line``, in this working directory."""
+    from snakemake.common.tbdstring import TBDString
+
+    job = SimpleNamespace(input=[], output=[_gcs_file("c/out.txt", "gs://b/wf/out.txt")], log=[],
+                          rule=SimpleNamespace(basedir="/home/me/flow"),
+                          resources={"tmpdir": TBDString() if tmpdir == "TBD" else tmpdir})
+    workflow = SimpleNamespace(basedir="/home/me/flow", source_archive=SimpleNamespace(
+        query="gs://b/wf/s.tar.xz", checksum="H"))
+    env = {COMMAND_ONLY_ENV: "1", "OMP_NUM_THREADS": "1", "TMPDIR": "/x"}
+    return staged(["/bin/bash", "-c", line], env, job, workflow, ("TMPDIR",))
+
+
+def test_on_gce_the_tmpdir_is_left_to_the_worker_unless_the_job_names_one() -> None:
+    env, spec = _staged("touch c/out.txt", "TBD")
+    assert env == {"OMP_NUM_THREADS": "1"}  # the staged job stamps and sets the rest
+    assert spec["tmpdir"] == [None, ["TMPDIR"]]
+    assert _staged("touch c/out.txt", "/scratch")[1]["tmpdir"] == ["/scratch", ["TMPDIR"]]
+    assert "tmpdir" not in _staged("touch c/out.txt", None)[1]
+
+
+@pytest.mark.parametrize("line", ["cat <TBD> > c/out.txt",  # {resources.tmpdir} on GCE
+                                  "python /home/me/flow/s.py > c/out.txt",  # {workflow.basedir}
+                                  "cat {cwd}/in.txt > c/out.txt"])
+def test_on_gce_a_line_naming_what_only_its_worker_knows_is_not_direct(line: str) -> None:
+    assert _staged(line.replace("{cwd}", os.getcwd()), "TBD") is None
