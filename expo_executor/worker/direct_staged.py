@@ -64,6 +64,12 @@ class Objects:
         bucket, key = self._at(url)
         bucket.delete(key)
 
+    def under(self, url: str) -> list[str]:
+        """The URLs of the objects in folder ``url`` (the plugin's ``directory_entries``)."""
+        bucket, key = self._at(url)
+        url = url.rstrip("/")
+        return [f"{url}/{name[len(key) + 1:]}" for name in sorted(bucket.list(key + "/"))]
+
 
 def local(base: Path, path: str) -> Path:
     """A local copy's path inside ``base``; raises ValueError for one that would leave it."""
@@ -81,15 +87,29 @@ def before(objects: Objects, stage: dict, base: Path) -> int:
         tar.extractall(base, filter="data")  # nothing outside base, no devices or links out
     moved += len(archive)
     for path, url in stage["fetch"]:
-        target = local(base, path)
-        data = objects.read(url)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        moved += len(data)
+        moved += fetch(objects, base, path, url)
     for path, url in [*stage["outputs"], *stage["logs"]]:
         objects.delete(url)  # absent is fine
         local(base, path).parent.mkdir(parents=True, exist_ok=True)
     return moved
+
+
+def fetch(objects: Objects, base: Path, path: str, url: str) -> int:
+    """One input to its local copy: the object, or when there is none, the folder of that name
+    (an upstream ``directory()`` output), as the plugin's ``retrieve_object`` does; returns the
+    bytes read."""
+    try:
+        pairs = [(local(base, path), objects.read(url))]
+    except FileNotFoundError:
+        entries = objects.under(url)
+        if not entries:
+            raise
+        pairs = [(local(base, f"{path}/{entry[len(url) + 1:]}"), objects.read(entry))
+                 for entry in entries]
+    for target, data in pairs:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return sum(len(data) for _, data in pairs)
 
 
 def after(objects: Objects, stage: dict, base: Path, succeeded: bool) -> tuple[int, str | None]:

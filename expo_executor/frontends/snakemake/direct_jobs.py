@@ -195,7 +195,7 @@ class DirectJobs:
                                           TMPDIR_VARIABLES)
         except AttributeError:  # a Snakemake whose jobs or workflow differ
             return None
-        return DirectCommand(found.argv, *staged) if staged else None
+        return DirectCommand(*staged) if staged else None
 
     def prepare(self, job: Any) -> None:
         """What plain Snakemake's local executor does before it runs the job, in its main

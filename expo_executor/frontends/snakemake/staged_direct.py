@@ -95,11 +95,15 @@ def stage(job: Any, workflow: Any) -> dict:
 
 
 def staged(argv: list[str], env: dict[str, str], job: Any, workflow: Any,
-           tmpdir_names: tuple[str, ...]) -> tuple[dict[str, str], dict] | None:
-    """A direct job's environment and stage on the GCE path, from its local command (``argv``
-    and ``env``, direct_jobs.command); None when its line names what only its worker knows,
-    or Snakemake uploaded no source archive: it then runs in its own snakemake."""
+           tmpdir_names: tuple[str, ...]) -> tuple[list[str], dict[str, str], dict] | None:
+    """A direct job's command, environment and stage on the GCE path, from its local command
+    (``argv`` and ``env``, direct_jobs.command); None when its line names what only its
+    worker knows, or Snakemake uploaded no source archive: it then runs in its own snakemake.
+    The shell is found on the worker's PATH, as the job's own snakemake finds it there
+    (``shell.get_executable``), unless the job names one (``shell_exec``)."""
     line = argv[-1]
+    if not job.resources.get("shell_exec"):
+        argv = [os.path.basename(argv[0]), *argv[1:]]
     if UNDECIDED in line or any(path in line for path in _this_machine(job, workflow)):
         return None
     try:
@@ -113,7 +117,7 @@ def staged(argv: list[str], env: dict[str, str], job: Any, workflow: Any,
         spec["tmpdir"] = [str(tmpdir) if tmpdir else None, list(tmpdir_names)]
     # the worker's staged job stamps its command itself (worker/command_clock.py)
     env = {k: v for k, v in env.items() if k not in (COMMAND_ONLY_ENV, *tmpdir_names)}
-    return env, spec
+    return argv, env, spec
 
 
 def _this_machine(job: Any, workflow: Any) -> set[str]:

@@ -39,6 +39,9 @@ class Memory(direct_staged.Objects):
         self.deleted.append(url)
         self.objects.pop(url, None)
 
+    def under(self, url: str) -> list[str]:
+        return sorted(name for name in self.objects if name.startswith(url + "/"))
+
 
 def _archive(files: dict[str, str]) -> bytes:
     buffer = io.BytesIO()
@@ -179,3 +182,20 @@ def test_the_tmpdir_is_the_jobs_own_or_this_machines(tmp_path: Path, storage, gi
     assert direct_staged.run(spec, tmp_path / "root", command, objects)[0] is AttemptEnd.SOLVED
     expected = path or tempfile.gettempdir()
     assert seen["TMPDIR"] == seen["TEMP"] == expected and Path(expected).is_dir()
+
+
+def test_an_input_that_is_a_folder_in_storage_is_fetched_whole(tmp_path: Path, storage) -> None:
+    objects, archive = storage
+    del objects.objects["gs://b/wf/in.txt"]
+    objects.objects.update({"gs://b/wf/in.txt/a": b"A", "gs://b/wf/in.txt/sub/b": b"B"})
+    spec, seen = _spec(archive), {}
+
+    def command(argv, cwd, env):
+        folder = Path(cwd) / LOCAL / "in.txt"
+        seen.update({p.relative_to(folder).as_posix(): p.read_bytes()
+                     for p in folder.rglob("*") if p.is_file()})
+        (Path(cwd) / LOCAL / "out/a.txt").write_text("x")
+        return AttemptEnd.SOLVED, 0, None
+
+    assert direct_staged.run(spec, tmp_path / "root", command, objects)[0] is AttemptEnd.SOLVED
+    assert seen == {"a": b"A", "sub/b": b"B"}

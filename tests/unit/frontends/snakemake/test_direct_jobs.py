@@ -284,7 +284,7 @@ def test_the_switch_turns_every_job_off(workflow, monkeypatch: pytest.MonkeyPatc
     assert DirectJobs(workflow, True, 4).command(_job(workflow, "plain")) is not None
 
 
-def _staged(line: str, tmpdir: object) -> tuple[dict, dict] | None:
+def _staged(line: str, tmpdir: object) -> tuple[list, dict, dict] | None:
     """``staged`` for a job with one output whose line is ``line``, in this working directory."""
     from snakemake.common.tbdstring import TBDString
 
@@ -298,11 +298,12 @@ def _staged(line: str, tmpdir: object) -> tuple[dict, dict] | None:
 
 
 def test_on_gce_the_tmpdir_is_left_to_the_worker_unless_the_job_names_one() -> None:
-    env, spec = _staged("touch c/out.txt", "TBD")
+    argv, env, spec = _staged("touch c/out.txt", "TBD")
+    assert argv == ["bash", "-c", "touch c/out.txt"]  # the worker's bash, on its PATH
     assert env == {"OMP_NUM_THREADS": "1"}  # the staged job stamps and sets the rest
     assert spec["tmpdir"] == [None, ["TMPDIR"]]
-    assert _staged("touch c/out.txt", "/scratch")[1]["tmpdir"] == ["/scratch", ["TMPDIR"]]
-    assert "tmpdir" not in _staged("touch c/out.txt", None)[1]
+    assert _staged("touch c/out.txt", "/scratch")[2]["tmpdir"] == ["/scratch", ["TMPDIR"]]
+    assert "tmpdir" not in _staged("touch c/out.txt", None)[2]
 
 
 @pytest.mark.parametrize("line", ["cat <TBD> > c/out.txt",  # {resources.tmpdir} on GCE
