@@ -1,5 +1,6 @@
 """The worker agent (``expocloud-worker``) and what it runs: jobs in their own process groups,
-staged commands, and the logs a failed job leaves (``saved_logs``).
+staged commands (``staged_job``; a direct Snakemake job's storage files: ``direct_staged``;
+what both check: ``staged_checks``), and the logs a failed job leaves (``saved_logs``).
 The agent is its command line (``agent``) and its loop (``agent_loop``), whose parts are a
 module each: ``coordinator_contact`` (the inbox; the pulse through ``pulse_reader``),
 ``job_starts``, ``running_jobs``, ``result_reports`` and ``failure_reason``. Jobs are forked

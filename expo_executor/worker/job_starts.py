@@ -105,6 +105,8 @@ class JobStarts:
         if job.stage is not None:  # a fully evaluated command whose files travel with it (CWL)
             argv, deadline, verdict, workdir = self._staged(key, job)
             env, cwd = {k: v for k, v in os.environ.items() if k != WORKER_KEY_ENV}, None
+            if job.stage.get("direct"):  # its log files' paths are relative to its root
+                cwd = str(workdir / "root")
         elif cwd is None:
             # No shared file system: a directory of its own on this disk, removed once the job
             # has ended. Jobs sharing a VM in one directory race: each unpacks the workflow's
@@ -157,7 +159,11 @@ class JobStarts:
             spec = self._opened(key, job)
         except messages.MessageError:
             return False  # _start reports it
-        return spec.stage is not None or self._chain(spec.argv, job_env(spec)) is not None
+        if spec.stage is not None:
+            # a direct job's staging needs no Snakemake: it starts now, in a fresh interpreter
+            # when the zygote is not ready (the first job's start is its point)
+            return not spec.stage.get("direct")
+        return self._chain(spec.argv, job_env(spec)) is not None
 
     def _zygote_starting(self) -> int | None:
         """The zygote's readiness descriptor while jobs wait for it to start; else None."""
@@ -183,6 +189,9 @@ class JobStarts:
         home = private_dir(self.scratch / "jobs" / key)
         spec = home / STAGED_SPEC
         stage = job.stage or {}
+        if stage.get("direct"):  # a direct job's deadline: its command's, killed by staged_job
+            stage = {**stage, "timelimit": job.deadline_s}
+            (home / "root").mkdir(mode=0o700, exist_ok=True)  # where its line runs
         write_private(spec, json.dumps({"argv": job.argv, "cwd": job.cwd, "env": job.env,
                                         "stage": stage, "bucket": self.bucket.url,
                                         "worker": self.worker_id}).encode())

@@ -200,9 +200,13 @@ def _read_verdict(path: Path, outcome: AttemptEnd, code: int | None,
     """A staged job's verdict: its command's exit code and whether its limit killed it."""
     try:
         verdict = json.loads(path.read_text())
-        return AttemptEnd(verdict["outcome"]), verdict["returncode"], verdict["reason"]
+        outcome, code = AttemptEnd(verdict["outcome"]), verdict["returncode"]
+        reason = verdict["reason"]
     except (OSError, ValueError, KeyError, TypeError):
         return outcome, code, reason or "the staged job left no verdict"
+    if reason is None and outcome is AttemptEnd.FAILED and code is not None:
+        reason = f"exit code {code}"  # a command that failed on its own, as for any job
+    return outcome, code, reason
 
 
 def remove_dir(directory: Path | None) -> None:

@@ -20,12 +20,14 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from expo_executor.core.records import AttemptEnd
 from expo_executor.protocol.bucket import Bucket, PreconditionFailed, open_bucket
+from expo_executor.worker import direct_staged
 from expo_executor.worker.command_clock import STAMPS_ENV, stamp
 from expo_executor.worker.failure_reason import worker_fault
+from expo_executor.worker.staged_checks import one_line, safe_relative
 
 GRACE_S = 2.0  # seconds between SIGTERM and SIGKILL at the time limit
 EXIT_TIMEOUT = 124  # our own exit code when the command was killed at its limit
@@ -33,14 +35,6 @@ CWL_OUTPUT = "cwl.output.json"  # a tool's own account of its outputs, with path
 # The spec's name in the job's own directory, which holds all the job leaves on this disk (its
 # verdict, its files under ``root``) and goes with it when the job ends
 STAGED_SPEC = "job.json"
-
-
-def safe_relative(path: str) -> str:
-    """A relative path that stays inside its base; raises ValueError otherwise."""
-    pure = PurePosixPath(path)
-    if not path or pure.is_absolute() or ".." in pure.parts:
-        raise ValueError(f"unsafe staged path {path!r}")
-    return str(pure)
 
 
 class Rebase:
@@ -122,6 +116,9 @@ def run(spec: dict, here: Path) -> tuple[AttemptEnd, int | None, str | None]:
     """Stage, run and unstage one job; returns (outcome, exit code, reason)."""
     stage = spec["stage"]
     base = here / "root"
+    if stage.get("direct"):  # a Snakemake shell job's line and its storage files
+        return direct_staged.run(spec, base, lambda argv, cwd, env: _run_command(
+            argv, cwd, env, {}, stage.get("timelimit")))
     rebase = Rebase(stage.get("root"), base)
     bucket = open_bucket(spec["bucket"]) if stage.get("root") else None
     if bucket is not None:
@@ -129,7 +126,7 @@ def run(spec: dict, here: Path) -> tuple[AttemptEnd, int | None, str | None]:
             # stamped for the worker, which reports it (worker/command_clock.py)
             stamp(os.environ.get(STAMPS_ENV), down=materialise(bucket, stage, base))
         except Exception as exc:  # noqa: BLE001 - the verdict names it; the log has the trace
-            return AttemptEnd.FAILED, None, f"fetching inputs from the bucket failed: {_one_line(exc)}"
+            return AttemptEnd.FAILED, None, f"fetching inputs from the bucket failed: {one_line(exc)}"
     # a container runtime runs in this worker's environment (as cwltool runs it in its own:
     # PATH, CONTAINERS_CONF...); the job's own variables are its --env flags
     env = dict(os.environ) if stage.get("host_env") else {}
@@ -161,7 +158,7 @@ def run(spec: dict, here: Path) -> tuple[AttemptEnd, int | None, str | None]:
                 rebase))
         except Exception as exc:  # noqa: BLE001 - outputs that did not arrive fail the job
             print(f"staged job: uploading outputs failed: {exc!r}", file=sys.stderr, flush=True)
-            why = f"uploading outputs to the bucket failed: {_one_line(exc)}"
+            why = f"uploading outputs to the bucket failed: {one_line(exc)}"
             return AttemptEnd.FAILED, code, f"{reason}; {why}" if reason else why
     return outcome, code, reason
 
@@ -195,12 +192,6 @@ def _run_command(argv: list[str], cwd: str, env: dict[str, str], streams: dict,
         reason = f"killed at its time limit of {limit:g} s"
     stamp(stamps, end=time.monotonic())
     return outcome, code, reason
-
-
-def _one_line(exc: BaseException, limit: int = 400) -> str:
-    """An exception as one bounded line for a verdict (the google client's can be long)."""
-    text = " ".join(f"{type(exc).__name__}: {exc}".split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

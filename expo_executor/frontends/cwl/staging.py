@@ -16,7 +16,7 @@ from pathlib import Path
 
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket, PreconditionFailed
-from expo_executor.worker.staged_job import safe_relative
+from expo_executor.worker.staged_checks import safe_relative
 
 STAGE_PREFIX = "stage/"
 

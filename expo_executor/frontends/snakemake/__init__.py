@@ -6,6 +6,7 @@ line (``run_budget``), what a job's own snakemake stores of its temp, pipe and s
 outputs (``temp_outputs``) and the default and set resources it is given, in their units
 (``resource_args``), the outputs the main process checks or writes itself
 (``job_outputs``: harvested results, placeholders), and the existence checks in the GCS default
-storage answered from one listing of its prefix (``storage_listing``), and the local engine's
-plain shell jobs whose workers run only their shell lines (``direct_jobs``). May import what
+storage answered from one listing of its prefix (``storage_listing``), and the plain shell
+jobs whose workers run only their shell lines (``direct_jobs``; on GCE, with their storage
+files moved by the worker: ``staged_direct``). May import what
 ``frontends`` may; imports Snakemake (and, lazily, its GCS storage plugin)."""

@@ -1,4 +1,5 @@
-"""Direct jobs: on the local engine, a plain ``shell:`` job's worker runs only its shell line.
+"""Direct jobs: a plain ``shell:`` job's worker runs only its shell line (on the GCE path, with
+its storage files moved by the worker: staged_direct.py).
 
 A job's own snakemake (forked from the worker's template, worker/forked.py) costs about
 40-60 ms of CPU per job: a one-job DAG, its scheduler, logging, postprocessing. For a trivial
@@ -30,6 +31,7 @@ from typing import Any
 from snakemake.io import is_flagged
 from snakemake_interface_executor_plugins.settings import SharedFSUsage
 
+from expo_executor.frontends.snakemake import staged_direct
 from expo_executor.protocol.keys import COMMAND_ONLY_ENV
 
 DIRECT_ENV = "EXPOCLOUD_DIRECT_JOBS"  # "0": every job in its own snakemake, as before
@@ -40,8 +42,6 @@ MAX_LINE = 16 * 4096 - 1
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 TMPDIR_VARIABLES = ("TMPDIR", "TMP", "TEMPDIR", "TEMP")  # set to resources.tmpdir
-# flags of files only a job's own snakemake handles (pipes, services, storage)
-SPECIAL_FLAGS = ("pipe", "service", "storage_object")
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,8 @@ class DirectCommand:
 
     argv: list[str]
     env: dict[str, str]
+    # on the GCE path, the files its worker moves (staged_direct.stage; JobSpec.stage)
+    stage: dict | None = None
 
 
 def enabled() -> bool:
@@ -59,9 +61,34 @@ def enabled() -> bool:
 
 def why_not(job: Any, workflow: Any, local_engine: bool, cpus: int) -> str | None:
     """Why ``job`` is not a direct job (None: it is). ``cpus``: what its worker gives it; a
-    job of more threads runs in its own snakemake, which scales its threads down."""
-    if not local_engine:
-        return "not the local engine"
+    job of more threads runs in its own snakemake, which scales its threads down. On the GCE
+    path (not ``local_engine``) its files must be ones its worker can move itself
+    (staged_direct.py)."""
+    reason = _rule_reason(job)
+    if reason:
+        return reason
+    files = [*job.input, *job.output, *job.log]
+    if any(is_flagged(f, flag) for f in files for flag in ("pipe", "service")) \
+            or any(job.is_pipe_or_service_input(f) for f in job.input):
+        return "a pipe, service or storage file"
+    if any(is_flagged(f, "update") for f in job.output):
+        return "an update output"
+    storage = workflow.storage_settings
+    reason = _local_reason(files, storage) if local_engine else \
+        staged_direct.why_not_staged(job, storage)
+    if reason:
+        return reason
+    if workflow.workflow_settings.cache is not None and job.rule.cache:
+        return "a cached rule"
+    if workflow.execution_settings.debug:
+        return "debug mode"
+    if int(job.threads) > cpus:
+        return "more threads than its worker gives"
+    return None
+
+
+def _rule_reason(job: Any) -> str | None:
+    """What of the job's rule only its own snakemake does."""
     if job.is_group():
         return "a group job"
     rule = job.rule
@@ -75,25 +102,18 @@ def why_not(job: Any, workflow: Any, local_engine: bool, cpus: int) -> str | Non
         return "a conda, container or env-modules rule"
     if job.benchmark is not None:
         return "a benchmark"
-    files = [*job.input, *job.output, *job.log]
-    if any(is_flagged(f, flag) for f in files for flag in SPECIAL_FLAGS) \
-            or any(getattr(f, "is_storage", False) for f in files) \
-            or any(job.is_pipe_or_service_input(f) for f in job.input):
+    return None
+
+
+def _local_reason(files: list[Any], storage: Any) -> str | None:
+    """What keeps a job of the local engine in its own snakemake: any storage."""
+    if any(is_flagged(f, "storage_object") or getattr(f, "is_storage", False) for f in files):
         return "a pipe, service or storage file"
-    if any(is_flagged(f, "update") for f in job.output):
-        return "an update output"
-    storage = workflow.storage_settings
     if storage.default_storage_provider is not None:
         return "a default storage provider"
     if SharedFSUsage.INPUT_OUTPUT not in storage.shared_fs_usage:
         # the main process's postprocessing is then a remote job's, not the local executor's
         return "no shared file system for inputs and outputs"
-    if workflow.workflow_settings.cache is not None and rule.cache:
-        return "a cached rule"
-    if workflow.execution_settings.debug:
-        return "debug mode"
-    if int(job.threads) > cpus:
-        return "more threads than its worker gives"
     return None
 
 
@@ -167,19 +187,32 @@ class DirectJobs:
                 return None
         except AttributeError:  # a Snakemake whose jobs or settings differ: none is direct
             return None
-        return command(job)
+        found = command(job)
+        if found is None or self.local_engine:
+            return found
+        try:
+            staged = staged_direct.staged(found.argv, found.env, job, self.workflow,
+                                          TMPDIR_VARIABLES)
+        except AttributeError:  # a Snakemake whose jobs or workflow differ
+            return None
+        return DirectCommand(*staged) if staged else None
 
     def prepare(self, job: Any) -> None:
         """What plain Snakemake's local executor does before it runs the job, in its main
         process (``job_args_and_prepare``): check protected outputs, remove old ones, make
         directories, wait for the inputs. Only once the job's request is built: a job whose
-        annotations are refused must not lose its old outputs."""
-        self.workflow.async_run(job.prepare())
+        annotations are refused must not lose its old outputs. On the GCE path the main
+        process prepares nothing, as for any remote job: its worker removes the old objects
+        (staged_direct.py)."""
+        if self.local_engine:
+            self.workflow.async_run(job.prepare())
         self.count += 1
 
     def summary(self) -> str | None:
         """The run's line on them, for the end of the run; None when none ran."""
         if not self.count:
             return None
-        return (f"expocloud: {self.count} jobs ran directly (their shell lines, prepared and "
-                f"postprocessed here as plain Snakemake does; {DIRECT_ENV}=0 turns this off)")
+        how = "prepared and postprocessed here as plain Snakemake does" if self.local_engine \
+            else "their storage files moved by their workers as Snakemake's would move them"
+        return (f"expocloud: {self.count} jobs ran directly (their shell lines, {how}; "
+                f"{DIRECT_ENV}=0 turns this off)")

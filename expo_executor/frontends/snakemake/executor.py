@@ -175,7 +175,7 @@ class Executor(RemoteExecutor, FrontEnd):
             job, argv, None if self.settings.engine == EngineName.GCE else os.getcwd(),
             {**env, **direct.env} if direct else env, redact=_secret_values(env),
             logs=_log_files(job, self.workflow.storage_settings.default_storage_prefix),
-            identity=stable, harvested=harvested)
+            identity=stable, harvested=harvested, stage=direct.stage if direct else None)
         if direct:
             self.direct.prepare(job)
         return request

@@ -14,7 +14,7 @@ from expo_executor.coordinator.settings import ExecutorSettings, worker_memory_m
 from expo_executor.cost.machines import machine_memory_mb
 from expo_executor.frontends.cwl.executor import _mount_sources
 from expo_executor.frontends.cwl.hints import ARV_PREEMPTIBLE, PREEMPTIBLE, spot_attempts
-from expo_executor.worker.staged_job import safe_relative
+from expo_executor.worker.staged_checks import safe_relative
 
 from tests.cwl_job import laid_out_job
 

@@ -6,15 +6,18 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from snakemake_interface_executor_plugins.settings import SharedFSUsage
 
 from expo_executor.frontends.snakemake.direct_jobs import (DIRECT_ENV, THREAD_VARIABLES,
                                                            DirectJobs, command, why_not)
+from expo_executor.frontends.snakemake.staged_direct import staged, stage, why_not_staged
 from expo_executor.protocol.keys import COMMAND_ONLY_ENV
 
-from tests.helpers import snakemake_dag
+from tests.helpers import snakemake_dag, storage_file
 
 SNAKEFILE = """
 NAME = "sweep"
@@ -163,8 +166,79 @@ def test_each_reason_keeps_a_job_in_its_own_snakemake(workflow, name: str, reaso
     assert _why(workflow, name) == reason
 
 
-def test_no_job_is_direct_on_gce(workflow) -> None:
-    assert _why(workflow, "plain", local_engine=False) == "not the local engine"
+GCS_STORAGE = {"default_storage_provider": "gcs", "default_storage_prefix": "gs://b/wf",
+               "shared_fs_usage": frozenset()}
+
+
+@pytest.mark.parametrize("settings, reason", [
+    ({}, "not the GCS default storage"),  # this workflow's: no default storage
+    ({**GCS_STORAGE, "default_storage_provider": "s3"}, "not the GCS default storage"),
+    ({**GCS_STORAGE, "default_storage_prefix": None}, "not the GCS default storage"),
+    ({**GCS_STORAGE, "shared_fs_usage": frozenset({SharedFSUsage.STORAGE_LOCAL_COPIES})},
+     "a shared file system"),
+    # the settings suit, but this workflow's files are local ones
+    (GCS_STORAGE, "a file outside the default storage"),
+])
+def test_on_gce_only_jobs_of_the_gcs_default_storage_can_be_direct(workflow, settings,
+                                                                   reason) -> None:
+    assert why_not(_job(workflow, "plain"), _with(workflow, **settings), False, 4) == reason
+
+
+def test_on_gce_a_rule_that_is_not_plain_keeps_its_reason(workflow) -> None:
+    assert why_not(_job(workflow, "run"), _with(workflow, **GCS_STORAGE), False, 4) \
+        == "not a shell rule"
+
+
+def _gcs_file(path: str, query: str = "gs://b/wf/x.txt", retrieve: bool = True,
+              flags: tuple[str, ...] = ()) -> object:
+    """A default-storage file as Snakemake makes it: the GCS plugin's own storage object (no
+    client is made until it touches storage), on the local copy's path."""
+    from snakemake_storage_plugin_gcs import StorageObject
+
+    stored = StorageObject(query, False, retrieve, SimpleNamespace(safe_print=str))
+    file = storage_file(Path(path), stored)
+    file.flags["path_modified"] = True  # as snakemake/path_modifier.py marks every one
+    for name in flags:
+        file.flags[name] = True
+    return file
+
+
+LOCAL_COPY = ".snakemake/storage/gcs/b/wf/x.txt"
+
+
+def _gcs_job(*files: object) -> SimpleNamespace:
+    return SimpleNamespace(input=list(files), output=[_gcs_file(LOCAL_COPY)], log=[])
+
+
+@pytest.mark.parametrize("file, reason", [
+    (_gcs_file(LOCAL_COPY), None),
+    (_gcs_file(LOCAL_COPY, flags=("temp",)),
+     "a flagged file (temp, protected, touch, directory, ancient...)"),
+    (_gcs_file(LOCAL_COPY, flags=("directory",)),
+     "a flagged file (temp, protected, touch, directory, ancient...)"),
+    (_gcs_file(LOCAL_COPY, retrieve=False), "a storage file Snakemake does not retrieve"),
+    (_gcs_file("/abs/x.txt"), "a storage file whose local copy is not a relative path"),
+    (_gcs_file("../x.txt"), "a storage file whose local copy is not a relative path"),
+    (storage_file(Path(LOCAL_COPY), SimpleNamespace(query="s3://b/x", retrieve=True)),
+     "a file of another storage"),
+])
+def test_on_gce_each_file_must_be_a_plain_file_of_the_gcs_storage(file, reason) -> None:
+    storage = SimpleNamespace(**GCS_STORAGE)
+    assert why_not_staged(_gcs_job(file), storage) == reason
+
+
+def test_a_staged_direct_jobs_spec_lists_its_files_and_the_sources() -> None:
+    job = SimpleNamespace(
+        input=[_gcs_file("c/in.txt", "gs://b/wf/in.txt"), _gcs_file("c/in.txt", "gs://b/wf/in.txt")],
+        output=[_gcs_file("c/out.txt", "gs://b/wf/out.txt")],
+        log=[_gcs_file("c/a.log", "gs://b/wf/a.log")])
+    archive = SimpleNamespace(query="gs://b/wf/snakemake-workflow-sources.H.tar.xz", checksum="H")
+    assert stage(job, SimpleNamespace(source_archive=archive)) == {
+        "direct": True, "host_env": True,
+        "fetch": [["c/in.txt", "gs://b/wf/in.txt"]],  # once, though named twice
+        "outputs": [["c/out.txt", "gs://b/wf/out.txt"]],
+        "logs": [["c/a.log", "gs://b/wf/a.log"]],
+        "sources": ["gs://b/wf/snakemake-workflow-sources.H.tar.xz", "H"]}
 
 
 def _with(workflow, **settings: object) -> SimpleNamespace:
@@ -208,3 +282,32 @@ def test_the_switch_turns_every_job_off(workflow, monkeypatch: pytest.MonkeyPatc
     assert DirectJobs(workflow, True, 4).command(_job(workflow, "plain")) is None
     monkeypatch.delenv(DIRECT_ENV)
     assert DirectJobs(workflow, True, 4).command(_job(workflow, "plain")) is not None
+
+
+def _staged(line: str, tmpdir: object) -> tuple[list, dict, dict] | None:
+    """``staged`` for a job with one output whose line is ``line``, in this working directory."""
+    from snakemake.common.tbdstring import TBDString
+
+    job = SimpleNamespace(input=[], output=[_gcs_file("c/out.txt", "gs://b/wf/out.txt")], log=[],
+                          rule=SimpleNamespace(basedir="/home/me/flow"),
+                          resources={"tmpdir": TBDString() if tmpdir == "TBD" else tmpdir})
+    workflow = SimpleNamespace(basedir="/home/me/flow", source_archive=SimpleNamespace(
+        query="gs://b/wf/s.tar.xz", checksum="H"))
+    env = {COMMAND_ONLY_ENV: "1", "OMP_NUM_THREADS": "1", "TMPDIR": "/x"}
+    return staged(["/bin/bash", "-c", line], env, job, workflow, ("TMPDIR",))
+
+
+def test_on_gce_the_tmpdir_is_left_to_the_worker_unless_the_job_names_one() -> None:
+    argv, env, spec = _staged("touch c/out.txt", "TBD")
+    assert argv == ["bash", "-c", "touch c/out.txt"]  # the worker's bash, on its PATH
+    assert env == {"OMP_NUM_THREADS": "1"}  # the staged job stamps and sets the rest
+    assert spec["tmpdir"] == [None, ["TMPDIR"]]
+    assert _staged("touch c/out.txt", "/scratch")[2]["tmpdir"] == ["/scratch", ["TMPDIR"]]
+    assert "tmpdir" not in _staged("touch c/out.txt", None)[2]
+
+
+@pytest.mark.parametrize("line", ["cat <TBD> > c/out.txt",  # {resources.tmpdir} on GCE
+                                  "python /home/me/flow/s.py > c/out.txt",  # {workflow.basedir}
+                                  "cat {cwd}/in.txt > c/out.txt"])
+def test_on_gce_a_line_naming_what_only_its_worker_knows_is_not_direct(line: str) -> None:
+    assert _staged(line.replace("{cwd}", os.getcwd()), "TBD") is None
