@@ -35,15 +35,25 @@ from snakemake_interface_scheduler_plugins.registry import SchedulerPluginRegist
 ILP = "ilp"  # Snakemake's default scheduler, replaced
 
 
+# what every job needs one of (Snakemake 9: ``Job._get_scheduler_resources`` sets
+# ``_job_count`` to 1, and every rule and group job needs one ``_nodes``)
+ONE_EACH = ("_job_count", "_nodes")
+
+
 def first_fit(jobs: Iterable[Any], available: Mapping[str, int | str],
               key: Callable[[Any], tuple]) -> list[Any]:
     """Every job in ``key`` order that fits what the jobs before it left of ``available``
     (Snakemake's free resources: ``_nodes`` is what ``-j`` leaves, ``_cores`` ``--cores``;
     text-valued ones constrain nothing), each job's needs its ``scheduler_resources``.
-    One pass: its cost grows with the ready jobs, never with their product."""
+    One pass: its cost grows with the ready jobs, never with their product. It ends once
+    ``-j`` is used up (:data:`ONE_EACH`): no later job could fit, and Snakemake evaluates a
+    job's resources (its input functions, its resource callables) only when asked for them,
+    so 5,000 ready jobs under ``-j 100`` are not all evaluated at the first selection."""
     left = {name: value for name, value in available.items() if isinstance(value, int)}
     chosen = []
     for job in sorted(jobs, key=key):
+        if any(left.get(name, 1) <= 0 for name in ONE_EACH):
+            break
         needs = job.scheduler_resources
         if all(needs.get(name, 0) <= free for name, free in left.items()):
             for name in left:

@@ -43,6 +43,33 @@ def test_every_job_that_fits_is_handed_over_in_key_order() -> None:
     assert [job.jobid for job in chosen] == [5, 4, 3, 2]  # -j leaves 4: the first four
 
 
+class CountedJob(ReadyJob):
+    """A ready job that counts how often its resources are evaluated (Snakemake evaluates
+    them, input functions and all, when ``scheduler_resources`` is first read)."""
+
+    evaluated: list[int] = []
+
+    @property
+    def scheduler_resources(self) -> dict[str, Any]:  # type: ignore[override]
+        self.evaluated.append(self.jobid)
+        return {"_nodes": 1, "_job_count": 1}
+
+    @scheduler_resources.setter
+    def scheduler_resources(self, value: dict[str, Any]) -> None:
+        pass
+
+
+def test_once_j_is_used_up_no_later_job_is_evaluated() -> None:
+    CountedJob.evaluated = []
+    jobs = [CountedJob(jobid=i) for i in range(1000)]
+    chosen = first_fit(jobs, {"_nodes": 3, "_job_count": UNLIMITED}, key=lambda job: (job.jobid,))
+    assert [job.jobid for job in chosen] == [0, 1, 2]
+    assert CountedJob.evaluated == [0, 1, 2]  # not the other 997
+    CountedJob.evaluated = []
+    chosen = first_fit(jobs, {"_nodes": UNLIMITED, "_job_count": 2}, key=lambda job: (job.jobid,))
+    assert len(chosen) == 2 and CountedJob.evaluated == [0, 1]
+
+
 def test_a_job_too_big_for_what_is_left_is_passed_over_for_a_later_one_that_fits() -> None:
     big, small, other = (ReadyJob(jobid=1, scheduler_resources={"_cores": 3}),
                          ReadyJob(jobid=2, scheduler_resources={"_cores": 1}),
