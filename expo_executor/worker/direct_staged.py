@@ -8,7 +8,10 @@ each input object to its local copy, removes the outputs' and logs' old objects 
 ``Job.remove_existing_output`` does), makes their directories, runs the line, and stores each
 output (only when the command succeeded and left every one of them) and each log (always) in
 its object, with the VM's own credentials. An output the command did not leave fails the job,
-as Snakemake's missing-output check does, and nothing of it is stored.
+as Snakemake's missing-output check does, and nothing of it is stored. Files stream between
+disk and storage in bounded memory (``GcsBucket.download_to``/``upload_from``), as the plugin
+streams them (``download_to_filename``, ``upload_from_filename``): a job's genomes or BAMs may
+be larger than its VM's memory. Only the sources archive is read whole (it is small).
 
 Every local path is relative and stays inside ``root`` (``safe_relative``); every object name
 came in the signed assignment.
@@ -50,15 +53,27 @@ class Objects:
         return self.buckets[name], key
 
     def read(self, url: str) -> bytes:
+        """A small object whole (the sources archive)."""
         bucket, key = self._at(url)
         blob = bucket.read(key, limit=None)
         if blob is None:
             raise FileNotFoundError(f"{url} is missing from storage")
         return blob.data
 
-    def write(self, url: str, data: bytes) -> None:
+    def download_to(self, url: str, path: Path) -> int:
+        """Object ``url`` into file ``path``, streamed; returns its size."""
         bucket, key = self._at(url)
-        bucket.write(key, data)
+        size = bucket.download_to(key, path)
+        if size is None:
+            raise FileNotFoundError(f"{url} is missing from storage")
+        return size
+
+    def upload_from(self, url: str, path: Path) -> int:
+        """File ``path`` into object ``url``, streamed; returns its size."""
+        bucket, key = self._at(url)
+        size = path.stat().st_size
+        bucket.upload_from(key, path)
+        return size
 
     def delete(self, url: str) -> None:
         bucket, key = self._at(url)
@@ -98,18 +113,20 @@ def fetch(objects: Objects, base: Path, path: str, url: str) -> int:
     """One input to its local copy: the object, or when there is none, the folder of that name
     (an upstream ``directory()`` output), as the plugin's ``retrieve_object`` does; returns the
     bytes read."""
+    target = local(base, path)
+    target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        pairs = [(local(base, path), objects.read(url))]
+        return objects.download_to(url, target)
     except FileNotFoundError:
         entries = objects.under(url)
         if not entries:
             raise
-        pairs = [(local(base, f"{path}/{entry[len(url) + 1:]}"), objects.read(entry))
-                 for entry in entries]
-    for target, data in pairs:
+    moved = 0
+    for entry in entries:
+        target = local(base, f"{path}/{entry[len(url) + 1:]}")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-    return sum(len(data) for _, data in pairs)
+        moved += objects.download_to(entry, target)
+    return moved
 
 
 def after(objects: Objects, stage: dict, base: Path, succeeded: bool) -> tuple[int, str | None]:
@@ -124,9 +141,7 @@ def after(objects: Objects, stage: dict, base: Path, succeeded: bool) -> tuple[i
         source = local(base, path)
         if not source.is_file():
             continue  # a log the failed command never wrote
-        data = source.read_bytes()
-        objects.write(url, data)
-        moved += len(data)
+        moved += objects.upload_from(url, source)
     return moved, why
 
 

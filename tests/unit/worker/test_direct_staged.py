@@ -32,8 +32,13 @@ class Memory(direct_staged.Objects):
             raise FileNotFoundError(f"{url} is missing from storage")
         return self.objects[url]
 
-    def write(self, url: str, data: bytes) -> None:
-        self.objects[url] = data
+    def download_to(self, url: str, path: Path) -> int:
+        path.write_bytes(self.read(url))
+        return path.stat().st_size
+
+    def upload_from(self, url: str, path: Path) -> int:
+        self.objects[url] = path.read_bytes()
+        return len(self.objects[url])
 
     def delete(self, url: str) -> None:
         self.deleted.append(url)
