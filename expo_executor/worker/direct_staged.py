@@ -11,7 +11,7 @@ its object, with the VM's own credentials. An output the command did not leave f
 as Snakemake's missing-output check does, and nothing of it is stored. Files stream between
 disk and storage in bounded memory (``GcsBucket.download_to``/``upload_from``), as the plugin
 streams them (``download_to_filename``, ``upload_from_filename``): a job's genomes or BAMs may
-be larger than its VM's memory. Only the sources archive is read whole (it is small).
+be larger than its VM's memory; the sources archive too (it holds whatever git tracks).
 
 Every local path is relative and stays inside ``root`` (``safe_relative``); every object name
 came in the signed assignment.
@@ -20,7 +20,6 @@ came in the signed assignment.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import sys
 import tarfile
@@ -34,6 +33,7 @@ from expo_executor.worker.command_clock import STAMPS_ENV, stamp
 from expo_executor.worker.staged_checks import one_line, safe_relative
 
 Outcome = tuple[AttemptEnd, int | None, str | None]
+SOURCES = "sources.tar"  # the workflow's sources archive while it is checked and unpacked
 
 
 class Objects:
@@ -51,14 +51,6 @@ class Objects:
         if name not in self.buckets:
             self.buckets[name] = GcsBucket(f"gs://{name}")
         return self.buckets[name], key
-
-    def read(self, url: str) -> bytes:
-        """A small object whole (the sources archive)."""
-        bucket, key = self._at(url)
-        blob = bucket.read(key, limit=None)
-        if blob is None:
-            raise FileNotFoundError(f"{url} is missing from storage")
-        return blob.data
 
     def download_to(self, url: str, path: Path) -> int:
         """Object ``url`` into file ``path``, streamed; returns its size."""
@@ -93,14 +85,17 @@ def local(base: Path, path: str) -> Path:
 
 def before(objects: Objects, stage: dict, base: Path) -> int:
     """Sources, inputs and directories in place, old outputs gone; returns the bytes read."""
-    moved = 0
     query, checksum = stage["sources"]
-    archive = objects.read(query)
-    if hashlib.sha256(archive).hexdigest() != checksum:
-        raise ValueError(f"the workflow's sources {query} do not match their checksum")
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r") as tar:
-        tar.extractall(base, filter="data")  # nothing outside base, no devices or links out
-    moved += len(archive)
+    archive = base.parent / SOURCES  # beside the root: not a file of the job's
+    try:
+        moved = objects.download_to(query, archive)
+        with open(archive, "rb") as handle:
+            if hashlib.file_digest(handle, "sha256").hexdigest() != checksum:
+                raise ValueError(f"the workflow's sources {query} do not match their checksum")
+        with tarfile.open(archive, mode="r") as tar:
+            tar.extractall(base, filter="data")  # nothing outside base, no devices or links out
+    finally:
+        archive.unlink(missing_ok=True)
     for path, url in stage["fetch"]:
         moved += fetch(objects, base, path, url)
     for path, url in [*stage["outputs"], *stage["logs"]]:

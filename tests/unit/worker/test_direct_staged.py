@@ -27,13 +27,10 @@ class Memory(direct_staged.Objects):
         super().__init__()
         self.objects, self.deleted = dict(objects), []
 
-    def read(self, url: str) -> bytes:
+    def download_to(self, url: str, path: Path) -> int:
         if url not in self.objects:
             raise FileNotFoundError(f"{url} is missing from storage")
-        return self.objects[url]
-
-    def download_to(self, url: str, path: Path) -> int:
-        path.write_bytes(self.read(url))
+        path.write_bytes(self.objects[url])
         return path.stat().st_size
 
     def upload_from(self, url: str, path: Path) -> int:
@@ -102,6 +99,7 @@ def test_a_job_that_succeeds_stores_its_outputs_and_logs(tmp_path: Path, storage
     assert objects.objects["gs://b/wf/logs/a.log"] == b"logged\n"
     # the old objects went first, as Job.remove_existing_output removes them
     assert objects.deleted == ["gs://b/wf/out/a.txt", "gs://b/wf/logs/a.log"]
+    assert [p.name for p in tmp_path.iterdir()] == ["root"]  # the sources' archive is gone
 
 
 def test_a_failed_job_stores_its_logs_and_no_output(tmp_path: Path, storage) -> None:
