@@ -78,6 +78,11 @@ class Objects:
         return [f"{url}/{name[len(key) + 1:]}" for name in sorted(bucket.list(key + "/"))]
 
 
+class StoreFailed(Exception):
+    """An output or log the storage did not take, named as the plugin's ``managed_store``
+    names it (the object, then the storage's error): the job's reason says which."""
+
+
 def local(base: Path, path: str) -> Path:
     """A local copy's path inside ``base``; raises ValueError for one that would leave it."""
     return base / safe_relative(path)
@@ -136,7 +141,11 @@ def after(objects: Objects, stage: dict, base: Path, succeeded: bool) -> tuple[i
         source = local(base, path)
         if not source.is_file():
             continue  # a log the failed command never wrote
-        moved += objects.upload_from(url, source)
+        try:
+            moved += objects.upload_from(url, source)
+        except Exception as exc:  # noqa: BLE001 - said as the plugin says it, then raised
+            raise StoreFailed(f"Failed to store output in storage {url}: "
+                              f"{one_line(exc)}") from exc
     return moved, why
 
 
@@ -173,7 +182,8 @@ def run(spec: dict, base: Path, command: Callable[[list[str], str, dict[str, str
         stamp(stamps, up=up)
     except Exception as exc:  # noqa: BLE001 - outputs that did not arrive fail the job
         print(f"direct job: storing outputs failed: {exc!r}", file=sys.stderr, flush=True)
-        why = f"storing outputs failed: {one_line(exc)}"
+        said = str(exc) if isinstance(exc, StoreFailed) else one_line(exc)
+        why = f"storing outputs failed: {said}"
     if why:
         print(f"direct job: {why}", file=sys.stderr, flush=True)
         return AttemptEnd.FAILED, code, f"{reason}; {why}" if reason else why

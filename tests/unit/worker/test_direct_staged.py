@@ -119,6 +119,25 @@ def test_a_missing_output_fails_the_job_and_stores_none(tmp_path: Path, storage)
     assert objects.objects["gs://b/wf/logs/a.log"] == b"logged\n"
 
 
+def test_an_output_storage_refuses_fails_the_job_naming_its_object(tmp_path: Path,
+                                                                  storage) -> None:
+    """As the plugin's ``managed_store`` says it (a 403, say): the object, then the error."""
+    objects, archive = storage
+
+    class Forbidden(Exception):  # google.api_core's, for a 403
+        pass
+
+    def refused(url: str, path: Path) -> int:
+        raise Forbidden("403 POST .../upload")
+
+    objects.upload_from = refused  # type: ignore[method-assign]
+    outcome, code, reason = direct_staged.run(_spec(archive), tmp_path / "root", _line(0),
+                                              objects)
+    assert (outcome, code) == (AttemptEnd.FAILED, 0)
+    assert reason == ("storing outputs failed: Failed to store output in storage "
+                      "gs://b/wf/out/a.txt: Forbidden: 403 POST .../upload")
+
+
 def test_sources_that_do_not_match_their_checksum_fail_before_the_command(
         tmp_path: Path, storage) -> None:
     objects, archive = storage
