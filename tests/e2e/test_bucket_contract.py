@@ -120,7 +120,8 @@ def test_create_only_race_has_exactly_one_winner(bucket_url: str) -> None:
     assert open_bucket(bucket_url).read("results/job.json").data == f"writer {winners[0]}".encode()
 
 
-def test_files_stream_to_and_from_objects(bucket, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_files_stream_to_and_from_objects(  # type: ignore[no-untyped-def]
+        bucket, tmp_path: Path) -> None:
     """A job's files (tests/e2e/test_gcs_bucket_emulator.py sends one above GCS's resumable
     threshold): whole, under preconditions, never partly there, keys that cannot escape."""
     tmp_path = tmp_path / "files"  # beside the local backend's directory

@@ -228,7 +228,8 @@ def test_a_large_file_goes_up_in_a_resumable_session_and_comes_back_whole(
     assert bucket.read("in/small").data == b"small"
 
 
-def test_a_missing_object_downloads_to_no_file(bucket: GcsBucket, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_missing_object_downloads_to_no_file(  # type: ignore[no-untyped-def]
+        bucket: GcsBucket, tmp_path) -> None:
     assert bucket.download_to("in/none", tmp_path / "none") is None
     assert list(tmp_path.iterdir()) == []
 
