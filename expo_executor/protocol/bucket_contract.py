@@ -8,16 +8,18 @@ protocol's bucket, so ``bucket.open_bucket`` can import them both without a cycl
 Every read is bounded (issue 30): whoever can write to the bucket can put a multi-GB object at
 any key, and the coordinator reads up to 16 at once. A read takes at most ``limit`` bytes
 (``MAX_READ_BYTES``, a message's own limit, unless the caller knows better: a saved log's
-recorded size, or None for the content-addressed staged files a signed assignment names) and
+recorded size) and
 raises :class:`ObjectTooLarge` for a bigger object without taking its body into memory. It is a
 ``MessageError``: the callers already say a malformed message in one line and go on. A reader
 polling an object (a worker's inbox, the pulse) passes the generation it judged last as
 ``if_generation_not_match``: an unchanged object is then compared by its metadata and not
-downloaded.
+downloaded. A job's files are not read this way: ``download_to`` and ``upload_from`` stream them
+between a file and an object in bounded memory.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -63,6 +65,16 @@ class Bucket(Protocol):
 
     def write(self, key: str, data: bytes, if_generation_match: int | None = None) -> int:
         """Store ``data``; ``if_generation_match=0`` creates only if absent. Returns the generation."""
+
+    def download_to(self, key: str, path: str | os.PathLike[str]) -> int | None:
+        """Object ``key`` into file ``path`` (its folder exists), streamed in bounded memory,
+        whole or not at all; its size, or None when absent. For a job's files, which may be
+        larger than the memory of the machine that moves them."""
+
+    def upload_from(self, key: str, path: str | os.PathLike[str],
+                    if_generation_match: int | None = None) -> int:
+        """File ``path`` into object ``key``, streamed in bounded memory, under the same
+        precondition as ``write``; returns the generation."""
 
     def list(self, prefix: str) -> dict[str, int]:
         """Keys under ``prefix`` with their generations, in one call."""

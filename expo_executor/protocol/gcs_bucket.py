@@ -21,6 +21,13 @@ one GET still brings body, generation and the client's CRC32C check (a ranged GE
 that check; a metadata GET first would double every read's requests). A poll of an unchanged
 object (``if_generation_not_match``) is answered 304 from its metadata, without a body.
 
+Files (``download_to``, ``upload_from``: a job's inputs and outputs, which may be many GB on a
+VM of a few GB of memory) stream between disk and storage in bounded memory, as Snakemake's
+GCS storage plugin moves them: a download is one streamed GET written to disk as it comes
+(with the client's CRC32C check over the whole body), an upload above ``MULTIPART_MAX`` is a
+resumable session sent ``UPLOAD_CHUNK`` bytes per request from the file. A transient failure
+retries the whole transfer, as any call is retried.
+
 A conditional write whose response was lost may have landed: its retry then meets 412. When a
 write had an earlier, transiently failed attempt and then gets 412, the object is read back;
 if it holds exactly our bytes the write counts as ours (identical bytes from another writer
@@ -29,12 +36,15 @@ are indistinguishable, and the outcome is the same).
 
 from __future__ import annotations
 
+import math
 import os
 import random
+import tempfile
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from expo_executor.gcp.errors import is_transient_storage
@@ -46,6 +56,11 @@ from expo_executor.protocol.bucket_contract import (MAX_READ_BYTES, Blob, Object
 DEFAULT_TIMEOUT = (10.0, 60.0)  # (connect, read) seconds, per request
 CONNECTIONS = 32  # kept open per host: more than the coordinator's parallel calls
 LIST_FIELDS = "items(name,generation),nextPageToken"  # a listing's partial response
+# Files: up to MULTIPART_MAX bytes go in one request (the client's own threshold); larger ones
+# in a resumable session of UPLOAD_CHUNK-byte requests (a multiple of 256 KiB, as GCS requires;
+# the client's default is 100 MiB, held in memory per request)
+MULTIPART_MAX = 8 * 1024 * 1024
+UPLOAD_CHUNK = 8 * 1024 * 1024
 
 
 def parse_gs_url(url: str) -> tuple[str, str]:
@@ -226,6 +241,53 @@ class GcsBucket:
                     if current is not None and current.data == data:
                         return current.generation
                 raise PreconditionFailed(key) from None
+
+        return self._call(attempt)
+
+    def download_to(self, key: str, path: str | os.PathLike[str]) -> int | None:
+        """Object ``key`` into file ``path`` (its folder must exist), streamed to disk in
+        chunks (never whole in memory); returns its size, or None when absent. The file
+        appears whole or not at all: it lands in a temporary file beside it first."""
+        name, path = self._name(key), Path(path)
+
+        def attempt() -> int | None:
+            self._count("B")
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    self._bucket.blob(name).download_to_file(handle, retry=None,
+                                                             timeout=self.timeout)
+                    size = handle.tell()
+                os.replace(tmp, path)
+                return size
+            except self._gexc.NotFound:
+                return None
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+
+        return self._call(attempt)
+
+    def upload_from(self, key: str, path: str | os.PathLike[str],
+                    if_generation_match: int | None = None) -> int:
+        """File ``path`` into object ``key``, read from disk a chunk at a time; returns the new
+        generation. Each attempt counts the requests a whole transfer takes: one, or a
+        resumable session's start and one per ``UPLOAD_CHUNK``. A precondition that fails
+        raises PreconditionFailed, also after a lost answer to an attempt that landed (no read
+        back, unlike ``write``: a create-only file is content-addressed, there either way)."""
+        name, path = self._name(key), str(path)
+
+        def attempt() -> int:
+            size = os.path.getsize(path)
+            self._count("A", 1 if size <= MULTIPART_MAX else 1 + math.ceil(size / UPLOAD_CHUNK))
+            blob = self._bucket.blob(name, chunk_size=UPLOAD_CHUNK)
+            try:
+                blob.upload_from_filename(path, content_type="application/octet-stream",
+                                          if_generation_match=if_generation_match,
+                                          retry=None, timeout=self.timeout)
+            except self._gexc.PreconditionFailed:
+                raise PreconditionFailed(key) from None
+            return int(blob.generation)
 
         return self._call(attempt)
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import tempfile
 import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Callable, Iterator
 
 from expo_executor.protocol.bucket_contract import (MAX_READ_BYTES, Blob, ObjectTooLarge,
                                                     PreconditionFailed)
@@ -65,13 +66,47 @@ class LocalBucket:
         return Blob(data, generation)
 
     def write(self, key: str, data: bytes, if_generation_match: int | None = None) -> int:
+        return self._put(key, lambda handle: handle.write(data), if_generation_match)
+
+    def download_to(self, key: str, path: str | os.PathLike[str]) -> int | None:
+        """Object ``key`` into file ``path``, copied a chunk at a time (a staged job's input
+        may be larger than memory); returns its size, or None when absent. The file appears
+        whole or not at all."""
+        self._count("B")
+        path = Path(path)
+        try:
+            source = open(self._path(key), "rb")
+        except FileNotFoundError:
+            return None
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with source, os.fdopen(fd, "wb") as handle:
+                shutil.copyfileobj(source, handle)
+                size = handle.tell()
+            os.replace(tmp, path)
+            return size
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def upload_from(self, key: str, path: str | os.PathLike[str],
+                    if_generation_match: int | None = None) -> int:
+        """File ``path`` into object ``key``, copied a chunk at a time."""
+        with open(path, "rb") as source:
+            return self._put(key, lambda handle: shutil.copyfileobj(source, handle),
+                             if_generation_match)
+
+    def _put(self, key: str, fill: Callable[[BinaryIO], object],
+             if_generation_match: int | None) -> int:
+        """A whole-object write: ``fill`` writes the bytes into a temporary file, which then
+        takes the key's place under the precondition."""
         self._count("A")
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
+                fill(handle)
             # File timestamps tick in jiffies: stamp a fine-grained clock so that two quick
             # writes never share a generation.
             stamp = time.time_ns()

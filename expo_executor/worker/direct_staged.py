@@ -8,7 +8,10 @@ each input object to its local copy, removes the outputs' and logs' old objects 
 ``Job.remove_existing_output`` does), makes their directories, runs the line, and stores each
 output (only when the command succeeded and left every one of them) and each log (always) in
 its object, with the VM's own credentials. An output the command did not leave fails the job,
-as Snakemake's missing-output check does, and nothing of it is stored.
+as Snakemake's missing-output check does, and nothing of it is stored. Files stream between
+disk and storage in bounded memory (``GcsBucket.download_to``/``upload_from``), as the plugin
+streams them (``download_to_filename``, ``upload_from_filename``): a job's genomes or BAMs may
+be larger than its VM's memory; the sources archive too (it holds whatever git tracks).
 
 Every local path is relative and stays inside ``root`` (``safe_relative``); every object name
 came in the signed assignment.
@@ -17,7 +20,6 @@ came in the signed assignment.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import sys
 import tarfile
@@ -31,6 +33,7 @@ from expo_executor.worker.command_clock import STAMPS_ENV, stamp
 from expo_executor.worker.staged_checks import one_line, safe_relative
 
 Outcome = tuple[AttemptEnd, int | None, str | None]
+SOURCES = "sources.tar"  # the workflow's sources archive while it is checked and unpacked
 
 
 class Objects:
@@ -49,16 +52,20 @@ class Objects:
             self.buckets[name] = GcsBucket(f"gs://{name}")
         return self.buckets[name], key
 
-    def read(self, url: str) -> bytes:
+    def download_to(self, url: str, path: Path) -> int:
+        """Object ``url`` into file ``path``, streamed; returns its size."""
         bucket, key = self._at(url)
-        blob = bucket.read(key, limit=None)
-        if blob is None:
+        size = bucket.download_to(key, path)
+        if size is None:
             raise FileNotFoundError(f"{url} is missing from storage")
-        return blob.data
+        return size
 
-    def write(self, url: str, data: bytes) -> None:
+    def upload_from(self, url: str, path: Path) -> int:
+        """File ``path`` into object ``url``, streamed; returns its size."""
         bucket, key = self._at(url)
-        bucket.write(key, data)
+        size = path.stat().st_size
+        bucket.upload_from(key, path)
+        return size
 
     def delete(self, url: str) -> None:
         bucket, key = self._at(url)
@@ -71,6 +78,11 @@ class Objects:
         return [f"{url}/{name[len(key) + 1:]}" for name in sorted(bucket.list(key + "/"))]
 
 
+class StoreFailed(Exception):
+    """An output or log the storage did not take, named as the plugin's ``managed_store``
+    names it (the object, then the storage's error): the job's reason says which."""
+
+
 def local(base: Path, path: str) -> Path:
     """A local copy's path inside ``base``; raises ValueError for one that would leave it."""
     return base / safe_relative(path)
@@ -78,14 +90,17 @@ def local(base: Path, path: str) -> Path:
 
 def before(objects: Objects, stage: dict, base: Path) -> int:
     """Sources, inputs and directories in place, old outputs gone; returns the bytes read."""
-    moved = 0
     query, checksum = stage["sources"]
-    archive = objects.read(query)
-    if hashlib.sha256(archive).hexdigest() != checksum:
-        raise ValueError(f"the workflow's sources {query} do not match their checksum")
-    with tarfile.open(fileobj=io.BytesIO(archive), mode="r") as tar:
-        tar.extractall(base, filter="data")  # nothing outside base, no devices or links out
-    moved += len(archive)
+    archive = base.parent / SOURCES  # beside the root: not a file of the job's
+    try:
+        moved = objects.download_to(query, archive)
+        with open(archive, "rb") as handle:
+            if hashlib.file_digest(handle, "sha256").hexdigest() != checksum:
+                raise ValueError(f"the workflow's sources {query} do not match their checksum")
+        with tarfile.open(archive, mode="r") as tar:
+            tar.extractall(base, filter="data")  # nothing outside base, no devices or links out
+    finally:
+        archive.unlink(missing_ok=True)
     for path, url in stage["fetch"]:
         moved += fetch(objects, base, path, url)
     for path, url in [*stage["outputs"], *stage["logs"]]:
@@ -98,18 +113,20 @@ def fetch(objects: Objects, base: Path, path: str, url: str) -> int:
     """One input to its local copy: the object, or when there is none, the folder of that name
     (an upstream ``directory()`` output), as the plugin's ``retrieve_object`` does; returns the
     bytes read."""
+    target = local(base, path)
+    target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        pairs = [(local(base, path), objects.read(url))]
+        return objects.download_to(url, target)
     except FileNotFoundError:
         entries = objects.under(url)
         if not entries:
             raise
-        pairs = [(local(base, f"{path}/{entry[len(url) + 1:]}"), objects.read(entry))
-                 for entry in entries]
-    for target, data in pairs:
+    moved = 0
+    for entry in entries:
+        target = local(base, f"{path}/{entry[len(url) + 1:]}")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-    return sum(len(data) for _, data in pairs)
+        moved += objects.download_to(entry, target)
+    return moved
 
 
 def after(objects: Objects, stage: dict, base: Path, succeeded: bool) -> tuple[int, str | None]:
@@ -124,9 +141,11 @@ def after(objects: Objects, stage: dict, base: Path, succeeded: bool) -> tuple[i
         source = local(base, path)
         if not source.is_file():
             continue  # a log the failed command never wrote
-        data = source.read_bytes()
-        objects.write(url, data)
-        moved += len(data)
+        try:
+            moved += objects.upload_from(url, source)
+        except Exception as exc:  # noqa: BLE001 - said as the plugin says it, then raised
+            raise StoreFailed(f"Failed to store output in storage {url}: "
+                              f"{one_line(exc)}") from exc
     return moved, why
 
 
@@ -163,7 +182,8 @@ def run(spec: dict, base: Path, command: Callable[[list[str], str, dict[str, str
         stamp(stamps, up=up)
     except Exception as exc:  # noqa: BLE001 - outputs that did not arrive fail the job
         print(f"direct job: storing outputs failed: {exc!r}", file=sys.stderr, flush=True)
-        why = f"storing outputs failed: {one_line(exc)}"
+        said = str(exc) if isinstance(exc, StoreFailed) else one_line(exc)
+        why = f"storing outputs failed: {said}"
     if why:
         print(f"direct job: {why}", file=sys.stderr, flush=True)
         return AttemptEnd.FAILED, code, f"{reason}; {why}" if reason else why

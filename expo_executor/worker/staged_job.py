@@ -58,31 +58,42 @@ class Rebase:
 
 def materialise(bucket: Bucket, spec: dict, base: Path) -> int:
     """Create the job's directories and fetch its input files (content-addressed objects);
-    returns the bytes read from the bucket (their egress, when the VM is in another region)."""
+    returns the bytes read from the bucket (their egress, when the VM is in another region).
+    Each file streams to disk (``Bucket.download_to``: a genome or a BAM may be larger than
+    the VM's memory) under a temporary name, and takes its own only once its hash checks."""
     moved = 0
     for rel in spec.get("dirs", []):
         (base / safe_relative(rel)).mkdir(parents=True, exist_ok=True)
     for rel, obj, mode in spec.get("inputs", []):
         target = base / safe_relative(rel)
         target.parent.mkdir(parents=True, exist_ok=True)
-        # unbounded: its size is not in the assignment, and its hash is checked below
-        blob = bucket.read(obj, limit=None)
-        if blob is None:
+        landing = target.with_name(f".{target.name}.unchecked")
+        size = bucket.download_to(obj, landing)
+        if size is None:
             raise FileNotFoundError(f"staged input {obj} is missing from the bucket")
         # inputs are content-addressed and their names come signed in the assignment: a
         # bucket writer who replaced one is caught here
         digest = obj.rsplit("/", 1)[-1]
-        if len(digest) == 64 and hashlib.sha256(blob.data).hexdigest() != digest:
+        if len(digest) == 64 and _sha256(landing) != digest:
+            landing.unlink()
             raise ValueError(f"staged input {obj} does not match its content hash")
-        target.write_bytes(blob.data)
-        target.chmod(int(mode) & 0o777)
-        moved += len(blob.data)
+        landing.chmod(int(mode) & 0o777)
+        os.replace(landing, target)
+        moved += size
     return moved
+
+
+def _sha256(path: Path) -> str:
+    """A file's sha256, read a chunk at a time."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def upload_outputs(bucket: Bucket, outdir: Path, prefix: str, rebase: Rebase) -> int:
     """Every file, directory and link under ``outdir``; the manifest goes last, so a manifest
-    that exists names only objects that exist. Returns the bytes written to the bucket."""
+    that exists names only objects that exist. Returns the bytes written to the bucket. Files
+    stream from disk (``Bucket.upload_from``), except the tool's own small ``cwl.output.json``,
+    whose paths are rewritten on the way."""
     moved = 0
     files: dict[str, int] = {}
     dirs: list[str] = []
@@ -97,19 +108,26 @@ def upload_outputs(bucket: Bucket, outdir: Path, prefix: str, rebase: Rebase) ->
             elif os.path.isdir(path):
                 dirs.append(rel)
             elif os.path.isfile(path):
-                with open(path, "rb") as handle:
-                    data = handle.read()
-                if rel == CWL_OUTPUT:  # the paths it names must be the runner's
-                    data = rebase.back(data.decode("utf-8")).encode("utf-8")
-                bucket.write(f"{prefix}files/{rel}", data)
+                moved += _upload_file(bucket, path, f"{prefix}files/{rel}", rel, rebase)
                 files[rel] = os.stat(path).st_mode & 0o777
-                moved += len(data)
     manifest = json.dumps({"files": files, "dirs": dirs, "links": links}).encode()
     try:
         bucket.write(f"{prefix}manifest.json", manifest, if_generation_match=0)
     except PreconditionFailed:
         pass  # a restarted agent: the first upload stands
     return moved + len(manifest)
+
+
+def _upload_file(bucket: Bucket, path: str, key: str, rel: str, rebase: Rebase) -> int:
+    """One output file into ``key``; returns the bytes written."""
+    if rel == CWL_OUTPUT:  # the paths it names must be the runner's
+        with open(path, "rb") as handle:
+            data = rebase.back(handle.read().decode("utf-8")).encode("utf-8")
+        bucket.write(key, data)
+        return len(data)
+    size = os.path.getsize(path)
+    bucket.upload_from(key, path)
+    return size
 
 
 def run(spec: dict, here: Path) -> tuple[AttemptEnd, int | None, str | None]:

@@ -118,3 +118,26 @@ def test_create_only_race_has_exactly_one_winner(bucket_url: str) -> None:
     winners = [o for o in outcomes if o >= 0]
     assert len(winners) == 1, outcomes
     assert open_bucket(bucket_url).read("results/job.json").data == f"writer {winners[0]}".encode()
+
+
+def test_files_stream_to_and_from_objects(  # type: ignore[no-untyped-def]
+        bucket, tmp_path: Path) -> None:
+    """A job's files (tests/e2e/test_gcs_bucket_emulator.py sends one above GCS's resumable
+    threshold): whole, under preconditions, never partly there, keys that cannot escape."""
+    tmp_path = tmp_path / "files"  # beside the local backend's directory
+    tmp_path.mkdir()
+    (tmp_path / "f").write_bytes(b"file\n" * 1000)
+    generation = bucket.upload_from("files/f", tmp_path / "f", if_generation_match=0)
+    assert bucket.read("files/f", limit=None).data == b"file\n" * 1000
+    assert bucket.list("files/") == {"files/f": generation}
+    with pytest.raises(PreconditionFailed):
+        bucket.upload_from("files/f", tmp_path / "f", if_generation_match=0)
+    bucket.write("files/g", b"object")
+    assert bucket.download_to("files/g", tmp_path / "g") == len(b"object")
+    assert (tmp_path / "g").read_bytes() == b"object"
+    assert bucket.download_to("files/none", tmp_path / "none") is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f", "g"]
+    for call in (lambda: bucket.download_to("../x", tmp_path / "x"),
+                 lambda: bucket.upload_from("../x", tmp_path / "f")):
+        with pytest.raises(ValueError):
+            call()

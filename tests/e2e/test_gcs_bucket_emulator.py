@@ -6,6 +6,7 @@ retries of connection errors. Everything stays on loopback."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import urllib.request
 
@@ -14,7 +15,7 @@ import pytest
 pytest.importorskip("google.cloud.storage")
 pytest.importorskip("gcp_storage_emulator")
 
-from expo_executor.emulator.faulty_proxy import FaultyProxy
+from expo_executor.emulator.faulty_proxy import CORRUPT, FaultyProxy
 from expo_executor.gcp.errors import is_transient_storage
 from expo_executor.protocol.bucket import PreconditionFailed
 from expo_executor.protocol.bucket_purge import Purged, purge
@@ -195,3 +196,70 @@ def test_open_bucket_reaches_gcs_through_the_emulator_variable(
     assert isinstance(bucket, GcsBucket)
     generation = bucket.write("workers/w-1/status.json", b"{}")
     assert bucket.list("workers/") == {"workers/w-1/status.json": generation}
+
+
+# -- files, streamed ---------------------------------------------------------------------------
+
+
+def _large_file(path, extra: int = 12_345):  # type: ignore[no-untyped-def]
+    """A file above the resumable threshold: two upload chunks (UPLOAD_CHUNK, then ``extra``)."""
+    from expo_executor.protocol.gcs_bucket import MULTIPART_MAX, UPLOAD_CHUNK
+
+    assert UPLOAD_CHUNK + extra > MULTIPART_MAX
+    data = os.urandom(UPLOAD_CHUNK + extra)
+    path.write_bytes(data)
+    return data
+
+
+def test_a_large_file_goes_up_in_a_resumable_session_and_comes_back_whole(
+        bucket: GcsBucket, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Above the client's multipart threshold a file goes up as a resumable session, a chunk
+    per request (the emulator answers 308 Resume Incomplete to the first), and comes back
+    through one streamed GET; both counted for the cost records."""
+    data = _large_file(tmp_path / "big")
+    generation = bucket.upload_from("in/big", tmp_path / "big")
+    assert dict(bucket.ops) == {"A": 3}  # the session's start and two chunks
+    stored = bucket.read("in/big", limit=None)
+    assert stored is not None and stored.data == data and stored.generation == generation
+    assert bucket.download_to("in/big", tmp_path / "back") == len(data)
+    assert (tmp_path / "back").read_bytes() == data
+    (tmp_path / "small").write_bytes(b"small")
+    bucket.upload_from("in/small", tmp_path / "small")
+    assert bucket.read("in/small").data == b"small"
+
+
+def test_a_missing_object_downloads_to_no_file(  # type: ignore[no-untyped-def]
+        bucket: GcsBucket, tmp_path) -> None:
+    assert bucket.download_to("in/none", tmp_path / "none") is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_file_transfers_retry_transient_faults_from_the_start(
+        gcs_emulator: str, tmp_path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    """A 503 on a chunk in the middle of a resumable upload, a lost answer to the session's
+    start, and a download whose body was corrupted on the way (the CRC32C check catches it
+    after part of it reached the disk): each retried with our backoff, the file whole."""
+    data = _large_file(tmp_path / "big")
+    chunks = []
+
+    def second_chunk(request) -> bool:  # type: ignore[no-untyped-def]
+        if request.method == "PUT" and "upload_id=" in request.target:
+            chunks.append(request.target)
+            return len(chunks) == 2
+        return False
+
+    with FaultyProxy(gcs_emulator, rate=0.0) as proxy:
+        sleeps: list[float] = []
+        bucket = GcsBucket(f"gs://{fresh_bucket(gcs_emulator)}/p", endpoint=proxy.endpoint,
+                           sleep=sleeps.append, rand=lambda: 1.0)
+        proxy.refuse(second_chunk, status=503)
+        bucket.upload_from("big", tmp_path / "big")
+        assert proxy.refused[503] == 1 and len(sleeps) == 1
+        proxy.inject_next("drop-after")
+        bucket.upload_from("big", tmp_path / "big")
+        assert proxy.injected["drop-after"] == 1 and len(sleeps) == 2
+        proxy.inject_next(CORRUPT)
+        assert bucket.download_to("big", tmp_path / "back") == len(data)
+        assert proxy.injected[CORRUPT] == 1 and len(sleeps) == 3
+    assert (tmp_path / "back").read_bytes() == data
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["back", "big"]  # no partial files

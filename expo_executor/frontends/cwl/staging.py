@@ -3,8 +3,8 @@
 Every path of a job (its output directory, temporary directory and staged inputs) lies under
 one root on this machine; a worker rebuilds that tree under its own disk (``staged_job.py``).
 Inputs are content-addressed, so an input shared by a thousand scatter elements is uploaded
-once. Objects are read whole into memory: fine for sweeps over small inputs, not for
-multi-gigabyte files (docs/cwl.md).
+once. Files stream between disk and the bucket (``Bucket.upload_from``/``download_to``) and are
+hashed a chunk at a time, so a multi-gigabyte input takes no more memory than a small one.
 """
 
 from __future__ import annotations
@@ -69,12 +69,11 @@ class Staging:
         if not os.path.isfile(path):
             return  # an unstaged or dangling entry: nothing the command can read
         rel = self._relative(path)
-        with open(path, "rb") as handle:
-            data = handle.read()
-        obj = f"{STAGE_PREFIX}in/{hashlib.sha256(data).hexdigest()}"
+        with open(path, "rb") as handle:  # hashed and sent a chunk at a time: it may be large
+            obj = f"{STAGE_PREFIX}in/{hashlib.file_digest(handle, 'sha256').hexdigest()}"
         if obj not in self._uploaded:
             try:
-                self.bucket.write(obj, data, if_generation_match=0)
+                self.bucket.upload_from(obj, path, if_generation_match=0)
             except PreconditionFailed:
                 pass  # the same content is there already
             self._uploaded.add(obj)
@@ -96,11 +95,10 @@ class Staging:
             (base / safe_relative(rel)).mkdir(parents=True, exist_ok=True)
         for rel, mode in manifest["files"].items():
             target = base / safe_relative(rel)
-            data = self.bucket.read(f"{prefix}files/{rel}", limit=None)  # the outputs' own size
-            if data is None:
-                raise FileNotFoundError(f"output {rel} of worker {worker} is missing")
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data.data)
+            # streamed to disk: an output may be larger than this machine's memory
+            if self.bucket.download_to(f"{prefix}files/{rel}", target) is None:
+                raise FileNotFoundError(f"output {rel} of worker {worker} is missing")
             target.chmod(int(mode) & 0o777)
         for rel, link in links.items():
             target = base / safe_relative(rel)

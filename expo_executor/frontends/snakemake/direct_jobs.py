@@ -73,9 +73,8 @@ def why_not(job: Any, workflow: Any, local_engine: bool, cpus: int) -> str | Non
         return "a pipe, service or storage file"
     if any(is_flagged(f, "update") for f in job.output):
         return "an update output"
-    storage = workflow.storage_settings
-    reason = _local_reason(files, storage) if local_engine else \
-        staged_direct.why_not_staged(job, storage)
+    reason = _local_reason(files, workflow.storage_settings) if local_engine else \
+        staged_direct.why_not_staged(job, workflow)
     if reason:
         return reason
     if workflow.workflow_settings.cache is not None and job.rule.cache:

@@ -15,7 +15,12 @@ Eligibility (:func:`why_not_staged`, on top of :func:`direct_jobs.why_not`'s rul
 strict: the default storage provider is ``gcs`` with a prefix, the main process does not share
 the storage's local copies with the workers, and every input, output and log is a plain file
 of that storage: no flag but its storage object (no temp, protected, touch, directory, ancient,
-local or nodelocal file), one Snakemake retrieves, whose local copy is a relative path. The
+local or nodelocal file), one Snakemake retrieves, whose local copy is a relative path; and the
+main process still works in the directory it started in. A ``workdir:`` directive (or
+``--directory``) moves it: the line and the local copies are then formatted relative to the new
+directory, while the job's own snakemake starts in the unpacked sources, with the Snakefile
+named relative to the new directory (on the emulated GCE path it stops there: 'Snakefile
+"../Snakefile" not found'); such a job keeps its own snakemake, with or without direct jobs. The
 line (:func:`staged`) names no value the main process left to the worker (``<TBD>``) and no
 absolute path of this machine (its working directory, ``{workflow.basedir}``): the job's own
 snakemake would name its own. Its ``tmpdir`` is the worker's system one unless the job names
@@ -40,16 +45,19 @@ UNDECIDED = "<TBD>"
 PLAIN_FLAGS = frozenset({"storage_object", "path_modified"})
 
 
-def why_not_staged(job: Any, storage: Any) -> str | None:
+def why_not_staged(job: Any, workflow: Any) -> str | None:
     """Why the files of ``job`` (a single job, its rule already checked) keep it in its own
-    snakemake on the GCE path; None: the worker can move them itself. ``storage``: the run's
-    storage settings."""
+    snakemake on the GCE path; None: the worker can move them itself."""
+    storage = workflow.storage_settings
     prefix = storage.default_storage_prefix or ""
     if storage.default_storage_provider != "gcs" or not prefix.startswith(("gs://", "gcs://")):
         return "not the GCS default storage"
     if storage.shared_fs_usage & {SharedFSUsage.INPUT_OUTPUT,
                                   SharedFSUsage.STORAGE_LOCAL_COPIES}:
         return "a shared file system"
+    if workflow.overwrite_workdir is not None or os.getcwd() != workflow.workdir_init:
+        # the line and its local copies were formatted relative to the moved directory
+        return "a working directory moved by workdir: or --directory"
     for file in [*job.input, *job.output, *job.log]:
         reason = _file_reason(file)
         if reason:

@@ -27,13 +27,15 @@ class Memory(direct_staged.Objects):
         super().__init__()
         self.objects, self.deleted = dict(objects), []
 
-    def read(self, url: str) -> bytes:
+    def download_to(self, url: str, path: Path) -> int:
         if url not in self.objects:
             raise FileNotFoundError(f"{url} is missing from storage")
-        return self.objects[url]
+        path.write_bytes(self.objects[url])
+        return path.stat().st_size
 
-    def write(self, url: str, data: bytes) -> None:
-        self.objects[url] = data
+    def upload_from(self, url: str, path: Path) -> int:
+        self.objects[url] = path.read_bytes()
+        return len(self.objects[url])
 
     def delete(self, url: str) -> None:
         self.deleted.append(url)
@@ -97,6 +99,7 @@ def test_a_job_that_succeeds_stores_its_outputs_and_logs(tmp_path: Path, storage
     assert objects.objects["gs://b/wf/logs/a.log"] == b"logged\n"
     # the old objects went first, as Job.remove_existing_output removes them
     assert objects.deleted == ["gs://b/wf/out/a.txt", "gs://b/wf/logs/a.log"]
+    assert [p.name for p in tmp_path.iterdir()] == ["root"]  # the sources' archive is gone
 
 
 def test_a_failed_job_stores_its_logs_and_no_output(tmp_path: Path, storage) -> None:
@@ -114,6 +117,25 @@ def test_a_missing_output_fails_the_job_and_stores_none(tmp_path: Path, storage)
     assert outcome == (AttemptEnd.FAILED, 0, f"missing output files: {LOCAL}/out/a.txt")
     assert "gs://b/wf/out/a.txt" not in objects.objects
     assert objects.objects["gs://b/wf/logs/a.log"] == b"logged\n"
+
+
+def test_an_output_storage_refuses_fails_the_job_naming_its_object(tmp_path: Path,
+                                                                  storage) -> None:
+    """As the plugin's ``managed_store`` says it (a 403, say): the object, then the error."""
+    objects, archive = storage
+
+    class Forbidden(Exception):  # google.api_core's, for a 403
+        pass
+
+    def refused(url: str, path: Path) -> int:
+        raise Forbidden("403 POST .../upload")
+
+    objects.upload_from = refused  # type: ignore[method-assign]
+    outcome, code, reason = direct_staged.run(_spec(archive), tmp_path / "root", _line(0),
+                                              objects)
+    assert (outcome, code) == (AttemptEnd.FAILED, 0)
+    assert reason == ("storing outputs failed: Failed to store output in storage "
+                      "gs://b/wf/out/a.txt: Forbidden: 403 POST .../upload")
 
 
 def test_sources_that_do_not_match_their_checksum_fail_before_the_command(

@@ -223,8 +223,27 @@ def _gcs_job(*files: object) -> SimpleNamespace:
      "a file of another storage"),
 ])
 def test_on_gce_each_file_must_be_a_plain_file_of_the_gcs_storage(file, reason) -> None:
-    storage = SimpleNamespace(**GCS_STORAGE)
-    assert why_not_staged(_gcs_job(file), storage) == reason
+    workflow = SimpleNamespace(storage_settings=SimpleNamespace(**GCS_STORAGE),
+                               workdir_init=os.getcwd(), overwrite_workdir=None)
+    assert why_not_staged(_gcs_job(file), workflow) == reason
+
+
+@pytest.mark.parametrize("moved", [
+    {"workdir_init": "/where/snakemake/started"},  # a workdir: directive moved it since
+    {"overwrite_workdir": "sub"},  # --directory
+])
+def test_on_gce_a_job_of_a_workflow_that_moved_its_working_directory_is_not_direct(
+        moved: dict) -> None:
+    """The job's own snakemake starts in the unpacked sources with the Snakefile named
+    relative to the main process's new working directory (on the emulated GCE path it failed:
+    'Snakefile "../Snakefile" not found') and the worker's line would run elsewhere than the
+    main process formatted it for: such a job keeps its own snakemake, with and without
+    direct jobs alike."""
+    workflow = SimpleNamespace(storage_settings=SimpleNamespace(**GCS_STORAGE),
+                               **{"workdir_init": os.getcwd(), "overwrite_workdir": None,
+                                  **moved})
+    assert why_not_staged(_gcs_job(_gcs_file(LOCAL_COPY)), workflow) == \
+        "a working directory moved by workdir: or --directory"
 
 
 def test_a_staged_direct_jobs_spec_lists_its_files_and_the_sources() -> None:
@@ -248,7 +267,8 @@ def _with(workflow, **settings: object) -> SimpleNamespace:
     for field, value in settings.items():
         owner = next(name for name in names if hasattr(given[name], field))
         given[owner] = dataclasses.replace(given[owner], **{field: value})
-    return SimpleNamespace(**given)
+    # the main process still works where it started (no workdir: directive, no --directory)
+    return SimpleNamespace(**given, workdir_init=os.getcwd(), overwrite_workdir=None)
 
 
 @pytest.mark.parametrize("settings, reason", [
