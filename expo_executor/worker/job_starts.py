@@ -185,10 +185,13 @@ class JobStarts:
     def _staged(self, key: str, job: JobSpec) -> tuple[list[str], float | None, Path, Path]:
         """Hand a staged job to ``staged_job`` in a directory of its own on this disk (0700,
         removed when the job ends: its spec holds the job's opened command and environment,
-        secrets and all); the wrapper's command, its deadline, its verdict and its home."""
-        home = private_dir(self.scratch / "jobs" / key)
-        spec = home / STAGED_SPEC
+        secrets and all); the wrapper's command, its deadline, its verdict and its home. A
+        direct job's home is on the work disk, where its own snakemake would have worked
+        (``_start``): its files fill that disk, and a broken one fails the worker, as they
+        would without it."""
         stage = job.stage or {}
+        home = private_dir(self.scratch / ("work" if stage.get("direct") else "jobs") / key)
+        spec = home / STAGED_SPEC
         if stage.get("direct"):  # a direct job's deadline: its command's, killed by staged_job
             stage = {**stage, "timelimit": job.deadline_s}
             (home / "root").mkdir(mode=0o700, exist_ok=True)  # where its line runs

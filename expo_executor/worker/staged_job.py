@@ -234,6 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     spec = json.loads(spec_path.read_text())
     started = time.time()
     stamp(os.environ.get(STAMPS_ENV), hooked=True)  # it times its command itself, below
+    if spec["stage"].get("direct"):
+        # a direct job works in its directory as its own snakemake would, by the directory
+        # itself, not its path: a command that moves it still finds its files there
+        os.chdir(spec_path.parent)
+        spec_path = Path(spec_path.name)
     try:
         outcome, code, reason = run(spec, spec_path.parent)
     except Exception as exc:  # the worker reports the reason; the log has the rest
