@@ -61,6 +61,7 @@ class Notifier:
         self._thread: threading.Thread | None = None
         self._start = threading.Lock()
         self._dropped = 0
+        self._cut_at_end = False  # a notice given up on because the run's end's wait was over
 
     def post(self, notice: Notice) -> None:
         """Queue ``notice`` for sending; never blocks, never raises."""
@@ -95,7 +96,9 @@ class Notifier:
         except queue.Full:
             pass
         thread.join(max(0.0, self._deadline - self.clock()))
-        if thread.is_alive():
+        # still sending at the deadline, or it gave up at it: the same drop either way (a call
+        # that hangs until just then may end a moment before the join or after it)
+        if thread.is_alive() or self._cut_at_end:
             self.log(f"expocloud: notifications not sent within {self.pace.flush_s:g} s of the "
                      "run's end are dropped (is the receiver down or hanging?)")
 
@@ -114,8 +117,9 @@ class Notifier:
         tries = 0
         for attempt in range(self.pace.attempts):
             left = self._deadline - self.clock()
-            if left <= 0:
-                break
+            if left <= 0:  # the run's end waited long enough: close() says it, once
+                self._cut_at_end = True
+                return
             tries += 1
             try:
                 target.send(body, min(self.pace.call_timeout, left))

@@ -104,6 +104,35 @@ def test_a_hanging_receiver_holds_neither_post_nor_close() -> None:
                      "dropped (is the receiver down or hanging?)"]
 
 
+def test_what_the_end_wait_cuts_short_is_said_dropped_however_the_last_call_ends() -> None:
+    """A receiver that answers nothing until its call's time is up, with the run's end coming
+    during that call: the sender then gives up at the end's deadline, which can be a moment
+    before close() stops waiting or after it; the line is the same either way (here: before)."""
+    clock = [0.0]
+    lines: list[str] = []
+    go = threading.Event()
+
+    class TimesOut(Recorder):
+        def send(self, body: bytes, timeout: float) -> None:
+            self.calls += 1
+            go.wait(30)
+            clock[0] += timeout  # it used all the time it was given
+            raise SendFailed("timed out", retry=True)
+
+    target = TimesOut()
+    notifier = Notifier([target], lines.append,
+                        Pace(call_timeout=10.0, attempts=4, backoff_s=0.0, flush_s=5.0),
+                        clock=lambda: clock[0])
+    notifier.post(_end())
+    releaser = threading.Thread(target=lambda: notifier._closing.wait(30) and go.set())
+    releaser.start()
+    notifier.close()  # the end's wait, to t=5; the call then times out at t=10
+    releaser.join()
+    assert target.calls == 1 and target.bodies == []
+    assert lines == ["expocloud: notifications not sent within 5 s of the run's end are "
+                     "dropped (is the receiver down or hanging?)"]
+
+
 def test_nothing_is_sent_after_close_and_close_twice_is_harmless() -> None:
     target = Recorder()
     notifier = Notifier([target], lambda line: None, FAST)
