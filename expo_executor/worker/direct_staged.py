@@ -19,7 +19,6 @@ came in the signed assignment.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import tarfile
@@ -30,7 +29,7 @@ from pathlib import Path
 from expo_executor.core.records import AttemptEnd
 from expo_executor.protocol.gcs_bucket import GcsBucket, parse_gs_url
 from expo_executor.worker.command_clock import STAMPS_ENV, stamp
-from expo_executor.worker.staged_checks import one_line, safe_relative
+from expo_executor.worker.staged_checks import file_sha256, one_line, safe_relative
 
 Outcome = tuple[AttemptEnd, int | None, str | None]
 SOURCES = "sources.tar"  # the workflow's sources archive while it is checked and unpacked
@@ -94,9 +93,8 @@ def before(objects: Objects, stage: dict, base: Path) -> int:
     archive = base.parent / SOURCES  # beside the root: not a file of the job's
     try:
         moved = objects.download_to(query, archive)
-        with open(archive, "rb") as handle:
-            if hashlib.file_digest(handle, "sha256").hexdigest() != checksum:
-                raise ValueError(f"the workflow's sources {query} do not match their checksum")
+        if file_sha256(archive) != checksum:
+            raise ValueError(f"the workflow's sources {query} do not match their checksum")
         with tarfile.open(archive, mode="r") as tar:
             tar.extractall(base, filter="data")  # nothing outside base, no devices or links out
     finally:

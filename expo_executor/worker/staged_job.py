@@ -13,7 +13,6 @@ root is replaced by ours, so the command never sees a path of the runner's machi
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -27,7 +26,7 @@ from expo_executor.protocol.bucket import Bucket, PreconditionFailed, open_bucke
 from expo_executor.worker import direct_staged
 from expo_executor.worker.command_clock import STAMPS_ENV, stamp
 from expo_executor.worker.failure_reason import worker_fault
-from expo_executor.worker.staged_checks import one_line, safe_relative
+from expo_executor.worker.staged_checks import file_sha256, one_line, safe_relative
 
 GRACE_S = 2.0  # seconds between SIGTERM and SIGKILL at the time limit
 EXIT_TIMEOUT = 124  # our own exit code when the command was killed at its limit
@@ -74,19 +73,13 @@ def materialise(bucket: Bucket, spec: dict, base: Path) -> int:
         # inputs are content-addressed and their names come signed in the assignment: a
         # bucket writer who replaced one is caught here
         digest = obj.rsplit("/", 1)[-1]
-        if len(digest) == 64 and _sha256(landing) != digest:
+        if len(digest) == 64 and file_sha256(landing) != digest:
             landing.unlink()
             raise ValueError(f"staged input {obj} does not match its content hash")
         landing.chmod(int(mode) & 0o777)
         os.replace(landing, target)
         moved += size
     return moved
-
-
-def _sha256(path: Path) -> str:
-    """A file's sha256, read a chunk at a time."""
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def upload_outputs(bucket: Bucket, outdir: Path, prefix: str, rebase: Rebase) -> int:

@@ -9,14 +9,13 @@ hashed a chunk at a time, so a multi-gigabyte input takes no more memory than a 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 from pathlib import Path
 
 from expo_executor.protocol import messages
 from expo_executor.protocol.bucket import Bucket, PreconditionFailed
-from expo_executor.worker.staged_checks import safe_relative
+from expo_executor.worker.staged_checks import file_sha256, safe_relative
 
 STAGE_PREFIX = "stage/"
 
@@ -69,8 +68,7 @@ class Staging:
         if not os.path.isfile(path):
             return  # an unstaged or dangling entry: nothing the command can read
         rel = self._relative(path)
-        with open(path, "rb") as handle:  # hashed and sent a chunk at a time: it may be large
-            obj = f"{STAGE_PREFIX}in/{hashlib.file_digest(handle, 'sha256').hexdigest()}"
+        obj = f"{STAGE_PREFIX}in/{file_sha256(path)}"  # hashed and sent a chunk at a time
         if obj not in self._uploaded:
             try:
                 self.bucket.upload_from(obj, path, if_generation_match=0)
