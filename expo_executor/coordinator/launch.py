@@ -182,9 +182,11 @@ def _gce(settings: ExecutorSettings, config: CoordinatorConfig, run_key: bytes, 
     project passed ``expocloud doctor``'s checks for it (``shapes``: the per-rule machines
     known before the run); across regions, each region priced and weighed
     (``region_prices``, with the preemption models of ``state_root``)."""
+    from expo_executor.engines.gce.compute_lib import warm_up
     from expo_executor.engines.gce.launch import (build_engine, check_new_prefix, check_ready,
                                                   coordination_url, vm_prefix)
 
+    warm_up()  # the Compute client's import overlaps the checks' calls, on the first VM's way
     url = coordination_url(settings, default_storage_prefix, config.run_id)
     if needs_credentials(settings):
         check_credentials()  # the real GCS or Compute API: credentials first, in one line

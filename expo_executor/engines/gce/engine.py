@@ -1,7 +1,8 @@
 """The GCE engine: a run's workers as Compute Engine VMs, Spot or on-demand.
 
 Built on the real ``google.cloud.compute_v1`` REST client, imported lazily so that loading the
-plugin stays cheap. What it guarantees, and why:
+plugin stays cheap, and only as far as the engine uses it (``compute_lib``). What it
+guarantees, and why:
 
 - Every VM carries ``scheduling.max_run_duration`` (termination action DELETE): a coordinator
   that dies cannot leave VMs billing forever. Spot VMs are SPOT / DELETE / TERMINATE / no restart.

@@ -10,6 +10,7 @@ from typing import Any
 
 from expo_executor.engines.base import CreateFailed
 from expo_executor.engines.gce.answers import is_done, one_line, op_errors, quota_message
+from expo_executor.engines.gce.compute_lib import compute_types
 from expo_executor.engines.gce.config import Ask, Call
 from expo_executor.gcp.errors import SUMMARY_CODES
 
@@ -43,12 +44,12 @@ def group_errors(operations: Any, project: str, zone: str, op: Any, call: Call,
                  timeout: float) -> tuple[set[str], str] | None:
     """The error codes and messages of the instance operations of a bulk insert (its
     ``operationGroupId``); None if they cannot be read or say nothing more."""
-    from google.cloud import compute_v1
+    compute = compute_types()
 
     group = getattr(op, "operation_group_id", "")
     if not group:
         return None
-    request = compute_v1.ListZoneOperationsRequest(
+    request = compute.ListZoneOperationsRequest(
         project=project, zone=zone, filter=f'operationGroupId = "{group}"')
     try:
         ops = call(lambda: list(operations.list(request=request, retry=None,

@@ -10,6 +10,7 @@ from typing import Any
 from expo_executor.engines.base import Instance
 from expo_executor.engines.gce.answers import name_of
 from expo_executor.engines.gce.clients import make_clients
+from expo_executor.engines.gce.compute_lib import compute_types
 from expo_executor.engines.gce.config import (CALLS, POOL_LABEL, POOLS_BY_LABEL, RUN_LABEL,
                                               SLOTS_LABEL, Call, GceConfig)
 
@@ -26,9 +27,9 @@ def aggregated(client: Any, project: str, flt: str, timeout: float,
                fields: str | None = None) -> list[tuple[str, Any]]:
     """(zone, instance) for every instance matching ``flt``, all zones, all pages; ``fields``:
     only these fields of each (a partial response, asked for with ``X-Goog-FieldMask``)."""
-    from google.cloud import compute_v1
+    compute = compute_types()
 
-    request = compute_v1.AggregatedListInstancesRequest(project=project, filter=flt)
+    request = compute.AggregatedListInstancesRequest(project=project, filter=flt)
     metadata = [("x-goog-fieldmask", fields)] if fields else []
     found = [(name_of(scope), inst)
              for scope, scoped in client.aggregated_list(request=request, retry=None,
@@ -42,9 +43,9 @@ def aggregated(client: Any, project: str, flt: str, timeout: float,
 
 
 def zone_list(client: Any, project: str, zone: str, flt: str, timeout: float) -> list[Any]:
-    from google.cloud import compute_v1
+    compute = compute_types()
 
-    request = compute_v1.ListInstancesRequest(project=project, zone=zone, filter=flt)
+    request = compute.ListInstancesRequest(project=project, zone=zone, filter=flt)
     return list(client.list(request=request, retry=None, timeout=timeout))
 
 

@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 from expo_executor.engines.gce.answers import epoch, name_of, one_line
+from expo_executor.engines.gce.compute_lib import compute_types
 from expo_executor.engines.gce.config import PREEMPT_CLOCK_SLACK_S, PREEMPTED_OP, Call
 
 log = logging.getLogger(__name__)
@@ -48,9 +49,9 @@ class Preemptions:
         return found
 
     def _preemption_ops(self, zone: str) -> list[Any]:
-        from google.cloud import compute_v1
+        compute = compute_types()
 
-        request = compute_v1.ListZoneOperationsRequest(
+        request = compute.ListZoneOperationsRequest(
             project=self._project, zone=zone, filter=f'operationType = "{PREEMPTED_OP}"')
         return list(self._operations.list(request=request, retry=None, timeout=self._timeout))
 

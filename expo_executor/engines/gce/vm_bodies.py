@@ -12,6 +12,7 @@ from typing import Any
 
 from expo_executor.core.scheduler import Pool
 from expo_executor.core.shapes import comes_with_gpus
+from expo_executor.engines.gce.compute_lib import compute_types
 from expo_executor.engines.gce.config import (GPU_DRIVER_ATTRIBUTE, GPU_LABEL,
                                               MACHINE_LABEL, POOL_LABEL, POOL_LABEL_VALUES,
                                               RUN_LABEL, SLOTS_LABEL, WORKFLOW_LABEL, Ask,
@@ -49,81 +50,81 @@ class VmBodies:
         return labels
 
     def _metadata(self, ask: Ask) -> Any:
-        from google.cloud import compute_v1
+        compute = compute_types()
 
         values = worker_metadata(self.config.metadata, ask.slots)
         if ask.gpus:
             values[GPU_DRIVER_ATTRIBUTE] = "True"
-        return compute_v1.Metadata(items=[compute_v1.Items(key=k, value=v)
-                                          for k, v in values.items()])
+        return compute.Metadata(items=[compute.Items(key=k, value=v)
+                                       for k, v in values.items()])
 
     def _scheduling(self, ask: Ask) -> Any:
         """Spot or standard, capped at ``max_run_duration``. A VM with GPUs cannot live-migrate:
         the API wants TERMINATE on host maintenance for it, on-demand or not."""
-        from google.cloud import compute_v1
+        compute = compute_types()
 
-        cap = compute_v1.Duration(seconds=int(self.config.max_run_duration_s))
+        cap = compute.Duration(seconds=int(self.config.max_run_duration_s))
         if ask.pool is Pool.SPOT:
-            return compute_v1.Scheduling(provisioning_model="SPOT",
-                                         instance_termination_action="DELETE",
-                                         on_host_maintenance="TERMINATE",
-                                         automatic_restart=False, max_run_duration=cap)
-        return compute_v1.Scheduling(provisioning_model="STANDARD",
-                                     instance_termination_action="DELETE",
-                                     on_host_maintenance="TERMINATE" if ask.gpus else "MIGRATE",
-                                     automatic_restart=False, max_run_duration=cap)
+            return compute.Scheduling(provisioning_model="SPOT",
+                                      instance_termination_action="DELETE",
+                                      on_host_maintenance="TERMINATE",
+                                      automatic_restart=False, max_run_duration=cap)
+        return compute.Scheduling(provisioning_model="STANDARD",
+                                  instance_termination_action="DELETE",
+                                  on_host_maintenance="TERMINATE" if ask.gpus else "MIGRATE",
+                                  automatic_restart=False, max_run_duration=cap)
 
     def _disk(self, disk_type: str, ask: Ask) -> Any:
         """The boot disk: the shape's size (or the run's), from the GPU image for GPU VMs."""
-        from google.cloud import compute_v1
+        compute = compute_types()
 
         size = (ask.shape.disk_gb if ask.shape else 0) or self.config.disk_gb
         if ask.gpus:
             size = max(size, self.config.gpu_disk_gb)
             if self.config.gpu_image is None:  # the front ends refuse GPU rules without one
                 raise ValueError("GceConfig.gpu_image is needed for VMs with GPUs")
-        params = compute_v1.AttachedDiskInitializeParams(
+        params = compute.AttachedDiskInitializeParams(
             source_image=self.config.gpu_image if ask.gpus else self.config.image,
             disk_size_gb=int(size), disk_type=disk_type, labels=self._labels(ask))
-        return compute_v1.AttachedDisk(boot=True, auto_delete=True, type_="PERSISTENT",
-                                       initialize_params=params)
+        return compute.AttachedDisk(boot=True, auto_delete=True, type_="PERSISTENT",
+                                    initialize_params=params)
 
     def _accelerators(self, ask: Ask, zone: str | None) -> list[Any]:
         """``guestAccelerators`` for GPUs attached to an N1 VM (a zonal URL for an insert, the
         bare name for a bulk insert, as for machine types); none where the machine type comes
         with its GPUs (a2, g2, ...)."""
-        from google.cloud import compute_v1
+        compute = compute_types()
 
         shape = ask.shape
         if shape is None or not shape.gpus or comes_with_gpus(shape.machine_type):
             return []
         name = f"zones/{zone}/acceleratorTypes/{shape.gpu_type}" if zone else shape.gpu_type
-        return [compute_v1.AcceleratorConfig(accelerator_type=name,
-                                             accelerator_count=shape.gpu_count)]
+        return [compute.AcceleratorConfig(accelerator_type=name,
+                                          accelerator_count=shape.gpu_count)]
 
     def _nic(self, zone: str) -> Any:
         """The VM's interface in ``zone``: network and subnetwork as the API takes them (a bare
         subnetwork name completed in the zone's region), and an external IP unless told not."""
-        from google.cloud import compute_v1
+        compute = compute_types()
 
-        nic = compute_v1.NetworkInterface(**network_interface(
+        nic = compute.NetworkInterface(**network_interface(
             self.config.network, self.config.subnetwork, self.config.project, zone))
         if self.config.external_ip:
-            nic.access_configs = [compute_v1.AccessConfig(name="External NAT",
-                                                          type_="ONE_TO_ONE_NAT")]
+            nic.access_configs = [compute.AccessConfig(name="External NAT",
+                                                       type_="ONE_TO_ONE_NAT")]
         return nic
 
     def _service_accounts(self) -> list[Any]:
-        from google.cloud import compute_v1
+        compute = compute_types()
 
-        return [compute_v1.ServiceAccount(email=self.config.service_account or "default",
-                                          scopes=list(self.config.scopes))]
+        return [compute.ServiceAccount(email=self.config.service_account or "default",
+                                       scopes=list(self.config.scopes))]
 
     def instance(self, name: str, zone: str, ask: Ask) -> Any:
         """The body of a single insert: machine, disk and accelerator types as zonal URLs."""
-        from google.cloud import compute_v1
+        compute = compute_types()
 
-        return compute_v1.Instance(
+        return compute.Instance(
             name=name, machine_type=f"zones/{zone}/machineTypes/{self.machine(ask)}",
             labels=self._labels(ask), metadata=self._metadata(ask),
             disks=[self._disk(f"zones/{zone}/diskTypes/{self.config.disk_type}", ask)],
@@ -134,9 +135,9 @@ class VmBodies:
     def properties(self, ask: Ask, zone: str) -> Any:
         """The body of a bulk insert: machine, disk and accelerator types as bare names (URLs
         are refused)."""
-        from google.cloud import compute_v1
+        compute = compute_types()
 
-        return compute_v1.InstanceProperties(
+        return compute.InstanceProperties(
             machine_type=self.machine(ask), labels=self._labels(ask),
             metadata=self._metadata(ask), disks=[self._disk(self.config.disk_type, ask)],
             guest_accelerators=self._accelerators(ask, None),
