@@ -117,15 +117,17 @@ def host_pins(extra: str | None = "gce") -> list[str]:
                     "is no version to pin for the workers",
                     f"install it here, e.g. pip install -e '.[{extra or ''}]'",
                 ) from None
-        versions[key] = dist.version
+        metadata = dist.metadata  # parsed on each access: once per distribution here
+        versions[key] = metadata["Version"]
         done[key] = done.get(key, set()) | extras
         environments = [{"extra": e} for e in ("", *sorted(extras))]
-        for line in dist.requires or []:
+        label = f"{metadata['Name']} {metadata['Version']}"
+        for line in metadata.get_all("Requires-Dist") or dist.requires or []:  # or requires.txt
             req = Requirement(line)
             if key == _canonical(DIST) and _canonical(req.name) not in WORKER_NEEDS:
                 continue  # the host's alone
             if req.marker is None or any(req.marker.evaluate(env) for env in environments):
-                todo.append((req.name, set(req.extras), f"{dist.metadata['Name']} {dist.version}"))
+                todo.append((req.name, set(req.extras), label))
     versions.pop(_canonical(DIST), None)
     return [f"{name}=={version}" for name, version in sorted(versions.items())]
 
