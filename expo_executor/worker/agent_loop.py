@@ -38,6 +38,9 @@ from expo_executor.worker.wakeup import Wakeup
 FAST_WINDOW = 10  # polls at the fast rate after each change, before slowing down
 REAP_TICK = 0.1  # seconds between looks at running jobs (free: no request)
 SUPPLIED_SLOWDOWN = 2  # a worker holding a next job for every slot reads this much slower
+# A new worker's first assignment comes a coordinator round after its READY status (the
+# coordinator rounds every 0.25 s while its first VMs boot): read that fast until it comes
+FIRST_ASSIGNMENT_POLL_S = 0.25
 # A job's deadline times its command (worker/command_clock.py); its start-up and file staging
 # (Snakemake's imports and DAG, inputs fetched, outputs stored) have this allowance of their
 # own, so that a hung start-up still ends: as a failure that says so, never a timeout.
@@ -206,13 +209,16 @@ class Worker(CoordinatorContact, JobStarts, RunningJobs, ResultReports):
     def _inbox_interval(self) -> float:
         """Fast only while an assignment is likely: the worker reported since its last new
         inbox (the coordinator answers a report with the next job, when there is one), or a
-        slot is free with nothing held for it, and that change is recent. Otherwise slow: the
+        slot is free with nothing held for it, and that change is recent; fastest before the
+        worker's first job, which is on the run's way to its first result. Otherwise slow: the
         slots are busy, each with its next job held or nothing asked for, so only a
         cancellation could come (every read is a billed request, paid per worker)."""
         quiet = time.monotonic() - self.last_change > FAST_WINDOW * self.poll
         used = sum(r.spec.cpus for r in self.running.values())
         idle = used < self.slots and not self.pending
         asked = self.last_report > self.last_inbox
+        if not self.seen and not self.pending and not quiet:  # waiting for its first job
+            return min(self.poll, FIRST_ASSIGNMENT_POLL_S)
         if (asked or idle) and not quiet:
             return self.poll
         # every slot busy and holding its next job: only a cancel can come, and the held jobs

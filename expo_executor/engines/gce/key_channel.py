@@ -42,6 +42,11 @@ GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
 ISSUERS = ("https://accounts.google.com", "accounts.google.com")
 CERTS_TTL_S = 300.0  # Google rotates its keys over days; a miss refetches at once
 MAX_REQUEST_BYTES = 16 * 1024
+# The worker's first looks for its grant: the coordinator answers in its next round (every
+# 0.25 s while its first VMs boot), and nothing runs on the VM before the key comes. Then the
+# looks thin out to the slow poll: a few reads more per VM than looking at the poll.
+FIRST_KEY_POLL_S = 0.25
+FAST_KEY_LOOKS = 8  # 2 s of looks every FIRST_KEY_POLL_S
 
 
 def audience(bucket_url: str, public: bytes) -> str:
@@ -70,7 +75,8 @@ def obtain_key(bucket: Bucket, name: str, bucket_url: str, verify_key: bytes,
     ``identity(audience)`` is the metadata server's identity token (retried there). Bucket calls
     that fail are tried again with backoff; after ``give_up_after`` s without a key (the
     coordinator gone, or it refused this VM) this raises TimeoutError: the worker stops as it
-    does when its coordinator falls silent."""
+    does when its coordinator falls silent. It looks for the grant as often as
+    :func:`key_wait` says."""
     private, public = new_key_pair()
     request = json.dumps({"v": 1, "worker": name,
                           "public": base64.b64encode(public).decode(),
@@ -91,11 +97,21 @@ def obtain_key(bucket: Bucket, name: str, bucket_url: str, verify_key: bytes,
         except Exception as exc:  # noqa: BLE001 - the bucket layer retried already; wait more
             print(f"worker {name}: asking for its key (trying again): {type(exc).__name__}: "
                   f"{exc}", file=sys.stderr, flush=True)
-        sleep(max(poll, backoff_delay(attempt, base=poll, cap=slow_poll, rand=lambda: 1.0)))
+        sleep(key_wait(attempt, poll, slow_poll))
         attempt += 1
     raise TimeoutError(f"no answer from the coordinator within "
                        f"{give_up_after:.0f} s" + (f" (last answer refused: {last})"
                                                    if last else ""))
+
+
+def key_wait(attempt: int, poll: float, slow_poll: float) -> float:
+    """The wait before the worker's look number ``attempt + 1`` for its grant: every
+    ``FIRST_KEY_POLL_S`` for ``FAST_KEY_LOOKS`` looks, then doubling up to the slow poll."""
+    fast = min(poll, FIRST_KEY_POLL_S)
+    if attempt < FAST_KEY_LOOKS:
+        return fast
+    return backoff_delay(attempt - FAST_KEY_LOOKS + 1, base=fast, cap=max(poll, slow_poll),
+                         rand=lambda: 1.0)
 
 
 # -- the coordinator's side ---------------------------------------------------------------------

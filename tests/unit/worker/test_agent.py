@@ -23,7 +23,7 @@ from expo_executor.protocol.local_bucket import LocalBucket
 from expo_executor.protocol.records import (Inbox, JobSpec, PrunePoint, Pulse,
                                             ResultBatch, WorkerResult, WorkerStatus)
 from expo_executor.worker.agent import Worker
-from expo_executor.worker.agent_loop import SUPPLIED_SLOWDOWN
+from expo_executor.worker.agent_loop import FIRST_ASSIGNMENT_POLL_S, SUPPLIED_SLOWDOWN
 from expo_executor.worker.failure_reason import explain_failure
 from expo_executor.worker.running_jobs import RunningJob
 
@@ -205,6 +205,20 @@ def test_the_inbox_is_read_fast_only_while_an_answer_is_likely(tmp_path: Path) -
     assert worker._inbox_interval() == worker.slow_poll * SUPPLIED_SLOWDOWN
     worker.last_change = worker.last_report = time.monotonic()  # it reported: an answer comes
     assert worker._inbox_interval() == worker.poll
+
+
+def test_a_new_worker_reads_fastest_until_its_first_job_comes(tmp_path: Path) -> None:
+    """Its first assignment is on the run's way to its first result, and comes a coordinator
+    round after its READY status: read at FIRST_ASSIGNMENT_POLL_S, not at the poll (2 s on a
+    real run), until a job comes or the fast window passes with none."""
+    worker = Worker(LocalBucket(tmp_path / "bucket"), "w-1", 1, KEY, tmp_path / "vm",
+                    poll=2.0, slow_poll=15.0, zygote=False)
+    assert worker._inbox_interval() == FIRST_ASSIGNMENT_POLL_S < worker.poll
+    worker.seen.add("a")  # its first job came and ended: a free slot reads at the poll
+    assert worker._inbox_interval() == worker.poll
+    worker.seen.clear()
+    worker.last_change = time.monotonic() - 60  # nothing came in the fast window
+    assert worker._inbox_interval() == worker.slow_poll
 
 
 def test_only_a_newer_pulse_with_this_workers_own_tag_counts_as_contact(tmp_path: Path) -> None:
