@@ -30,7 +30,8 @@ class KeyRequests:
 
         A VM gets its key once: its worker asks before anything else runs there, so a later
         request comes from something else on the VM (a job can obtain that VM's identity
-        token too) and is refused."""
+        token too) and is refused. A VM granted its key is marked ``keyed``: its worker's
+        loop, and its READY status, come next (``observe._read_statuses``)."""
         from expo_executor.engines.gce.key_channel import MAX_REQUEST_BYTES, KeyRefused
 
         for vm in vms:
@@ -60,6 +61,7 @@ class KeyRequests:
             self.bucket.write(key_grant_key(vm.name), answer)
             self._answered[vm.name] = blob.generation
             self._granted.add(vm.name)
+            vm.keyed = True
 
     def forget(self, name: str) -> None:
         """VM ``name`` ended: nothing more to answer for it."""

@@ -36,17 +36,26 @@ class Observe:
 
     def _read_statuses(self, now: float) -> None:
         """Take in changed worker statuses: a worker that says it is ready becomes a slot
-        holder of the scheduler."""
+        holder of the scheduler. So does one granted its key this round (only a GCE worker
+        asks for one): it says READY next, with nothing in between, and its jobs assigned in
+        this round are in its inbox when it first reads it, a round sooner than after its
+        status."""
         for vm, status in self.channel.statuses(self.vms):
             if status is not None and vm.places.releases():
                 self._take_released(vm, status.released)
             if status is not None and status.state is WorkerState.READY and not vm.ready:
-                vm.ready, vm.ready_at = True, now
-                self.pools.vm_ready(vm.pool, vm.shape)
-                vm.idle_since = now
-                size = self.config.size(vm.shape)
-                self.scheduler.add_worker(vm.name, size.slots, size.mem_mb, pool=vm.pool,
-                                          shape=vm.shape)
+                self._vm_ready(vm, now)
+        for vm in self.vms:
+            if vm.keyed and not vm.ready:
+                self._vm_ready(vm, now)
+
+    def _vm_ready(self, vm: Vm, now: float) -> None:
+        vm.ready, vm.ready_at = True, now
+        self.pools.vm_ready(vm.pool, vm.shape)
+        vm.idle_since = now
+        size = self.config.size(vm.shape)
+        self.scheduler.add_worker(vm.name, size.slots, size.mem_mb, pool=vm.pool,
+                                  shape=vm.shape)
 
     def _take_released(self, vm: Vm, answers: dict[str, int]) -> None:
         """Held jobs its worker says it gave back unstarted, answering the requests it names:

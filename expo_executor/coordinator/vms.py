@@ -24,15 +24,17 @@ from expo_executor.core.shapes import Shape, ShapeSize
 
 @dataclass
 class Vm:
-    """One VM as the coordinator sees it: ready once its worker said so; ``places``: where
-    its jobs stand (assigned, asked back, being cancelled), from which its inbox is written
-    (:mod:`.places`)."""
+    """One VM as the coordinator sees it: ready once its worker said so, or once its worker
+    was granted its key (``keyed``: on GCE it says READY right after, and its first inbox
+    read may then hold its first jobs); ``places``: where its jobs stand (assigned, asked
+    back, being cancelled), from which its inbox is written (:mod:`.places`)."""
 
     name: str
     created: float
     pool: Pool
     shape: Shape | None = None  # a per-rule machine; None: the run's own
     ready: bool = False
+    keyed: bool = False  # its worker was granted its key (coordinator/key_requests.py)
     listed: bool = False  # a listing of the engine showed it alive once
     ready_at: float | None = None
     idle_since: float | None = None

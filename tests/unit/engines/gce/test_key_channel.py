@@ -223,3 +223,26 @@ def test_a_request_from_a_vm_whose_zone_is_not_known_yet_is_looked_at_again(
     zones[vm.name] = "europe-west1-b"  # a listing found it
     channel.statuses([vm])
     assert bucket.read(key_grant_key(vm.name)) is not None
+
+
+def test_a_vm_granted_its_key_gets_its_first_jobs_in_that_round(tmp_path: Path) -> None:
+    """Its worker says READY right after its key comes: the round that grants the key
+    assigns its jobs too, so that they are in its inbox at its first read, not a round
+    after its status."""
+    from expo_executor.coordinator.key_requests import KeyRequests
+    from tests.coordinator_rig import Rig
+
+    rig = Rig(tmp_path)
+    grantor, _ = _grantor()
+    rig.coordinator.channel.key_requests = KeyRequests(rig.bucket, grantor, rig.lines.append)
+    rig.submit("a")
+    rig.round()
+    name = rig.engine.calls[0][2][0]
+    rig.round()
+    assert rig.assigned(name) == set(), "no key asked for, no status: still booting"
+    _, public = worker_keys.new_key_pair()
+    token = ISSUER.token(audience(URL, public), **{**VM, "name": name})
+    rig.direct.write(key_request_key(name), _request(public, token, name))
+    rig.round()
+    assert rig.direct.read(key_grant_key(name)) is not None
+    assert rig.assigned(name) == {"a"}
