@@ -47,6 +47,7 @@ from expo_executor.frontends.snakemake.planned_rules import (Planned, auto_rules
 from expo_executor.frontends.snakemake.resource_args import (default_resources_arg,
                                                              set_resources_arg)
 from expo_executor.frontends.snakemake.run_budget import log_request_budget
+from expo_executor.frontends.snakemake.shipped_sources import check_gce_sharing
 from expo_executor.frontends.snakemake.temp_outputs import stored_outputs_args
 from expo_executor.protocol.keys import DEPLOY_DIR_ENV
 from expo_executor.settings.values import hardness_noise, with_default_slots
@@ -125,15 +126,13 @@ class Executor(RemoteExecutor, FrontEnd):
             self.workflow.scheduling_settings.scheduler, self.selection, self.logger.info)
 
     def _start_coordinator(self, settings: ExecutorSettings, expected: Demand):
-        """The run's coordinator thread, once the storage settings suit the engine, told
-        what the planned jobs will want (its first VMs' head start: head_start.py)."""
+        """The run's coordinator thread, once the storage settings suit the engine and the
+        jobs on its workers can load the workflow (``shipped_sources``), told what the planned
+        jobs will want (its first VMs' head start: head_start.py)."""
         storage = self.workflow.storage_settings
         try:
-            if settings.engine == EngineName.GCE and SharedFSUsage.INPUT_OUTPUT in storage.shared_fs_usage:
-                raise ExpoError("shared-fs-usage", "GCE workers share no file system with this "
-                                "machine", "set shared-fs-usage: none, default-storage-provider: "
-                                "gcs and default-storage-prefix: gs://BUCKET/PREFIX "
-                                "(profiles/gce-spot)")
+            if settings.engine == EngineName.GCE:
+                check_gce_sharing(self.workflow)
             return start_coordinator(settings, self.run_dir, self.state, self.logger.info,
                                      storage.default_storage_prefix, self.shapes, expected)
         except ExpoError as exc:
