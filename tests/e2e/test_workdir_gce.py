@@ -30,12 +30,20 @@ rule make:
 """
 
 
+def _run(folder: Path, fake, storage: str, *extra: str):  # noqa: ANN001, ANN202
+    """snakemake in ``folder`` (its sources in git, as shipped) on the emulated GCE path; the
+    process, and the run's bucket and prefix."""
+    gcs.git_init(folder)
+    args = emulated_args(fake, storage, None, *gcs.FAST_POLLS)
+    bucket, prefix = gcs.bucket(storage, args[args.index("--default-storage-prefix") + 1])
+    proc = run_snakemake(folder, *extra, *args, env=emulated_env(storage), timeout=600)
+    return proc, bucket, prefix
+
+
 def test_a_workdir_below_the_snakefile_is_refused_before_any_vm(
         tmp_path: Path, fake_compute, gcs_emulator) -> None:  # noqa: F811
     (tmp_path / "Snakefile").write_text(SNAKEFILE)
-    gcs.git_init(tmp_path)
-    args = emulated_args(fake_compute, gcs_emulator, None, *gcs.FAST_POLLS)
-    proc = run_snakemake(tmp_path, *args, env=emulated_env(gcs_emulator), timeout=300)
+    proc, _, _ = _run(tmp_path, fake_compute, gcs_emulator)
     assert proc.returncode != 0
     lines = [line for line in proc.stderr.splitlines() if "workdir: / --directory:" in line]
     assert len(lines) == 1 and "(../Snakefile)" in lines[0] and "fix:" in lines[0], \
@@ -46,10 +54,6 @@ def test_a_workdir_below_the_snakefile_is_refused_before_any_vm(
 def test_the_layout_it_advises_runs(tmp_path: Path, fake_compute, gcs_emulator) -> None:  # noqa: F811
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "Snakefile").write_text(SNAKEFILE)
-    gcs.git_init(tmp_path)
-    args = emulated_args(fake_compute, gcs_emulator, None, *gcs.FAST_POLLS)
-    bucket, prefix = gcs.bucket(gcs_emulator, args[args.index("--default-storage-prefix") + 1])
-    proc = run_snakemake(tmp_path, "-s", "sub/Snakefile", *args, env=emulated_env(gcs_emulator),
-                         timeout=600)
+    proc, bucket, prefix = _run(tmp_path, fake_compute, gcs_emulator, "-s", "sub/Snakefile")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert bucket.blob(f"{prefix}/out.txt").download_as_text() == "made\n"
