@@ -3,7 +3,8 @@ would move them through Snakemake's GCS storage plugin (frontends/snakemake/stag
 
 ``staged_job`` hands a spec whose stage says ``direct`` here. In the job's own directory
 (``root``, which stands for the working directory of the job's own snakemake) this unpacks the
-workflow's sources (``--deploy-sources``: the archive, checked against its sha256), fetches
+workflow's sources (``--deploy-sources``: the archive, checked against its sha256, downloaded
+once per VM: ``sources_archive``), fetches
 each input object to its local copy, removes the outputs' and logs' old objects (as
 ``Job.remove_existing_output`` does), makes their directories, runs the line, and stores each
 output (only when the command succeeded and left every one of them) and each log (always) in
@@ -20,6 +21,7 @@ came in the signed assignment.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tarfile
 import tempfile
@@ -28,11 +30,12 @@ from pathlib import Path
 
 from expo_executor.core.records import AttemptEnd
 from expo_executor.protocol.gcs_bucket import GcsBucket, parse_gs_url
+from expo_executor.protocol.keys import DEPLOY_DIR_ENV
 from expo_executor.worker.command_clock import STAMPS_ENV, stamp
 from expo_executor.worker.staged_checks import file_sha256, one_line, safe_relative
 
 Outcome = tuple[AttemptEnd, int | None, str | None]
-SOURCES = "sources.tar"  # the workflow's sources archive while it is checked and unpacked
+SOURCES_CACHE = "sources"  # the workflow's sources archives, one per version (by sha256)
 
 
 class Objects:
@@ -90,21 +93,44 @@ def local(base: Path, path: str) -> Path:
 def before(objects: Objects, stage: dict, base: Path) -> int:
     """Sources, inputs and directories in place, old outputs gone; returns the bytes read."""
     query, checksum = stage["sources"]
-    archive = base.parent / SOURCES  # beside the root: not a file of the job's
-    try:
-        moved = objects.download_to(query, archive)
-        if file_sha256(archive) != checksum:
-            raise ValueError(f"the workflow's sources {query} do not match their checksum")
-        with tarfile.open(archive, mode="r") as tar:
-            tar.extractall(base, filter="data")  # nothing outside base, no devices or links out
-    finally:
-        archive.unlink(missing_ok=True)
+    # the VM's deploy directory (one per VM) keeps each version of the sources; without one
+    # (a job run alone), the job's own directory, removed with it
+    cache = Path(os.environ.get(DEPLOY_DIR_ENV) or base.parent) / SOURCES_CACHE
+    archive, moved = sources_archive(objects, query, checksum, cache)
+    with tarfile.open(archive, mode="r") as tar:
+        tar.extractall(base, filter="data")  # nothing outside base, no devices or links out
     for path, url in stage["fetch"]:
         moved += fetch(objects, base, path, url)
     for path, url in [*stage["outputs"], *stage["logs"]]:
         objects.delete(url)  # absent is fine
         local(base, path).parent.mkdir(parents=True, exist_ok=True)
     return moved
+
+
+def sources_archive(objects: Objects, query: str, checksum: str,
+                    cache: Path) -> tuple[Path, int]:
+    """The workflow's sources archive ``query``, checked against its sha256 at each use, and
+    the bytes read for it: from ``cache`` when it holds that version, else downloaded into it.
+    A run's jobs share one version of the sources, so a VM downloads it once, not once a job
+    (a billed read and its latency on every job's way). A copy that no longer matches (a job
+    changed it: jobs run as the worker's user) is downloaded again; a download lands under its
+    name only once whole and checked, so jobs beside it never read half of one."""
+    if not re.fullmatch(r"[0-9a-f]{64}", checksum):
+        raise ValueError(f"the workflow's sources {query} have no sha256 checksum "
+                         f"({checksum!r})")
+    cached = cache / f"{checksum}.tar"
+    if cached.is_file() and file_sha256(cached) == checksum:
+        return cached, 0
+    cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+    part = cache / f"{checksum}.{os.getpid()}.part"
+    try:
+        moved = objects.download_to(query, part)
+        if file_sha256(part) != checksum:
+            raise ValueError(f"the workflow's sources {query} do not match their checksum")
+        os.replace(part, cached)
+    finally:
+        part.unlink(missing_ok=True)
+    return cached, moved
 
 
 def fetch(objects: Objects, base: Path, path: str, url: str) -> int:

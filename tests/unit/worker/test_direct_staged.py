@@ -99,7 +99,36 @@ def test_a_job_that_succeeds_stores_its_outputs_and_logs(tmp_path: Path, storage
     assert objects.objects["gs://b/wf/logs/a.log"] == b"logged\n"
     # the old objects went first, as Job.remove_existing_output removes them
     assert objects.deleted == ["gs://b/wf/out/a.txt", "gs://b/wf/logs/a.log"]
-    assert [p.name for p in tmp_path.iterdir()] == ["root"]  # the sources' archive is gone
+    # no deploy directory (a job alone): the archive is kept beside the root, in the job's own
+    # directory that the worker removes with it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root", "sources"]
+
+
+def test_a_vm_downloads_each_version_of_the_sources_once(tmp_path: Path, storage,
+                                                          monkeypatch) -> None:
+    """The jobs of a run share one version of the sources: the VM's deploy directory keeps
+    it, checked at each use; a copy that no longer matches is downloaded again."""
+    objects, archive = storage
+    reads: list[str] = []
+    download = objects.download_to
+
+    def counted(url: str, path: Path) -> int:
+        reads.append(url)
+        return download(url, path)
+
+    objects.download_to = counted  # type: ignore[method-assign]
+    monkeypatch.setenv(direct_staged.DEPLOY_DIR_ENV, str(tmp_path / "deploy"))
+    for job in ("j1", "j2"):
+        objects.objects["gs://b/wf/in.txt"] = b"input\n"
+        assert direct_staged.run(_spec(archive), tmp_path / job / "root", _line(0),
+                                 objects)[0] is AttemptEnd.SOLVED
+    assert reads.count(SOURCES) == 1
+    cached = tmp_path / "deploy" / "sources" / f"{hashlib.sha256(archive).hexdigest()}.tar"
+    assert cached.read_bytes() == archive and not list(cached.parent.glob("*.part"))
+    cached.write_bytes(b"changed by a job")
+    assert direct_staged.run(_spec(archive), tmp_path / "j3" / "root", _line(0),
+                             objects)[0] is AttemptEnd.SOLVED
+    assert reads.count(SOURCES) == 2 and cached.read_bytes() == archive
 
 
 def test_a_failed_job_stores_its_logs_and_no_output(tmp_path: Path, storage) -> None:
