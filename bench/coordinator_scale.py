@@ -202,9 +202,11 @@ class Fleet:
         from types import SimpleNamespace
         now = time.monotonic()
         # what Worker._inbox_interval looks at, kept as the agent keeps it
+        seen: set[str] = set()  # the jobs it ever started (the agent's ``seen``)
         agent = SimpleNamespace(poll=POLL, slow_poll=SLOW_POLL, slots=1, running={},
-                                pending={}, last_change=now, last_inbox=0.0, last_report=0.0)
-        self.alive[name] = {"seq": 0, "generation": None, "seen": set(), "unsent": [],
+                                pending={}, last_change=now, last_inbox=0.0, last_report=0.0,
+                                seen=seen)
+        self.alive[name] = {"seq": 0, "generation": None, "seen": seen, "unsent": [],
                             "contact": None, "key": worker_signing_key(name), "agent": agent,
                             "pulse_seq": -1, "pulse_read": 0.0}
         self.push(time.time() + self.random.uniform(1, 5), "boot", name)
