@@ -5,10 +5,13 @@ Snakemake's log, not by timing (the time a selection takes: bench/ctrl_c.py and 
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from tests.helpers import SNAKEMAKE, interruptible, processes_under, wait_until
 
@@ -42,10 +45,13 @@ def test_each_selection_hands_over_every_ready_job_that_fits_in_one_pass(
     (tmp_path / "Snakefile").write_text(SNAKEFILE)
     log = tmp_path / "snakemake.log"
     with log.open("w") as err:
+        # a Ctrl-C that does not end the run shows where it is stuck: SIGABRT makes Python's
+        # faulthandler write every thread's stack into the log (below)
         proc = subprocess.Popen([SNAKEMAKE, "--executor", "expocloud", "-j", str(JOBS),
                                  "--verbose", "--expocloud-status-interval", "0.5"],
                                 cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err,
-                                preexec_fn=interruptible)
+                                preexec_fn=interruptible,
+                                env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     try:
         # both selections, and Snakemake's own line after each (it logs it after ours: a
         # SIGINT between the two would leave its second one out)
@@ -53,7 +59,12 @@ def test_each_selection_hands_over_every_ready_job_that_fits_in_one_pass(
                           len(SNAKEMAKES.findall(log.read_text())))
         assert wait_until(lambda: min(logged()) >= 2, timeout=180), log.read_text()[-3000:]
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            proc.wait(timeout=10)
+            pytest.fail(f"still running 60 s after Ctrl-C: {log.read_text()[-6000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
