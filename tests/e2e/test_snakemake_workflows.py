@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from expo_executor.emulator.compute import FakeCompute
 from tests import snakemake_suite as suite
 from tests import snakemake_suite_gcs as gcs
 from tests.emulated_gce import emulated_args, emulated_env, fake_compute  # noqa: F401
@@ -88,8 +89,9 @@ LEFT_OUT = {  # near the ones run, and why not (Snakemake 9.27.1, measured on th
     "('local'): Job.updated gives a job in a group job its GroupJob.jobid, a UUID, and "
     "'local' only where there are no group jobs (local execution: Rule.group is None); the ids "
     "are fixed in the main process's DAG before Snakemake creates the executor, so no "
-    "executor can give 'local' (cluster-generic fails it the same way; Snakemake's own "
-    "test_groupid_expand_cluster expects UUIDs; docs/snakemake-on-gce.md)",
+    "executor can give 'local' (cluster-generic fails it the same way). Its remote twin, "
+    "test_groupid_expand_cluster (the same Snakefile, the UUIDs expected), passes on both "
+    "engines: test_group_ids_are_snakemakes_remote_ones; docs/snakemake-on-gce.md",
     "test_pipes_fail": "plain snakemake hangs on it here (no result within 240 s)",
     "test_params_pickling, test_directory2": "plain snakemake fails them here",
     "test_benchmark, test_benchmark_jsonl": "need stress-ng, not installed",
@@ -133,32 +135,64 @@ def _plain(tests_dir: Path, case: suite.Case, tmp_path: Path) -> None:
         pytest.skip(f"plain snakemake does not pass {case.test} here: {problem[:300]}")
 
 
+def _local_engine_problem(tests_dir: Path, case: suite.Case, tmp_path: Path) -> str:
+    """The case through ``--executor expocloud`` on the local engine: '' when it passes."""
+    workdir = suite.copy_case(tests_dir, case, tmp_path / "expocloud")
+    proc = run_snakemake(workdir, "--executor", "expocloud", "--jobs", "10",
+                         "--expocloud-idle-timeout", "1", *case.args())
+    return suite.verdict(tests_dir, case, workdir, proc)
+
+
+def _emulated_gce_problem(tests_dir: Path, case: suite.Case, tmp_path: Path,
+                          compute: FakeCompute, storage: str) -> str:
+    """The case through profiles/gce-emulated, files through the emulated bucket, judged on
+    what it stored: '' when it passes."""
+    workdir = suite.copy_case(tests_dir, case, tmp_path / "expocloud")
+    gcs.git_init(workdir)
+    # the profile as it is (GCE's default slots: a job beyond them gets a machine of its own)
+    args = emulated_args(compute, storage, None, *gcs.FAST_POLLS, *case.args())
+    bucket, prefix = gcs.bucket(storage, args[args.index("--default-storage-prefix") + 1])
+    gcs.stage_inputs(workdir, bucket, prefix)
+    proc = run_snakemake(workdir, *args, env=emulated_env(storage), timeout=600)
+    results = tmp_path / "results"
+    gcs.fetch_results(tests_dir, case, bucket, prefix, results)
+    return gcs.storage_verdict(tests_dir, case, workdir, results, proc)
+
+
 @pytest.mark.parametrize("test", LOCAL)
 def test_local_engine(test: str, tests_dir: Path, cases: dict[str, suite.Case],
                       tmp_path: Path) -> None:
     case = cases[test]
     _plain(tests_dir, case, tmp_path)
-    workdir = suite.copy_case(tests_dir, case, tmp_path / "expocloud")
-    proc = run_snakemake(workdir, "--executor", "expocloud", "--jobs", "10",
-                         "--expocloud-idle-timeout", "1", *case.args())
-    problem = suite.verdict(tests_dir, case, workdir, proc)
+    problem = _local_engine_problem(tests_dir, case, tmp_path)
     assert not problem, problem
 
 
 @pytest.mark.parametrize("test", GCE)
 def test_emulated_gce(test: str, tests_dir: Path, cases: dict[str, suite.Case], tmp_path: Path,
                       fake_compute, gcs_emulator) -> None:  # noqa: F811
-    case = cases[test]
-    workdir = suite.copy_case(tests_dir, case, tmp_path / "expocloud")
-    gcs.git_init(workdir)
-    # the profile as it is (GCE's default slots: a job beyond them gets a machine of its own)
-    args = emulated_args(fake_compute, gcs_emulator, None, *gcs.FAST_POLLS, *case.args())
-    bucket, prefix = gcs.bucket(gcs_emulator, args[args.index("--default-storage-prefix") + 1])
-    gcs.stage_inputs(workdir, bucket, prefix)
-    proc = run_snakemake(workdir, *args, env=emulated_env(gcs_emulator), timeout=600)
-    results = tmp_path / "results"
-    gcs.fetch_results(tests_dir, case, bucket, prefix, results)
-    problem = gcs.storage_verdict(tests_dir, case, workdir, results, proc)
+    problem = _emulated_gce_problem(tests_dir, cases[test], tmp_path, fake_compute,
+                                    gcs_emulator)
+    assert not problem, problem
+
+
+@pytest.mark.parametrize("engine", ["local", "gce"])
+def test_group_ids_are_snakemakes_remote_ones(engine: str, tests_dir: Path,
+                                              cases: dict[str, suite.Case], tmp_path: Path,
+                                              request: pytest.FixtureRequest) -> None:
+    """An input function's ``groupid`` is what Snakemake gives a remote group job: the UUID
+    of the group's last job. Snakemake's suite asks for it in test_groupid_expand_cluster,
+    the remote twin of test_groupid_expand_local (same Snakefile; 'local' is the id only
+    where groups are ignored, i.e. local execution). Plain Snakemake cannot pass this twin,
+    Snakemake's own cluster-generic executor does (docs/snakemake-on-gce.md), and so must
+    expocloud, whose runs are remote on both engines."""
+    case = cases["test_groupid_expand_cluster"]
+    if engine == "local":
+        problem = _local_engine_problem(tests_dir, case, tmp_path)
+    else:
+        problem = _emulated_gce_problem(tests_dir, case, tmp_path,
+                                        request.getfixturevalue("fake_compute"),
+                                        request.getfixturevalue("gcs_emulator"))
     assert not problem, problem
 
 
