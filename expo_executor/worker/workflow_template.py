@@ -1,30 +1,41 @@
-"""Workflow templates: a process per loaded Snakemake workflow, forked by the job runner's
-zygote (worker/zygote.py), that forks that workflow's jobs so that none of them loads it again
-(worker/loaded_workflow.py says what is loaded and how a job adopts it).
+"""Workflow templates: a process per loaded Snakemake workflow that forks that workflow's jobs
+so that none of them loads it again (worker/loaded_workflow.py says what is loaded and how a
+job adopts it).
 
-A trivial job forked from the zygote still spent most of its CPU in Snakemake: parsing its
-arguments, compiling the Snakefile and running its top-level code, before building its one-job
-DAG. The zygote keeps :class:`Templates`, one per job directory and environment (a worker runs
-one workflow's jobs). The first job of a workflow starts its template and is forked from the
-zygote as before, as is every job while the template loads; once it is ready, each job is
-forked from it. A template:
+A trivial job forked from the job runner's zygote (worker/zygote.py) still spent most of its CPU
+in Snakemake: parsing its arguments, compiling the Snakefile and running its top-level code,
+before building its one-job DAG. The zygote keeps :class:`Templates`, one per job directory and
+environment (a worker runs one workflow's jobs).
 
-- is forked with ``CLONE_PARENT`` like a job (worker/sibling_fork.py), so that the jobs it
-  forks are the agent's children; the zygote tells the agent its pid (``"helpers"``), and the
-  agent reaps it;
-- loads the workflow with the first job's arguments, its output going nowhere (a job's own
-  load, should it need one, reports in the job's log);
+**The template is born in its workflow's first job.** The zygote forks that job as a *first
+job* (:func:`first_job_process`): it takes on the job's session, log, environment and
+directory, loads the workflow with the job's arguments, forks the template from itself, and
+then runs as the job, adopting the workflow it loaded. So the Snakefile's top-level code runs
+once for that job, in its process, before the job prepares its outputs, exactly where the job's
+own ``snakemake`` would run it (and its output is in the job's log). A template that loaded
+beside the job instead ran the top-level code again at a moment of its own: after the job had
+removed its old outputs, code that recreates a missing file when the workflow loads (Snakemake's
+test_protected_symlink_output) undid the removal, and the job failed now and then. Every job
+asked for while the first one loads is forked from the zygote as before and loads itself, as a
+job of any remote executor does; once the template is ready, each job is forked from it. A
+template:
+
+- is forked with ``CLONE_PARENT`` like a job (worker/sibling_fork.py), so that it and the jobs
+  it forks are the agent's children; it leaves the first job's session at once (a timeout or
+  cancel of that job ends its session), and the zygote tells the agent its pid
+  (``"helpers"``), and the agent reaps it;
 - before each fork checks that nothing the load read has changed: a changed Snakefile (a new
-  source version) ends it, and the zygote starts another, at most :data:`MAX_LOADS` times per
-  workflow;
-- talks to the zygote over a socket pair, one JSON object a line: ``{"ready": true}`` or
-  ``{"failed": why}`` once loaded, then for each request ``{"pid": N}``, ``{"error": why}`` or
-  ``{"stale": why}`` (it ends after that one);
+  source version) ends it, and the job that finds it so is the first job of another, at most
+  :data:`MAX_LOADS` times per workflow;
+- talks to the zygote over a socket pair, one JSON object a line: ``{"ready": true, "pid": N}``
+  once forked (or the first job's ``{"failed": why}``), then for each request ``{"pid": N}``,
+  ``{"error": why}`` or ``{"stale": why}`` (it ends after that one);
 - ends when the zygote closes its end (or goes).
 
-Anything that goes wrong makes the job run as before, forked from the zygote: the zygote
-gives the agent one line for its log when it gives up on a workflow's template.
-``EXPOCLOUD_LOADED_WORKFLOW=0`` in the worker's environment turns templates off.
+Anything that goes wrong makes the job run as before (a first job whose load fails runs its
+command line whole, which says why in its log): the zygote gives the agent one line for its
+log when it gives up on a workflow's template. ``EXPOCLOUD_LOADED_WORKFLOW=0`` in the worker's
+environment turns templates off.
 """
 
 from __future__ import annotations
@@ -36,18 +47,34 @@ import os
 import select
 import socket
 import sys
-import tempfile
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from expo_executor.worker.command_clock import STAMPS_ENV
-from expo_executor.worker.loaded_workflow import LoadFailed, install, load, release, stale
+from expo_executor.worker.loaded_workflow import (LoadFailed, Loaded, install, load,
+                                                    release, stale)
 from expo_executor.worker.sibling_fork import single_threaded, spawn_sibling
 
 LOADED_ENV = "EXPOCLOUD_LOADED_WORKFLOW"  # "0": every job loads its workflow itself
 MAX_TEMPLATES = 2  # alive at once: the oldest goes first
 MAX_LOADS = 4  # per workflow: one whose files keep changing is not loaded again
+ENDED = "ended"  # a template's state when its first job ended before the template was born
 
-JobBody = Callable[[dict[str, Any]], int]
+
+
+@dataclass(frozen=True)
+class JobRunner:
+    """How the zygote runs a job in the process it forked (worker/zygote.py), in two steps, so
+    that a first job can load its workflow between them (:func:`first_job_process`)."""
+
+    enter: Callable[[dict[str, Any]], None]  # the job's session, log, environment, directory
+    run: Callable[[list[list[str]]], int]  # its chain of commands; its exit status
+    as_main: Callable[[list[str]], None]  # sys.argv, sys.path as ``python -m snakemake``
+
+    def __call__(self, request: dict[str, Any]) -> int:
+        """A job's whole life in its forked process: its exit status."""
+        self.enter(request)
+        return self.run(request["chain"])
 
 
 def template_key(request: dict[str, Any]) -> str | None:
@@ -66,20 +93,26 @@ def template_key(request: dict[str, Any]) -> str | None:
 
 
 class Template:
-    """The zygote's handle of one template process."""
+    """The zygote's handle of one template, from its first job's fork on."""
 
-    def __init__(self, key: str, pid: int, sock: socket.socket) -> None:
+    def __init__(self, key: str, sock: socket.socket) -> None:
         self.key = key
-        self.pid = pid
         self.sock = sock
         self.reader = sock.makefile("rb")
         self.state: bool | str | None = None  # True: ready; a string: why it failed
+        self.pid: int | None = None  # known once it is ready
 
     def poll(self) -> bool | str | None:
-        """Whether it is ready, without waiting: None while it loads."""
+        """Whether it is ready, without waiting: None while its first job loads, ENDED when
+        that job ended first (killed by its timeout or a cancel, say)."""
         if self.state is None and select.select([self.sock], [], [], 0)[0]:
-            reply = self._read() or {"failed": "it ended while loading"}
-            self.state = True if reply.get("ready") else str(reply.get("failed"))
+            reply = self._read()
+            if reply is None:
+                self.state = ENDED
+            elif reply.get("ready"):
+                self.state, self.pid = True, int(reply["pid"])
+            else:
+                self.state = str(reply.get("failed"))
         return self.state
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any] | None:
@@ -108,14 +141,11 @@ class Template:
 
 class Templates:
     """The zygote's templates, by :func:`template_key`. ``channel``: the zygote's own
-    descriptors, which no template keeps; ``job_process``: a job's life in its fork;
-    ``as_main``: ``sys.argv`` and ``sys.path`` as ``python -m snakemake ARGS`` has them."""
+    descriptors, which no template keeps; ``runner``: a job's life in its fork."""
 
-    def __init__(self, channel: tuple[int, ...], job_process: JobBody,
-                 as_main: Callable[[list[str]], None]) -> None:
+    def __init__(self, channel: tuple[int, ...], runner: JobRunner) -> None:
         self.channel = channel
-        self.job_process = job_process
-        self.as_main = as_main
+        self.runner = runner
         self.wanted = os.environ.get(LOADED_ENV, "1") != "0"
         self.by_key: dict[str, Template] = {}
         self.loads: dict[str, int] = {}
@@ -124,28 +154,33 @@ class Templates:
         self.notes: list[str] = []
 
     def spawn(self, request: dict[str, Any]) -> dict[str, Any] | None:
-        """The job forked by its workflow's ready template; None: fork it as before (and
-        start the template if there is none)."""
+        """The job forked by its workflow's ready template, or forked as the first job of a
+        new one; None: fork it as before (its workflow has no template, or one still in its
+        first job's load)."""
         key = template_key(request) if self.wanted else None
         if key is None or key in self.refused:
             return None
         template = self.by_key.get(key)
         if template is None:
-            self._start(key, request)
-            return None
+            return self._first_job(key, request)
         state = template.poll()
         if state is None:
             return None
+        if state == ENDED:  # not the workflow's fault: this job loads it again
+            self._drop(template, None)
+            return self._first_job(key, request)
         if state is not True:
             self._drop(template, f"not using a loaded workflow (could not load it: {state}): "
                        "its jobs load the workflow themselves", refuse=True)
             return None
+        if template.pid is not None:
+            self.helpers.append(template.pid)
+            template.pid = None  # told once
         reply = template.ask(request)
         if reply is None or "stale" in reply:
             self._drop(template, f"loading the workflow again: {reply['stale']}" if reply
                        else "a workflow template ended; loading the workflow again")
-            self._start(key, request)  # the new version, for the jobs after this one
-            return None
+            return self._first_job(key, request)  # the new version, loaded by this job
         return reply if "pid" in reply else None
 
     def fds(self) -> list[int]:
@@ -159,18 +194,20 @@ class Templates:
         self.helpers, self.notes = [], []
         return news
 
-    def _start(self, key: str, request: dict[str, Any]) -> None:
+    def _first_job(self, key: str, request: dict[str, Any]) -> dict[str, Any] | None:
+        """Fork the job as its workflow's first job, which loads the workflow and forks the
+        template from itself; None when it may not (then it is forked as before)."""
         self.loads[key] = self.loads.get(key, 0) + 1
         if self.loads[key] > MAX_LOADS:
             self.refused.add(key)
-            self.notes.append(f"its workflow's files changed {MAX_LOADS} times: its jobs load "
-                              "the workflow themselves from now on")
-            return
+            self.notes.append(f"its workflow was loaded for a template {MAX_LOADS} times (its "
+                              "files kept changing): its jobs load the workflow themselves "
+                              "from now on")
+            return None
         while len(self.by_key) >= MAX_TEMPLATES:
             self._drop(next(iter(self.by_key.values())), None)
         ours, theirs = socket.socketpair()
-        body = functools.partial(template_process, theirs, job_process=self.job_process,
-                                 as_main=self.as_main)
+        body = functools.partial(first_job_process, theirs, runner=self.runner)
         inherited = (*self.channel, *self.fds(), ours.fileno())
         reply = spawn_sibling(body, request, inherited)
         theirs.close()
@@ -179,9 +216,9 @@ class Templates:
             self.notes.append(f"could not start a workflow template ({reply.get('error')}): "
                               "jobs load the workflow themselves")
             self.refused.add(key)
-            return
-        self.by_key[key] = Template(key, reply["pid"], ours)
-        self.helpers.append(reply["pid"])
+            return None
+        self.by_key[key] = Template(key, ours)
+        return reply
 
     def _drop(self, template: Template, note: str | None, refuse: bool = False) -> None:
         template.close()
@@ -192,46 +229,61 @@ class Templates:
             self.notes.append(note)
 
 
-def template_process(sock: socket.socket, request: dict[str, Any], *, job_process: JobBody,
-                     as_main: Callable[[list[str]], None]) -> int:
-    """A template's life: load the workflow of the first job's request, then fork jobs."""
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.close(null)
-    os.environ.clear()
-    os.environ.update({k: v for k, v in request["env"].items() if k != STAMPS_ENV})
-    tempfile.tempdir = None
-    os.chdir(request["cwd"])
+def first_job_process(sock: socket.socket, request: dict[str, Any], *,
+                      runner: JobRunner) -> int:
+    """A workflow's first job: it loads the workflow as the job, forks the template from
+    itself, then runs as the job with the workflow it loaded; its exit status."""
+    runner.enter(request)  # its session, log, environment and directory, as any job's
+    home = os.getcwd()
     chain = request["chain"]
     for step in chain[:-1]:
         os.chdir(step[1])
     args = chain[-1][1:]
-    as_main(args)
-
-    def say(message: dict[str, Any]) -> None:
-        sock.sendall(json.dumps(message).encode() + b"\n")
-
+    runner.as_main(args)
     try:
-        loaded = load(args)
+        loaded = load(args)  # its output is the job's: the job's log
     except LoadFailed as exc:
-        say({"failed": str(exc)})
-        return 0
+        _say(sock, {"failed": str(exc)})
+        sock.close()
+        os.chdir(home)
+        return runner.run(chain)  # its own command line says what went wrong
+    born = spawn_sibling(functools.partial(template_process, sock, runner=runner), loaded, ())
+    if "pid" not in born:
+        _say(sock, {"failed": born.get("error")})
+    sock.close()  # the template's, from now on
+    install(loaded, _to_job_log)
+    os.chdir(home)
+    return runner.run(chain)
+
+
+def template_process(sock: socket.socket, loaded: Loaded, *, runner: JobRunner) -> int:
+    """A template's life, forked from its first job once that job loaded the workflow: leave
+    the job (its session, its log, its stamps), then fork jobs."""
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    os.environ.pop(STAMPS_ENV, None)
     try:
         install(loaded, _to_job_log)
         gc.collect()
         gc.freeze()  # as in the zygote: a job's collections do not walk (and copy) the load
         if not single_threaded():
-            say({"failed": "loading the workflow started threads: forking is not safe"})
+            _say(sock, {"failed": "loading the workflow started threads: forking is not safe"})
             return 0
-        say({"ready": True})
-        _serve(sock, loaded, job_process)
+        _say(sock, {"ready": True, "pid": os.getpid()})
+        _serve(sock, loaded, runner)
     finally:
         release(loaded)
     return 0
 
 
-def _serve(sock: socket.socket, loaded: Any, job_process: JobBody) -> None:
+def _say(sock: socket.socket, message: dict[str, Any]) -> None:
+    sock.sendall(json.dumps(message).encode() + b"\n")
+
+
+def _serve(sock: socket.socket, loaded: Loaded, runner: JobRunner) -> None:
     """Fork a job per request, while what the workflow's load read is unchanged."""
     for line in sock.makefile("rb"):
         try:
@@ -241,10 +293,10 @@ def _serve(sock: socket.socket, loaded: Any, job_process: JobBody) -> None:
         else:
             why = stale(loaded)
             if why is not None:
-                sock.sendall(json.dumps({"stale": why}).encode() + b"\n")
+                _say(sock, {"stale": why})
                 return
-            reply = spawn_sibling(job_process, request, (sock.fileno(),))
-        sock.sendall(json.dumps(reply).encode() + b"\n")
+            reply = spawn_sibling(runner, request, (sock.fileno(),))
+        _say(sock, reply)
 
 
 def _to_job_log(line: str) -> None:

@@ -24,9 +24,9 @@ The zygote forks only while it has no other thread (a fork copies one thread, an
 another held stays locked in the child): it refuses a request otherwise. It holds no job and
 grows with none: its children are the agent's. It ends when the agent closes its stdin.
 
-A Snakemake job whose workflow has a template ready (worker/workflow_template.py: a process the
-zygote forked that has loaded that workflow once) is forked from the template instead, and
-does not load its workflow again (worker/loaded_workflow.py).
+A Snakemake job whose workflow has a template ready (worker/workflow_template.py: a process
+that has loaded that workflow once, forked from the workflow's first job) is forked from the
+template instead, and does not load its workflow again (worker/loaded_workflow.py).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from typing import IO, Any, Callable
 from expo_executor.processes.private_files import private_output
 from expo_executor.worker import command_clock, staged_job
 from expo_executor.worker.sibling_fork import exit_with, spawn_sibling
-from expo_executor.worker.workflow_template import Templates
+from expo_executor.worker.workflow_template import JobRunner, Templates
 
 TEST_ENTRY = "expocloud-test-exit"  # a chain step that exits at once (memory tests)
 # where OpenBLAS reads its thread count at load, in this order
@@ -146,21 +146,27 @@ def spawn(request: dict[str, Any], channel: tuple[int, int],
     (with the pids of templates started and any line for the agent's log)."""
     reply = templates.spawn(request)
     if reply is None:
-        reply = spawn_sibling(job_process, request, (*channel, *templates.fds()))
+        reply = spawn_sibling(JOB, request, (*channel, *templates.fds()))
     return {**reply, **templates.news()}
 
 
-def job_process(request: dict[str, Any]) -> int:
-    """The forked job's life: its own session, stdio, directory and environment, then its
-    chain of commands; its exit status."""
+def enter_job(request: dict[str, Any]) -> None:
+    """A forked job's first step: its own session, stdio, directory and environment (its
+    chain of commands comes next: :func:`run_job_chain`)."""
     os.setsid()
     _redirect(request["log"])
     os.environ.clear()
     os.environ.update(request["env"])
-    restore_blas(os.environ)
     tempfile.tempdir = None  # found again from the job's own TMPDIR
     os.chdir(request["cwd"])
-    return run_chain(request["chain"])
+
+
+def run_job_chain(chain: list[list[str]]) -> int:
+    """A forked job's second step, once it has entered: OpenBLAS's threads as the job's own
+    process would have them (started only now: a first job forks its workflow's template
+    before, which it may not with other threads), then its chain of commands."""
+    restore_blas(os.environ)
+    return run_chain(chain)
 
 
 def _redirect(log: str) -> None:
@@ -228,10 +234,14 @@ def as_main(args: list[str]) -> None:
     sys.argv = [_main_path(), *args]  # as runpy leaves it for ``-m snakemake``
     sys.path[0] = os.getcwd()  # what ``python -m`` puts first
 
+
 def _main_path() -> str:
     import snakemake  # not snakemake.__main__: importing that runs Snakemake
 
     return os.path.join(os.path.dirname(snakemake.__file__), "__main__.py")
+
+
+JOB = JobRunner(enter_job, run_job_chain, as_main)  # a job's life in the process forked for it
 
 
 def _exit_code(code: object) -> int:
@@ -247,7 +257,7 @@ def _exit_code(code: object) -> int:
 def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
     """Answer requests until the agent closes its end."""
     channel = (requests.fileno(), replies.fileno())
-    templates = Templates(channel, job_process, as_main)
+    templates = Templates(channel, JOB)
     _say(replies, {"ready": True})
     for line in requests:
         try:
