@@ -78,3 +78,48 @@ def test_without_it_asyncio_waits_for_the_coroutines_next_await() -> None:
     """The premise: Python's own handler lets the busy stretch run to its end."""
     lines, _ = _interrupt_busy("python", 2.0)
     assert lines[:2] == ["busy", "busy to the end"]
+
+
+# Snakemake's own log handler writes a line; the Ctrl-C comes while it does (its stream raises
+# SIGINT from inside the write, the moment a user's Ctrl-C may come at).
+WHILE_LOGGING = textwrap.dedent("""
+    import logging, signal, sys, time
+    from snakemake.logging import ColorizingTextHandler
+    from expo_executor.frontends.process_exit import interrupt_at_once
+    if sys.argv[1] == "ours":
+        interrupt_at_once()
+    class Terminal:
+        def write(self, text):  # the line, then its end
+            sys.stdout.write(text)
+            if text == "\\n":
+                signal.raise_signal(signal.SIGINT)
+        def flush(self):
+            sys.stdout.flush()
+    log = logging.getLogger("probe")
+    log.propagate = False
+    log.addHandler(ColorizingTextHandler(nocolor=True, stream=Terminal()))
+    try:
+        log.warning("a job's line")
+        end = time.monotonic() + float(sys.argv[2])
+        while time.monotonic() < end:
+            time.sleep(0.01)
+        print("never interrupted", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted after the line", flush=True)
+""")
+
+
+def _interrupt_logging(handler: str, wait_s: float) -> list[str]:
+    proc = subprocess.run([sys.executable, "-c", WHILE_LOGGING, handler, str(wait_s)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120,
+                          preexec_fn=interruptible)
+    return proc.stdout.splitlines()
+
+
+def test_ctrl_c_while_snakemake_logs_still_stops_the_run() -> None:
+    assert _interrupt_logging("ours", 60.0) == ["a job's line", "interrupted after the line"]
+
+
+def test_without_it_snakemakes_log_handler_drops_the_ctrl_c() -> None:
+    """The premise: with Python's own handler the interrupt is lost inside the handler."""
+    assert _interrupt_logging("python", 2.0) == ["a job's line", "never interrupted"]
