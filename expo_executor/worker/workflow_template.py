@@ -61,7 +61,6 @@ MAX_LOADS = 4  # per workflow: one whose files keep changing is not loaded again
 ENDED = "ended"  # a template's state when its first job ended before the template was born
 
 
-
 @dataclass(frozen=True)
 class JobRunner:
     """How the zygote runs a job in the process it forked (worker/zygote.py), in two steps, so
@@ -173,9 +172,7 @@ class Templates:
             self._drop(template, f"not using a loaded workflow (could not load it: {state}): "
                        "its jobs load the workflow themselves", refuse=True)
             return None
-        if template.pid is not None:
-            self.helpers.append(template.pid)
-            template.pid = None  # told once
+        self._tell_pid(template)
         reply = template.ask(request)
         if reply is None or "stale" in reply:
             self._drop(template, f"loading the workflow again: {reply['stale']}" if reply
@@ -220,7 +217,14 @@ class Templates:
         self.by_key[key] = Template(key, ours)
         return reply
 
+    def _tell_pid(self, template: Template) -> None:
+        """The agent reaps a template it has been told of (once), as its child."""
+        if template.poll() is True and template.pid is not None:
+            self.helpers.append(template.pid)
+            template.pid = None
+
     def _drop(self, template: Template, note: str | None, refuse: bool = False) -> None:
+        self._tell_pid(template)
         template.close()
         del self.by_key[template.key]
         if refuse:
