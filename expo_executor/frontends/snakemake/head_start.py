@@ -17,10 +17,12 @@ be skipped on arrival). A wrong guess costs little: a VM that gets no job is del
 idle timeout, as any idle VM is.
 
 GCE only: the ready jobs are still checked on the local engine (bad input refused as early), but
-its workers start when the first job comes, as before. A local worker starts in about a second
-and costs nothing, and a workflow whose Snakefile has side effects when parsed (Snakemake's own
-test_protected_symlink_output creates an output then) meets its worker's copy of the workflow
-at the same moment as under plain Snakemake's order of things.
+its workers start when the first job comes, as before: a local worker starts in about a second
+and costs nothing. (A local head start once made Snakemake's test_protected_symlink_output fail:
+a worker ready early forked its workflow's template beside the first job, and the template's
+load of the Snakefile, which creates a file when parsed, undid the job's removal of its old
+output. Templates are now born in their first job (worker/workflow_template.py), so that is no
+longer a reason; a local head start was not tried again.)
 """
 
 from __future__ import annotations
