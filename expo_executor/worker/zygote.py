@@ -151,14 +151,17 @@ def spawn(request: dict[str, Any], channel: tuple[int, int],
 
 
 def enter_job(request: dict[str, Any]) -> None:
-    """A forked job's first step: its own session, stdio, directory and environment (its
-    chain of commands comes next: :func:`run_job_chain`)."""
+    """A forked job's first step: its own session, stdio, directory and environment, and the
+    word its shell's announcement would say (its command is clocked: a first job's load of its
+    workflow, which comes next, is start-up, not the rule's body); its chain of commands comes
+    after that (:func:`run_job_chain`)."""
     os.setsid()
     _redirect(request["log"])
     os.environ.clear()
     os.environ.update(request["env"])
     tempfile.tempdir = None  # found again from the job's own TMPDIR
     os.chdir(request["cwd"])
+    command_clock.stamp(os.environ.get(command_clock.STAMPS_ENV), hooked=True)
 
 
 def run_job_chain(chain: list[list[str]]) -> int:
@@ -187,7 +190,6 @@ def run_chain(chain: list[list[str]]) -> int:
     and, last, ``["clock", ARGS...]``: Snakemake under the command clock, in this process;
     or ``["staged", SPEC]`` alone: a staged job (worker/staged_job.py)."""
     path = os.environ.get(command_clock.STAMPS_ENV)
-    command_clock.stamp(path, hooked=True)  # what the shell's announcement says
     for step in chain:
         kind, args = step[0], step[1:]
         if kind == "cd":
