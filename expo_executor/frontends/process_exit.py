@@ -31,10 +31,9 @@ sweep that hands over hundreds of jobs at once logs each one, and a SIGINT sent 
 Snakemake selecting jobs for as long as one waited, with no word (once in a fresh-clone CI
 run; bench/ctrl_c_handover.py, three runs at a time on 2 cores: 3 of 9 runs still ran 20 s
 after their SIGINT, 0 of 9 with the deferral below, each ending in 0.9-1.2 s). Plain Snakemake
-drops it the same way. So the
-handler raises only outside Snakemake's logging code: inside it, the same SIGINT comes back to
-the main thread a moment later (:data:`REDELIVER_S`), until it lands where Snakemake honours it.
-One Ctrl-C is still one KeyboardInterrupt.
+drops it the same way. So the handler raises only outside Snakemake's logging code: inside it,
+the same SIGINT comes back to the main thread a moment later (:data:`REDELIVER_S`), until it
+lands where Snakemake honours it. One Ctrl-C is still one KeyboardInterrupt.
 """
 
 from __future__ import annotations
