@@ -28,6 +28,7 @@ one also holds every worker and job process below it. So this wrapper calls
 * ``executor_started_at``: when the executor's ``__post_init__`` began (epoch s): Snakemake had
   then built its DAG (with storage, its existence checks) and uploaded the sources, and nothing
   of the run was provisioned yet;
+* ``first_run_jobs_at``: when Snakemake first handed jobs to the executor (epoch s);
 * ``maxrss_mb``: this process's peak RSS (``ru_maxrss``).
 
 Set BENCH_PROFILE_COORDINATOR=FILE to also write a cProfile of the coordinator thread to FILE.
@@ -85,6 +86,7 @@ def _instrument_expocloud() -> None:
     orig_check = front.Executor.check_active_jobs
 
     def run_jobs(self, jobs):
+        _stats.setdefault("first_run_jobs_at", time.time())
         t0 = time.thread_time()
         try:
             return orig_run_jobs(self, jobs)

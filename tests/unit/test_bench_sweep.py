@@ -90,3 +90,31 @@ def test_the_page_grids_are_the_sweep_s_own_and_a_cube_that_holds_every_point() 
     own, cube = sweep_scale.page_grids(50_000)
     assert own == (10, 10, 500)
     assert cube == (37, 37, 37) and 37 ** 3 >= 50_000 > 36 ** 3
+
+
+def test_the_first_worker_ready_is_timed_from_the_run_s_start(tmp_path: Path) -> None:
+    import first_job_pairs
+
+    run = tmp_path / "wf" / ".expocloud" / "runs" / "20261128-000000-abcd"
+    run.mkdir(parents=True)
+    (run / "vms.jsonl").write_text(
+        '{"name": "a", "created": 100.0, "ready": 103.5}\n'
+        '{"name": "b", "created": 100.0, "ready": 102.9}\n'
+        '{"name": "c", "created": 104.0, "ready": null}\n')
+    result = sweep_scale.Result("expocloud, GCE path", 5000, "snakemake")
+    result.first_vm_s = 4.5  # the first create, 100.0 epoch, was 4.5 s after the start
+    assert first_job_pairs.first_ready(result, tmp_path / "wf") == pytest.approx(7.4)
+    result.first_vm_s = None
+    assert first_job_pairs.first_ready(result, tmp_path / "wf") is None
+
+
+def test_the_pairs_summary_counts_the_pairs_within_the_target() -> None:
+    import first_job_pairs
+
+    rows = [{"dag_s": 4.0, "gce_dag_done_s": 4.0, "first_start_s": s, "first_handed_s": 5.0,
+             "ratio": s / 4.0} for s in (7.6, 8.4, 7.8)]
+    line = first_job_pairs.summary(rows)[0]
+    assert "median 1.95" in line and "range 1.90-2.10" in line and "2 of 3 within 2x" in line
+    assert "median 3.8 s (range 3.6-4.4 s)" in line and "handed over" in line
+    assert first_job_pairs.summary([{**rows[0], "ratio": None, "first_start_s": None}]) == \
+        ["No run started a job."]
