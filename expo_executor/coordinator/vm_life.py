@@ -142,7 +142,6 @@ class VmLife:
 
     def _create(self, pool: Pool, count: int, now: float, shape: Shape | None = None) -> None:
         names = self.vms.add(pool, count, now, shape)
-        self.channel.write_inboxes(self.vms, now)  # before they boot
         try:
             if shape is None:  # the run's own: engines without per-rule machines take this
                 self.engine.create(names, pool, self.config.slots_per_worker)
@@ -150,6 +149,7 @@ class VmLife:
                 self.engine.create(names, pool, self.config.size(shape).slots, shape=shape)
         except CreateFailed as failure:
             self._create_failed(failure, now)
+        self.channel.write_inboxes(self.vms, now)  # after the call, long before they boot
 
     def _delete(self, name: str) -> None:
         """Delete a VM the run no longer needs; its jobs (if any) go back to the queue."""

@@ -38,9 +38,10 @@ from expo_executor.worker.wakeup import Wakeup
 FAST_WINDOW = 10  # polls at the fast rate after each change, before slowing down
 REAP_TICK = 0.1  # seconds between looks at running jobs (free: no request)
 SUPPLIED_SLOWDOWN = 2  # a worker holding a next job for every slot reads this much slower
-# A new worker's first assignment comes a coordinator round after its READY status (the
-# coordinator rounds every 0.25 s while its first VMs boot): read that fast until it comes
-FIRST_ASSIGNMENT_POLL_S = 0.25
+# A new worker's first assignment is in the inbox of the round that grants its key, or of a
+# round after its READY status (the coordinator rounds every 0.25 s while its first VMs
+# boot): read faster than that until it comes, so that it is found within 0.1 s
+FIRST_ASSIGNMENT_POLL_S = 0.1
 # A job's deadline times its command (worker/command_clock.py); its start-up and file staging
 # (Snakemake's imports and DAG, inputs fetched, outputs stored) have this allowance of their
 # own, so that a hung start-up still ends: as a failure that says so, never a timeout.
