@@ -1,7 +1,10 @@
 """A real ``snakemake --executor expocloud`` run with hundreds of ready jobs: every job selection
 is expocloud's one pass (frontends/snakemake/job_selection.py), never Snakemake's MILP, and
-each hands over every ready job that -j lets through. Shown by the selections' own records in
-Snakemake's log, not by timing (the time a selection takes: bench/ctrl_c.py and RESULTS.md)."""
+each hands over every ready job that -j lets through; a ready job's resources are evaluated
+when the selection looks at it, not all before the first hand-over, and one that asks for more
+than there is still fails the run in Snakemake's words. Shown by the selections' own records in
+Snakemake's log and by what the resource functions wrote, not by timing (the time a selection
+takes: bench/ctrl_c.py and RESULTS.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import os
 import re
 import signal
 import subprocess
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -87,3 +91,48 @@ def test_each_selection_hands_over_every_ready_job_that_fits_in_one_pass(
 def _limits(free: str) -> dict[str, int]:
     """``_nodes=100, _job_count=99`` as a dict."""
     return {name: int(value) for name, value in (item.split("=") for item in free.split(", "))}
+
+
+# every point's resources come from a function that notes which process evaluated it; each
+# job records, as it runs, how many evaluations had been made by then
+COUNTED = textwrap.dedent("""
+    import os
+
+    def counted(wildcards):
+        with open("evaluated.txt", "a") as out:
+            out.write(f"{os.getpid()} {wildcards.n}\\n")
+        return 1
+
+    rule all:
+        input: expand("out/{n}.txt", n=range(%d))
+
+    rule point:
+        output: "out/{n}.txt"
+        resources: tokens=counted
+        shell: "wc -l < evaluated.txt > {output}"
+    """)
+
+
+def test_a_ready_job_s_resources_are_evaluated_when_the_selection_looks_at_it(
+        tmp_path: Path) -> None:
+    """Snakemake checks every ready job's resources before each selection, evaluating them
+    all (7 s for 50,000 points, RESULTS.md), and the selection's order read them too; now the
+    first jobs run after a handful of evaluations, easiest first by the profile's hardness
+    (read from the rule, not from each job), and every job is evaluated in Snakemake's
+    process by the time it is handed over."""
+    points = 200
+    (tmp_path / "Snakefile").write_text(COUNTED % points)
+    (tmp_path / "evaluated.txt").write_text("")
+    with (tmp_path / "log").open("w") as log:
+        proc = subprocess.Popen([SNAKEMAKE, "--executor", "expocloud", "-j", "3",
+                                 "--resources", "tokens=1000", "--set-resources",
+                                 'point:hardness="n"', "point:deadline=60s"], cwd=tmp_path,
+                                stdout=subprocess.DEVNULL, stderr=log, preexec_fn=interruptible)
+    assert proc.wait(timeout=300) == 0, (tmp_path / "log").read_text()[-3000:]
+    lines = (tmp_path / "evaluated.txt").read_text().splitlines()
+    main = {int(line.split()[1]) for line in lines if line.startswith(f"{proc.pid} ")}
+    assert main == set(range(points))
+    seen = {n: int((tmp_path / "out" / f"{n}.txt").read_text()) for n in range(points)}
+    first = sorted(seen, key=lambda n: (seen[n], n))[:3]
+    assert max(seen[n] for n in first) <= 10, seen  # not all 200 before the first hand-over
+    assert first == [0, 1, 2], first  # the easiest first

@@ -91,6 +91,7 @@ class JobDescriber:
         self.log = log
         self.shapes = shapes  # per-rule machines (GCE); None: every job on the run's own
         self._said: set[str] = set()  # what was shrunk to fit, logged once per rule
+        self._orders: dict[Any, Callable[[str], object] | None] = {}  # rule -> order_values
 
     @staticmethod
     def rule(job) -> str:
@@ -173,12 +174,18 @@ class JobDescriber:
         """Where the coordinator's queue puts ``job`` among new ones (``TaskEntry.order``):
         higher priority first, then, for a rule with a deadline, easier first. A group, or an
         annotation only :meth:`describe` can judge (it raises there, naming the fix), sorts as
-        no hardness. Snakemake's job selection hands jobs over in this order (job_selection.py)."""
+        no hardness. Snakemake's job selection hands jobs over in this order (job_selection.py),
+        having ordered every ready job: the rule's annotations are read as the rule gives them
+        (:func:`order_values`), so that a job's other resources are evaluated only when the
+        selection looks at it; a rule whose annotations are functions has its jobs evaluated."""
         neutral: tuple = (0.0, ())
         if job.is_group():
             return (0, neutral)
         priority = -int(getattr(job, "priority", 0) or 0)
-        get = job.resources.get
+        rule = job.rule
+        if rule not in self._orders:
+            self._orders[rule] = order_values(rule)
+        get = self._orders[rule] or job.resources.get
         try:
             spec_text = get(HARDNESS)
             if spec_text is None or _deadline(get, job.name) is None:
@@ -296,6 +303,34 @@ def rule_values(rule) -> dict[str, object]:
         elif name in PLANNED_WORDS and (word := _constant(getattr(resource, "raw", None))):
             values[name] = word
     return values
+
+
+ORDER_WORDS = (HARDNESS, DEADLINE, RUNTIME)  # what a job's place in the queue depends on
+
+
+def order_values(rule) -> Callable[[str], object] | None:
+    """The rule's :data:`ORDER_WORDS` as every job of it will have them, without evaluating a
+    job: each one the rule gives as a value or as a constant of the profile (``'a, n'``,
+    ``90s``), or not at all; None when one is a function or an expression only a job can
+    evaluate."""
+    found: dict[str, object] = {}
+    given = dict(rule.resources.items())
+    for name in ORDER_WORDS:
+        if name not in given:
+            continue
+        resource = given[name]
+        evaluable = getattr(resource, "is_evaluable", None)
+        if evaluable is None:  # a Snakemake whose resources are plain values and callables
+            if callable(resource):
+                return None
+            found[name] = resource
+        elif not evaluable():
+            found[name] = resource.value
+        elif (word := _constant(getattr(resource, "raw", None))) is not None:
+            found[name] = word
+        else:
+            return None
+    return found.get
 
 
 def _constant(expression: object) -> str | None:

@@ -23,10 +23,22 @@ shutdown. An explicit ``--scheduler greedy``, or any plugin, is used as given; `
 be told from the default, so it is replaced, in one logged line. Were Snakemake ever to read the
 method earlier, the first hand-over would find this selection never ran and say so
 (:meth:`Selection.handed_over`).
+
+Before each selection Snakemake's job scheduler also checks every ready job's resources against
+``-j`` and ``--resources`` (``JobScheduler.validate_job``, which evaluates them: input
+functions, resource callables) and finds the sizes of every ready job's inputs for the MILP
+(``update_input_sizes``: an existence and a size question per input, to storage in a GCS run).
+For 50,000 ready points that held the first hand-over 7 s, with the first VM ready and waiting.
+While this selection is Snakemake's, the sizes are not asked for (nothing reads them), and a
+job is checked when the selection first looks at it, with Snakemake's own check: a job that
+asks for more than there is still fails the run with Snakemake's words, once the selection
+comes to it, and one it never needs to look at is never evaluated (the order itself reads a
+rule's hardness and deadline from the rule: ``JobDescriber.order``).
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any, Callable, Iterable, Mapping
 
@@ -41,12 +53,14 @@ ONE_EACH = ("_job_count", "_nodes")
 
 
 def first_fit(jobs: Iterable[Any], available: Mapping[str, int | str],
-              key: Callable[[Any], tuple]) -> list[Any]:
+              key: Callable[[Any], tuple],
+              check: Callable[[Any], None] = lambda job: None) -> list[Any]:
     """Every job in ``key`` order that fits what the jobs before it left of ``available``
     (Snakemake's free resources: ``_nodes`` is what ``-j`` leaves, ``_cores`` ``--cores``;
-    text-valued ones constrain nothing), each job's needs its ``scheduler_resources``.
-    One pass: its cost grows with the ready jobs, never with their product. It ends once
-    ``-j`` is used up (:data:`ONE_EACH`): no later job could fit, and Snakemake evaluates a
+    text-valued ones constrain nothing), each job's needs its ``scheduler_resources``, each
+    job ``check``-ed (Snakemake's ``validate_job``: raises on one that can never fit) as it is
+    looked at. One pass: its cost grows with the ready jobs, never with their product. It ends
+    once ``-j`` is used up (:data:`ONE_EACH`): no later job could fit, and Snakemake evaluates a
     job's resources (its input functions, its resource callables) only when asked for them,
     so 5,000 ready jobs under ``-j 100`` are not all evaluated at the first selection."""
     left = {name: value for name, value in available.items() if isinstance(value, int)}
@@ -54,6 +68,7 @@ def first_fit(jobs: Iterable[Any], available: Mapping[str, int | str],
     for job in sorted(jobs, key=key):
         if any(left.get(name, 1) <= 0 for name in ONE_EACH):
             break
+        check(job)
         needs = job.scheduler_resources
         if all(needs.get(name, 0) <= free for name, free in left.items()):
             for name in left:
@@ -74,11 +89,13 @@ class Selection:
         self.selections = 0  # how often Snakemake asked this selection
         self._keys: dict[Any, tuple] = {}  # ready job -> its order, until handed over
         self._checked = False
+        # Snakemake's check of one job, bound to its job scheduler (take_over)
+        self.check: Callable[[Any], None] = lambda job: None
 
     def select(self, jobs: Iterable[Any], available: Mapping[str, int | str]) -> list[Any]:
         self.selections += 1
         jobs = list(jobs)
-        chosen = first_fit(jobs, available, self._key)
+        chosen = first_fit(jobs, available, self._key, self.check)
         for job in chosen:
             self._keys.pop(job, None)
         limits = ", ".join(f"{name}={free}" for name, free in available.items()
@@ -109,15 +126,33 @@ def take_over(scheduler: str, selection: Selection,
     call from the executor's ``__post_init__``. Returns what puts Snakemake's back."""
     if scheduler != ILP:
         return lambda: None  # the user named a scheduler: theirs
+    from snakemake.scheduling.job_scheduler import JobScheduler  # loaded by now: it builds us
+
     ilp = SchedulerPluginRegistry().get_plugin(ILP).scheduler
-    snakemakes = ilp.select_jobs
+    snakemakes = ilp.select_jobs, JobScheduler.validate_job, JobScheduler.update_input_sizes
+    validate = snakemakes[1]
 
     def select_jobs(self: Any, selectable_jobs: Iterable[Any], remaining_jobs: Any,
                     available_resources: Mapping[str, int | str], input_sizes: Any) -> list:
         return selection.select(selectable_jobs, available_resources)
 
+    def check_when_looked_at(job_scheduler: Any, job: Any) -> None:
+        """Snakemake calls this for every ready job before each selection: the job is
+        checked when the selection looks at it (see the module)."""
+        if getattr(selection.check, "args", None) != (job_scheduler,):
+            selection.check = functools.partial(validate, job_scheduler)
+
+    async def no_input_sizes(job_scheduler: Any, jobs: Iterable[Any]) -> None:
+        """Only Snakemake's MILP reads them (see the module)."""
+
     ilp.select_jobs = select_jobs
+    JobScheduler.validate_job = check_when_looked_at
+    JobScheduler.update_input_sizes = no_input_sizes
     info("expocloud: ready jobs are handed over in one pass, in the order the coordinator runs "
          "them (Snakemake's ilp job selection would solve a MILP over them each time; "
          "--scheduler greedy keeps Snakemake's greedy one)")
-    return lambda: setattr(ilp, "select_jobs", snakemakes)
+
+    def give_back() -> None:
+        ilp.select_jobs, JobScheduler.validate_job, JobScheduler.update_input_sizes = snakemakes
+
+    return give_back

@@ -4,15 +4,19 @@ order, on stand-in jobs; and the take-over of Snakemake's own ILP plugin class, 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from snakemake_interface_scheduler_plugins.registry import SchedulerPluginRegistry
 
 from expo_executor.core.tasks import TaskEntry
-from expo_executor.frontends.snakemake.describe import Fleet, JobDescriber
+from expo_executor.frontends.snakemake.describe import Fleet, JobDescriber, order_values
 from expo_executor.frontends.snakemake.job_selection import Selection, first_fit, take_over
 
 UNLIMITED = sys.maxsize  # what Snakemake gives a resource nobody limits
@@ -34,6 +38,16 @@ class ReadyJob:
 
     def is_group(self) -> bool:
         return False
+
+    @property
+    def rule(self) -> Any:
+        """A rule of its own, whose resources are the job's (plain values)."""
+        return _Rule(self.resources)
+
+
+@dataclass(eq=False)
+class _Rule:
+    resources: dict[str, Any]
 
 
 def test_every_job_that_fits_is_handed_over_in_key_order() -> None:
@@ -121,6 +135,16 @@ def test_the_describers_order_is_the_coordinators_queue_order() -> None:
     assert describer.order(jobs[4]) == (0, (0.0, ()))
 
 
+def test_a_rule_s_order_is_read_from_the_rule_unless_a_job_must_evaluate_it() -> None:
+    """The order of 50,000 ready jobs needs their rule's hardness and deadline, not each job's
+    resources (job_selection.py): read from the rule when it gives them as values; a function
+    leaves it to the job."""
+    get = order_values(_Rule({"hardness": "n", "deadline": "60s", "mem_mb": lambda wc: 1}))
+    assert get is not None and get("hardness") == "n" and get("runtime") is None
+    assert order_values(_Rule({"hardness": lambda wc: "n", "deadline": "60s"})) is None
+    assert order_values(_Rule({"hardness": "n", "runtime": lambda wc: 5})) is None
+
+
 def test_the_take_over_replaces_snakemakes_ilp_selection_and_gives_it_back() -> None:
     ilp_class = SchedulerPluginRegistry().get_plugin("ilp").scheduler
     snakemakes = ilp_class.select_jobs
@@ -135,6 +159,38 @@ def test_the_take_over_replaces_snakemakes_ilp_selection_and_gives_it_back() -> 
     finally:
         give_back()
     assert ilp_class.select_jobs is snakemakes
+
+
+def test_the_take_over_checks_a_job_with_snakemakes_own_check_when_it_is_looked_at() -> None:
+    """Snakemake checks (and so evaluates) every ready job before each selection, and finds
+    every input's size for its MILP: under the take-over its check of a job runs when the
+    selection looks at the job, and no size is asked for."""
+    from snakemake.scheduling.job_scheduler import JobScheduler
+    from snakemake_interface_common.exceptions import WorkflowError
+
+    snakemakes = JobScheduler.validate_job, JobScheduler.update_input_sizes
+    ilp_class = SchedulerPluginRegistry().get_plugin("ilp").scheduler
+    lines: list[str] = []
+    selection = Selection(lambda job: (job.jobid,), lines.append, lines.append)
+    give_back = take_over("ilp", selection, lines.append)
+    try:
+        job_scheduler = SimpleNamespace(_validated_jobs=set(),
+                                        global_resources={"_nodes": 2, "_job_count": UNLIMITED})
+        ready = [ReadyJob(jobid=i) for i in range(5)]
+        for job in ready:  # what Snakemake does before each selection
+            JobScheduler.validate_job(job_scheduler, job)
+        assert asyncio.run(JobScheduler.update_input_sizes(job_scheduler, ready)) is None
+        assert job_scheduler._validated_jobs == set()  # nothing checked yet
+        ilp = ilp_class(None, None, logging.getLogger("test"))
+        assert ilp.select_jobs(ready, ready, {"_nodes": 2}, {}) == ready[:2]
+        assert job_scheduler._validated_jobs == set(ready[:2])  # the two it looked at
+        too_big = ReadyJob(jobid=-1, scheduler_resources={"_nodes": 5})
+        JobScheduler.validate_job(job_scheduler, too_big)
+        with pytest.raises(WorkflowError, match="Job needs _nodes=5 but only _nodes=2"):
+            ilp.select_jobs([too_big, *ready], ready, {"_nodes": 2}, {})
+    finally:
+        give_back()
+    assert (JobScheduler.validate_job, JobScheduler.update_input_sizes) == snakemakes
 
 
 def test_a_scheduler_the_user_named_is_left_alone() -> None:
