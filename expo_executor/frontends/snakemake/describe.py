@@ -294,14 +294,9 @@ def rule_values(rule) -> dict[str, object]:
     for only a job can evaluate them."""
     values = {}
     for name, resource in rule.resources.items():
-        evaluable = getattr(resource, "is_evaluable", None)
-        if evaluable is None:  # a Snakemake whose resources are plain values and callables
-            if not callable(resource):
-                values[name] = resource
-        elif not evaluable():
-            values[name] = resource.value
-        elif name in PLANNED_WORDS and (word := _constant(getattr(resource, "raw", None))):
-            values[name] = word
+        value = _as_given(resource, words=name in PLANNED_WORDS)
+        if value is not _JOBS_ONLY:
+            values[name] = value
     return values
 
 
@@ -316,21 +311,26 @@ def order_values(rule) -> Callable[[str], object] | None:
     found: dict[str, object] = {}
     given = dict(rule.resources.items())
     for name in ORDER_WORDS:
-        if name not in given:
-            continue
-        resource = given[name]
-        evaluable = getattr(resource, "is_evaluable", None)
-        if evaluable is None:  # a Snakemake whose resources are plain values and callables
-            if callable(resource):
+        if name in given:
+            found[name] = _as_given(given[name], words=True)
+            if found[name] is _JOBS_ONLY:
                 return None
-            found[name] = resource
-        elif not evaluable():
-            found[name] = resource.value
-        elif (word := _constant(getattr(resource, "raw", None))) is not None:
-            found[name] = word
-        else:
-            return None
     return found.get
+
+
+_JOBS_ONLY = object()  # a resource only a job can evaluate
+
+
+def _as_given(resource: Any, words: bool) -> object:
+    """A rule's resource as every job of it will have it: a value, or (``words``) a constant
+    of the profile (:func:`_constant`); ``_JOBS_ONLY`` for a function or an expression."""
+    evaluable = getattr(resource, "is_evaluable", None)
+    if evaluable is None:  # a Snakemake whose resources are plain values and callables
+        return _JOBS_ONLY if callable(resource) else resource
+    if not evaluable():
+        return resource.value
+    word = _constant(getattr(resource, "raw", None)) if words else None
+    return word if word else _JOBS_ONLY
 
 
 def _constant(expression: object) -> str | None:
