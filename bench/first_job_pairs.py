@@ -22,7 +22,6 @@ to bench/RESULTS.md as its own section.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -34,38 +33,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from common import REPO, fmt, machine_line, versions  # noqa: E402
-from sweep_scale import (PLAIN_DAG, CountingProxy, Plan, Result, gce_expocloud,  # noqa: E402
-                         local_run, run_dir_of)
+from sweep_scale import (PLAIN_DAG, CountingProxy, Plan, gce_expocloud,  # noqa: E402
+                         local_run)
 
 from expo_executor.emulator.gcs import EmulatorProcess  # noqa: E402
 
 SECTION = "Issue 31: the first job on GCE, interleaved pairs (`bench/first_job_pairs.py`)"
 
 
-def first_ready(result: Result, folder: Path) -> float | None:
-    """When the run's first worker was ready (vms.jsonl's ``ready``: its key granted), from the
-    run's start (the first VM's creation is ``result.first_vm_s`` from it)."""
-    run_dir = run_dir_of(folder)
-    path = run_dir / "vms.jsonl" if run_dir is not None else None
-    if path is None or not path.exists() or result.first_vm_s is None:
-        return None
-    records = [json.loads(line) for line in path.read_text().splitlines()]
-    ready = [rec["ready"] for rec in records if rec.get("ready") is not None]
-    created = min(rec["created"] for rec in records)
-    return result.first_vm_s + min(ready) - created if ready else None
-
-
 def one_pair(plan: Plan, points: int, proxy: CountingProxy, env: dict, log) -> dict:
     dag = local_run(plan, "plain dry run (DAG)", points, PLAIN_DAG, {**os.environ})
     gce = gce_expocloud(plan, points, proxy, env, log)
-    folder = plan.base / f"{points}-gce-expocloud"
-    ready = first_ready(gce, folder)
-    handed = gce.wrap.get("first_run_jobs_at")
-    executor = gce.wrap.get("executor_started_at")
     row = {"dag_s": dag.wall_s, "gce_dag_done_s": gce.dag_done_s, "first_vm_s": gce.first_vm_s,
-           "first_handed_s": (gce.dag_done_s + handed - executor
-                              if handed and executor and gce.dag_done_s is not None else None),
-           "first_ready_s": ready, "first_start_s": gce.first_start_s,
+           "first_handed_s": gce.first_handed_s, "first_ready_s": gce.first_ready_s,
+           "first_start_s": gce.first_start_s,
            "first_output_s": gce.first_output_s, "vms_left": gce.vms_left,
            "load": gce.load}
     row["ratio"] = gce.first_start_s / dag.wall_s if gce.first_start_s else None

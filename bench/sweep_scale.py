@@ -169,6 +169,8 @@ class Result:
     # run's vms.jsonl and jobs.jsonl)
     dag_done_s: float | None = None
     first_vm_s: float | None = None
+    first_handed_s: float | None = None  # Snakemake first handed jobs to the executor
+    first_ready_s: float | None = None  # a worker was first ready (its key granted)
     first_start_s: float | None = None
     left_behind: int | None = None  # its processes still alive as it exited (stopped runs)
 
@@ -330,7 +332,9 @@ def run_dir_of(folder: Path) -> Path | None:
 
 
 def milestones(result: Result, folder: Path, started: float) -> None:
-    """When the run created its first VM and started its first job, from its start."""
+    """When the run's executor started (Snakemake's DAG done), it created its first VM,
+    Snakemake first handed it jobs, a worker was first ready and the first job started, each
+    from the run's start."""
     run_dir = run_dir_of(folder)
     if run_dir is None:
         return
@@ -342,7 +346,10 @@ def milestones(result: Result, folder: Path, started: float) -> None:
         return min(times) - started if times else None
     if result.wrap.get("executor_started_at"):
         result.dag_done_s = result.wrap["executor_started_at"] - started
+    if result.wrap.get("first_run_jobs_at"):
+        result.first_handed_s = result.wrap["first_run_jobs_at"] - started
     result.first_vm_s = first("vms.jsonl", "created")
+    result.first_ready_s = first("vms.jsonl", "ready")
     result.first_start_s = first("jobs.jsonl", "started")
 
 

@@ -92,20 +92,22 @@ def test_the_page_grids_are_the_sweep_s_own_and_a_cube_that_holds_every_point() 
     assert cube == (37, 37, 37) and 37 ** 3 >= 50_000 > 36 ** 3
 
 
-def test_the_first_worker_ready_is_timed_from_the_run_s_start(tmp_path: Path) -> None:
-    import first_job_pairs
-
+def test_the_first_job_s_way_is_timed_from_the_run_s_start(tmp_path: Path) -> None:
     run = tmp_path / "wf" / ".expocloud" / "runs" / "20261128-000000-abcd"
     run.mkdir(parents=True)
     (run / "vms.jsonl").write_text(
         '{"name": "a", "created": 100.0, "ready": 103.5}\n'
         '{"name": "b", "created": 100.0, "ready": 102.9}\n'
         '{"name": "c", "created": 104.0, "ready": null}\n')
+    (run / "jobs.jsonl").write_text('{"key": "j1", "started": 103.4}\n')
     result = sweep_scale.Result("expocloud, GCE path", 5000, "snakemake")
-    result.first_vm_s = 4.5  # the first create, 100.0 epoch, was 4.5 s after the start
-    assert first_job_pairs.first_ready(result, tmp_path / "wf") == pytest.approx(7.4)
-    result.first_vm_s = None
-    assert first_job_pairs.first_ready(result, tmp_path / "wf") is None
+    result.wrap = {"executor_started_at": 99.0, "first_run_jobs_at": 100.5}
+    sweep_scale.milestones(result, tmp_path / "wf", started=95.5)  # the process's start
+    assert (result.dag_done_s, result.first_vm_s, result.first_handed_s) == (3.5, 4.5, 5.0)
+    assert (result.first_ready_s, result.first_start_s) == pytest.approx((7.4, 7.9))
+    (run / "vms.jsonl").write_text('{"name": "a", "created": 100.0, "ready": null}\n')
+    sweep_scale.milestones(result, tmp_path / "wf", started=95.5)
+    assert result.first_ready_s is None  # no worker ready yet
 
 
 def test_the_pairs_summary_counts_the_pairs_within_the_target() -> None:
