@@ -228,6 +228,13 @@ def _install_wrapper() -> None:
     objects.download = replacements[objects.download]
 
 
+def _not_a_missing_object(record: Any) -> bool:
+    """False for the stock emulator's two ERROR lines on every read of a missing object: a 404
+    is an answer, not an error (a new worker looks for its key ten times a second until it is
+    granted), and the lines buried the emulator's real errors in its terminal."""
+    return record.funcName != "get_file"
+
+
 def _serve(bare: bool, port: int = 0) -> None:  # runs inside the emulator's process
     import logging
     import signal
@@ -237,6 +244,7 @@ def _serve(bare: bool, port: int = 0) -> None:  # runs inside the emulator's pro
     from gcp_storage_emulator.server import create_server
 
     logging.getLogger("gcp_storage_emulator").setLevel(logging.ERROR)
+    logging.getLogger("gcp_storage_emulator.storage").addFilter(_not_a_missing_object)
     http_server.HTTPServer.request_queue_size = 128  # many racing clients, one thread
     if not bare:
         _install_wrapper()
@@ -256,11 +264,12 @@ def _serve(bare: bool, port: int = 0) -> None:  # runs inside the emulator's pro
 class EmulatorProcess:
     """The emulator in a child process on a free loopback port, in memory."""
 
-    def __init__(self, bare: bool = False, port: int = 0) -> None:
+    def __init__(self, bare: bool = False, port: int = 0, stderr: int | None = None) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "expo_executor.emulator.gcs",
              "--bare" if bare else "--faithful", "--port", str(port)],
-            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.PIPE, stderr=stderr, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if not line.startswith("PORT "):

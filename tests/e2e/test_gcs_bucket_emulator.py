@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import urllib.request
 
 import pytest
@@ -232,6 +233,23 @@ def test_a_missing_object_downloads_to_no_file(  # type: ignore[no-untyped-def]
         bucket: GcsBucket, tmp_path) -> None:
     assert bucket.download_to("in/none", tmp_path / "none") is None
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_object_is_a_404_not_an_error_in_the_emulator_s_terminal() -> None:
+    """The stock emulator logs two ERROR lines for every read of a missing object; a new
+    worker reads its missing key ten times a second, and those lines buried real errors."""
+    emulator = EmulatorProcess(stderr=subprocess.PIPE)
+    try:
+        bucket = GcsBucket(f"gs://{fresh_bucket(emulator.endpoint)}/p",
+                           endpoint=emulator.endpoint)
+        assert bucket.read("workers/w-1/key.json") is None
+        bucket.write("k", b"x")
+        assert bucket.read("k").data == b"x"
+    finally:
+        emulator.stop()
+    assert emulator.proc.stderr is not None
+    said = emulator.proc.stderr.read()
+    assert "Resource not found" not in said and "key.json" not in said, said
 
 
 def test_file_transfers_retry_transient_faults_from_the_start(
