@@ -100,6 +100,7 @@ class Template:
         self.reader = sock.makefile("rb")
         self.state: bool | str | None = None  # True: ready; a string: why it failed
         self.pid: int | None = None  # known once it is ready
+        self.told = False  # the agent was told its pid (it reaps the template)
 
     def poll(self) -> bool | str | None:
         """Whether it is ready, without waiting: None while its first job loads, ENDED when
@@ -219,9 +220,9 @@ class Templates:
 
     def _tell_pid(self, template: Template) -> None:
         """The agent reaps a template it has been told of (once), as its child."""
-        if template.poll() is True and template.pid is not None:
+        if template.poll() is True and template.pid is not None and not template.told:
             self.helpers.append(template.pid)
-            template.pid = None
+            template.told = True
 
     def _drop(self, template: Template, note: str | None, refuse: bool = False) -> None:
         self._tell_pid(template)
