@@ -33,10 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from common import REPO, fmt, machine_line, versions  # noqa: E402
-from sweep_scale import (PLAIN_DAG, CountingProxy, Plan, gce_expocloud,  # noqa: E402
-                         local_run)
-
-from expo_executor.emulator.gcs import EmulatorProcess  # noqa: E402
+from sweep_scale import (PLAIN_DAG, CountingProxy, Plan, emulated_storage,  # noqa: E402
+                         gce_expocloud, local_run)
 
 SECTION = "Issue 31: the first job on GCE, interleaved pairs (`bench/first_job_pairs.py`)"
 
@@ -110,17 +108,12 @@ def main() -> int:
         print(f"[{time.time() - began:6.0f} s] {text}", flush=True)
 
     rows = []
-    storage = EmulatorProcess()
     try:
-        with CountingProxy(storage.endpoint, plan.latency) as proxy:
-            env = {**os.environ, "STORAGE_EMULATOR_HOST": proxy.endpoint}
-            for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
-                env.pop(var, None)
+        with emulated_storage(plan) as (proxy, env):
             for i in range(args.pairs):
                 rows.append(one_pair(plan, args.points, proxy, env, log))
                 log(f"pair {i + 1}: " + table(rows)[-1])
     finally:
-        storage.stop()
         _remove(base)
     text = [f"## {SECTION}",
             f"`PYTHONPATH=. .venv/bin/python bench/first_job_pairs.py --points {args.points} "

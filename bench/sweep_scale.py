@@ -36,6 +36,7 @@ run directory's files (status.json and run.html are rewritten every status inter
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -46,6 +47,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -419,19 +421,25 @@ def local_variants(plan: Plan, points: int, log) -> list[Result]:
     return results
 
 
-def gce_variants(plan: Plan, points: int, log) -> list[Result]:
+@contextlib.contextmanager
+def emulated_storage(plan: Plan) -> Iterator[tuple[CountingProxy, dict]]:
+    """The GCS emulator behind a proxy holding each call ``plan.latency`` s, and the
+    environment that sends a run's storage calls through it (no HTTP proxy in the way)."""
     storage = EmulatorProcess()
-    results = []
     try:
         with CountingProxy(storage.endpoint, plan.latency) as proxy:
             env = {**os.environ, "STORAGE_EMULATOR_HOST": proxy.endpoint}
             for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
                 env.pop(var, None)
-            results.append(gce_dry_run(plan, points, proxy, env, log))
-            results.append(gce_expocloud(plan, points, proxy, env, log))
+            yield proxy, env
     finally:
         storage.stop()
-    return results
+
+
+def gce_variants(plan: Plan, points: int, log) -> list[Result]:
+    with emulated_storage(plan) as (proxy, env):
+        return [gce_dry_run(plan, points, proxy, env, log),
+                gce_expocloud(plan, points, proxy, env, log)]
 
 
 def gce_dry_run(plan: Plan, points: int, proxy: CountingProxy, env: dict, log) -> Result:
